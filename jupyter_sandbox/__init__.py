@@ -1,0 +1,90 @@
+"""jupyter-sandbox: run untrusted code from a notebook.
+
+Two engines, usable with or without IPython:
+
+- `orchestrate` runs Python in Monty, a sandboxed interpreter that can call only registered
+  tools (``%%orchestrate`` in a notebook);
+- `create` defines a disposable Docker sandbox with typed inputs and outputs (``%%sandbox``).
+
+``%load_ext jupyter_sandbox`` registers the cell magics. Every exception we raise is in
+`jupyter_sandbox.errors` (documented there as one tree).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from . import _errors as errors
+from ._errors import (
+    ContainerError,
+    DockerUnavailable,
+    ImageBuildError,
+    Interrupted,
+    InvalidPackageError,
+    LimitExceeded,
+    MissingOutput,
+    NonZeroExit,
+    OrchestrationError,
+    OutOfMemory,
+    SandboxConfigError,
+    SandboxError,
+    SandboxTimeout,
+    ToolError,
+    TypeCheckError,
+)
+from ._events import ToolCall
+from .orchestrate import (
+    OrchestrationResult,
+    Tool,
+    orchestrate,
+    orchestrate_async,
+    orchestrate_local,
+    tool,
+)
+
+if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ContainerError",
+    "DockerUnavailable",
+    "ImageBuildError",
+    "Interrupted",
+    "InvalidPackageError",
+    "LimitExceeded",
+    "MissingOutput",
+    "NonZeroExit",
+    "OrchestrationError",
+    "OrchestrationResult",
+    "OutOfMemory",
+    "SandboxConfigError",
+    "SandboxError",
+    "SandboxTimeout",
+    "Tool",
+    "ToolCall",
+    "ToolError",
+    "TypeCheckError",
+    "__version__",
+    "errors",
+    "load_ipython_extension",
+    "orchestrate",
+    "orchestrate_async",
+    "orchestrate_local",
+    "tool",
+    "unload_ipython_extension",
+]
+
+
+def load_ipython_extension(ipython: InteractiveShell) -> None:
+    """``%load_ext jupyter_sandbox``: register the magics (imported lazily: IPython is optional)."""
+    from .magics import load
+
+    load(ipython)
+
+
+def unload_ipython_extension(ipython: InteractiveShell) -> None:
+    from .magics import unload
+
+    unload(ipython)

@@ -1,0 +1,123 @@
+"""Every exception jupyter-sandbox raises, in one place.
+
+```
+SandboxError                      base: catch this to catch anything of ours
+├── OrchestrationError            %%orchestrate / orchestrate(): the sandboxed code failed
+│   ├── TypeCheckError            rejected by the type checker before any tool ran
+│   ├── ToolError                 a tool raised and the code did not catch it
+│   └── LimitExceeded             time, memory or tool-call limit hit (``.limit`` names it)
+│       └── Interrupted           the user interrupted the run (Ctrl-C)
+└── ContainerError                %%sandbox / create().run(): Docker side
+    ├── DockerUnavailable         no engine reachable (the message says how to start one)
+    ├── ImageBuildError           image build failed (``.log`` has the failing step's log)
+    │   └── InvalidPackageError   a pip or apt package does not exist (``.package``)
+    ├── SandboxTimeout            the container ran past its timeout
+    ├── OutOfMemory               the container was killed for memory
+    ├── NonZeroExit               the code exited non-zero (``.exit_code``, ``.stderr_tail``)
+    └── MissingOutput             a declared output was not written (``.name``)
+```
+
+`SandboxConfigError` (also a `ValueError`) is raised for bad arguments before anything runs.
+"""
+
+from __future__ import annotations
+
+
+class SandboxError(Exception):
+    """Base class of every error raised by jupyter-sandbox."""
+
+
+class SandboxConfigError(SandboxError, ValueError):
+    """Bad arguments, detected before anything runs (unknown type, code and command both set...)."""
+
+
+class OrchestrationError(SandboxError):
+    """Sandboxed orchestration code failed.
+
+    ``sandbox_traceback`` is Monty's traceback with the cell's own line numbers.
+    """
+
+    def __init__(self, message: str, *, sandbox_traceback: str = "") -> None:
+        super().__init__(message)
+        self.sandbox_traceback = sandbox_traceback
+
+
+class TypeCheckError(OrchestrationError):
+    """The type checker rejected the code; no tool was called."""
+
+
+class ToolError(OrchestrationError):
+    """A tool raised and the sandboxed code did not catch it."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        sandbox_traceback: str = "",
+        tool: str = "",
+        host_traceback: str = "",
+    ) -> None:
+        super().__init__(message, sandbox_traceback=sandbox_traceback)
+        self.tool = tool
+        self.host_traceback = host_traceback
+
+
+class LimitExceeded(OrchestrationError):
+    """A resource limit stopped the code. ``limit`` is one of time, memory, calls, interrupt."""
+
+    def __init__(self, message: str, *, limit: str, sandbox_traceback: str = "") -> None:
+        super().__init__(message, sandbox_traceback=sandbox_traceback)
+        self.limit = limit
+
+
+class Interrupted(LimitExceeded):
+    """The run was interrupted (KeyboardInterrupt) and its worker killed."""
+
+
+class ContainerError(SandboxError):
+    """A %%sandbox container could not be built or run, or its code failed."""
+
+
+class DockerUnavailable(ContainerError):
+    """No Docker-API engine answered."""
+
+
+class ImageBuildError(ContainerError):
+    """The image build failed; ``log`` holds the failing step's output."""
+
+    def __init__(self, message: str, *, log: str = "") -> None:
+        super().__init__(message)
+        self.log = log
+
+
+class InvalidPackageError(ImageBuildError):
+    """A requested pip or apt package does not exist."""
+
+    def __init__(self, message: str, *, package: str, log: str = "") -> None:
+        super().__init__(message, log=log)
+        self.package = package
+
+
+class SandboxTimeout(ContainerError):
+    """The container ran past its timeout and was killed."""
+
+
+class OutOfMemory(ContainerError):
+    """The container was killed by the kernel's OOM killer."""
+
+
+class NonZeroExit(ContainerError):
+    """The code in the container exited with a non-zero status."""
+
+    def __init__(self, message: str, *, exit_code: int, stderr_tail: str = "") -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+        self.stderr_tail = stderr_tail
+
+
+class MissingOutput(ContainerError):
+    """A declared output was not written by the code."""
+
+    def __init__(self, message: str, *, name: str) -> None:
+        super().__init__(message)
+        self.name = name

@@ -1,0 +1,142 @@
+"""Events the engines emit while they work.
+
+Engines (`orchestrate/`, `sandbox/`) never print and never import IPython: they call an
+``on_event`` callback with these small frozen records, and `display/` turns them into widgets,
+HTML or text. Keeping them in one module is what lets a view, a test or a user's own callback
+follow a run without knowing which engine produced it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Stream = Literal["stdout", "stderr"]
+
+
+@dataclass
+class ToolCall:
+    """One tool call made from sandboxed code: the unit of a trace.
+
+    Mutable on purpose: the driver fills ``end``, ``result``/``error`` when the call finishes,
+    and views hold the same object from `CallStarted` to `CallFinished`.
+    """
+
+    call_id: int
+    tool: str
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    start: float
+    """Seconds since the run started (monotonic clock)."""
+    line: int | None = None
+    """1-based line of the call in the cell, when Monty reports it."""
+    column: int | None = None
+    end: float | None = None
+    result: Any = None
+    error: str | None = None
+    """``ExcType: message`` of the tool's exception, or None when it returned."""
+    host_traceback: str | None = None
+    """The tool's traceback on the host: Monty drops it, so the trace keeps it."""
+    replayed: bool = False
+    """True when the result was answered from a journal or cache instead of calling the tool."""
+    children: list[dict[str, Any]] = field(default_factory=list)
+    """Nested records (for example the container run of a sandbox used as a tool)."""
+
+    @property
+    def duration(self) -> float | None:
+        return None if self.end is None else self.end - self.start
+
+    @property
+    def status(self) -> Literal["running", "ok", "error"]:
+        if self.end is None:
+            return "running"
+        return "error" if self.error is not None else "ok"
+
+
+@dataclass(frozen=True)
+class Output:
+    """A chunk of stdout or stderr from sandboxed code, as it happens."""
+
+    stream: Stream
+    text: str
+
+
+@dataclass(frozen=True)
+class CallStarted:
+    call: ToolCall
+
+
+@dataclass(frozen=True)
+class CallFinished:
+    call: ToolCall
+
+
+@dataclass(frozen=True)
+class BuildStarted:
+    """An image build begins (or is found in the cache: then `BuildFinished` follows at once)."""
+
+    tag: str
+    total_steps: int
+
+
+@dataclass(frozen=True)
+class BuildStep:
+    """The build moved to step ``index`` (1-based) of ``total``."""
+
+    index: int
+    total: int
+    text: str
+
+
+@dataclass(frozen=True)
+class BuildLog:
+    """One line of build output."""
+
+    line: str
+
+
+@dataclass(frozen=True)
+class BuildFinished:
+    tag: str
+    cached: bool
+    seconds: float
+    error: str | None = None
+    """The failing step's log tail when the build failed."""
+
+
+@dataclass(frozen=True)
+class RunStarted:
+    """A container run begins."""
+
+    name: str
+    image: str
+    attempt: int = 1
+
+
+@dataclass(frozen=True)
+class RunFinished:
+    name: str
+    exit_code: int | None
+    seconds: float
+    outputs: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    cached: bool = False
+
+
+Event = (
+    Output
+    | CallStarted
+    | CallFinished
+    | BuildStarted
+    | BuildStep
+    | BuildLog
+    | BuildFinished
+    | RunStarted
+    | RunFinished
+)
+EventCallback = Callable[[Event], None]
+
+
+def ignore(event: Event) -> None:
+    """The default callback: engines always have someone to tell."""

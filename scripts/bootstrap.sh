@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Sets up everything jupyter-sandbox needs on a fresh Debian machine (as root); safe to re-run.
+#   - Debian packages: docker.io (engine), debootstrap (base image without a registry),
+#     chromium (browser tests, only with --browser), nodejs/npm are expected to exist.
+#   - a running Docker engine (reuses one that answers; otherwise starts dockerd)
+#   - .venv with the project installed (editable) plus test tools
+#   - the local Python base image (built once per machine, then cached by Docker)
+# Sourced or run by scripts/demo.sh and scripts/test.sh.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+WANT_BROWSER=0
+for arg in "$@"; do [ "$arg" = "--browser" ] && WANT_BROWSER=1; done
+
+log() { printf '\033[1m[bootstrap]\033[0m %s\n' "$*" >&2; }
+
+missing=()
+command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
+command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
+if [ "$WANT_BROWSER" = 1 ] && ! command -v chromium >/dev/null 2>&1; then missing+=(chromium); fi
+if [ ${#missing[@]} -gt 0 ]; then
+  log "installing Debian packages: ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if ! docker info >/dev/null 2>&1; then
+  log "starting dockerd (log: /var/log/jupyter-sandbox-dockerd.log)"
+  nohup setsid dockerd >/var/log/jupyter-sandbox-dockerd.log 2>&1 </dev/null &
+  for _ in $(seq 1 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
+  docker info >/dev/null 2>&1 || { log "dockerd did not come up; see /var/log/jupyter-sandbox-dockerd.log"; exit 1; }
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  log "creating .venv"
+  python3 -m venv .venv
+fi
+log "installing jupyter-sandbox and test tools into .venv"
+.venv/bin/pip install -q --upgrade pip >/dev/null
+.venv/bin/pip install -q -e '.[test]'
+
+log "making sure the base image exists"
+.venv/bin/python -m jupyter_sandbox base-image
