@@ -1,0 +1,17 @@
+"""Showing runs: live widgets in Jupyter, MIME bundles for saved notebooks, text elsewhere.
+
+The magics create a view per cell and feed it engine events::
+
+    view = OrchestrateView(quiet=False)   # or SandboxView
+    view.on_event(event)                  # any thread
+    view.finish(record)                   # once, with the engine's JSON record
+
+Engines never import this package; it imports IPython and ipywidgets only when they are live.
+"""
+
+from __future__ import annotations
+
+from ._mime import RUN_MIME, TRACE_MIME, bundle
+from ._views import OrchestrateView, SandboxView
+
+__all__ = ["RUN_MIME", "TRACE_MIME", "OrchestrateView", "SandboxView", "bundle"]

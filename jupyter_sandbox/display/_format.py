@@ -1,0 +1,89 @@
+"""Small formatting helpers shared by the text and HTML renderers, so both say the same thing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+MAX_ROWS = 200
+"""Calls listed in text/HTML fallbacks; the JSON record (and the labextension) keeps them all."""
+
+
+def seconds(value: float | None) -> str:
+    """A duration people read at a glance: ``850 us``, ``12 ms``, ``1.23 s``, ``2m05s``."""
+    if value is None:
+        return "-"
+    if value < 1e-3:
+        return f"{value * 1e6:.0f} us"
+    if value < 1:
+        return f"{value * 1e3:.0f} ms"
+    if value < 60:
+        return f"{value:.2f} s"
+    minutes, rest = divmod(value, 60)
+    return f"{minutes:.0f}m{rest:02.0f}s"
+
+
+def clip(text: str, limit: int = 80) -> str:
+    """One line of at most ``limit`` characters: previews must never blow up a table row."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "\u2026"
+
+
+def preview(value: Any, limit: int = 80) -> str:
+    """A clipped ``repr`` for live values (records already carry string previews)."""
+    try:
+        text = repr(value)
+    except Exception as exc:  # a broken __repr__ must not break the display
+        text = f"<unrepresentable {type(value).__name__}: {exc}>"
+    return clip(text, limit)
+
+
+def call_signature(call: dict[str, Any]) -> str:
+    """``tool(arg, key=value)`` from a call record's previews."""
+    parts = [*call.get("args", []), *(f"{k}={v}" for k, v in call.get("kwargs", {}).items())]
+    return clip(f"{call.get('tool', '?')}({', '.join(parts)})", 120)
+
+
+def call_status(call: dict[str, Any]) -> str:
+    """``running``, ``ok`` or ``error``: the same rule as `ToolCall.status`, on a record."""
+    if call.get("end") is None:
+        return "running"
+    return "error" if call.get("error") is not None else "ok"
+
+
+def call_duration(call: dict[str, Any]) -> float | None:
+    end = call.get("end")
+    return None if end is None else end - call.get("start", 0.0)
+
+
+def build_state(build: dict[str, Any]) -> str:
+    """``cached``, ``built in 12.30 s`` or ``failed after 3.00 s``: the build's final word."""
+    if build.get("error"):
+        return f"failed after {seconds(build.get('seconds'))}"
+    if build.get("cached"):
+        return "cached"
+    return f"built in {seconds(build.get('seconds'))}"
+
+
+def orchestrate_summary(record: dict[str, Any]) -> str:
+    calls = record.get("calls", [])
+    errors = sum(1 for c in calls if c.get("error") is not None)
+    noun = "call" if len(calls) == 1 else "calls"
+    return (
+        f"orchestrate {record.get('status', '?')} in {seconds(record.get('duration'))}: "
+        f"{len(calls)} tool {noun}, {errors} failed"
+    )
+
+
+def sandbox_summary(record: dict[str, Any]) -> str:
+    exit_code = record.get("exit_code")
+    bits = [f"image {record.get('image', '?')}"]
+    if exit_code is not None:
+        bits.append(f"exit {exit_code}")
+    if record.get("attempts", 1) != 1:
+        bits.append(f"{record.get('attempts')} attempts")
+    if record.get("cached"):
+        bits.append("result cached")
+    return (
+        f"sandbox {record.get('name', '?')!r} {record.get('status', '?')} in "
+        f"{seconds(record.get('duration'))} ({', '.join(bits)})"
+    )

@@ -1,0 +1,144 @@
+"""Records as static HTML: the fallback for nbconvert, papermill, GitHub and JupyterLab without
+our extension, and the body of the live trace widget (so live and saved views look the same).
+
+Everything is escaped; styling is inline or in one small ``<style>`` block scoped by ``jsb-``
+classes, because sanitizers in untrusted notebooks may drop either and the text must still read.
+"""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Any
+
+from . import _format as fmt
+
+STYLE = """<style>
+.jsb{font-family:var(--jp-code-font-family,monospace);font-size:12px}
+.jsb table{border-collapse:collapse}
+.jsb th,.jsb td{padding:1px 8px;text-align:left;vertical-align:top}
+.jsb .jsb-error{color:#c62828}
+.jsb .jsb-timeline{width:200px;min-width:200px;position:relative}
+.jsb .jsb-bar{height:10px;background:#1976d2;min-width:2px;margin-top:3px}
+.jsb .jsb-bar.jsb-error{background:#c62828}
+.jsb .jsb-bar.jsb-running{background:#9e9e9e}
+.jsb pre{margin:2px 0;max-height:300px;overflow:auto}
+</style>"""
+
+
+def render(record: dict[str, Any]) -> str:
+    """The whole record as one HTML fragment; dispatches on ``kind``."""
+    body = _orchestrate(record) if record.get("kind") == "orchestrate" else _sandbox(record)
+    return f'{STYLE}<div class="jsb">{body}</div>'
+
+
+def calls_table(calls: list[dict[str, Any]], span: float) -> str:
+    """One row per call with a timeline column: bars placed on ``[0, span]`` show overlap.
+
+    Used for the final record and, with the calls seen so far, by the live trace widget.
+    """
+    span = max(span, 1e-9)
+    rows = [
+        "<tr><th>#</th><th>tool</th><th>call</th><th>result</th>"
+        "<th>duration</th><th>status</th><th>timeline</th></tr>"
+    ]
+    for call in calls[: fmt.MAX_ROWS]:
+        rows.append(_call_row(call, span))
+    more = len(calls) - fmt.MAX_ROWS
+    tail = f"<p>&hellip; {more} more calls in the JSON record</p>" if more > 0 else ""
+    return f'<table class="jsb-calls">{"".join(rows)}</table>{tail}'
+
+
+def _call_row(call: dict[str, Any], span: float) -> str:
+    status = fmt.call_status(call)
+    start = call.get("start", 0.0)
+    end = call.get("end")
+    width = (span if end is None else end) - start
+    bar = (
+        f'<div class="jsb-bar jsb-{status}" title="{fmt.seconds(start)} + '
+        f'{fmt.seconds(width)}" style="margin-left:{100 * start / span:.2f}%;'
+        f'width:{100 * width / span:.2f}%"></div>'
+    )
+    if call.get("error") is not None:
+        result = _details(
+            f'<span class="jsb-error">{escape(fmt.clip(call["error"]))}</span>',
+            call.get("host_traceback") or call["error"],
+        )
+    else:
+        result = escape(fmt.clip(str(call.get("result")))) if end is not None else ""
+    children = "".join(
+        _details(f"{escape(child.get('kind', 'record'))} record", None, render(child))
+        for child in call.get("children", [])
+    )
+    replayed = " (replayed)" if call.get("replayed") else ""
+    return (
+        f'<tr class="jsb-call jsb-{status}"><td>{call.get("call_id")}</td>'
+        f"<td>{escape(str(call.get('tool')))}</td>"
+        f"<td>{escape(fmt.call_signature(call))}{children}</td><td>{result}</td>"
+        f"<td>{fmt.seconds(fmt.call_duration(call))}</td><td>{status}{replayed}</td>"
+        f'<td class="jsb-timeline">{bar}</td></tr>'
+    )
+
+
+def _details(summary: str, text: str | None, html: str = "") -> str:
+    """A collapsed block: tracebacks and logs are there when wanted, out of the way otherwise."""
+    inner = html if text is None else f"<pre>{escape(text)}</pre>"
+    return f"<details><summary>{summary}</summary>{inner}</details>"
+
+
+def _orchestrate(record: dict[str, Any]) -> str:
+    status_class = "jsb-error" if record.get("status") == "error" else ""
+    parts = [f'<b class="{status_class}">{escape(fmt.orchestrate_summary(record))}</b>']
+    calls = record.get("calls", [])
+    if calls:
+        parts.append(calls_table(calls, record.get("duration") or 0.0))
+    if record.get("value") is not None:
+        parts.append(f"<div>value: <code>{escape(record['value'])}</code></div>")
+    if record.get("error"):
+        parts.append(
+            _details(
+                f'<span class="jsb-error">{escape(record["error"])}</span>',
+                record.get("sandbox_traceback") or record["error"],
+            )
+        )
+    if record.get("stdout"):
+        parts.append(_details("stdout", record["stdout"]))
+    return "".join(parts)
+
+
+def _sandbox(record: dict[str, Any]) -> str:
+    status_class = "jsb-error" if record.get("status") == "error" else ""
+    parts = [f'<b class="{status_class}">{escape(fmt.sandbox_summary(record))}</b>']
+    build = record.get("build")
+    if build:
+        parts.append(_build(build))
+    for label in ("inputs", "outputs"):
+        values = record.get(label, {})
+        if values:
+            rows = "".join(
+                f"<tr><td>{escape(name)}</td><td>{escape(str(v.get('type')))}</td>"
+                f"<td><code>{escape(str(v.get('preview')))}</code></td></tr>"
+                for name, v in values.items()
+            )
+            parts.append(f'<div>{label}</div><table class="jsb-{label}">{rows}</table>')
+    if record.get("error"):
+        parts.append(f'<div class="jsb-error">{escape(record["error"])}</div>')
+    for stream in ("stdout", "stderr"):
+        if record.get(stream):
+            parts.append(_details(stream, record[stream]))
+    return "".join(parts)
+
+
+def _build(build: dict[str, Any]) -> str:
+    steps = build.get("steps", [])
+    done = len(steps) if not build.get("error") else max(len(steps) - 1, 0)
+    state = escape(fmt.build_state(build))
+    head = (
+        f'<div class="jsb-build">image {escape(str(build.get("tag")))}: {state} '
+        f'<progress max="{max(len(steps), 1)}" value="{done if steps else 1}"></progress> '
+        f"{len(steps)} steps</div>"
+    )
+    error = build.get("error")
+    failed = f'<pre class="jsb-error">{escape(str(error))}</pre>' if error else ""
+    step_list = "".join(f"<li>{escape(fmt.clip(step, 160))}</li>" for step in steps)
+    log = _details("build log", build.get("log") or "") if build.get("log") else ""
+    return f"{head}{failed}{_details('steps', None, f'<ol>{step_list}</ol>')}{log}"

@@ -1,0 +1,51 @@
+"""Records as plain text: what the terminal, logs and ``text/plain`` readers see."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import _format as fmt
+
+
+def render(record: dict[str, Any]) -> str:
+    """The whole record as text; dispatches on ``kind``."""
+    if record.get("kind") == "orchestrate":
+        return _orchestrate(record)
+    return _sandbox(record)
+
+
+def _orchestrate(record: dict[str, Any]) -> str:
+    lines = [fmt.orchestrate_summary(record)]
+    calls = record.get("calls", [])
+    for call in calls[: fmt.MAX_ROWS]:
+        result = call.get("error") if call.get("error") is not None else call.get("result")
+        lines.append(
+            f"  #{call.get('call_id')} {fmt.call_status(call):7} "
+            f"{fmt.seconds(fmt.call_duration(call)):>8}  "
+            f"{fmt.call_signature(call)} -> {fmt.clip(str(result), 60)}"
+        )
+    if len(calls) > fmt.MAX_ROWS:
+        lines.append(f"  ... {len(calls) - fmt.MAX_ROWS} more calls in the JSON record")
+    if record.get("value") is not None:
+        lines.append(f"value: {record['value']}")
+    if record.get("error"):
+        lines.append(f"error: {record['error']}")
+    if record.get("sandbox_traceback"):
+        lines.append(record["sandbox_traceback"].rstrip())
+    return "\n".join(lines)
+
+
+def _sandbox(record: dict[str, Any]) -> str:
+    lines = [fmt.sandbox_summary(record)]
+    build = record.get("build")
+    if build:
+        steps = build.get("steps", [])
+        lines.append(f"build {build.get('tag', '')}: {fmt.build_state(build)} ({len(steps)} steps)")
+        if build.get("error"):
+            lines.append(str(build["error"]).rstrip())
+    for label in ("inputs", "outputs"):
+        for name, value in record.get(label, {}).items():
+            lines.append(f"{label[:-1]} {name}: {value.get('type')} = {value.get('preview')}")
+    if record.get("error"):
+        lines.append(f"error: {record['error']}")
+    return "\n".join(lines)

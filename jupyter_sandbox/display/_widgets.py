@@ -1,0 +1,214 @@
+"""Live ipywidgets views. Imported only when a kernel (and so possibly a widget frontend) is live.
+
+Each widget keeps plain-Python state updated by `on_event` (from any thread, O(1) per event)
+and renders it into widget traits through a `Throttle`. ``finish`` renders the final state
+synchronously. The views then get replaced in the output by the final MIME bundle (see
+`_views`), but their models keep the final state for widget-state snapshots.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from html import escape
+from typing import Any
+
+import ipywidgets as w
+
+from jupyter_sandbox._events import (
+    BuildFinished,
+    BuildLog,
+    BuildStarted,
+    BuildStep,
+    CallFinished,
+    CallStarted,
+    Event,
+    RunFinished,
+    RunStarted,
+    ToolCall,
+)
+
+from . import _format as fmt
+from . import _html
+from ._throttle import Throttle
+
+LIVE_ROWS = 100
+"""Most recent calls shown while running: enough to watch, bounded however long the run."""
+
+LOG_TAIL = 400
+"""Build log lines kept in the live view; the full log is in the final record."""
+
+WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"
+
+
+def widget_bundle(widget: w.Widget, text: str) -> dict[str, Any]:
+    """A display bundle for a widget with a meaningful ``text/plain`` for widget-less frontends."""
+    view = {"version_major": 2, "version_minor": 0, "model_id": widget.model_id}
+    return {WIDGET_VIEW_MIME: view, "text/plain": text}
+
+
+def live_call(call: ToolCall) -> dict[str, Any]:
+    """A `ToolCall` in record shape (string previews) so `_html.calls_table` can draw it."""
+    return {
+        "call_id": call.call_id,
+        "tool": call.tool,
+        "args": [fmt.preview(a, 40) for a in call.args],
+        "kwargs": {k: fmt.preview(v, 40) for k, v in call.kwargs.items()},
+        "result": None if call.end is None else fmt.preview(call.result),
+        "error": call.error,
+        "host_traceback": call.host_traceback,
+        "start": call.start,
+        "end": call.end,
+        "replayed": call.replayed,
+    }
+
+
+class TraceWidget:
+    """The live `%%orchestrate` call trace: counters plus the latest calls on a timeline."""
+
+    def __init__(self) -> None:
+        self.summary = w.HTML(value="orchestrate: starting")
+        self.table = w.HTML()
+        self.root = w.VBox([self.summary, self.table])
+        self._lock = threading.Lock()
+        self._recent: deque[ToolCall] = deque(maxlen=LIVE_ROWS)
+        self._started = 0
+        self._finished = 0
+        self._failed = 0
+        self._t0 = time.monotonic()
+        self._final: dict[str, Any] | None = None
+        self._throttle = Throttle(self._render)
+
+    def on_event(self, event: Event) -> None:
+        if isinstance(event, CallStarted):
+            with self._lock:
+                self._started += 1
+                self._recent.append(event.call)
+        elif isinstance(event, CallFinished):
+            with self._lock:
+                self._finished += 1
+                self._failed += event.call.error is not None
+        else:
+            return
+        self._throttle.request()
+
+    def finish(self, record: dict[str, Any]) -> None:
+        self._final = record
+        self._throttle.flush()
+
+    def _render(self) -> None:
+        if self._final is not None:
+            self.summary.value = f"<b>{fmt.orchestrate_summary(self._final)}</b>"
+            self.table.value = _html.calls_table(
+                self._final.get("calls", []), self._final.get("duration") or 0.0
+            )
+            return
+        with self._lock:
+            calls = [live_call(c) for c in self._recent]
+            started, running, failed = self._started, self._started - self._finished, self._failed
+        span = max([time.monotonic() - self._t0] + [c["end"] or c["start"] for c in calls])
+        shown = f", showing the last {len(calls)}" if started > len(calls) else ""
+        self.summary.value = (
+            f"<b>orchestrate running {fmt.seconds(span)}: {started} tool calls "
+            f"({running} running, {failed} failed{shown})</b>"
+        )
+        self.table.value = _html.STYLE + f'<div class="jsb">{_html.calls_table(calls, span)}</div>'
+
+
+class SandboxWidget:
+    """The live `%%sandbox` view: image build progress, then the container run."""
+
+    def __init__(self) -> None:
+        self.status = w.HTML(value="sandbox: starting")
+        self.progress = w.IntProgress(value=0, min=0, max=1, description="build")
+        self.step = w.Label()
+        self.log_line = w.Label()
+        self.log = w.HTML()
+        self.log_box = w.Accordion(children=[self.log], titles=("build log",))
+        self.build_box = w.VBox([self.progress, self.step, self.log_line, self.log_box])
+        self.build_box.layout.display = "none"
+        self.run = w.HTML()
+        self.root = w.VBox([self.status, self.build_box, self.run])
+        self._lock = threading.Lock()
+        self._log: deque[str] = deque(maxlen=LOG_TAIL)
+        self._state: dict[str, Any] = {"status": "sandbox: starting", "run": ""}
+        self._throttle = Throttle(self._render)
+
+    def on_event(self, event: Event) -> None:
+        with self._lock:
+            self._apply(event)
+        self._throttle.request()
+
+    def _apply(self, event: Event) -> None:
+        state = self._state
+        if isinstance(event, BuildStarted):
+            state.update(build=True, max=max(event.total_steps, 1), value=0)
+            state["status"] = f"building image {event.tag}"
+            state["step"] = f"step 0 of {event.total_steps}"
+        elif isinstance(event, BuildStep):
+            state.update(max=max(event.total, 1), value=event.index - 1)
+            state["step"] = f"step {event.index} of {event.total}: {fmt.clip(event.text, 120)}"
+        elif isinstance(event, BuildLog):
+            self._log.append(event.line.rstrip("\n"))
+            state["line"] = fmt.clip(event.line, 160)
+        elif isinstance(event, BuildFinished):
+            state["build"] = True
+            state.update(bar="danger" if event.error else "success")
+            if not event.error:
+                state["value"] = state.get("max", 1)
+            record = {"cached": event.cached, "seconds": event.seconds, "error": event.error}
+            state["status"] = f"image {event.tag}: {fmt.build_state(record)}"
+            if event.error:
+                state["failed_log"] = event.error
+        elif isinstance(event, RunStarted):
+            state["status"] = f"running {event.name} in {event.image} (attempt {event.attempt})"
+        elif isinstance(event, RunFinished):
+            state["status"] = _run_line(event)
+            state["run"] = _outputs_table(event.outputs)
+
+    def finish(self, record: dict[str, Any]) -> None:
+        with self._lock:
+            self._state["status"] = fmt.sandbox_summary(record)
+            build = record.get("build")
+            if build and build.get("error"):
+                self._state.update(build=True, bar="danger", failed_log=build["error"])
+        self._throttle.flush()
+
+    def _render(self) -> None:
+        with self._lock:
+            state = dict(self._state)
+            log = "\n".join(self._log)
+        self.status.value = f"<b>{escape(state['status'])}</b>"
+        if state.get("build"):
+            self.build_box.layout.display = "flex"
+            self.progress.max = state.get("max", 1)
+            self.progress.value = min(state.get("value", 0), self.progress.max)
+            self.progress.bar_style = state.get("bar", "info")
+            self.step.value = state.get("step", "")
+            self.log_line.value = state.get("line", "")
+        failed = state.get("failed_log")
+        text = f"{failed}\n\n--- log tail ---\n{log}" if failed else log
+        self.log.value = f"<pre>{escape(text)}</pre>"
+        if failed:
+            self.log_box.selected_index = 0
+        self.run.value = state["run"]
+
+
+def _run_line(event: RunFinished) -> str:
+    verdict = "failed" if event.error or event.exit_code not in (0, None) else "finished"
+    cached = ", cached result" if event.cached else ""
+    error = f": {event.error}" if event.error else ""
+    return (
+        f"{event.name} {verdict} in {fmt.seconds(event.seconds)} "
+        f"(exit {event.exit_code}{cached}){error}"
+    )
+
+
+def _outputs_table(outputs: dict[str, Any]) -> str:
+    rows = "".join(
+        f"<tr><td>{escape(name)}</td><td>{escape(type(value).__name__)}</td>"
+        f"<td><code>{escape(fmt.preview(value))}</code></td></tr>"
+        for name, value in outputs.items()
+    )
+    return f'<table class="jsb-outputs">{rows}</table>' if rows else ""
