@@ -13,14 +13,24 @@ SandboxError                      base: catch this to catch anything of ours
     │   └── InvalidPackageError   a pip or apt package does not exist (``.package``)
     ├── SandboxTimeout            the container ran past its timeout
     ├── OutOfMemory               the container was killed for memory
+    ├── OutputLimitExceeded       stdout+stderr passed the cap; the run was stopped
     ├── NonZeroExit               the code exited non-zero (``.exit_code``, ``.stderr_tail``)
     └── MissingOutput             a declared output was not written (``.name``)
+        └── InvalidOutput         it was written but does not parse as its declared type
 ```
+
+A `ContainerError` raised by a run carries ``.record``: the JSON-safe run record so far (what
+``%%sandbox`` displays even when the run failed), or None when nothing ran.
 
 `SandboxConfigError` (also a `ValueError`) is raised for bad arguments before anything runs.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .orchestrate import OrchestrationResult
 
 
 class SandboxError(Exception):
@@ -34,12 +44,14 @@ class SandboxConfigError(SandboxError, ValueError):
 class OrchestrationError(SandboxError):
     """Sandboxed orchestration code failed.
 
-    ``sandbox_traceback`` is Monty's traceback with the cell's own line numbers.
+    ``sandbox_traceback`` is Monty's traceback with the cell's own line numbers; ``result``
+    holds the trace and output up to the failure.
     """
 
     def __init__(self, message: str, *, sandbox_traceback: str = "") -> None:
         super().__init__(message)
         self.sandbox_traceback = sandbox_traceback
+        self.result: OrchestrationResult | None = None
 
 
 class TypeCheckError(OrchestrationError):
@@ -77,6 +89,8 @@ class Interrupted(LimitExceeded):
 class ContainerError(SandboxError):
     """A %%sandbox container could not be built or run, or its code failed."""
 
+    record: dict[str, object] | None = None
+
 
 class DockerUnavailable(ContainerError):
     """No Docker-API engine answered."""
@@ -106,6 +120,10 @@ class OutOfMemory(ContainerError):
     """The container was killed by the kernel's OOM killer."""
 
 
+class OutputLimitExceeded(ContainerError):
+    """The code wrote more stdout+stderr than the run's output cap; the container was stopped."""
+
+
 class NonZeroExit(ContainerError):
     """The code in the container exited with a non-zero status."""
 
@@ -121,3 +139,7 @@ class MissingOutput(ContainerError):
     def __init__(self, message: str, *, name: str) -> None:
         super().__init__(message)
         self.name = name
+
+
+class InvalidOutput(MissingOutput):
+    """A declared output was written but cannot be read as its declared type."""

@@ -15,7 +15,7 @@ from typing import Any, Literal
 Stream = Literal["stdout", "stderr"]
 
 
-@dataclass
+@dataclass(slots=True)
 class ToolCall:
     """One tool call made from sandboxed code: the unit of a trace.
 

@@ -5,16 +5,23 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .._errors import SandboxError
+
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
 
+CELL_MAGICS = ("orchestrate",)
+
 
 def load(ipython: InteractiveShell) -> None:
+    from ._common import show_error
     from ._orchestrate import OrchestrateMagics
 
     ipython.register_magics(OrchestrateMagics(shell=ipython))
+    ipython.set_custom_exc((SandboxError,), show_error)
 
 
 def unload(ipython: InteractiveShell) -> None:
-    for name in ("orchestrate",):
+    for name in CELL_MAGICS:
         ipython.magics_manager.magics["cell"].pop(name, None)
+    ipython.set_custom_exc((), None)

@@ -1,0 +1,107 @@
+"""Per-tool-call overhead of %%orchestrate against a bare pydantic-monty loop and plain CPython,
+and the latency of an empty cell. Prints one table; medians over repeated rounds.
+
+    .venv/bin/python benchmarks/bench_orchestrate.py [--calls 1000] [--rounds 15]
+
+Baseline: the bare ``feed_start``/``resume`` loop, the fastest way to drive Monty by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+
+import pydantic_monty as pm
+from IPython.core.interactiveshell import InteractiveShell
+
+from jupyter_sandbox import orchestrate, tool
+from jupyter_sandbox.orchestrate._runtime import pool
+
+
+def add(x: int, y: int) -> int:
+    return x + y
+
+
+def loop_code(n: int) -> str:
+    return f"acc = 0\nfor i in range({n}):\n    acc = add(acc, i)\nacc"
+
+
+def bare_monty(code: str) -> None:
+    """The baseline: one session, answer each FunctionSnapshot by calling the function."""
+    with pool().checkout(limits={"max_suspensions": 10**7}) as session:
+        snap = session.feed_start(code)
+        while not isinstance(snap, pm.MontyComplete):
+            assert isinstance(snap, pm.FunctionSnapshot)
+            snap = snap.resume({"return_value": add(*snap.args)})
+
+
+def cpython(n: int) -> None:
+    acc = 0
+    for i in range(n):
+        acc = add(acc, i)
+
+
+def median_seconds(fn: Callable[[], object], rounds: int) -> float:
+    fn()  # warm-up
+    samples = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--calls", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=15)
+    args = parser.parse_args()
+    n, rounds = args.calls, args.rounds
+    code = loop_code(n)
+    add_tool = tool(add)
+
+    shell = InteractiveShell.instance()
+    shell.run_line_magic("load_ext", "jupyter_sandbox")
+    shell.user_ns["add"] = add_tool
+
+    def magic(checked: bool) -> Callable[[], object]:
+        flags = "--quiet" + ("" if checked else " --no-type-check")
+        return lambda: shell.run_cell_magic("orchestrate", flags, code)
+
+    rows = [
+        ("bare pydantic-monty loop (baseline)", lambda: bare_monty(code)),
+        ("orchestrate() API", lambda: orchestrate(code, tools=[add_tool], type_check=False)),
+        ("%%orchestrate --no-type-check", magic(False)),
+        ("%%orchestrate (type-checked)", magic(True)),
+        ("plain CPython calls", lambda: cpython(n)),
+    ]
+    results = [(label, median_seconds(fn, rounds)) for label, fn in rows]
+    base = results[0][1]
+    print(f"\nper tool call, {n} calls per cell, median of {rounds} rounds")
+    print(f"{'':40} {'us/call':>10} {'vs baseline':>12}")
+    for label, seconds in results:
+        print(f"{label:40} {seconds / n * 1e6:10.1f} {seconds / base:11.2f}x")
+
+    empty = [
+        ("bare checkout + feed_run('')", lambda: _bare_empty()),
+        ("%%orchestrate empty cell (pass)", lambda: shell.run_cell_magic("orchestrate", "--quiet", "pass")),
+        (
+            "%%orchestrate empty, --no-type-check",
+            lambda: shell.run_cell_magic("orchestrate", "--quiet --no-type-check", "pass"),
+        ),
+    ]
+    print(f"\nempty cell latency, median of {rounds * 4} runs")
+    print(f"{'':40} {'ms':>10}")
+    for label, fn in empty:
+        print(f"{label:40} {median_seconds(fn, rounds * 4) * 1e3:10.2f}")
+
+
+def _bare_empty() -> None:
+    with pool().checkout() as session:
+        session.feed_run("")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+"""``%%orchestrate``: run the cell in Monty, calling only registered tools."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from traitlets import Bool, Float, Int
+
+from .._errors import OrchestrationError, SandboxConfigError
+from ..display import OrchestrateView
+from ..orchestrate import Tool, orchestrate, registry
+from ._common import lookup, split_names
+
+
+@magics_class
+class OrchestrateMagics(Magics):
+    """Defaults are configurable: ``%config OrchestrateMagics.timeout = 60``."""
+
+    timeout = Float(30.0, help="Seconds of sandbox compute time per cell.").tag(config=True)
+    max_memory = Int(256, help="Megabytes of sandbox heap per cell.").tag(config=True)
+    max_calls = Int(100_000, help="Tool calls per cell.").tag(config=True)
+    type_check = Bool(True, help="Type-check cells against the tools' signatures.").tag(config=True)
+
+    @magic_arguments()
+    @argument(
+        "--in",
+        dest="inputs",
+        action="append",
+        metavar="NAMES",
+        help="notebook variables bound as inputs (comma-separated, repeatable)",
+    )
+    @argument("--out", metavar="NAME", help="store the cell's result in this notebook variable")
+    @argument(
+        "--tools",
+        action="append",
+        metavar="NAMES",
+        help="only these registered tools (comma-separated); default: all",
+    )
+    @argument("--timeout", type=float, help="seconds of sandbox compute time (default 30)")
+    @argument("--max-memory", type=int, metavar="MB", help="sandbox heap in MB (default 256)")
+    @argument("--max-calls", type=int, metavar="N", help="tool calls per cell (default 100000)")
+    @argument("--no-type-check", action="store_true", help="skip the type check")
+    @argument("--quiet", action="store_true", help="no trace display (prints still show)")
+    @cell_magic
+    def orchestrate(self, line: str, cell: str) -> Any:
+        """Run the cell in the Monty sandbox; it can call only tools registered with @tool.
+
+        The value of the last expression is the cell's result. Example::
+
+            %%orchestrate --in x,y --out total
+            add(x, y) * 2
+        """  # fmt: skip
+        shell = self.shell
+        assert shell is not None  # a registered magic always has its shell
+        args = parse_argstring(self.orchestrate, line)
+        if args.out is not None and not args.out.isidentifier():
+            raise UsageError(f"--out {args.out}: not a valid Python variable name")
+        inputs = {name: lookup(shell, name, "--in") for name in split_names(args.inputs)}
+        tools = self._tools(split_names(args.tools) if args.tools else None)
+        view = OrchestrateView(quiet=args.quiet)
+        try:
+            result = orchestrate(
+                cell,
+                tools=tools,
+                inputs=inputs,
+                timeout=self.timeout if args.timeout is None else args.timeout,
+                max_memory=self.max_memory if args.max_memory is None else args.max_memory,
+                max_calls=self.max_calls if args.max_calls is None else args.max_calls,
+                type_check=self.type_check and not args.no_type_check,
+                on_event=view.on_event,
+            )
+        except SandboxConfigError as exc:
+            raise UsageError(str(exc)) from None
+        except OrchestrationError as exc:
+            if exc.result is not None:
+                view.finish(exc.result.to_record())
+            raise
+        view.finish(result.to_record())
+        if args.out:
+            shell.user_ns[args.out] = result.value
+        return result.value
+
+    @staticmethod
+    def _tools(names: list[str] | None) -> list[Tool]:
+        if names is None:
+            return list(registry.values())
+        unknown = [n for n in names if n not in registry]
+        if unknown:
+            known = ", ".join(sorted(registry)) or "none (register one with @tool)"
+            raise UsageError(f"--tools: {', '.join(unknown)} not registered; registered: {known}")
+        return [registry[n] for n in names]

@@ -1,0 +1,137 @@
+"""The orchestration engine: Python run in Monty that can call only registered tools.
+
+No IPython here: the magic is a thin shell over `orchestrate`. Each call checks out a fresh
+Monty session (no state leaks between cells), drives it on a worker thread and waits on the
+calling thread, which therefore stays interruptible.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from .._errors import Interrupted
+from .._events import EventCallback, ignore
+from ._driver import Driver
+from ._limits import Limits
+from ._result import OrchestrationResult
+from ._runtime import tool_loop
+from ._stubs import build_stubs
+from ._tools import Tool, ToolRegistry, registry, resolve_tools, tool
+
+__all__ = [
+    "Limits",
+    "OrchestrationResult",
+    "Tool",
+    "ToolRegistry",
+    "build_stubs",
+    "orchestrate",
+    "orchestrate_async",
+    "orchestrate_local",
+    "registry",
+    "tool",
+]
+
+Tools = Iterable[Callable[..., Any]] | Mapping[str, Callable[..., Any]] | None
+
+
+def _driver(
+    code: str,
+    tools: Tools,
+    inputs: Mapping[str, Any] | None,
+    limits: Limits,
+    type_check: bool,
+    on_event: EventCallback | None,
+    loop: asyncio.AbstractEventLoop,
+) -> Driver:
+    return Driver(
+        code,
+        resolve_tools(tools),
+        inputs or {},
+        limits,
+        type_check=type_check,
+        on_event=on_event or ignore,
+        loop=loop,
+    )
+
+
+def _start(driver: Driver) -> concurrent.futures.Future[OrchestrationResult]:
+    """Run the driver on its own thread; its outcome lands in the returned future."""
+    future: concurrent.futures.Future[OrchestrationResult] = concurrent.futures.Future()
+
+    def target() -> None:
+        try:
+            future.set_result(driver.run())
+        except BaseException as exc:
+            future.set_exception(exc)
+
+    threading.Thread(target=target, name="jupyter-sandbox-driver", daemon=True).start()
+    return future
+
+
+def orchestrate(
+    code: str,
+    *,
+    tools: Tools = None,
+    inputs: Mapping[str, Any] | None = None,
+    timeout: float = 30.0,
+    max_memory: int = 256,
+    max_calls: int = 100_000,
+    type_check: bool = True,
+    on_event: EventCallback | None = None,
+) -> OrchestrationResult:
+    """Run ``code`` in the Monty sandbox, where it can call only ``tools``.
+
+    ``tools`` is a list of functions/`Tool` objects or a name->function mapping; None means
+    every tool registered with ``@tool``. ``inputs`` are bound as globals. The value of the
+    last expression is ``result.value``; prints go to ``result.stdout`` and, as they happen,
+    to ``on_event`` as `Output` events, along with `CallStarted`/`CallFinished` for each call.
+    Raises an `OrchestrationError` subclass on failure; Ctrl-C stops the run within a second.
+    """
+    limits = Limits(timeout, max_memory, max_calls)
+    driver = _driver(code, tools, inputs, limits, type_check, on_event, tool_loop())
+    future = _start(driver)
+    try:
+        return future.result()
+    except KeyboardInterrupt:
+        driver.kill()
+        error = Interrupted("interrupted: the sandbox was stopped", limit="interrupt")
+        error.result = driver.result
+        raise error from None
+
+
+async def orchestrate_async(
+    code: str,
+    *,
+    tools: Tools = None,
+    inputs: Mapping[str, Any] | None = None,
+    timeout: float = 30.0,
+    max_memory: int = 256,
+    max_calls: int = 100_000,
+    type_check: bool = True,
+    on_event: EventCallback | None = None,
+) -> OrchestrationResult:
+    """`orchestrate` for a running event loop: async tools run on this loop, so they may use
+    clients bound to it; cancelling the awaiting task stops the sandbox."""
+    limits = Limits(timeout, max_memory, max_calls)
+    loop = asyncio.get_running_loop()
+    driver = _driver(code, tools, inputs, limits, type_check, on_event, loop)
+    try:
+        return await asyncio.wrap_future(_start(driver))
+    except asyncio.CancelledError:
+        driver.kill()
+        raise
+
+
+async def orchestrate_local(
+    code: str,
+    inputs: Mapping[str, Any] | None = None,
+    tasks: Tools = None,
+    **options: Any,
+) -> Any:
+    """Flyte's ``flyte.sandbox.orchestrate_local`` signature: run and return the value."""
+    result = await orchestrate_async(code, tools=tasks, inputs=inputs, **options)
+    return result.value

@@ -1,0 +1,378 @@
+"""The driver loop: runs one cell in a fresh Monty session and answers every suspension.
+
+Monty pauses at each call it cannot make itself. We answer:
+
+- a registered tool: call it (sync tools here, async tools on an event loop as futures);
+- any other function: ``NameError`` listing the tools;
+- an OS call (files, env, imports of os-backed modules): Monty's own refusal, except sleeps,
+  which we perform ourselves against a budget;
+- an attribute or method of an opaque handle: refused (handles cannot be read).
+
+Driving snapshots by hand (``feed_start``/``resume``) costs ~40 us per call, several times less
+than ``resume_auto``. The loop runs on its own thread so the caller's thread stays free to be
+interrupted: `Driver.kill` kills the worker process, which ends the feed at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import concurrent.futures
+import contextlib
+import os
+import re
+import signal
+import threading
+import time
+import traceback
+from collections.abc import Mapping
+from typing import Any
+
+import pydantic_monty as pm
+
+from .._errors import (
+    Interrupted,
+    LimitExceeded,
+    OrchestrationError,
+    ToolError,
+    TypeCheckError,
+)
+from .._events import CallFinished, CallStarted, EventCallback, Output, ToolCall, ignore
+from ._limits import Limits
+from ._result import OrchestrationResult
+from ._runtime import pool
+from ._stubs import build_stubs
+from ._tools import Tool
+from ._values import to_sandbox
+
+_NAME = re.compile(r"[A-Za-z_]\w*")
+_STDOUT_CAP = 10 * 2**20
+_SCRIPT = "cell.py"
+_MONTY_FILENAME = "<python-input-0>"
+
+# Builtin exception types Monty reproduces; a tool's own exception class is sent as its
+# nearest ancestor among these, with the class name kept in the message.
+_MONTY_EXC_TYPES = frozenset(
+    {
+        ArithmeticError, AssertionError, AttributeError, FileExistsError, FileNotFoundError,
+        ImportError, IndexError, IsADirectoryError, KeyError, LookupError, MemoryError,
+        ModuleNotFoundError, NameError, NotADirectoryError, NotImplementedError, OSError,
+        OverflowError, PermissionError, RecursionError, RuntimeError, StopIteration,
+        TimeoutError, TypeError, UnboundLocalError, UnicodeDecodeError, UnicodeEncodeError,
+        ValueError, ZeroDivisionError, Exception,
+    }
+)  # fmt: skip
+
+
+class Driver:
+    """One run of one cell. Create, `run` on a worker thread, `kill` from any thread."""
+
+    def __init__(
+        self,
+        code: str,
+        tools: Mapping[str, Tool],
+        inputs: Mapping[str, Any],
+        limits: Limits,
+        *,
+        type_check: bool,
+        on_event: EventCallback,
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        self.code = code
+        self.tools = dict(tools)
+        self.inputs = dict(inputs)
+        self.limits = limits
+        # The check exists to stop a wrong tool call before any tool runs. A cell that names
+        # no tool cannot call one, so it skips the check (~5 ms of the checker's start-up).
+        self.type_check = type_check and not self.tools.keys().isdisjoint(_NAME.findall(code))
+        self.emit = on_event
+        self._emitting = on_event is not ignore  # skip building events nobody reads
+        self.loop = loop
+        self.result = OrchestrationResult(code=code)
+        self._stdout: list[str] = []
+        self._stdout_size = 0
+        self._calls = 0
+        self._slept = 0.0
+        self._t0 = 0.0
+        self._line_starts = _line_starts(code)
+        self._pending: dict[int, tuple[concurrent.futures.Future[Any], ToolCall | None]] = {}
+        self._last_tool_error: tuple[BaseException, ToolCall] | None = None
+        self._killed = threading.Event()
+        self._worker_pid: int | None = None
+        self._tool_refs: dict[str, Any] = {}
+
+    # -- public --------------------------------------------------------------------------
+
+    def run(self) -> OrchestrationResult:
+        """Execute the cell; on failure raise an `OrchestrationError` carrying ``.result``."""
+        self._t0 = time.perf_counter()
+        try:
+            self.result.value = self._run_session()
+            return self.result
+        except pm.MontyError as exc:
+            raise self._fail(self._translate(exc)) from None
+        except OrchestrationError as exc:
+            raise self._fail(exc) from None
+        finally:
+            for future, _ in self._pending.values():
+                future.cancel()
+            self.result.duration = time.perf_counter() - self._t0
+            self.result.stdout = "".join(self._stdout)
+
+    def kill(self) -> None:
+        """Stop the run now (Ctrl-C): kill its worker; the pool replaces it."""
+        self._killed.set()
+        if self._worker_pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self._worker_pid, signal.SIGKILL)
+
+    # -- the loop ------------------------------------------------------------------------
+
+    def _run_session(self) -> Any:
+        limits = self.limits
+        stubs = build_stubs(self.tools, self.inputs) if self.type_check else None
+        session = pool().checkout(
+            script_name=_SCRIPT,
+            limits={
+                "max_feed_duration_secs": limits.timeout,
+                "max_memory": limits.max_memory * 2**20,
+                # Our own count enforces max_calls; this backstop also bounds name lookups,
+                # OS calls and sleeps, which count as suspensions too.
+                "max_suspensions": 2 * limits.max_calls + 1000,
+            },
+            type_check=self.type_check,
+            type_check_stubs=stubs,
+            type_check_format="concise",
+            os_policy={"sleep_system_max": float("inf")},
+        )
+        with session:
+            self._worker_pid = session.worker_pid
+            if self._killed.is_set():
+                raise Interrupted("interrupted", limit="interrupt")
+            inputs = {name: to_sandbox(value) for name, value in self.inputs.items()}
+            snap = session.feed_start(self.code, inputs=inputs, print_callback=self._print)
+            while True:
+                if isinstance(snap, pm.FunctionSnapshot):
+                    if snap.is_os_function:
+                        snap = self._os_call(snap)
+                    elif snap.object_id is not None:
+                        snap = snap.resume({"exception": AttributeError(
+                            f"{snap.function_name}: opaque handles cannot be read or called; "
+                            "pass them to a tool"
+                        )})  # fmt: skip
+                    else:
+                        snap = self._tool_call(snap)
+                elif isinstance(snap, pm.MontyComplete):
+                    return snap.output
+                elif isinstance(snap, pm.FutureSnapshot):
+                    snap = snap.resume(self._settle(snap.pending_call_ids))
+                else:
+                    snap = self._name_lookup(snap)
+
+    def _tool_call(self, snap: pm.FunctionSnapshot) -> pm.SyncSnapshot:
+        name = snap.function_name
+        tool = self.tools.get(name)
+        if tool is None:
+            return snap.resume({"exception": NameError(self._unknown(name))})
+        self._calls += 1
+        if self._calls > self.limits.max_calls:
+            raise LimitExceeded(
+                f"tool-call limit exceeded: more than {self.limits.max_calls} calls "
+                "(raise it with --max-calls / max_calls=)",
+                limit="calls",
+            )
+        args, kwargs = snap.args, snap.kwargs
+        line, column = self._position(snap.position.start)
+        call = ToolCall(
+            call_id=snap.call_id,
+            tool=name,
+            args=args,
+            kwargs=kwargs,
+            start=time.perf_counter() - self._t0,
+            line=line,
+            column=column,
+        )
+        self.result.trace.append(call)
+        if self._emitting:
+            self.emit(CallStarted(call))
+        if tool.is_async:
+            future = asyncio.run_coroutine_threadsafe(tool.func(*args, **kwargs), self.loop)
+            if not snap.allow_eager_await:
+                self._pending[snap.call_id] = (future, call)
+                return snap.resume({"future": ...})
+            return snap.resume(self._finish(call, future))
+        try:
+            value = tool.func(*args, **kwargs)
+        except Exception as exc:
+            return snap.resume(self._failed(call, exc))
+        return snap.resume(self._succeeded(call, value))
+
+    def _settle(self, call_ids: list[int]) -> dict[int, Any]:
+        """Wait until at least one pending future is done; answer all that are."""
+        futures = {self._pending[i][0]: i for i in call_ids}
+        while True:
+            done, _ = concurrent.futures.wait(
+                futures, timeout=0.1, return_when=concurrent.futures.FIRST_COMPLETED
+            )
+            if done:
+                break
+            if self._killed.is_set():
+                raise Interrupted("interrupted while waiting for tools", limit="interrupt")
+        answers = {}
+        for future in done:
+            call_id = futures[future]
+            _, call = self._pending.pop(call_id)
+            answers[call_id] = self._finish(call, future)
+        return answers
+
+    def _finish(self, call: ToolCall | None, future: concurrent.futures.Future[Any]) -> Any:
+        try:
+            value = future.result()
+        except Exception as exc:
+            return self._failed(call, exc) if call else {"exception": exc}
+        return self._succeeded(call, value) if call else {"return_value": None}
+
+    def _succeeded(self, call: ToolCall, value: Any) -> Any:
+        call.end = time.perf_counter() - self._t0
+        call.result = value
+        if self._emitting:
+            self.emit(CallFinished(call))
+        return {"return_value": to_sandbox(value)}
+
+    def _failed(self, call: ToolCall, exc: BaseException) -> Any:
+        call.end = time.perf_counter() - self._t0
+        call.error = f"{type(exc).__name__}: {exc}"
+        # Skip the driver's own frame: the traceback starts in the tool.
+        tb = exc.__traceback__.tb_next if exc.__traceback__ else None
+        call.host_traceback = "".join(traceback.format_exception(type(exc), exc, tb))
+        self._last_tool_error = (exc, call)
+        self.emit(CallFinished(call))
+        return {"exception": _for_sandbox(exc)}
+
+    def _os_call(self, snap: pm.FunctionSnapshot) -> pm.SyncSnapshot:
+        name = snap.function_name
+        if name in ("system.sleep", "system.async_sleep"):
+            seconds = float(snap.args[0]) if snap.args else 0.0
+            self._slept += max(seconds, 0.0)
+            if self._slept > self.limits.timeout:
+                raise LimitExceeded(
+                    f"time limit exceeded: the cell asked to sleep {self._slept:g} s in total, "
+                    f"more than its {self.limits.timeout:g} s (raise it with --timeout)",
+                    limit="time",
+                )
+            if name == "system.sleep" or snap.allow_eager_await:
+                if self._killed.wait(seconds):
+                    raise Interrupted("interrupted", limit="interrupt")
+                return snap.resume({"return_value": None})
+            future = asyncio.run_coroutine_threadsafe(asyncio.sleep(seconds), self.loop)
+            self._pending[snap.call_id] = (future, None)
+            return snap.resume({"future": ...})
+        return snap.resume_not_handled()
+
+    def _name_lookup(self, snap: pm.NameLookupSnapshot) -> pm.SyncSnapshot:
+        name = snap.variable_name
+        if snap.object_id is None and name in self.tools:
+            # `f = add` then `f(1, 2)`: hand over a host function named like the tool, so the
+            # later call arrives as a call to the tool.
+            ref = self._tool_refs.get(name)
+            if ref is None:
+                ref = self._tool_refs[name] = _named_function(name)
+            return snap.resume(value=ref)
+        return snap.resume()
+
+    # -- helpers -------------------------------------------------------------------------
+
+    def _print(self, stream: str, text: str) -> None:
+        if self._stdout_size < _STDOUT_CAP:
+            self._stdout.append(text)
+            self._stdout_size += len(text)
+        self.emit(Output("stderr" if stream == "stderr" else "stdout", text))
+
+    def _position(self, offset: int) -> tuple[int, int]:
+        index = bisect.bisect_right(self._line_starts, offset) - 1
+        return index + 1, offset - self._line_starts[index] + 1
+
+    def _unknown(self, name: str) -> str:
+        available = ", ".join(sorted(self.tools)) or "none registered (use @tool)"
+        return f"name {name!r} is not defined; the tools this cell can call are: {available}"
+
+    def _fail(self, error: OrchestrationError) -> OrchestrationError:
+        self.result.error = f"{type(error).__name__}: {error}"
+        self.result.sandbox_traceback = error.sandbox_traceback or None
+        error.result = self.result
+        return error
+
+    def _translate(self, exc: pm.MontyError) -> OrchestrationError:
+        """Turn Monty's error into ours, naming the limit or the tool when there is one."""
+        if self._killed.is_set():
+            return Interrupted("interrupted: the sandbox was stopped", limit="interrupt")
+        if isinstance(exc, pm.MontyTypingError):
+            return TypeCheckError(
+                "type check failed (no tool was called; --no-type-check skips it):\n"
+                + exc.display().strip()
+            )
+        if isinstance(exc, pm.MontyCrashedError):
+            return OrchestrationError(f"the sandbox worker crashed: {exc}")
+        if not isinstance(exc, pm.MontyRuntimeError | pm.MontySyntaxError):
+            return OrchestrationError(str(exc))
+        inner = exc.exception()
+        tb = exc.display().replace(_MONTY_FILENAME, "<cell>")
+        message = str(inner)
+        if isinstance(inner, TimeoutError) and "time limit exceeded" in message:
+            return LimitExceeded(
+                f"time limit exceeded: the cell computed for more than {self.limits.timeout:g} s "
+                "(raise it with --timeout)",
+                limit="time",
+                sandbox_traceback=tb,
+            )
+        if isinstance(inner, MemoryError) and "memory limit exceeded" in message:
+            return LimitExceeded(
+                f"memory limit exceeded: the cell used more than {self.limits.max_memory} MB "
+                "(raise it with --max-memory)",
+                limit="memory",
+                sandbox_traceback=tb,
+            )
+        if isinstance(inner, RuntimeError) and "suspension limit" in message:
+            return LimitExceeded(
+                "too many host round trips (tool calls, name lookups, OS calls and sleeps); "
+                "raise --max-calls",
+                limit="calls",
+                sandbox_traceback=tb,
+            )
+        if self._last_tool_error is not None:
+            tool_exc, call = self._last_tool_error
+            if message == str(_for_sandbox(tool_exc)):
+                return ToolError(
+                    f"tool {call.tool!r} raised {call.error}",
+                    sandbox_traceback=tb,
+                    tool=call.tool,
+                    host_traceback=call.host_traceback or "",
+                )
+        return OrchestrationError(f"{type(inner).__name__}: {message}", sandbox_traceback=tb)
+
+
+def _line_starts(code: str) -> list[int]:
+    """Byte offsets where each line of ``code`` starts (Monty reports byte offsets)."""
+    starts = [0]
+    for i, byte in enumerate(code.encode()):
+        if byte == 0x0A:
+            starts.append(i + 1)
+    return starts
+
+
+def _for_sandbox(exc: BaseException) -> BaseException:
+    """``exc`` if Monty knows its class, else its nearest known ancestor with the name kept."""
+    if type(exc) in _MONTY_EXC_TYPES:
+        return exc
+    base: type[BaseException] = next(
+        (c for c in type(exc).__mro__ if c in _MONTY_EXC_TYPES), Exception
+    )
+    return base(f"{type(exc).__name__}: {exc}")
+
+
+def _named_function(name: str) -> Any:
+    def ref(*args: Any, **kwargs: Any) -> Any:  # never called: Monty routes calls to the host
+        raise NotImplementedError
+
+    ref.__name__ = ref.__qualname__ = name
+    return ref

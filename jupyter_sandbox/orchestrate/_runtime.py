@@ -1,0 +1,48 @@
+"""Process-wide resources shared by every orchestration: the Monty worker pool and the
+background event loop that runs async tools.
+
+Both start on first use (importing jupyter_sandbox costs nothing) and stop at interpreter exit.
+Sync `Monty` is used, not `AsyncMonty`: the async pool crashed the host at exit in a few percent
+of runs here, and driving snapshots ourselves is faster anyway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import os
+import threading
+
+import pydantic_monty
+
+_lock = threading.Lock()
+_pool: pydantic_monty.Monty | None = None
+_loop: asyncio.AbstractEventLoop | None = None
+
+
+def pool() -> pydantic_monty.Monty:
+    """The shared worker pool (one warm worker, up to one per core when cells run at once)."""
+    global _pool
+    with _lock:
+        if _pool is None:
+            started = pydantic_monty.Monty(
+                min_processes=1, max_processes=max(2, os.cpu_count() or 2)
+            )
+            started.__enter__()
+            atexit.register(started.__exit__, None, None, None)
+            _pool = started
+        return _pool
+
+
+def tool_loop() -> asyncio.AbstractEventLoop:
+    """A daemon thread's event loop for async tools when the caller's own loop is busy
+    (a notebook cell blocks the kernel's loop while it runs)."""
+    global _loop
+    with _lock:
+        if _loop is None:
+            loop = asyncio.new_event_loop()
+            threading.Thread(
+                target=loop.run_forever, name="jupyter-sandbox-tools", daemon=True
+            ).start()
+            _loop = loop
+        return _loop
