@@ -1,0 +1,46 @@
+/**
+ * Formatting shared by the trace and run renderers: the same words as the Python text/HTML
+ * fallbacks (jupyter_sandbox/display/_format.py), so every view of a run reads alike.
+ */
+
+export function seconds(value: number | null | undefined): string {
+  if (value === null || value === undefined) {
+    return '-';
+  }
+  if (value < 1e-3) {
+    return `${(value * 1e6).toFixed(0)} us`;
+  }
+  if (value < 1) {
+    return `${(value * 1e3).toFixed(0)} ms`;
+  }
+  if (value < 60) {
+    return `${value.toFixed(2)} s`;
+  }
+  const minutes = Math.floor(value / 60);
+  return `${minutes}m${String(Math.round(value - minutes * 60)).padStart(2, '0')}s`;
+}
+
+/** Create an element with a class and optional text: keeps the renderers declarative. */
+export function el<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  className?: string,
+  text?: string
+): HTMLElementTagNameMap[K] {
+  const node = document.createElement(tag);
+  if (className) {
+    node.className = className;
+  }
+  if (text !== undefined) {
+    node.textContent = text;
+  }
+  return node;
+}
+
+/** A collapsed block for tracebacks and logs: there when wanted, out of the way otherwise. */
+export function details(summary: string, body: string, open = false, className = ''): HTMLElement {
+  const node = el('details', className);
+  node.open = open;
+  node.appendChild(el('summary', '', summary));
+  node.appendChild(el('pre', 'jsb-pre', body));
+  return node;
+}

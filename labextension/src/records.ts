@@ -1,0 +1,75 @@
+/** The JSON records the Python engines write (see the README for the full shapes). */
+
+export interface ICallRecord {
+  call_id: number;
+  tool: string;
+  args: string[];
+  kwargs: Record<string, string>;
+  result: string | null;
+  error: string | null;
+  host_traceback: string | null;
+  start: number;
+  end: number | null;
+  line: number | null;
+  column: number | null;
+  replayed: boolean;
+  children: IRecord[];
+}
+
+export interface ITraceRecord {
+  version: number;
+  kind: 'orchestrate';
+  code: string;
+  status: 'ok' | 'error';
+  value: string | null;
+  stdout: string;
+  error: string | null;
+  sandbox_traceback: string | null;
+  duration: number;
+  calls: ICallRecord[];
+}
+
+export interface IBuildRecord {
+  tag: string;
+  cached: boolean;
+  seconds: number;
+  steps: string[];
+  log: string;
+  error: string | null;
+}
+
+export interface ITypedValue {
+  type: string;
+  preview: string;
+}
+
+export interface IRunRecord {
+  version: number;
+  kind: 'sandbox';
+  name: string;
+  image: string;
+  status: 'ok' | 'error';
+  error: string | null;
+  duration: number;
+  exit_code: number | null;
+  attempts: number;
+  cached: boolean;
+  build: IBuildRecord | null;
+  stdout: string;
+  stderr: string;
+  outputs: Record<string, ITypedValue>;
+  inputs: Record<string, ITypedValue>;
+}
+
+export type IRecord = ITraceRecord | IRunRecord;
+
+export function callStatus(call: ICallRecord): 'running' | 'ok' | 'error' {
+  if (call.end === null || call.end === undefined) {
+    return 'running';
+  }
+  return call.error !== null && call.error !== undefined ? 'error' : 'ok';
+}
+
+export function callDuration(call: ICallRecord): number | null {
+  return call.end === null || call.end === undefined ? null : call.end - call.start;
+}

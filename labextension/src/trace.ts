@@ -1,0 +1,177 @@
+/**
+ * The `%%orchestrate` trace: summary, a sortable call table whose last column is a timeline
+ * (bars on the run's time axis, so overlapping calls are visible), errors expandable to the
+ * host traceback, and nested records (a sandbox used as a tool) rendered inline.
+ */
+
+import { details, el, seconds } from './format';
+import { ICallRecord, IRecord, ITraceRecord, callDuration, callStatus } from './records';
+
+/** Rows drawn at once; "show all" draws the rest (100k-call traces stay responsive). */
+const ROW_LIMIT = 500;
+
+type SortKey = 'call_id' | 'tool' | 'duration' | 'status' | 'start';
+
+interface IColumn {
+  title: string;
+  key: SortKey | null;
+}
+
+const COLUMNS: IColumn[] = [
+  { title: '#', key: 'call_id' },
+  { title: 'tool', key: 'tool' },
+  { title: 'call', key: null },
+  { title: 'result', key: null },
+  { title: 'duration', key: 'duration' },
+  { title: 'status', key: 'status' },
+  { title: 'timeline', key: 'start' }
+];
+
+function sortValue(call: ICallRecord, key: SortKey): number | string {
+  switch (key) {
+    case 'duration':
+      return callDuration(call) ?? Number.POSITIVE_INFINITY;
+    case 'status':
+      return callStatus(call);
+    default:
+      return call[key];
+  }
+}
+
+function signature(call: ICallRecord): string {
+  const kwargs = Object.entries(call.kwargs ?? {}).map(([k, v]) => `${k}=${v}`);
+  return `${call.tool}(${[...(call.args ?? []), ...kwargs].join(', ')})`;
+}
+
+export function traceSummary(record: ITraceRecord): string {
+  const failed = record.calls.filter(c => c.error !== null && c.error !== undefined).length;
+  const noun = record.calls.length === 1 ? 'call' : 'calls';
+  return (
+    `orchestrate ${record.status} in ${seconds(record.duration)}: ` +
+    `${record.calls.length} tool ${noun}, ${failed} failed`
+  );
+}
+
+export function renderTrace(
+  record: ITraceRecord,
+  renderChild: (child: IRecord) => HTMLElement
+): HTMLElement {
+  const root = el('div', `jsb-trace jsb-status-${record.status}`);
+  root.appendChild(el('div', 'jsb-summary', traceSummary(record)));
+  if (record.calls.length > 0) {
+    root.appendChild(new CallTable(record, renderChild).node);
+  }
+  if (record.value !== null && record.value !== undefined) {
+    const value = el('div', 'jsb-value', 'value: ');
+    value.appendChild(el('code', '', record.value));
+    root.appendChild(value);
+  }
+  if (record.error) {
+    root.appendChild(
+      details(record.error, record.sandbox_traceback || record.error, true, 'jsb-error')
+    );
+  }
+  if (record.stdout) {
+    root.appendChild(details('stdout', record.stdout));
+  }
+  return root;
+}
+
+class CallTable {
+  readonly node: HTMLElement;
+  private readonly body: HTMLTableSectionElement;
+  private readonly more: HTMLButtonElement;
+  private readonly span: number;
+  private sortKey: SortKey = 'call_id';
+  private ascending = true;
+  private limit = ROW_LIMIT;
+
+  constructor(
+    private readonly record: ITraceRecord,
+    private readonly renderChild: (child: IRecord) => HTMLElement
+  ) {
+    const ends = record.calls.map(c => c.end ?? c.start);
+    this.span = Math.max(record.duration || 0, ...ends, 1e-9);
+    this.node = el('div', 'jsb-calls-wrap');
+    const table = el('table', 'jsb-calls');
+    const head = el('tr');
+    for (const column of COLUMNS) {
+      const th = el('th', column.key ? 'jsb-sortable' : '', column.title);
+      if (column.key) {
+        const key = column.key;
+        th.dataset.key = key;
+        th.addEventListener('click', () => this.sortBy(key));
+      }
+      head.appendChild(th);
+    }
+    table.appendChild(el('thead')).appendChild(head);
+    this.body = table.appendChild(el('tbody'));
+    this.node.appendChild(table);
+    this.more = el('button', 'jsb-more');
+    this.more.addEventListener('click', () => {
+      this.limit = Number.POSITIVE_INFINITY;
+      this.draw();
+    });
+    this.node.appendChild(this.more);
+    this.draw();
+  }
+
+  private sortBy(key: SortKey): void {
+    this.ascending = this.sortKey === key ? !this.ascending : true;
+    this.sortKey = key;
+    this.draw();
+  }
+
+  private draw(): void {
+    const key = this.sortKey;
+    const sign = this.ascending ? 1 : -1;
+    const calls = [...this.record.calls].sort((a, b) => {
+      const x = sortValue(a, key);
+      const y = sortValue(b, key);
+      return x < y ? -sign : x > y ? sign : a.call_id - b.call_id;
+    });
+    this.node.querySelectorAll('th').forEach(th => {
+      th.classList.toggle('jsb-sorted', th.dataset.key === key);
+      th.classList.toggle('jsb-descending', th.dataset.key === key && !this.ascending);
+    });
+    this.body.replaceChildren(...calls.slice(0, this.limit).map(c => this.row(c)));
+    const hidden = calls.length - Math.min(calls.length, this.limit);
+    this.more.textContent = `show all (${hidden} more calls)`;
+    this.more.hidden = hidden <= 0;
+  }
+
+  private row(call: ICallRecord): HTMLTableRowElement {
+    const status = callStatus(call);
+    const tr = el('tr', `jsb-call jsb-${status}`);
+    tr.appendChild(el('td', '', String(call.call_id)));
+    tr.appendChild(el('td', 'jsb-tool', call.tool));
+    const sig = el('td', 'jsb-signature', signature(call));
+    for (const child of call.children ?? []) {
+      const box = el('details', 'jsb-child');
+      box.appendChild(el('summary', '', `${child.kind} record`));
+      box.appendChild(this.renderChild(child));
+      sig.appendChild(box);
+    }
+    tr.appendChild(sig);
+    const result = el('td', 'jsb-result');
+    if (status === 'error') {
+      result.appendChild(
+        details(call.error ?? '', call.host_traceback || call.error || '', false, 'jsb-error')
+      );
+    } else if (status === 'ok') {
+      result.textContent = call.result ?? 'None';
+    }
+    tr.appendChild(result);
+    tr.appendChild(el('td', 'jsb-duration', seconds(callDuration(call))));
+    tr.appendChild(el('td', 'jsb-state', status + (call.replayed ? ' (replayed)' : '')));
+    const timeline = el('td', 'jsb-timeline');
+    const bar = el('div', `jsb-bar jsb-${status}`);
+    const end = call.end ?? this.span;
+    bar.style.marginLeft = `${(100 * call.start) / this.span}%`;
+    bar.style.width = `${(100 * (end - call.start)) / this.span}%`;
+    bar.title = `${seconds(call.start)} to ${seconds(end)}`;
+    timeline.appendChild(bar);
+    tr.appendChild(timeline);
+    return tr;
+  }
+}
