@@ -1,0 +1,126 @@
+"""A Python base image built on this machine, with no container registry.
+
+Air-gapped machines (and this one) cannot pull ``python:3.x-slim``, so the base is bootstrapped
+from the Debian mirror apt already uses: ``debootstrap`` a minimal root filesystem, import it as
+an image, then finish it with a short offline build (a venv with ``uv`` from a wheel the host
+downloads, a non-root user, an environment without the host's). Built once per machine: when
+the tag exists, nothing happens.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from .._errors import ImageBuildError
+from .._events import BuildLog, BuildStep, Event
+from ._build import build_image, image_exists
+from ._client import KIND, LABEL, client
+from ._hostcfg import debian_mirror
+
+DEFAULT_BASE_IMAGE = "jupyter-sandbox/base:bookworm"
+SUITE = "bookworm"
+SANDBOX_UID = 1000
+"""The non-root user every run uses (``sandbox`` in the local base; numeric, so any image works)."""
+PACKAGES = ("python3", "python3-venv", "ca-certificates")
+BUILD_TOOLS = ("gcc", "make", "libc6-dev")
+
+_FINISH = f"""\
+FROM {{rootfs}}
+COPY wheels /tmp/wheels
+RUN python3 -m venv /opt/venv \\
+ && /opt/venv/bin/pip install --no-index --no-cache-dir /tmp/wheels/*.whl \\
+ && rm -rf /tmp/wheels /var/lib/apt/lists/* /var/cache/apt/*.bin \\
+ && echo 'sandbox:x:{SANDBOX_UID}:{SANDBOX_UID}:sandbox:/tmp:/usr/sbin/nologin' >> /etc/passwd \\
+ && echo 'sandbox:x:{SANDBOX_UID}:' >> /etc/group
+ENV PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \\
+    VIRTUAL_ENV=/opt/venv HOME=/tmp LANG=C.UTF-8 \\
+    PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+WORKDIR /tmp
+USER {SANDBOX_UID}:{SANDBOX_UID}
+CMD ["python3"]
+"""
+
+
+def _say(log: Callable[[str], None]) -> Callable[[Event], None]:
+    def on_event(event: Event) -> None:
+        if isinstance(event, BuildStep):
+            log(f"step {event.index}/{event.total}: {event.text}")
+        elif isinstance(event, BuildLog):
+            log(f"  {event.line}")
+
+    return on_event
+
+
+def _run(cmd: list[str], log: Callable[[str], None]) -> None:
+    log("$ " + " ".join(cmd))
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise ImageBuildError(f"{cmd[0]} failed ({done.returncode})", log=done.stderr[-4000:])
+
+
+def build_base_image(
+    tag: str = DEFAULT_BASE_IMAGE,
+    *,
+    build_tools: bool = False,
+    force: bool = False,
+    log: Callable[[str], None] = print,
+) -> bool:
+    """Build ``tag`` unless it exists; True when a build happened. Needs root and debootstrap."""
+    docker = client()
+    if image_exists(docker, tag) and not force:
+        log(f"base image {tag} already exists")
+        return False
+    if shutil.which("debootstrap") is None:
+        raise ImageBuildError("debootstrap is not installed: apt-get install debootstrap")
+    rootfs_tag = f"{tag.rsplit(':', 1)[0]}-rootfs:{SUITE}"
+    labels = {LABEL: "1", KIND: "base"}
+    with tempfile.TemporaryDirectory(prefix="jupyter-sandbox-base-") as tmp:
+        work = Path(tmp)
+        rootfs = work / "rootfs"
+        mirror = debian_mirror()
+        include = ",".join(PACKAGES + (BUILD_TOOLS if build_tools else ()))
+        _run(
+            [
+                "debootstrap",
+                "--variant=minbase",
+                f"--include={include}",
+                SUITE,
+                str(rootfs),
+                mirror,
+            ],
+            log,
+        )
+        tarball = work / "rootfs.tar"
+        _run(["tar", "-C", str(rootfs), "-cf", str(tarball), "."], log)
+        shutil.rmtree(rootfs)
+        repository, _, version = rootfs_tag.rpartition(":")
+        log(f"importing root filesystem as {rootfs_tag}")
+        docker.api.import_image_from_file(str(tarball), repository=repository, tag=version)
+        tarball.unlink()
+        context = work / "context"
+        (context / "wheels").mkdir(parents=True)
+        wheels = str(context / "wheels")
+        _run(
+            [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", wheels, "uv"],
+            log,
+        )
+        (context / "Dockerfile").write_text(_FINISH.format(rootfs=rootfs_tag))
+        info = build_image(
+            docker,
+            context,
+            tag=tag,
+            total_steps=8,
+            on_event=_say(log),
+            labels=labels,
+            network_mode="none",
+        )
+    if info.error is not None:
+        raise ImageBuildError(f"base image build failed: {info.error}", log=info.log)
+    docker.images.remove(rootfs_tag)
+    log(f"built base image {tag} in {info.seconds:.1f} s (plus debootstrap)")
+    return True

@@ -1,0 +1,54 @@
+"""The Docker connection and the labels that mark what we create.
+
+The ``docker`` SDK is imported here, lazily, so ``import jupyter_sandbox`` stays fast and works
+without an engine. Every image and container we create carries ``jupyter-sandbox.*`` labels:
+they are how the CLI lists and prunes, and how a new kernel finds containers a dead one left.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from functools import cache
+from typing import TYPE_CHECKING
+
+from .._errors import DockerUnavailable
+
+if TYPE_CHECKING:
+    from docker import DockerClient
+
+LABEL = "jupyter-sandbox"
+KIND = f"{LABEL}.kind"
+"""``base``, ``env`` (a built environment image) or ``run`` (a container)."""
+OWNER_PID = f"{LABEL}.owner-pid"
+OWNER_HOST = f"{LABEL}.owner-host"
+
+_API_TIMEOUT = 900
+"""Seconds the SDK waits on one response: a silent ``pip install`` step can take minutes."""
+
+
+@cache
+def _connect() -> DockerClient:
+    import docker
+    from docker.errors import DockerException
+
+    try:
+        client = docker.from_env(timeout=_API_TIMEOUT)
+        client.ping()
+    except DockerException as exc:
+        where = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+        raise DockerUnavailable(
+            f"Docker engine not reachable at {where}: start it with "
+            "`bash scripts/bootstrap.sh` (or `dockerd &`)"
+        ) from exc
+    return client
+
+
+def client() -> DockerClient:
+    """A connected client; `DockerUnavailable` (one line, how to start it) when there is none."""
+    return _connect()
+
+
+def owner_labels() -> dict[str, str]:
+    """Labels naming this process, so a later kernel can tell our orphans from live runs."""
+    return {OWNER_PID: str(os.getpid()), OWNER_HOST: socket.gethostname()}

@@ -1,0 +1,126 @@
+"""Values as files: the one encoding both sides of a sandbox agree on.
+
+This module is copied next to the code inside the container (the auto-IO runner imports it), so
+it is standard library only and has no package-relative imports. Each value is written in the
+most natural text a verbatim script or a shell command would read or write (``42``, raw UTF-8,
+ISO dates, JSON for lists and dicts); the declared type tag, never the content, decides how a
+file is read back. Nothing is pickled and nothing passes through a shell.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from decimal import Decimal
+from typing import Any
+
+SCALAR_TAGS = ("int", "float", "bool", "str", "bytes", "none", "datetime", "date", "timedelta")
+PATH_TAGS = ("file", "dir")
+TAGS = (*SCALAR_TAGS, "json", *PATH_TAGS)
+INFERRED_TYPES = ".inferred-types.json"
+"""Tags the auto-IO runner chose for outputs declared without one (no output name starts with
+a dot, so it cannot collide)."""
+_MICROS = 1_000_000
+
+
+def check(tag: str, value: Any) -> None:
+    """Raise TypeError when ``value`` cannot be encoded, exactly, as ``tag``."""
+    ok = {
+        "int": isinstance(value, int) and not isinstance(value, bool),
+        "float": isinstance(value, int | float) and not isinstance(value, bool),
+        "bool": isinstance(value, bool),
+        "str": isinstance(value, str),
+        "bytes": isinstance(value, bytes | bytearray),
+        "none": value is None,
+        "datetime": isinstance(value, dt.datetime),
+        "date": isinstance(value, dt.date) and not isinstance(value, dt.datetime),
+        "timedelta": isinstance(value, dt.timedelta),
+        "json": isinstance(value, list | dict) and _json_exact(value),
+    }.get(tag)
+    if ok is None:
+        raise TypeError(f"unknown type tag {tag!r}")
+    if not ok:
+        got = type(value).__name__
+        hint = " (JSON would not give it back unchanged)" if tag == "json" else ""
+        raise TypeError(f"expected {tag}, got {got}{hint}")
+
+
+def _json_exact(value: Any) -> bool:
+    try:
+        return bool(json.loads(json.dumps(value)) == value)
+    except (TypeError, ValueError):
+        return False
+
+
+def infer(value: Any) -> str:
+    """The tag of a value (order matters: bool is an int, datetime is a date)."""
+    kinds: tuple[tuple[Any, str], ...] = (
+        (bool, "bool"),
+        (int, "int"),
+        (float, "float"),
+        (str, "str"),
+        (bytes | bytearray, "bytes"),
+        (type(None), "none"),
+        (dt.datetime, "datetime"),
+        (dt.date, "date"),
+        (dt.timedelta, "timedelta"),
+        (list | dict, "json"),
+    )
+    for kind, tag in kinds:
+        if isinstance(value, kind):
+            return tag
+    raise TypeError(f"unsupported type {type(value).__name__}")
+
+
+def encode(tag: str, value: Any) -> bytes:
+    """The file content for ``value`` declared as ``tag`` (checked first)."""
+    check(tag, value)
+    if tag == "bytes":
+        return bytes(value)
+    if tag == "none":
+        return b""
+    if tag == "bool":
+        return b"true" if value else b"false"
+    if tag == "float":
+        return repr(float(value)).encode()
+    if tag in ("datetime", "date"):
+        return str(value.isoformat()).encode()
+    if tag == "timedelta":
+        micros = value // dt.timedelta(microseconds=1)
+        sign = "-" if micros < 0 else ""
+        whole, frac = divmod(abs(micros), _MICROS)
+        return f"{sign}{whole}.{frac:06d}".encode()
+    if tag == "json":
+        return json.dumps(value, ensure_ascii=False).encode()
+    return str(value).encode()
+
+
+def decode(tag: str, data: bytes) -> Any:
+    """The value a file holds, read as ``tag``; ValueError when it does not parse."""
+    if tag == "bytes":
+        return data
+    if tag == "none":
+        return None
+    text = data.decode("utf-8")
+    if tag == "str":
+        return text
+    word = text.strip()
+    if tag == "int":
+        return int(word)
+    if tag == "float":
+        return float(word)
+    if tag == "bool":
+        if word.lower() in ("true", "1"):
+            return True
+        if word.lower() in ("false", "0"):
+            return False
+        raise ValueError(f"not a bool: {word[:40]!r}")
+    if tag == "datetime":
+        return dt.datetime.fromisoformat(word)
+    if tag == "date":
+        return dt.date.fromisoformat(word)
+    if tag == "timedelta":
+        return dt.timedelta(microseconds=int(Decimal(word) * _MICROS))
+    if tag == "json":
+        return json.loads(text)
+    raise ValueError(f"unknown type tag {tag!r}")

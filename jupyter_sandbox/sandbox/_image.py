@@ -1,0 +1,127 @@
+"""From an `ImageSpec` to a local image: reuse, pull a prebuilt one, or build with events.
+
+A failed install is mapped back to the package the user asked for, so the error names it
+(`InvalidPackageError`) instead of leaving them to read a resolver's log.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .._errors import ImageBuildError, InvalidPackageError
+from .._events import BuildFinished, BuildStarted, EventCallback
+from ._baseimage import DEFAULT_BASE_IMAGE
+from ._build import BuildInfo, build_image, image_exists
+from ._client import KIND, LABEL
+from ._hostcfg import ca_bundle, index_settings
+from ._spec import ImageSpec
+
+if TYPE_CHECKING:
+    from docker import DockerClient
+
+BASE_IMAGE_ENV = "JUPYTER_SANDBOX_BASE_IMAGE"
+_MISSING_PACKAGE = (
+    re.compile(r"Unable to locate package (\S+)"),
+    re.compile(r"Package '?([^'\s]+)'? has no installation candidate"),
+    re.compile(r"Because (\S+) was not found in the package registry"),
+    re.compile(r"there is no version of ([A-Za-z0-9._-]+)"),
+    re.compile(r"No matching distribution found for ([A-Za-z0-9._-]+)"),
+)
+
+
+def default_base_image() -> str:
+    """``$JUPYTER_SANDBOX_BASE_IMAGE``, else the locally built base."""
+    return os.environ.get(BASE_IMAGE_ENV) or DEFAULT_BASE_IMAGE
+
+
+def image_id(client: DockerClient, name: str) -> str:
+    """The id of a local image, pulling it if the engine can; never builds a base."""
+    from docker.errors import DockerException, ImageNotFound
+
+    try:
+        return str(client.images.get(name).id)
+    except ImageNotFound:
+        pass
+    try:
+        return str(client.images.pull(name).id)
+    except DockerException as exc:
+        hint = (
+            "build it with `python -m jupyter_sandbox base-image`"
+            if name == DEFAULT_BASE_IMAGE
+            else "build or load it locally (no registry is reachable)"
+        )
+        raise ImageBuildError(f"image {name} is not available: {hint}", log=str(exc)) from None
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def build_error(spec: ImageSpec, info: BuildInfo) -> ImageBuildError:
+    log = info.error or info.log
+    requested = {_canonical(re.split(r"[\[<>=!~ ]", p)[0]): p for p in spec.packages}
+    requested.update({p.split("=")[0]: p for p in spec.system_packages})
+    for pattern in _MISSING_PACKAGE:
+        for match in pattern.finditer(log):
+            found = match.group(1).strip("'\"")
+            package = requested.get(_canonical(found)) or requested.get(found)
+            if package:
+                return InvalidPackageError(
+                    f"package {package!r} does not exist (or has no matching version)",
+                    package=package,
+                    log=log,
+                )
+    last = log.strip().splitlines()[-1] if log.strip() else "unknown error"
+    return ImageBuildError(f"image build failed: {last}", log=log)
+
+
+def ensure_image(
+    client: DockerClient, spec: ImageSpec, on_event: EventCallback
+) -> tuple[str, BuildInfo | None]:
+    """The image to run and how it came to be (None: the base itself, no build needed).
+
+    A failed build comes back with ``info.error`` set: the caller records it, then raises
+    `build_error` (so the error still carries the build log in its record).
+    """
+    base_id = image_id(client, spec.base)
+    if not spec.needs_build:
+        return spec.base, None
+    tag = spec.tag(base_id)
+    ca = ca_bundle()
+    args = index_settings() if spec.packages else {}
+    dockerfile = spec.dockerfile(with_ca=ca is not None, build_args=args)
+    total = len(dockerfile.splitlines())
+    if image_exists(client, tag):
+        on_event(BuildStarted(tag, total))
+        on_event(BuildFinished(tag, cached=True, seconds=0.0))
+        return tag, BuildInfo(tag=tag, cached=True)
+    with tempfile.TemporaryDirectory(prefix="jupyter-sandbox-build-") as tmp:
+        context = Path(tmp)
+        (context / "Dockerfile").write_text(dockerfile)
+        if ca is not None:
+            shutil.copyfile(ca, context / "host-ca.crt")
+        info = build_image(
+            client,
+            context,
+            tag=tag,
+            total_steps=total,
+            on_event=on_event,
+            labels=_labels(spec),
+            buildargs=args,
+        )
+    return tag, info
+
+
+def _labels(spec: ImageSpec) -> dict[str, Any]:
+    return {
+        LABEL: "1",
+        KIND: "env",
+        f"{LABEL}.base": spec.base,
+        f"{LABEL}.packages": " ".join(spec.packages),
+        f"{LABEL}.system-packages": " ".join(spec.system_packages),
+    }

@@ -1,0 +1,82 @@
+"""The full account of one sandbox run, and its JSON-safe record.
+
+`SandboxRun` is what `Sandbox.execute` returns and what a failed run leaves on ``err.record``
+(as a dict). The record's shape is a contract with the JupyterLab renderer of
+``application/vnd.jupyter-sandbox.run+json``: keep its keys.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ._build import BuildInfo
+from ._io import preview
+from ._types import infer_tag
+
+MIME_TYPE = "application/vnd.jupyter-sandbox.run+json"
+RECORD_VERSION = 1
+
+
+def _describe(values: dict[str, Any], tags: dict[str, str | None]) -> dict[str, dict[str, str]]:
+    described = {}
+    for name, value in values.items():
+        tag = tags.get(name)
+        if tag is None:
+            try:
+                tag = infer_tag(value)
+            except ValueError:
+                tag = type(value).__name__
+        described[name] = {"type": tag, "preview": preview(value)}
+    return described
+
+
+@dataclass
+class SandboxRun:
+    """One execution: outputs (declaration order), transcript, timing, image and build."""
+
+    name: str
+    image: str
+    inputs: dict[str, Any] = field(default_factory=dict)
+    input_types: dict[str, str | None] = field(default_factory=dict)
+    outputs: dict[str, Any] = field(default_factory=dict)
+    output_types: dict[str, str | None] = field(default_factory=dict)
+    stdout: str = ""
+    stderr: str = ""
+    exit_code: int | None = None
+    duration: float = 0.0
+    attempts: int = 0
+    cached: bool = False
+    build: BuildInfo | None = None
+    error: str | None = None
+
+    @property
+    def status(self) -> Literal["ok", "error"]:
+        return "error" if self.error is not None else "ok"
+
+    @property
+    def value(self) -> Any:
+        """What ``.run()`` returns: None, the single output, or a tuple in declaration order."""
+        values = tuple(self.outputs.values())
+        if not values:
+            return None
+        return values[0] if len(values) == 1 else values
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "version": RECORD_VERSION,
+            "kind": "sandbox",
+            "name": self.name,
+            "image": self.image,
+            "status": self.status,
+            "error": self.error,
+            "duration": round(self.duration, 3),
+            "exit_code": self.exit_code,
+            "attempts": self.attempts,
+            "cached": self.cached,
+            "build": None if self.build is None else self.build.to_record(),
+            "stdout": self.stdout,
+            "stderr": self.stderr,
+            "outputs": _describe(self.outputs, self.output_types),
+            "inputs": _describe(self.inputs, self.input_types),
+        }

@@ -1,0 +1,355 @@
+"""`create()` and `Sandbox`: the public face of the Docker engine.
+
+`create` validates everything it can up front (types, names, packages, modes) so mistakes
+surface before an image builds. `Sandbox.execute` is the one code path every entry point takes
+(``run``, ``run_async``, ``%%sandbox``, a callable defined by ``--name``): build or reuse the
+image, stage inputs, run with retries, collect outputs, keep a record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import tempfile
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, get_args
+
+from .._errors import (
+    ContainerError,
+    NonZeroExit,
+    OutOfMemory,
+    OutputLimitExceeded,
+    SandboxConfigError,
+    SandboxTimeout,
+)
+from .._events import EventCallback, RunFinished, RunStarted, ignore
+from . import _cache
+from ._client import client
+from ._image import build_error, default_base_image, ensure_image, image_id
+from ._io import collect_outputs, program_command, stage_inputs, stage_program
+from ._record import SandboxRun
+from ._run import Limits, RawRun, run_container
+from ._spec import (
+    CacheMode,
+    ImageSpec,
+    Mode,
+    Network,
+    Resources,
+    check_names,
+    normalise_types,
+)
+from ._types import infer_tag
+
+DEFAULT_TIMEOUT = 600.0
+"""Seconds a run may take when ``timeout`` is None: every run has a wall-clock limit."""
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_STDERR_TAIL = 20
+
+
+class Sandbox:
+    """A defined sandbox: call `run` (or `execute` for the full `SandboxRun`) once per input set."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        mode: Mode,
+        code: str | None,
+        command: list[str],
+        inputs: dict[str, str | None],
+        outputs: dict[str, str | None],
+        image_spec: ImageSpec,
+        image: str | None,
+        resources: Resources,
+        retries: int,
+        timeout: float,
+        env_vars: dict[str, str],
+        secrets: tuple[str, ...],
+        cache: CacheMode,
+        network: Network,
+    ) -> None:
+        self.name = name
+        self.mode = mode
+        self.code = code
+        self.command = command
+        self.inputs = inputs
+        self.outputs = outputs
+        self.image_spec = image_spec
+        self.image = image
+        self.resources = resources
+        self.retries = retries
+        self.timeout = timeout
+        self.env_vars = env_vars
+        self.secrets = secrets
+        self.cache = cache
+        self.network = network
+
+    def __repr__(self) -> str:
+        ins = ", ".join(self.inputs)
+        outs = ", ".join(self.outputs)
+        return f"<Sandbox {self.name!r} ({ins}) -> ({outs}), {self.mode} mode>"
+
+    def __call__(self, **inputs: Any) -> Any:
+        return self.run(**inputs)
+
+    def run(self, **inputs: Any) -> Any:
+        """Run once: None, the single output, or a tuple of outputs in declaration order."""
+        return self.execute(inputs).value
+
+    async def run_async(self, **inputs: Any) -> Any:
+        return (await self.execute_async(inputs)).value
+
+    async def execute_async(
+        self, inputs: Mapping[str, Any], *, on_event: EventCallback | None = None
+    ) -> SandboxRun:
+        return await asyncio.to_thread(self.execute, inputs, on_event=on_event)
+
+    def execute(
+        self, inputs: Mapping[str, Any], *, on_event: EventCallback | None = None
+    ) -> SandboxRun:
+        """Run once and return the full record. A `ContainerError` carries ``.record``."""
+        emit = on_event or ignore
+        tags = self._bind(inputs)
+        run = SandboxRun(
+            name=self.name,
+            image=self.image or self.image_spec.base,
+            inputs=dict(inputs),
+            input_types=dict(tags),
+            output_types=dict(self.outputs),
+        )
+        start = time.monotonic()
+        try:
+            self._execute(run, tags, emit)
+        except ContainerError as err:
+            run.error = str(err)
+            run.duration = time.monotonic() - start
+            err.record = run.to_record()
+            raise
+        run.duration = time.monotonic() - start
+        return run
+
+    def _bind(self, inputs: Mapping[str, Any]) -> dict[str, str]:
+        unexpected = sorted(set(inputs) - set(self.inputs))
+        if unexpected:
+            raise SandboxConfigError(
+                f"unexpected input(s) {unexpected}; {self.name!r} declares {list(self.inputs)}"
+            )
+        missing = [name for name in self.inputs if name not in inputs]
+        if missing:
+            raise SandboxConfigError(f"missing input(s) {missing} for {self.name!r}")
+        return {name: tag or infer_tag(inputs[name]) for name, tag in self.inputs.items()}
+
+    def _execute(self, run: SandboxRun, tags: dict[str, str], emit: EventCallback) -> None:
+        docker = client()
+        if self.image is None:
+            run.image, run.build = ensure_image(docker, self.image_spec, emit)
+            if run.build is not None and run.build.error is not None:
+                raise build_error(self.image_spec, run.build)
+        with tempfile.TemporaryDirectory(prefix="jupyter-sandbox-run-") as tmp:
+            work = Path(tmp)
+            stage_inputs(work / "inputs", tags, run.inputs)
+            stage_program(
+                work / "program", mode=self.mode, code=self.code, inputs=tags, outputs=self.outputs
+            )
+            env = self._environment()
+            key = None
+            if self.cache != "disable":
+                key = _cache.cache_key(
+                    image_id=image_id(docker, run.image),
+                    program=self._fingerprint(tags),
+                    inputs_dir=work / "inputs",
+                )
+                if self.cache == "auto" and self._replay(run, key, emit):
+                    return
+            for attempt in range(1, self.retries + 2):
+                run.attempts = attempt
+                emit(RunStarted(self.name, run.image, attempt))
+                archive = work / f"outputs-{attempt}.tar" if self.outputs else None
+                raw = run_container(
+                    docker,
+                    image=run.image,
+                    name=self.name,
+                    command=self.command,
+                    env=env,
+                    inputs_dir=work / "inputs",
+                    program_dir=work / "program",
+                    outputs_archive=archive,
+                    limits=Limits(self.timeout, self.resources, self.network),
+                    on_event=emit,
+                    scrub=tuple(v for k, v in env.items() if k in self.secrets and v),
+                )
+                run.stdout, run.stderr, run.exit_code = raw.stdout, raw.stderr, raw.exit_code
+                try:
+                    self._check(raw)
+                    run.outputs = collect_outputs(archive, self.outputs)
+                except ContainerError as err:
+                    emit(RunFinished(self.name, raw.exit_code, raw.seconds, error=str(err)))
+                    if attempt > self.retries:
+                        raise
+                    continue
+                emit(RunFinished(self.name, raw.exit_code, raw.seconds, outputs=run.outputs))
+                if key is not None:
+                    _cache.store(key, run.outputs, run.stdout, run.stderr)
+                return
+
+    def _replay(self, run: SandboxRun, key: str, emit: EventCallback) -> bool:
+        hit = _cache.load(key)
+        if hit is None:
+            return False
+        run.outputs, run.stdout, run.stderr = hit["outputs"], hit["stdout"], hit["stderr"]
+        run.cached, run.exit_code = True, 0
+        emit(RunStarted(self.name, run.image))
+        emit(RunFinished(self.name, 0, 0.0, outputs=run.outputs, cached=True))
+        return True
+
+    def _environment(self) -> dict[str, str]:
+        """Only what was asked for: env_vars, and secrets read from the host right now."""
+        env = {"HOME": "/tmp", "PYTHONUNBUFFERED": "1", **self.env_vars}
+        for secret in self.secrets:
+            if secret not in os.environ:
+                raise SandboxConfigError(f"secret {secret!r} is not set in the host environment")
+            env[secret] = os.environ[secret]
+        return env
+
+    def _fingerprint(self, tags: dict[str, str]) -> dict[str, Any]:
+        """What, besides the image and the input files, decides the outputs (no secret values)."""
+        return {
+            "mode": self.mode,
+            "code": self.code,
+            "command": self.command,
+            "inputs": tags,
+            "outputs": self.outputs,
+            "env": self.env_vars,
+            "secrets": list(self.secrets),
+            "network": self.network,
+        }
+
+    def _check(self, raw: RawRun) -> None:
+        if raw.timed_out:
+            raise SandboxTimeout(f"timed out after {self.timeout:g} s")
+        if raw.flooded:
+            raise OutputLimitExceeded(
+                f"output passed the {self.resources.output} cap; the run was stopped"
+            )
+        if raw.oom_killed:
+            raise OutOfMemory(f"out of memory: killed at the {self.resources.memory} limit")
+        if raw.exit_code != 0:
+            tail = "\n".join(raw.stderr.rstrip().splitlines()[-_STDERR_TAIL:])
+            last = tail.splitlines()[-1] if tail else "(no stderr)"
+            raise NonZeroExit(
+                f"exited with code {raw.exit_code}: {last}",
+                exit_code=raw.exit_code if raw.exit_code is not None else -1,
+                stderr_tail=tail,
+            )
+
+
+def _names(declared: Mapping[str, Any] | Iterable[str] | None) -> dict[str, Any]:
+    if declared is None or isinstance(declared, Mapping):
+        return dict(declared or {})
+    if isinstance(declared, str):
+        raise SandboxConfigError("inputs/outputs: give a dict of name -> type, or a list of names")
+    return dict.fromkeys(declared)
+
+
+def _strings(value: Sequence[str] | None, what: str) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str) or not all(isinstance(v, str) for v in value):
+        raise SandboxConfigError(f"{what} must be a list of strings")
+    return list(value)
+
+
+def create(
+    name: str,
+    code: str | None = None,
+    inputs: Mapping[str, Any] | Iterable[str] | None = None,
+    outputs: Mapping[str, Any] | Iterable[str] | None = None,
+    command: Sequence[str] | None = None,
+    arguments: Sequence[str] | None = None,
+    packages: Sequence[str] | None = None,
+    system_packages: Sequence[str] | None = None,
+    additional_commands: Sequence[str] | None = None,
+    resources: Resources | Mapping[str, Any] | None = None,
+    image: str | None = None,
+    auto_io: bool = True,
+    retries: int = 0,
+    timeout: float | None = None,
+    env_vars: Mapping[str, str] | None = None,
+    secrets: Sequence[str] | None = None,
+    cache: CacheMode = "disable",
+    *,
+    base_image: str | None = None,
+    network: Network = "none",
+) -> Sandbox:
+    """Define a disposable Docker sandbox (parameter names as Flyte's ``flyte.sandbox.create``).
+
+    Modes: auto-IO (default: inputs are variables, outputs are read from variables),
+    verbatim (``auto_io=False``: the script reads ``/var/inputs/<name>`` and writes
+    ``/var/outputs/<name>``) and command (``command`` + ``arguments``, any program).
+    Extras of ours, keyword-only: ``base_image`` (default ``$JUPYTER_SANDBOX_BASE_IMAGE`` or
+    the local base) and ``network`` (``"none"`` or ``"bridge"``).
+    Raises `SandboxConfigError` (or `InvalidPackageError` for a malformed package) at once.
+    """
+    if not isinstance(name, str) or not name.strip():
+        raise SandboxConfigError("a sandbox needs a name")
+    if (code is None) == (command is None):
+        raise SandboxConfigError("give exactly one of code= and command=")
+    if arguments is not None and command is None:
+        raise SandboxConfigError("arguments= only goes with command=")
+    mode: Mode = "command" if command is not None else "auto" if auto_io else "verbatim"
+    in_types = normalise_types(_names(inputs))
+    out_types = normalise_types(_names(outputs))
+    check_names(in_types, mode=mode, what="input")
+    check_names(out_types, mode=mode, what="output")
+    if image is not None and (packages or system_packages or additional_commands or base_image):
+        raise SandboxConfigError(
+            "image= is prebuilt and never built on: drop packages/system_packages/"
+            "additional_commands/base_image, or use base_image= to build on it"
+        )
+    if cache not in get_args(CacheMode):
+        raise SandboxConfigError(f"cache must be one of {get_args(CacheMode)}, not {cache!r}")
+    if network not in get_args(Network):
+        raise SandboxConfigError(f"network must be one of {get_args(Network)}, not {network!r}")
+    if not isinstance(retries, int) or retries < 0:
+        raise SandboxConfigError("retries must be a non-negative int")
+    if timeout is not None and not timeout > 0:
+        raise SandboxConfigError("timeout must be a positive number of seconds")
+    env = dict(env_vars or {})
+    secret_names = tuple(_strings(secrets, "secrets"))
+    for key in (*env, *secret_names):
+        if not _ENV_NAME.match(key):
+            raise SandboxConfigError(f"bad environment variable name {key!r}")
+    if not all(isinstance(v, str) for v in env.values()):
+        raise SandboxConfigError("env_vars values must be strings")
+    run_command = (
+        _strings(command, "command") + _strings(arguments, "arguments")
+        if command is not None
+        else program_command(mode)
+    )
+    if not run_command:
+        raise SandboxConfigError("command= is empty")
+    return Sandbox(
+        name=name,
+        mode=mode,
+        code=code,
+        command=run_command,
+        inputs={k: v for k, v in in_types.items()},
+        outputs=out_types,
+        image_spec=ImageSpec.normalise(
+            base_image or default_base_image(),
+            _strings(packages, "packages"),
+            _strings(system_packages, "system_packages"),
+            _strings(additional_commands, "additional_commands"),
+        ),
+        image=image,
+        resources=Resources.coerce(resources),
+        retries=retries,
+        timeout=float(timeout) if timeout is not None else DEFAULT_TIMEOUT,
+        env_vars=env,
+        secrets=secret_names,
+        cache=cache,
+        network=network,
+    )

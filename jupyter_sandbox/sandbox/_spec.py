@@ -1,0 +1,196 @@
+"""A sandbox's definition, normalised and validated before anything runs.
+
+Normalising is what makes images content-addressed: the image tag is a hash of the base image's
+id, the sorted packages, the system packages and the extra commands, so the same environment
+never builds twice whatever the order it was written in, and code and inputs (never part of the
+image) can change freely without a rebuild.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import keyword
+import re
+import shlex
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, fields
+from typing import Any, Literal
+
+from .._errors import InvalidPackageError, SandboxConfigError
+from ._types import type_tag
+
+Mode = Literal["auto", "verbatim", "command"]
+CacheMode = Literal["auto", "override", "disable"]
+Network = Literal["none", "bridge"]
+Installer = Literal["uv", "pip"]
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
+_PIP_REQ = re.compile(
+    r"^(?P<name>[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)"
+    r"(?P<extras>\[[A-Za-z0-9._,-]+\])?"
+    r"(?P<spec>\s*(?:[<>=!~]=?|===)\s*[A-Za-z0-9.*+!_-]+"
+    r"(?:\s*,\s*(?:[<>=!~]=?|===)\s*[A-Za-z0-9.*+!_-]+)*)?$"
+)
+_APT_PKG = re.compile(r"^[a-z0-9][a-z0-9+.-]+(?:=[A-Za-z0-9.+~:-]+)?$")
+_FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+
+
+def parse_size(size: str | int) -> int:
+    """Bytes in ``"1g"``, ``"512Mi"``, ``"8Gi"``, ``"100m"`` or an int (binary units)."""
+    if isinstance(size, int):
+        return size
+    match = _SIZE.match(size)
+    if not match:
+        raise SandboxConfigError(f"bad size {size!r}: use e.g. 512m, 1g, 8Gi")
+    scale = 1024 ** " kmgt".index(match.group(2).lower() or " ")
+    return int(float(match.group(1)) * scale)
+
+
+@dataclass(frozen=True)
+class Resources:
+    """Limits of one run. ``cpu`` and ``memory`` as in Flyte's ``Resources``; the rest are ours:
+    ``pids`` (fork bombs), ``disk`` (size of each tmpfs: ``/tmp`` and ``/var/outputs``) and
+    ``output`` (stdout+stderr kept before the run is stopped)."""
+
+    cpu: float = 1
+    memory: str | int = "1g"
+    pids: int = 256
+    disk: str | int = "256m"
+    output: str | int = "4m"
+
+    def __post_init__(self) -> None:
+        if self.cpu <= 0 or self.pids <= 0:
+            raise SandboxConfigError("cpu and pids must be positive")
+        for size in (self.memory, self.disk, self.output):
+            if parse_size(size) <= 0:
+                raise SandboxConfigError(f"size must be positive: {size!r}")
+
+    @classmethod
+    def coerce(cls, value: Resources | Mapping[str, Any] | None) -> Resources:
+        if value is None:
+            return cls()
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, Mapping):
+            known = {f.name for f in fields(cls)}
+            unknown = set(value) - known
+            if unknown:
+                raise SandboxConfigError(
+                    f"unknown resources {sorted(unknown)}; known: {sorted(known)}"
+                )
+            return cls(**value)
+        raise SandboxConfigError(f"resources must be Resources or a dict, not {value!r}")
+
+
+def _canonical_requirement(requirement: str) -> str:
+    text = requirement.strip()
+    match = _PIP_REQ.match(text)
+    if not match:
+        raise InvalidPackageError(f"invalid pip requirement {text!r}", package=text)
+    name = re.sub(r"[-_.]+", "-", match.group("name")).lower()
+    return name + (match.group("extras") or "") + re.sub(r"\s+", "", match.group("spec") or "")
+
+
+def _apt_package(package: str) -> str:
+    text = package.strip()
+    if not _APT_PKG.match(text):
+        raise InvalidPackageError(f"invalid apt package name {text!r}", package=text)
+    return text
+
+
+@dataclass(frozen=True)
+class ImageSpec:
+    """What goes into an environment image. Build it only when it adds something to the base."""
+
+    base: str
+    packages: tuple[str, ...] = ()
+    system_packages: tuple[str, ...] = ()
+    commands: tuple[str, ...] = ()
+    installer: Installer = "uv"
+
+    @classmethod
+    def normalise(
+        cls,
+        base: str,
+        packages: Iterable[str] | None = None,
+        system_packages: Iterable[str] | None = None,
+        commands: Iterable[str] | None = None,
+        installer: Installer = "uv",
+    ) -> ImageSpec:
+        return cls(
+            base=base,
+            packages=tuple(sorted({_canonical_requirement(p) for p in packages or ()})),
+            system_packages=tuple(sorted({_apt_package(p) for p in system_packages or ()})),
+            commands=tuple(c for c in commands or () if c.strip()),
+            installer=installer,
+        )
+
+    @property
+    def needs_build(self) -> bool:
+        return bool(self.packages or self.system_packages or self.commands)
+
+    def tag(self, base_id: str) -> str:
+        """``jupyter-sandbox/env:<hash>`` of everything that shapes the image."""
+        blob = json.dumps(
+            {
+                "v": 1,
+                "base": base_id,
+                "packages": self.packages,
+                "system": self.system_packages,
+                "commands": self.commands,
+                "installer": self.installer,
+            },
+            sort_keys=True,
+        )
+        return "jupyter-sandbox/env:" + hashlib.sha256(blob.encode()).hexdigest()[:20]
+
+    def dockerfile(self, *, with_ca: bool, build_args: Iterable[str]) -> str:
+        """The Dockerfile: one step per concern, so a view can show step n of m.
+
+        The host CA bundle and index settings are build ``ARG``s: present while a step runs,
+        absent from the image's environment and from every run.
+        """
+        lines = [f"FROM {self.base}", "USER root"]
+        if with_ca:
+            ca = "/etc/jupyter-sandbox/host-ca.crt"
+            lines.append(f"COPY host-ca.crt {ca}")
+            for var in ("SSL_CERT_FILE", "PIP_CERT", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
+                lines.append(f"ARG {var}={ca}")
+            lines.append("ARG UV_NATIVE_TLS=1")
+        lines += [f"ARG {name}" for name in build_args]
+        if self.system_packages:
+            apt = " ".join(self.system_packages)
+            lines.append(
+                "RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y "
+                f"--no-install-recommends {apt} && rm -rf /var/lib/apt/lists/*"
+            )
+        if self.packages:
+            reqs = " ".join(shlex.quote(p) for p in self.packages)
+            if self.installer == "uv":
+                lines.append(
+                    'RUN if command -v uv >/dev/null; then uv pip install --no-cache --python "$('
+                    f'command -v python3)" {reqs}; else python3 -m pip install --no-cache-dir '
+                    f"{reqs}; fi"
+                )
+            else:
+                lines.append(f"RUN python3 -m pip install --no-cache-dir {reqs}")
+        lines += [f"RUN {command}" for command in self.commands]
+        lines.append("USER 1000:1000")
+        return "\n".join(lines) + "\n"
+
+
+def check_names(names: Iterable[str], *, mode: Mode, what: str) -> None:
+    """Names become file names (and variables in auto-IO): refuse anything else up front."""
+    for name in names:
+        if not _FILE_NAME.match(name) or name in (".", ".."):
+            raise SandboxConfigError(f"bad {what} name {name!r}: letters, digits, _ . - only")
+        if mode == "auto" and (not name.isidentifier() or keyword.iskeyword(name)):
+            raise SandboxConfigError(
+                f"{what} {name!r} is not a Python variable name (needed in auto-IO mode)"
+            )
+
+
+def normalise_types(declared: Mapping[str, Any] | None) -> dict[str, str | None]:
+    """Name -> tag, keeping declaration order; None means "infer from the value"."""
+    return {name: None if t is None else type_tag(t) for name, t in (declared or {}).items()}
