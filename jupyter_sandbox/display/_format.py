@@ -28,15 +28,6 @@ def clip(text: str, limit: int = 80) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "\u2026"
 
 
-def preview(value: Any, limit: int = 80) -> str:
-    """A clipped ``repr`` for live values (records already carry string previews)."""
-    try:
-        text = repr(value)
-    except Exception as exc:  # a broken __repr__ must not break the display
-        text = f"<unrepresentable {type(value).__name__}: {exc}>"
-    return clip(text, limit)
-
-
 def call_signature(call: dict[str, Any]) -> str:
     """``tool(arg, key=value)`` from a call record's previews."""
     parts = [*call.get("args", []), *(f"{k}={v}" for k, v in call.get("kwargs", {}).items())]

@@ -28,6 +28,7 @@ from jupyter_sandbox._events import (
     RunStarted,
     ToolCall,
 )
+from jupyter_sandbox._preview import preview
 
 from . import _format as fmt
 from . import _html
@@ -53,9 +54,9 @@ def live_call(call: ToolCall) -> dict[str, Any]:
     return {
         "call_id": call.call_id,
         "tool": call.tool,
-        "args": [fmt.preview(a, 40) for a in call.args],
-        "kwargs": {k: fmt.preview(v, 40) for k, v in call.kwargs.items()},
-        "result": None if call.end is None else fmt.preview(call.result),
+        "args": [preview(a, 40) for a in call.args],
+        "kwargs": {k: preview(v, 40) for k, v in call.kwargs.items()},
+        "result": None if call.end is None else preview(call.result),
         "error": call.error,
         "host_traceback": call.host_traceback,
         "start": call.start,
@@ -208,7 +209,7 @@ def _run_line(event: RunFinished) -> str:
 def _outputs_table(outputs: dict[str, Any]) -> str:
     rows = "".join(
         f"<tr><td>{escape(name)}</td><td>{escape(type(value).__name__)}</td>"
-        f"<td><code>{escape(fmt.preview(value))}</code></td></tr>"
+        f"<td><code>{escape(preview(value))}</code></td></tr>"
         for name, value in outputs.items()
     )
     return f'<table class="jsb-outputs">{rows}</table>' if rows else ""

@@ -1,0 +1,81 @@
+"""Hand-written records in the engines' shapes, for renderer and browser tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def call(call_id: int, tool: str, start: float, end: float, **extra: Any) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "call_id": call_id,
+        "tool": tool,
+        "args": ["1", "2"],
+        "kwargs": {},
+        "result": "3",
+        "error": None,
+        "host_traceback": None,
+        "start": start,
+        "end": end,
+        "line": call_id,
+        "column": 0,
+        "replayed": False,
+        "children": [],
+    }
+    record.update(extra)
+    return record
+
+
+def trace_record(n_calls: int = 3) -> dict[str, Any]:
+    """Calls 1 and 2 overlap; the last call fails with a host traceback."""
+    calls = [call(i + 1, "add", 0.1 * i, 0.1 * i + 0.15) for i in range(n_calls - 1)]
+    calls.append(
+        call(
+            n_calls,
+            "fetch",
+            0.3,
+            0.35,
+            args=["'<script>'"],
+            result=None,
+            error="ValueError: no such page",
+            host_traceback='Traceback (most recent call last):\n  File "tools.py"\nValueError: no such page',
+        )
+    )
+    return {
+        "version": 1,
+        "kind": "orchestrate",
+        "code": "add(1, 2)",
+        "status": "ok",
+        "value": "3",
+        "stdout": "hello\n",
+        "error": None,
+        "sandbox_traceback": None,
+        "duration": 0.4,
+        "calls": calls,
+    }
+
+
+def run_record(build_error: str | None = None) -> dict[str, Any]:
+    return {
+        "version": 1,
+        "kind": "sandbox",
+        "name": "train",
+        "image": "jupyter-sandbox:abc123",
+        "status": "error" if build_error else "ok",
+        "error": "image build failed" if build_error else None,
+        "duration": 3.5,
+        "exit_code": None if build_error else 0,
+        "attempts": 1,
+        "cached": False,
+        "build": {
+            "tag": "jupyter-sandbox:abc123",
+            "cached": False,
+            "seconds": 12.5,
+            "steps": ["FROM base", "RUN pip install numpy"],
+            "log": "Step 1/2 : FROM base\nStep 2/2 : RUN pip install numpy\n",
+            "error": build_error,
+        },
+        "stdout": "training\n",
+        "stderr": "",
+        "outputs": {"score": {"type": "float", "preview": "0.93"}},
+        "inputs": {"data": {"type": "list", "preview": "[1, 2, 3]"}},
+    }
