@@ -37,7 +37,9 @@ def trace_record(n_calls: int = 3) -> dict[str, Any]:
             args=["'<script>'"],
             result=None,
             error="ValueError: no such page",
-            host_traceback='Traceback (most recent call last):\n  File "tools.py"\nValueError: no such page',
+            host_traceback=(
+                'Traceback (most recent call last):\n  File "tools.py"\nValueError: no such page'
+            ),
         )
     )
     return {
