@@ -197,10 +197,8 @@ class Driver:
             self.emit(CallStarted(call))
         if tool.is_async:
             future = asyncio.run_coroutine_threadsafe(tool.func(*args, **kwargs), self.loop)
-            if not snap.allow_eager_await:
-                self._pending[snap.call_id] = (future, call)
-                return snap.resume({"future": ...})
-            return snap.resume(self._finish(call, future))
+            self._pending[snap.call_id] = (future, call)
+            return snap.resume({"future": ...})
         try:
             value = tool.func(*args, **kwargs)
         except Exception as exc:
@@ -260,7 +258,7 @@ class Driver:
                     f"more than its {self.limits.timeout:g} s (raise it with --timeout)",
                     limit="time",
                 )
-            if name == "system.sleep" or snap.allow_eager_await:
+            if name == "system.sleep":
                 if self._killed.wait(seconds):
                     raise Interrupted("interrupted", limit="interrupt")
                 return snap.resume({"return_value": None})

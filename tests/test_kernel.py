@@ -1,0 +1,101 @@
+"""The installed kernelspec and a real ipykernel: the extension loads at start, and
+interrupting the kernel stops a running %%orchestrate cell and leaves the kernel usable."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from jupyter_client.kernelspec import KernelSpecManager
+from jupyter_client.manager import KernelManager
+
+
+@pytest.fixture(scope="module")
+def kernel_prefix(tmp_path_factory) -> Path:
+    prefix = tmp_path_factory.mktemp("prefix")
+    done = subprocess.run(
+        [sys.executable, "-m", "jupyter_sandbox", "install-kernel", "--prefix", str(prefix)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "Python 3 (sandbox)" in done.stdout
+    return prefix
+
+
+@pytest.fixture(scope="module")
+def kernel(kernel_prefix) -> Iterator[tuple[KernelManager, object]]:
+    ksm = KernelSpecManager(kernel_dirs=[str(kernel_prefix / "share" / "jupyter" / "kernels")])
+    km = KernelManager(kernel_name="jupyter-sandbox", kernel_spec_manager=ksm)
+    km.start_kernel()
+    client = km.client()
+    client.start_channels()
+    client.wait_for_ready(timeout=60)
+    yield km, client
+    client.stop_channels()
+    km.shutdown_kernel(now=True)
+
+
+def execute(client, code: str, timeout: float = 60) -> tuple[dict, list[dict]]:
+    """Run code; return the reply content and the iopub messages of this request."""
+    msg_id = client.execute(code)
+    reply = client.get_shell_msg(timeout=timeout)
+    while reply["parent_header"].get("msg_id") != msg_id:
+        reply = client.get_shell_msg(timeout=timeout)
+    outputs = []
+    while True:
+        msg = client.get_iopub_msg(timeout=timeout)
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            break
+        outputs.append(msg)
+    return reply["content"], outputs
+
+
+def test_kernelspec_is_installed_with_its_display_name(kernel_prefix):
+    spec = json.loads(
+        (kernel_prefix / "share/jupyter/kernels/jupyter-sandbox/kernel.json").read_text()
+    )
+    assert spec["display_name"] == "Python 3 (sandbox)"
+    assert "--ext=jupyter_sandbox" in spec["argv"]
+
+
+def test_kernel_has_the_magics_without_load_ext(kernel):
+    _, client = kernel
+    reply, _ = execute(
+        client,
+        "from jupyter_sandbox import tool\n"
+        "@tool\ndef add(x: int, y: int) -> int:\n    return x + y",
+    )
+    assert reply["status"] == "ok"
+    reply, outputs = execute(client, "%%orchestrate --quiet\nprint('live')\nadd(20, 1) * 2")
+    assert reply["status"] == "ok"
+    results = [m for m in outputs if m["msg_type"] == "execute_result"]
+    assert results[0]["content"]["data"]["text/plain"] == "42"
+    streams = "".join(m["content"]["text"] for m in outputs if m["msg_type"] == "stream")
+    assert "live" in streams
+
+
+def test_interrupt_stops_a_running_cell_and_the_kernel_stays_usable(kernel):
+    km, client = kernel
+    msg_id = client.execute("%%orchestrate --timeout 120 --quiet\nwhile True:\n    pass")
+    # Wait until the cell is running (busy), then interrupt like the notebook's stop button.
+    while True:
+        msg = client.get_iopub_msg(timeout=30)
+        if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "execute_input":
+            break
+    time.sleep(0.5)
+    km.interrupt_kernel()
+    reply = client.get_shell_msg(timeout=60)
+    while reply["parent_header"].get("msg_id") != msg_id:
+        reply = client.get_shell_msg(timeout=60)
+    assert reply["content"]["status"] == "error"
+    assert reply["content"]["ename"] == "Interrupted"  # not the 120 s time limit
+    reply, _outputs = execute(client, "%%orchestrate --quiet\n1 + 1")
+    assert reply["status"] == "ok"
