@@ -205,7 +205,7 @@ def test_limits_raise_a_clear_error_and_the_next_run_works(code, limit, options)
 
 
 def test_call_limit_cannot_be_caught_by_the_code():
-    code = "n = 0\nfor i in range(50):\n    try:\n        add(i, i)\n    except Exception:\n        n += 1"
+    code = "for i in range(50):\n    try:\n        add(i, i)\n    except Exception:\n        pass"
     with pytest.raises(LimitExceeded):
         run(code, max_calls=10)
 
