@@ -20,12 +20,14 @@ from ._errors import (
     DockerUnavailable,
     ImageBuildError,
     Interrupted,
+    InvalidOutput,
     InvalidPackageError,
     LimitExceeded,
     MissingOutput,
     NonZeroExit,
     OrchestrationError,
     OutOfMemory,
+    OutputLimitExceeded,
     SandboxConfigError,
     SandboxError,
     SandboxTimeout,
@@ -41,6 +43,7 @@ from .orchestrate import (
     orchestrate_local,
     tool,
 )
+from .sandbox import Dir, File, Resources, Sandbox, SandboxRun, create
 
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
@@ -49,9 +52,12 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ContainerError",
+    "Dir",
     "DockerUnavailable",
+    "File",
     "ImageBuildError",
     "Interrupted",
+    "InvalidOutput",
     "InvalidPackageError",
     "LimitExceeded",
     "MissingOutput",
@@ -59,14 +65,19 @@ __all__ = [
     "OrchestrationError",
     "OrchestrationResult",
     "OutOfMemory",
+    "OutputLimitExceeded",
+    "Resources",
+    "Sandbox",
     "SandboxConfigError",
     "SandboxError",
+    "SandboxRun",
     "SandboxTimeout",
     "Tool",
     "ToolCall",
     "ToolError",
     "TypeCheckError",
     "__version__",
+    "create",
     "errors",
     "load_ipython_extension",
     "orchestrate",

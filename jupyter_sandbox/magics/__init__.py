@@ -10,15 +10,33 @@ from .._errors import SandboxError
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
 
-CELL_MAGICS = ("orchestrate",)
+CELL_MAGICS = ("orchestrate", "sandbox")
 
 
 def load(ipython: InteractiveShell) -> None:
     from ._common import show_error
     from ._orchestrate import OrchestrateMagics
+    from ._sandbox import SandboxMagics
 
     ipython.register_magics(OrchestrateMagics(shell=ipython))
+    ipython.register_magics(SandboxMagics(shell=ipython))
+    _reap_in_background()
     ipython.set_custom_exc((SandboxError,), show_error)
+
+
+def _reap_in_background() -> None:
+    """Remove containers of dead kernels without slowing ``%load_ext`` (nor needing Docker)."""
+    import threading
+
+    def reap() -> None:
+        from ..sandbox import reap_orphans
+
+        try:
+            reap_orphans()
+        except Exception:  # no engine, or it went away: nothing to reap then
+            return
+
+    threading.Thread(target=reap, name="jupyter-sandbox-reaper", daemon=True).start()
 
 
 def unload(ipython: InteractiveShell) -> None:

@@ -8,7 +8,6 @@ image, stage inputs, run with retries, collect outputs, keep a record.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import tempfile
@@ -105,6 +104,8 @@ class Sandbox:
     async def execute_async(
         self, inputs: Mapping[str, Any], *, on_event: EventCallback | None = None
     ) -> SandboxRun:
+        import asyncio  # only async callers pay for the import
+
         return await asyncio.to_thread(self.execute, inputs, on_event=on_event)
 
     def execute(

@@ -1,0 +1,130 @@
+"""``%%sandbox``: run the cell once in a disposable Docker container with typed inputs/outputs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from traitlets import Float, Unicode
+
+from .._errors import ContainerError, SandboxConfigError
+from ..display import SandboxView
+from ..sandbox import Resources, create
+from ._common import lookup, split_names
+
+
+def _declarations(values: list[str] | None, option: str) -> dict[str, str | None]:
+    """``--in x --in y:int,z`` -> {"x": None, "y": "int", "z": None} (None: infer)."""
+    declared: dict[str, str | None] = {}
+    for item in split_names(values):
+        name, _, kind = item.partition(":")
+        if not name.isidentifier():
+            raise UsageError(f"{option} {item}: {name!r} is not a Python variable name")
+        declared[name] = kind or None
+    return declared
+
+
+def _env(pairs: list[str] | None) -> dict[str, str]:
+    env = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise UsageError(f"--env {pair}: expected KEY=VALUE")
+        env[key] = value
+    return env
+
+
+@magics_class
+class SandboxMagics(Magics):
+    """Defaults are configurable: ``%config SandboxMagics.base_image = "python:3.12-slim"``."""
+
+    base_image = Unicode(
+        "", help="Image environments build on (default: $JUPYTER_SANDBOX_BASE_IMAGE or local)."
+    ).tag(config=True)
+    cpus = Float(1.0, help="CPUs per run.").tag(config=True)
+    memory = Unicode("1g", help="Memory per run (e.g. 512m, 2g).").tag(config=True)
+
+    @magic_arguments()
+    @argument("--name", help="also define NAME in the notebook: NAME(x=...) runs it again")
+    @argument(
+        "--in", dest="inputs", action="append", metavar="NAME[:TYPE]", help="input variable(s)"
+    )
+    @argument(
+        "--out", dest="outputs", action="append", metavar="NAME[:TYPE]", help="output variable(s)"
+    )
+    @argument("--packages", nargs="+", action="extend", metavar="P", help="pip packages")
+    @argument("--system-packages", nargs="+", action="extend", metavar="P", help="apt packages")
+    @argument("--image", help="prebuilt image to run as is (no build)")
+    @argument("--base-image", help="image to build the environment on")
+    @argument("--cpus", type=float, help="CPUs (default 1)")
+    @argument("--memory", help="memory limit (default 1g)")
+    @argument("--timeout", type=float, help="seconds before the run is killed (default 600)")
+    @argument("--network", choices=("none", "bridge"), default="none", help="default: none")
+    @argument("--env", nargs="+", action="extend", metavar="K=V", help="environment variables")
+    @argument("--secret", nargs="+", action="extend", metavar="NAME", help="host env vars to pass")
+    @argument("--retries", type=int, default=0, help="re-runs before an error surfaces")
+    @argument("--cache", action="store_true", help="reuse the result of an identical run")
+    @argument("--verbatim", action="store_true", help="run as written; IO via /var/inputs|outputs")
+    @argument("--command", action="store_true", help="the cell is a bash script")
+    @argument("--quiet", action="store_true", help="only the code's own output")
+    @cell_magic
+    def sandbox(self, line: str, cell: str) -> None:
+        """Run the cell in a fresh container; declared outputs come back as notebook variables.
+
+        Example::
+
+            %%sandbox --in x --out result:int
+            result = x * 2
+        """  # fmt: skip
+        shell = self.shell
+        assert shell is not None  # a registered magic always has its shell
+        args = parse_argstring(self.sandbox, line)
+        if args.verbatim and args.command:
+            raise UsageError("--verbatim and --command are different modes: pick one")
+        if args.name is not None and not args.name.isidentifier():
+            raise UsageError(f"--name {args.name}: not a valid Python variable name")
+        inputs = _declarations(args.inputs, "--in")
+        values = {name: lookup(shell, name, "--in") for name in inputs}
+        base_image = None if args.image else args.base_image or self.base_image or None
+        try:
+            sandbox = create(
+                args.name or "sandbox",
+                code=None if args.command else cell,
+                command=["bash", "-c", cell] if args.command else None,
+                inputs=inputs,
+                outputs=_declarations(args.outputs, "--out"),
+                packages=args.packages,
+                system_packages=args.system_packages,
+                resources=Resources(cpu=args.cpus or self.cpus, memory=args.memory or self.memory),
+                image=args.image,
+                auto_io=not args.verbatim,
+                retries=args.retries,
+                timeout=args.timeout,
+                env_vars=_env(args.env),
+                secrets=args.secret,
+                cache="auto" if args.cache else "disable",
+                base_image=base_image,
+                network=args.network,
+            )
+        except SandboxConfigError as exc:
+            raise UsageError(str(exc)) from None
+        if args.name:
+            shell.user_ns[args.name] = sandbox
+        self._run(sandbox, values, quiet=args.quiet)
+
+    def _run(self, sandbox: Any, values: dict[str, Any], *, quiet: bool) -> None:
+        shell = self.shell
+        assert shell is not None
+        view = SandboxView(quiet=quiet)
+        try:
+            run = sandbox.execute(values, on_event=view.on_event)
+        except SandboxConfigError as exc:
+            raise UsageError(str(exc)) from None
+        except ContainerError as exc:
+            if exc.record is not None:
+                view.finish(exc.record)
+            raise
+        view.finish(run.to_record())
+        shell.user_ns.update(run.outputs)
