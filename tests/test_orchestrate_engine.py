@@ -22,7 +22,14 @@ from jupyter_sandbox import (
     orchestrate_local,
 )
 from jupyter_sandbox._events import CallFinished, CallStarted, Output
-from jupyter_sandbox.orchestrate import ToolRegistry, build_stubs, registry, tool
+from jupyter_sandbox.orchestrate import (
+    Journal,
+    ToolCache,
+    ToolRegistry,
+    build_stubs,
+    registry,
+    tool,
+)
 
 
 def add(x: int, y: int) -> int:
@@ -314,3 +321,107 @@ def test_stubs_render_signatures_inputs_and_opaque_classes():
     assert "def load(rows: int) -> Frame: ..." in stubs
     assert "n: int" in stubs
     assert "frame: Frame" in stubs
+
+
+class Flaky:
+    """A tool that fails on one argument until fixed, and counts its calls."""
+
+    def __init__(self) -> None:
+        self.calls: list[int] = []
+        self.broken = True
+
+    def step(self, n: int) -> int:
+        self.calls.append(n)
+        if n == 3 and self.broken:
+            raise RuntimeError("flaky")
+        return n * 10
+
+
+def test_resume_answers_completed_calls_from_the_journal():
+    flaky, journal = Flaky(), Journal()
+    step = Tool(flaky.step, name="step")
+    code = "[step(1), step(2), step(3), step(4)]"
+    with pytest.raises(ToolError):
+        orchestrate(code, tools=[step], journal=journal)
+    assert flaky.calls == [1, 2, 3]
+    flaky.broken = False
+    result = orchestrate(code, tools=[step], journal=journal, resume=True)
+    assert result.value == [10, 20, 30, 40]
+    assert flaky.calls == [1, 2, 3, 3, 4]  # 1 and 2 came from the journal
+    assert [c.replayed for c in result.trace] == [True, True, False, False]
+    assert result.to_record()["calls"][0]["replayed"] is True
+
+
+def test_resume_stops_replaying_where_the_run_takes_another_path():
+    flaky, journal = Flaky(), Journal()
+    flaky.broken = False
+    step = Tool(flaky.step, name="step")
+    orchestrate("[step(1), step(2), step(4)]", tools=[step], journal=journal)
+    result = orchestrate("[step(1), step(5), step(4)]", tools=[step], journal=journal, resume=True)
+    assert [c.replayed for c in result.trace] == [True, False, False]
+    assert flaky.calls == [1, 2, 4, 5, 4]
+
+
+def test_without_resume_the_journal_only_records():
+    flaky, journal = Flaky(), Journal()
+    flaky.broken = False
+    step = Tool(flaky.step, name="step")
+    orchestrate("step(1)", tools=[step], journal=journal)
+    result = orchestrate("step(1)", tools=[step], journal=journal)
+    assert not result.trace[0].replayed
+    assert flaky.calls == [1, 1]
+    assert len(journal) == 1
+    assert journal.entries[0].value == 10
+
+
+def test_resume_after_a_limit_finishes_the_work():
+    flaky, journal = Flaky(), Journal()
+    flaky.broken = False
+    step = Tool(flaky.step, name="step")
+    code = "total = 0\nfor i in range(6):\n    total += step(i)\ntotal"
+    with pytest.raises(LimitExceeded):
+        orchestrate(code, tools=[step], journal=journal, max_calls=4)
+    result = orchestrate(code, tools=[step], journal=journal, resume=True)
+    assert result.value == 150
+    assert flaky.calls == [0, 1, 2, 3, 4, 5]  # each call made once across both runs
+
+
+def test_resume_replays_async_calls_and_handles():
+    journal, made = Journal(), []
+
+    async def fetch(n: int) -> int:
+        made.append(n)
+        return n
+
+    code = "import asyncio\nf = load(2)\nawait asyncio.gather(fetch(count(f)), fetch(1))"
+    tools = [fetch, load, count]
+    first = orchestrate(code, tools=tools, journal=journal)
+    again = orchestrate(code, tools=tools, journal=journal, resume=True)
+    assert first.value == again.value == [2, 1]
+    assert made == [2, 1]
+    assert all(c.replayed for c in again.trace)
+
+
+def test_cache_answers_same_tool_and_arguments_across_runs():
+    flaky, cache = Flaky(), ToolCache()
+    flaky.broken = False
+    step = Tool(flaky.step, name="step")
+    first = orchestrate("[step(1), step(1), step(2)]", tools=[step], cache=cache)
+    second = orchestrate("step(2) + step(7)", tools=[step], cache=cache)
+    assert first.value == [10, 10, 20]
+    assert second.value == 90
+    assert flaky.calls == [1, 2, 7]
+    assert [c.replayed for c in first.trace + second.trace] == [False, True, False, True, False]
+
+
+def test_cache_skips_calls_with_object_arguments():
+    cache, counted = ToolCache(), []
+
+    def size(frame: Frame) -> int:
+        counted.append(frame)
+        return frame.rows
+
+    frame = Frame(4)
+    orchestrate("size(f) + size(f)", tools=[size], inputs={"f": frame}, cache=cache)
+    assert counted == [frame, frame]
+    assert len(cache) == 0

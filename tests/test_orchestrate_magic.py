@@ -137,3 +137,37 @@ def test_registering_in_a_cell_replaces_the_previous_definition(nb):
     nb.run_cell("@tool\ndef add(x: int, y: int) -> int:\n    return x * y")
     assert cell(nb, "", "add(3, 4)").result == 12
     assert registry["add"](3, 4) == 12
+
+
+FLAKY = '''
+made = []
+broken = {"now": True}
+
+@tool
+def step(n: int) -> int:
+    made.append(n)
+    if n == 2 and broken["now"]:
+        raise RuntimeError("flaky")
+    return n
+'''
+
+
+def test_resume_reruns_the_cell_without_repeating_completed_calls(nb, capsys):
+    assert nb.run_cell(FLAKY).success
+    body = "[step(0), step(1), step(2)]"
+    assert not cell(nb, "", body).success
+    nb.user_ns["broken"]["now"] = False
+    resumed = cell(nb, "--resume", body)
+    assert resumed.success and resumed.result == [0, 1, 2]
+    assert nb.user_ns["made"] == [0, 1, 2, 2]
+    assert "replayed" in capsys.readouterr().out
+
+
+def test_cache_reuses_results_across_cells_only_when_asked(nb):
+    assert nb.run_cell(FLAKY).success
+    nb.user_ns["broken"]["now"] = False
+    assert cell(nb, "--cache", "step(5)").success
+    assert cell(nb, "--cache", "step(5) + step(6)").result == 11
+    assert nb.user_ns["made"] == [5, 6]
+    assert cell(nb, "", "step(5)").success  # without --cache the tool is called
+    assert nb.user_ns["made"] == [5, 6, 5]

@@ -20,7 +20,8 @@ def _orchestrate(record: dict[str, Any]) -> str:
     for call in calls[: fmt.MAX_ROWS]:
         result = call.get("error") if call.get("error") is not None else call.get("result")
         lines.append(
-            f"  #{call.get('call_id')} {fmt.call_status(call):7} "
+            f"  #{call.get('call_id')} {fmt.call_status(call):7}"
+            f"{' (replayed)' if call.get('replayed') else ''} "
             f"{fmt.seconds(fmt.call_duration(call)):>8}  "
             f"{fmt.call_signature(call)} -> {fmt.clip(str(result), 60)}"
         )

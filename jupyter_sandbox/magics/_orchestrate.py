@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics, cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from traitlets import Bool, Float, Int
 
 from .._errors import OrchestrationError, SandboxConfigError
 from ..display import OrchestrateView
-from ..orchestrate import Tool, orchestrate, registry
+from ..orchestrate import Journal, Tool, ToolCache, orchestrate, registry
 from ._common import lookup, split_names
 
 
@@ -23,6 +25,12 @@ class OrchestrateMagics(Magics):
     max_memory = Int(256, help="Megabytes of sandbox heap per cell.").tag(config=True)
     max_calls = Int(100_000, help="Tool calls per cell.").tag(config=True)
     type_check = Bool(True, help="Type-check cells against the tools' signatures.").tag(config=True)
+
+    def __init__(self, shell: InteractiveShell) -> None:
+        super().__init__(shell=shell)
+        self._journals: dict[str, Journal] = {}
+        self.tool_cache = ToolCache()
+        """What ``--cache`` reads and fills; ``.clear()`` it to start over."""
 
     @magic_arguments()
     @argument(
@@ -44,6 +52,16 @@ class OrchestrateMagics(Magics):
     @argument("--max-calls", type=int, metavar="N", help="tool calls per cell (default 100000)")
     @argument("--no-type-check", action="store_true", help="skip the type check")
     @argument("--quiet", action="store_true", help="no trace display (prints still show)")
+    @argument(
+        "--resume",
+        action="store_true",
+        help="answer the calls this cell's last run completed from its journal",
+    )
+    @argument(
+        "--cache",
+        action="store_true",
+        help="reuse tool results across cells, keyed by tool and arguments",
+    )
     @cell_magic
     def orchestrate(self, line: str, cell: str) -> Any:
         """Run the cell in the Monty sandbox; it can call only tools registered with @tool.
@@ -71,6 +89,9 @@ class OrchestrateMagics(Magics):
                 max_calls=self.max_calls if args.max_calls is None else args.max_calls,
                 type_check=self.type_check and not args.no_type_check,
                 on_event=view.on_event,
+                journal=self._journals.setdefault(self._cell_key(cell), Journal()),
+                resume=args.resume,
+                cache=self.tool_cache if args.cache else None,
             )
         except SandboxConfigError as exc:
             raise UsageError(str(exc)) from None
@@ -82,6 +103,14 @@ class OrchestrateMagics(Magics):
         if args.out:
             shell.user_ns[args.out] = result.value
         return result.value
+
+    def _cell_key(self, cell: str) -> str:
+        """The notebook's id for this cell when the frontend sends one (JupyterLab does), so an
+        edited cell keeps its journal; else the code itself."""
+        kernel = getattr(self.shell, "kernel", None)
+        parent = kernel.get_parent() if kernel is not None else {}
+        cell_id = parent.get("metadata", {}).get("cellId") if isinstance(parent, dict) else None
+        return str(cell_id) if cell_id else hashlib.sha256(cell.encode()).hexdigest()
 
     @staticmethod
     def _tools(names: list[str] | None) -> list[Tool]:

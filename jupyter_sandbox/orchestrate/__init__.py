@@ -11,21 +11,26 @@ import asyncio
 import concurrent.futures
 import threading
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from .._errors import Interrupted
 from .._events import EventCallback, ignore
 from ._driver import Driver
 from ._limits import Limits
+from ._memo import Journal, JournalEntry, ToolCache
 from ._result import OrchestrationResult
 from ._runtime import tool_loop
 from ._stubs import build_stubs
 from ._tools import Tool, ToolRegistry, registry, resolve_tools, tool
 
 __all__ = [
+    "Journal",
+    "JournalEntry",
     "Limits",
     "OrchestrationResult",
     "Tool",
+    "ToolCache",
     "ToolRegistry",
     "build_stubs",
     "orchestrate",
@@ -34,6 +39,14 @@ __all__ = [
     "registry",
     "tool",
 ]
+
+
+@dataclass(frozen=True)
+class _Memo:
+    journal: Journal | None
+    resume: bool
+    cache: ToolCache | None
+
 
 Tools = Iterable[Callable[..., Any]] | Mapping[str, Callable[..., Any]] | None
 
@@ -46,6 +59,7 @@ def _driver(
     type_check: bool,
     on_event: EventCallback | None,
     loop: asyncio.AbstractEventLoop,
+    memo: _Memo,
 ) -> Driver:
     return Driver(
         code,
@@ -55,6 +69,9 @@ def _driver(
         type_check=type_check,
         on_event=on_event or ignore,
         loop=loop,
+        journal=memo.journal,
+        resume=memo.resume,
+        cache=memo.cache,
     )
 
 
@@ -82,6 +99,9 @@ def orchestrate(
     max_calls: int = 100_000,
     type_check: bool = True,
     on_event: EventCallback | None = None,
+    journal: Journal | None = None,
+    resume: bool = False,
+    cache: ToolCache | None = None,
 ) -> OrchestrationResult:
     """Run ``code`` in the Monty sandbox, where it can call only ``tools``.
 
@@ -90,9 +110,15 @@ def orchestrate(
     last expression is ``result.value``; prints go to ``result.stdout`` and, as they happen,
     to ``on_event`` as `Output` events, along with `CallStarted`/`CallFinished` for each call.
     Raises an `OrchestrationError` subclass on failure; Ctrl-C stops the run within a second.
+
+    ``journal`` records this run's tool calls; with ``resume=True`` the calls its previous run
+    completed are answered from it (same tool, arguments and order) instead of being made
+    again. ``cache`` answers calls by tool and arguments across runs. Both mark such calls
+    ``replayed`` in the trace.
     """
     limits = Limits(timeout, max_memory, max_calls)
-    driver = _driver(code, tools, inputs, limits, type_check, on_event, tool_loop())
+    memo = _Memo(journal, resume, cache)
+    driver = _driver(code, tools, inputs, limits, type_check, on_event, tool_loop(), memo)
     future = _start(driver)
     try:
         return future.result()
@@ -113,12 +139,16 @@ async def orchestrate_async(
     max_calls: int = 100_000,
     type_check: bool = True,
     on_event: EventCallback | None = None,
+    journal: Journal | None = None,
+    resume: bool = False,
+    cache: ToolCache | None = None,
 ) -> OrchestrationResult:
     """`orchestrate` for a running event loop: async tools run on this loop, so they may use
     clients bound to it; cancelling the awaiting task stops the sandbox."""
     limits = Limits(timeout, max_memory, max_calls)
     loop = asyncio.get_running_loop()
-    driver = _driver(code, tools, inputs, limits, type_check, on_event, loop)
+    memo = _Memo(journal, resume, cache)
+    driver = _driver(code, tools, inputs, limits, type_check, on_event, loop, memo)
     try:
         return await asyncio.wrap_future(_start(driver))
     except asyncio.CancelledError:

@@ -39,6 +39,7 @@ from .._errors import (
 )
 from .._events import CallFinished, CallStarted, EventCallback, Output, ToolCall, ignore
 from ._limits import Limits
+from ._memo import Journal, JournalEntry, ToolCache
 from ._result import OrchestrationResult
 from ._runtime import pool
 from ._stubs import build_stubs
@@ -77,6 +78,9 @@ class Driver:
         type_check: bool,
         on_event: EventCallback,
         loop: asyncio.AbstractEventLoop,
+        journal: Journal | None = None,
+        resume: bool = False,
+        cache: ToolCache | None = None,
     ) -> None:
         self.code = code
         self.tools = dict(tools)
@@ -89,6 +93,15 @@ class Driver:
         self._emitting = on_event is not ignore  # skip building events nobody reads
         self.loop = loop
         self.result = OrchestrationResult(code=code)
+        # The journal is rewritten by this run; with resume, its old entries answer calls
+        # for as long as the run repeats them.
+        self.journal = journal
+        self._replay = list(journal.entries) if journal is not None and resume else []
+        if journal is not None:
+            journal.entries = []
+        self.cache = cache
+        self._remembers = journal is not None or cache is not None
+        self._entries: dict[int, JournalEntry] = {}
         self._stdout: list[str] = []
         self._stdout_size = 0
         self._calls = 0
@@ -195,15 +208,29 @@ class Driver:
         self.result.trace.append(call)
         if self._emitting:
             self.emit(CallStarted(call))
+        if self._remembers:
+            found, value = self._remembered(call)
+            if found and tool.is_async:  # the code may gather it: it must stay awaitable
+                done: concurrent.futures.Future[Any] = concurrent.futures.Future()
+                done.set_result(value)
+                return snap.resume(self._later(call.call_id, done, call))
+            if found:
+                return snap.resume(self._succeeded(call, value))
         if tool.is_async:
             future = asyncio.run_coroutine_threadsafe(tool.func(*args, **kwargs), self.loop)
-            self._pending[snap.call_id] = (future, call)
-            return snap.resume({"future": ...})
+            return snap.resume(self._later(call.call_id, future, call))
         try:
             value = tool.func(*args, **kwargs)
         except Exception as exc:
             return snap.resume(self._failed(call, exc))
         return snap.resume(self._succeeded(call, value))
+
+    def _later(
+        self, call_id: int, future: concurrent.futures.Future[Any], call: ToolCall | None = None
+    ) -> Any:
+        """Answer with a sandbox future; `_settle` resolves it when ``future`` is done."""
+        self._pending[call_id] = (future, call)
+        return {"future": ...}
 
     def _settle(self, call_ids: list[int]) -> dict[int, Any]:
         """Wait until at least one pending future is done; answer all that are."""
@@ -230,9 +257,41 @@ class Driver:
             return self._failed(call, exc) if call else {"exception": exc}
         return self._succeeded(call, value) if call else {"return_value": None}
 
+    def _remembered(self, call: ToolCall) -> tuple[bool, Any]:
+        """Answer from the journal being resumed or the cache; note the call in the journal."""
+        index = self._calls - 1
+        if self.journal is not None:
+            entry = JournalEntry(call.tool, call.args, call.kwargs)
+            self.journal.entries.append(entry)
+            self._entries[call.call_id] = entry
+        if self._replay:
+            if index < len(self._replay):
+                old = self._replay[index]
+                if old.ok and old.matches(call.tool, call.args, call.kwargs):
+                    call.replayed = True
+                    return True, old.value
+            self._replay = []  # the run took another path: call tools from here on
+        if self.cache is not None:
+            key = ToolCache.key(call.tool, call.args, call.kwargs)
+            found, value = self.cache.get(key) if key is not None else (False, None)
+            call.replayed = found
+            return found, value
+        return False, None
+
+    def _remember(self, call: ToolCall, value: Any) -> None:
+        entry = self._entries.pop(call.call_id, None)
+        if entry is not None:
+            entry.ok, entry.value = True, value
+        if self.cache is not None and not call.replayed:
+            key = ToolCache.key(call.tool, call.args, call.kwargs)
+            if key is not None:
+                self.cache.put(key, value)
+
     def _succeeded(self, call: ToolCall, value: Any) -> Any:
         call.end = time.perf_counter() - self._t0
         call.result = value
+        if self._remembers:
+            self._remember(call, value)
         if self._emitting:
             self.emit(CallFinished(call))
         return {"return_value": to_sandbox(value)}
@@ -263,8 +322,7 @@ class Driver:
                     raise Interrupted("interrupted", limit="interrupt")
                 return snap.resume({"return_value": None})
             future = asyncio.run_coroutine_threadsafe(asyncio.sleep(seconds), self.loop)
-            self._pending[snap.call_id] = (future, None)
-            return snap.resume({"future": ...})
+            return snap.resume(self._later(snap.call_id, future))
         return snap.resume_not_handled()
 
     def _name_lookup(self, snap: pm.NameLookupSnapshot) -> pm.SyncSnapshot:

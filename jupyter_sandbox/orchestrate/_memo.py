@@ -1,0 +1,82 @@
+"""Remembered tool results: a per-cell journal for ``--resume`` and an opt-in cross-cell cache.
+
+Both answer a call without calling the tool, and the trace marks such calls ``replayed``.
+
+- `Journal`: the calls of one cell's last run, in the order they were made. Resuming re-runs
+  the code and answers call *i* from entry *i* while the tool and arguments match and the
+  call had succeeded; from the first difference on, tools are called again. That makes a run
+  that failed half-way (a tool raised, a limit, an interrupt) cheap to finish.
+- `ToolCache`: results by tool and arguments, across cells and runs, for tools whose result
+  depends only on their arguments. Opt-in: a cache must never hide a side effect by surprise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._values import is_plain
+
+
+@dataclass
+class JournalEntry:
+    tool: str
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    ok: bool = False
+    value: Any = None
+
+    def matches(self, tool: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        return self.tool == tool and _same(self.args, args) and _same(self.kwargs, kwargs)
+
+
+@dataclass
+class Journal:
+    """The calls of one cell's latest run. Pass the same object to each run of that cell."""
+
+    entries: list[JournalEntry] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+
+class ToolCache:
+    """Tool results keyed by tool name and (plain-data) arguments; lives as long as the object."""
+
+    def __init__(self) -> None:
+        self._values: dict[str, Any] = {}
+
+    @staticmethod
+    def key(tool: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
+        """A stable key, or None when an argument is an object (no safe notion of equality)."""
+        if not (is_plain(args) and is_plain(kwargs)):
+            return None
+        return repr((tool, args, sorted(kwargs.items())))
+
+    def get(self, key: str) -> tuple[bool, Any]:
+        if key in self._values:
+            return True, self._values[key]
+        return False, None
+
+    def put(self, key: str, value: Any) -> None:
+        self._values[key] = value
+
+    def clear(self) -> None:
+        self._values.clear()
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal as data, or the very same object: a handle equals only itself (``==`` on an
+    arbitrary object may be elementwise, costly or raise)."""
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return is_plain(a) and bool(a == b)
