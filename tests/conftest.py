@@ -19,3 +19,35 @@ def shell() -> Iterator[InteractiveShell]:
     yield ip
     for name in set(registry) - before:
         registry.unregister(name)
+
+
+@pytest.fixture(scope="session")
+def docker_engine() -> object:
+    """The Docker client; skips the test when no engine answers (bootstrap starts one)."""
+    from jupyter_sandbox import DockerUnavailable
+    from jupyter_sandbox.sandbox._client import client
+
+    try:
+        return client()
+    except DockerUnavailable as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture
+def no_leaked_containers(docker_engine) -> Iterator[None]:
+    """Fail a test that leaves a sandbox container behind (and remove what it left)."""
+    from jupyter_sandbox.sandbox._run import wait_removed
+
+    def ours() -> set[str]:
+        found = docker_engine.containers.list(
+            all=True, filters={"label": "jupyter-sandbox.kind=run"}
+        )
+        return {c.id for c in found}
+
+    before = ours()
+    yield
+    wait_removed()
+    leaked = ours() - before
+    for container_id in leaked:
+        docker_engine.containers.get(container_id).remove(force=True)
+    assert not leaked, f"containers left behind: {leaked}"

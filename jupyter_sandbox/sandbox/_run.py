@@ -10,6 +10,7 @@ itself when the sleep ends (``auto_remove``) even before the next kernel reaps i
 from __future__ import annotations
 
 import atexit
+import re
 import threading
 import time
 from collections.abc import Mapping
@@ -31,6 +32,7 @@ _USER = f"{SANDBOX_UID}:{SANDBOX_UID}"
 _GRACE = 30
 """Seconds the container's sleep outlives the timeout: after that it removes itself."""
 _POLL = 0.05
+_SIGKILLED = 128 + 9
 _live: dict[str, Container] = {}
 _live_lock = threading.Lock()
 _removals: list[threading.Thread] = []
@@ -251,8 +253,7 @@ def run_container(
         raw.flooded = reader.flooded
         if finished and not reader.flooded:
             raw.exit_code = client.api.exec_inspect(exec_id)["ExitCode"]
-            container.reload()
-            raw.oom_killed = bool(container.attrs["State"].get("OOMKilled"))
+            raw.oom_killed = raw.exit_code == _SIGKILLED and _oom_kills(client, container) > 0
             if raw.exit_code == 0 and outputs_archive is not None:
                 _archive_outputs(client, container, outputs_archive)
         raw.stdout = "".join(reader.parts["stdout"])
@@ -264,6 +265,19 @@ def run_container(
         else:  # timeout, Ctrl-C, engine error: gone before control returns
             _remove(container)
     return raw
+
+
+def _oom_kills(client: DockerClient, container: Container) -> int:
+    """OOM kills counted by the container's memory cgroup (v2 or v1).
+
+    Docker's ``State.OOMKilled`` only tracks the container's main process, and here the code
+    runs as an exec, so ask the kernel's counter from inside instead.
+    """
+    files = ["/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"]
+    _, stream = _exec_stream(client, container, ["cat", *files], {})
+    text = b"".join(out for out, _err in stream if out).decode(errors="replace")
+    match = re.search(r"^oom_kill (\d+)$", text, re.MULTILINE)
+    return int(match.group(1)) if match else 0
 
 
 def _archive_outputs(client: DockerClient, container: Container, dest: Path) -> None:

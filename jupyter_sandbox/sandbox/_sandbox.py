@@ -112,6 +112,8 @@ class Sandbox:
         self, inputs: Mapping[str, Any], *, on_event: EventCallback | None = None
     ) -> SandboxRun:
         """Run once and return the full record. A `ContainerError` carries ``.record``."""
+        from docker.errors import DockerException
+
         emit = on_event or ignore
         tags = self._bind(inputs)
         run = SandboxRun(
@@ -123,7 +125,10 @@ class Sandbox:
         )
         start = time.monotonic()
         try:
-            self._execute(run, tags, emit)
+            try:
+                self._execute(run, tags, emit)
+            except DockerException as exc:  # the engine failed us mid-way: still ours to report
+                raise ContainerError(f"Docker engine error: {exc}") from exc
         except ContainerError as err:
             run.error = str(err)
             run.duration = time.monotonic() - start
@@ -149,6 +154,8 @@ class Sandbox:
             run.image, run.build = ensure_image(docker, self.image_spec, emit)
             if run.build is not None and run.build.error is not None:
                 raise build_error(self.image_spec, run.build)
+        else:
+            image_id(docker, self.image)  # present, or pulled, or a clear error
         with tempfile.TemporaryDirectory(prefix="jupyter-sandbox-run-") as tmp:
             work = Path(tmp)
             stage_inputs(work / "inputs", tags, run.inputs)

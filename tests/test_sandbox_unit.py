@@ -1,0 +1,228 @@
+"""Pure parts of the Docker engine: codec, types, spec normalisation and hash, create() checks.
+
+No Docker needed: these run everywhere and fast.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+
+import pytest
+
+from jupyter_sandbox import (
+    Dir,
+    File,
+    InvalidPackageError,
+    Resources,
+    SandboxConfigError,
+    create,
+)
+from jupyter_sandbox.sandbox import _codec, _hostcfg
+from jupyter_sandbox.sandbox._spec import ImageSpec, parse_size
+from jupyter_sandbox.sandbox._types import infer_tag, type_tag
+
+NASTY = "a'b\"c\n$(rm -rf /); `id` && echo pwned | cat ; \\ \t é 🐍 \x00 %s {x}"
+VALUES = [
+    ("int", 0),
+    ("int", -(10**30)),
+    ("float", 0.1),
+    ("float", -1e300),
+    ("float", math.inf),
+    ("bool", True),
+    ("bool", False),
+    ("str", ""),
+    ("str", NASTY),
+    ("str", "  padded\n\n"),
+    ("bytes", bytes(range(256))),
+    ("none", None),
+    ("datetime", dt.datetime(2024, 1, 2, 3, 4, 5, 678901)),
+    ("datetime", dt.datetime(2024, 1, 2, 3, 4, tzinfo=dt.timezone(dt.timedelta(hours=-5)))),
+    ("date", dt.date(1999, 12, 31)),
+    ("timedelta", dt.timedelta(days=-3, microseconds=7)),
+    ("timedelta", dt.timedelta(days=9999, seconds=1, microseconds=999999)),
+    ("json", [1, "two", None, {"three": [3.5, True]}]),
+    ("json", {"k": NASTY, "nested": {"a": []}}),
+]
+
+
+@pytest.mark.parametrize(("tag", "value"), VALUES)
+def test_codec_round_trips_exactly(tag, value):
+    decoded = _codec.decode(tag, _codec.encode(tag, value))
+    assert decoded == value
+    assert type(decoded) is type(value)
+
+
+@pytest.mark.parametrize(("tag", "value"), VALUES)
+def test_inferred_tag_matches(tag, value):
+    assert infer_tag(value) == tag
+
+
+def test_codec_writes_natural_text_for_scripts():
+    assert _codec.encode("int", 42) == b"42"
+    assert _codec.encode("bool", True) == b"true"
+    assert _codec.encode("date", dt.date(2024, 1, 2)) == b"2024-01-02"
+    assert _codec.decode("int", b"42\n") == 42  # what `echo 42 > /var/outputs/n` writes
+    assert _codec.decode("str", b"3\n") == "3\n"  # strings are never trimmed
+
+
+@pytest.mark.parametrize(
+    ("tag", "value"),
+    [
+        ("int", True),
+        ("int", "1"),
+        ("json", (1, 2)),
+        ("json", {1: "a"}),
+        ("date", dt.datetime.now()),
+    ],
+)
+def test_codec_refuses_what_would_not_round_trip(tag, value):
+    with pytest.raises(TypeError):
+        _codec.encode(tag, value)
+
+
+@pytest.mark.parametrize(("tag", "data"), [("int", b"4x"), ("bool", b"maybe"), ("json", b"{")])
+def test_codec_rejects_unparsable_files(tag, data):
+    with pytest.raises(ValueError):  # noqa: PT011 (json, int and bool raise different subclasses)
+        _codec.decode(tag, data)
+
+
+@pytest.mark.parametrize(
+    ("declared", "tag"),
+    [
+        (int, "int"),
+        ("int", "int"),
+        (" Float ", "float"),
+        (None, "none"),
+        (type(None), "none"),
+        (dt.datetime, "datetime"),
+        ("datetime.datetime", "datetime"),
+        (list, "json"),
+        ("dict", "json"),
+        (File, "file"),
+        ("File", "file"),
+        (Dir, "dir"),
+    ],
+)
+def test_type_declarations(declared, tag):
+    assert type_tag(declared) == tag
+
+
+@pytest.mark.parametrize("declared", [complex, set, "decimal", object, "pickle"])
+def test_unsupported_types_fail(declared):
+    with pytest.raises(SandboxConfigError, match="unsupported type"):
+        type_tag(declared)
+
+
+def test_spec_hash_ignores_package_order_case_and_spelling():
+    a = ImageSpec.normalise("base", ["Requests>=2", "six", "zope.interface"], ["jq", "curl"])
+    b = ImageSpec.normalise(
+        "base", ["zope_interface", "six", "requests >= 2", "six"], ["curl", "jq"]
+    )
+    assert a == b
+    assert a.tag("sha256:1") == b.tag("sha256:1")
+
+
+def test_spec_hash_changes_with_what_shapes_the_image():
+    base = ImageSpec.normalise("base", ["six"])
+    assert base.tag("sha256:1") != base.tag("sha256:2")  # rebuilt base
+    assert base.tag("x") != ImageSpec.normalise("base", ["six==1.16"]).tag("x")
+    assert base.tag("x") != ImageSpec.normalise("base", ["six"], ["jq"]).tag("x")
+    assert base.tag("x") != ImageSpec.normalise("base", ["six"], commands=["true"]).tag("x")
+
+
+def test_no_packages_means_no_build():
+    assert not ImageSpec.normalise("base").needs_build
+
+
+def test_dockerfile_keeps_host_settings_out_of_the_image_env():
+    text = ImageSpec.normalise("base", ["six"]).dockerfile(
+        with_ca=True, build_args=["UV_INDEX_URL"]
+    )
+    assert "ENV" not in text  # build ARGs only: gone from the final image's environment
+    assert "ARG SSL_CERT_FILE=" in text
+    assert "ARG UV_INDEX_URL" in text
+    assert text.rstrip().endswith("USER 1000:1000")
+
+
+@pytest.mark.parametrize("bad", ["six; rm -rf /", "$(id)", "a b", "pkg==1 || true", "-e ."])
+def test_malformed_pip_package_is_refused_naming_it(bad):
+    with pytest.raises(InvalidPackageError) as info:
+        create("x", code="", packages=[bad])
+    assert info.value.package == bad.strip()
+
+
+@pytest.mark.parametrize("bad", ["jq;id", "Foo", "curl && id", "../x"])
+def test_malformed_apt_package_is_refused_naming_it(bad):
+    with pytest.raises(InvalidPackageError) as info:
+        create("x", code="", system_packages=[bad])
+    assert info.value.package == bad
+
+
+@pytest.mark.parametrize(
+    ("size", "expected"),
+    [("1g", 2**30), ("512Mi", 512 * 2**20), ("8Gi", 8 * 2**30), ("100m", 100 * 2**20), (42, 42)],
+)
+def test_parse_size(size, expected):
+    assert parse_size(size) == expected
+
+
+def test_resources_as_object_or_dict():
+    assert Resources.coerce({"cpu": 2, "memory": "2g"}) == Resources(cpu=2, memory="2g")
+    with pytest.raises(SandboxConfigError, match="unknown resources"):
+        Resources.coerce({"gpu": 1})
+    with pytest.raises(SandboxConfigError, match="bad size"):
+        Resources(memory="lots")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"code": "x", "command": ["true"]}, "exactly one of"),
+        ({}, "exactly one of"),
+        ({"code": "x", "arguments": ["a"]}, "arguments= only goes with command="),
+        ({"code": "x", "inputs": {"x": complex}}, "unsupported type"),
+        ({"code": "x", "outputs": {"y": set}}, "unsupported type"),
+        ({"code": "x", "inputs": {"solution.py": File}}, "not a Python variable name"),
+        ({"code": "x", "inputs": {"class": int}}, "not a Python variable name"),
+        ({"command": ["true"], "inputs": {"../etc": File}}, "bad input name"),
+        ({"code": "x", "image": "img", "packages": ["six"]}, "prebuilt"),
+        ({"code": "x", "cache": "always"}, "cache must be"),
+        ({"code": "x", "network": "host"}, "network must be"),
+        ({"code": "x", "retries": -1}, "retries"),
+        ({"code": "x", "timeout": 0}, "timeout"),
+        ({"code": "x", "env_vars": {"A B": "1"}}, "bad environment variable name"),
+        ({"code": "x", "secrets": "TOKEN"}, "list of strings"),
+        ({"command": "ls -l"}, "list of strings"),
+    ],
+)
+def test_create_refuses_bad_arguments(kwargs, message):
+    with pytest.raises(SandboxConfigError, match=message):
+        create("bad", **kwargs)
+
+
+def test_command_mode_accepts_file_names_with_dots():
+    sandbox = create(
+        "tests",
+        command=["/bin/bash", "-c", "cat $0"],
+        arguments=["/var/inputs/solution.py"],
+        inputs={"solution.py": File},
+        outputs={"exit_code": str},
+    )
+    assert sandbox.command == ["/bin/bash", "-c", "cat $0", "/var/inputs/solution.py"]
+
+
+def test_run_checks_inputs_against_the_declaration():
+    sandbox = create("s", code="y = x", inputs={"x": int}, outputs={"y": int})
+    with pytest.raises(SandboxConfigError, match="missing input"):
+        sandbox.run()
+    with pytest.raises(SandboxConfigError, match="unexpected input"):
+        sandbox.run(x=1, z=2)
+
+
+def test_index_settings_keep_only_urls_a_container_can_reach(monkeypatch):
+    monkeypatch.setenv("PIP_INDEX_URL", "https://pypi.example/simple")
+    monkeypatch.setenv("PIP_EXTRA_INDEX_URL", "file:///opt/pypi/simple https://extra.example/s")
+    settings = _hostcfg.index_settings()
+    assert settings["UV_INDEX_URL"] == "https://pypi.example/simple"
+    assert settings["UV_EXTRA_INDEX_URL"] == "https://extra.example/s"
