@@ -5,8 +5,9 @@ SandboxError                      base: catch this to catch anything of ours
 ├── OrchestrationError            %%orchestrate / orchestrate(): the sandboxed code failed
 │   ├── TypeCheckError            rejected by the type checker before any tool ran
 │   ├── ToolError                 a tool raised and the code did not catch it
-│   └── LimitExceeded             time, memory or tool-call limit hit (``.limit`` names it)
-│       └── Interrupted           the user interrupted the run (Ctrl-C)
+│   ├── LimitExceeded             time, memory or tool-call limit hit (``.limit`` names it)
+│   │   └── Interrupted           the user interrupted the run (Ctrl-C)
+│   └── CodeModeError             the agent loop ran out of attempts (``.attempts`` has each)
 └── ContainerError                %%sandbox / create().run(): Docker side
     ├── DockerUnavailable         no engine reachable (the message says how to start one)
     ├── ImageBuildError           image build failed (``.log`` has the failing step's log)
@@ -30,6 +31,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from .codemode import Attempt
     from .orchestrate import OrchestrationResult
 
 
@@ -84,6 +86,21 @@ class LimitExceeded(OrchestrationError):
 
 class Interrupted(LimitExceeded):
     """The run was interrupted (KeyboardInterrupt) and its worker killed."""
+
+
+class CodeModeError(OrchestrationError):
+    """`CodeModeAgent` used every attempt without the model's code succeeding.
+
+    ``attempts`` holds each attempt (messages, reply, code, error, trace); ``result`` and
+    ``sandbox_traceback`` are the last attempt's, so code that handles any orchestration
+    failure handles this one too.
+    """
+
+    def __init__(
+        self, message: str, *, attempts: list[Attempt], sandbox_traceback: str = ""
+    ) -> None:
+        super().__init__(message, sandbox_traceback=sandbox_traceback)
+        self.attempts = attempts
 
 
 class ContainerError(SandboxError):

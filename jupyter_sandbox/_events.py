@@ -124,6 +124,28 @@ class RunFinished:
     cached: bool = False
 
 
+@dataclass(frozen=True)
+class AttemptStarted:
+    """The code-mode agent got a reply and is about to run the code in it.
+
+    ``code`` is None when the reply held no Python code; that attempt fails without running.
+    The orchestration's own events (`CallStarted`, `Output`...) follow until `AttemptFinished`.
+    """
+
+    number: int
+    max_attempts: int
+    code: str | None
+
+
+@dataclass(frozen=True)
+class AttemptFinished:
+    number: int
+    record: dict[str, Any] | None
+    """The orchestration's trace record, or None when there was no code to run."""
+    error: str | None = None
+    """``ExcType: message`` when the attempt failed (its feedback goes to the model next)."""
+
+
 Event = (
     Output
     | CallStarted
@@ -134,6 +156,8 @@ Event = (
     | BuildFinished
     | RunStarted
     | RunFinished
+    | AttemptStarted
+    | AttemptFinished
 )
 EventCallback = Callable[[Event], None]
 

@@ -1,0 +1,123 @@
+"""The agent loop: ask the model for code, run it in Monty, feed failures back, repeat.
+
+The model is any callable from messages to text, so no client library is a dependency: an
+OpenAI, Anthropic or local client is wrapped in a three-line function by the caller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .._errors import CodeModeError, Interrupted, OrchestrationError, SandboxConfigError
+from .._events import AttemptFinished, AttemptStarted, EventCallback, ignore
+from ..orchestrate import Limits, Tools, orchestrate
+from ..orchestrate._tools import resolve_tools
+from ._extract import extract_code
+from ._prompt import NO_CODE, feedback, system_prompt
+from ._result import AgentResult, Attempt, Message
+
+LLM = Callable[[list[Message]], str]
+"""A model: takes the conversation (OpenAI-style role/content dicts), returns the reply text."""
+
+
+class CodeModeAgent:
+    """Turns a task in plain words into orchestration code that runs, retrying on failure.
+
+    Each attempt sends the conversation so far, extracts the program from the reply and runs
+    it with `orchestrate` (same ``tools``, ``inputs`` and limits as ``%%orchestrate``). A
+    failure goes back to the model as the next user message (sandbox traceback, type-check
+    diagnostics or the tool's error, and what the code printed), until an attempt succeeds or
+    ``max_attempts`` are used, which raises `CodeModeError`. Ctrl-C (`Interrupted`) and errors
+    raised by ``llm`` itself are not the model's to fix: they propagate at once.
+    """
+
+    def __init__(
+        self,
+        llm: LLM,
+        tools: Tools = None,
+        *,
+        max_attempts: int = 3,
+        inputs: Mapping[str, Any] | None = None,
+        timeout: float = 30.0,
+        max_memory: int = 256,
+        max_calls: int = 100_000,
+        type_check: bool = True,
+    ) -> None:
+        if not callable(llm):
+            raise SandboxConfigError(f"llm must be a callable, got {type(llm).__name__}")
+        if max_attempts < 1:
+            raise SandboxConfigError(f"max_attempts must be at least 1, got {max_attempts}")
+        self.llm = llm
+        self.tools = resolve_tools(tools)
+        self.inputs = dict(inputs or {})
+        self.max_attempts = max_attempts
+        self.limits = Limits(timeout, max_memory, max_calls)
+        self.type_check = type_check
+        self.system_prompt = system_prompt(self.tools, self.inputs)
+
+    def run(self, task: str, *, on_event: EventCallback | None = None) -> AgentResult:
+        """Work on ``task`` until its code succeeds; `AttemptStarted`/`AttemptFinished` and
+        each run's own events go to ``on_event``."""
+        emit = on_event or ignore
+        messages: list[Message] = [
+            {"role": "system", "content": self.system_prompt},
+            {"role": "user", "content": task},
+        ]
+        attempts: list[Attempt] = []
+        for number in range(1, self.max_attempts + 1):
+            sent = [dict(m) for m in messages]
+            reply = self.llm(sent)
+            if not isinstance(reply, str):
+                raise SandboxConfigError(f"llm must return str, got {type(reply).__name__}")
+            attempt = Attempt(number, sent, reply, extract_code(reply))
+            emit(AttemptStarted(number, self.max_attempts, attempt.code))
+            self._execute(attempt, emit)
+            attempts.append(attempt)
+            emit(AttemptFinished(number, _record(attempt), _error_line(attempt)))
+            if attempt.ok:
+                return AgentResult(task, attempts)
+            assert attempt.feedback is not None  # every failure gets feedback
+            messages += [
+                {"role": "assistant", "content": reply},
+                {"role": "user", "content": attempt.feedback},
+            ]
+        last = attempts[-1]
+        error = CodeModeError(
+            f"no working code after {self.max_attempts} attempt(s); last: {_error_line(last)}",
+            attempts=attempts,
+            sandbox_traceback=last.error.sandbox_traceback if last.error else "",
+        )
+        error.result = last.result
+        raise error
+
+    def _execute(self, attempt: Attempt, emit: EventCallback) -> None:
+        if attempt.code is None:
+            attempt.error = OrchestrationError("the reply held no Python code")
+            attempt.feedback = NO_CODE
+            return
+        try:
+            attempt.result = orchestrate(
+                attempt.code,
+                tools=self.tools,
+                inputs=self.inputs,
+                type_check=self.type_check,
+                timeout=self.limits.timeout,
+                max_memory=self.limits.max_memory,
+                max_calls=self.limits.max_calls,
+                on_event=emit,
+            )
+        except Interrupted:
+            raise
+        except OrchestrationError as exc:
+            attempt.result = exc.result
+            attempt.error = exc
+            attempt.feedback = feedback(exc)
+
+
+def _record(attempt: Attempt) -> dict[str, Any] | None:
+    return None if attempt.result is None else attempt.result.to_record()
+
+
+def _error_line(attempt: Attempt) -> str | None:
+    return None if attempt.error is None else f"{type(attempt.error).__name__}: {attempt.error}"
