@@ -1,0 +1,84 @@
+"""The teaching notebooks run top to bottom with real Monty (and real Docker where they use
+%%sandbox), and their key cells show what the prose says they show.
+
+Cells expected to fail carry the ``raises-exception`` tag (nbclient then continues); cells whose
+output is checked carry a ``check-*`` tag.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "notebooks"
+
+
+def _runner() -> Any:
+    spec = importlib.util.spec_from_file_location(
+        "run_notebooks", ROOT / "scripts/run_notebooks.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def execute(name: str, out_dir: Path) -> dict[str, dict[str, Any]]:
+    """Run ``notebooks/<name>``; return each tagged cell's outputs by tag, and check that only
+    the cells tagged ``raises-exception`` failed."""
+    path = _runner().run_notebook(NOTEBOOKS / name, out_dir)
+    nb = nbformat.read(path, as_version=4)
+    by_tag: dict[str, dict[str, Any]] = {}
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        tags = cell.metadata.get("tags", [])
+        errors = [o for o in cell.outputs if o.output_type == "error"]
+        assert bool(errors) == ("raises-exception" in tags), (cell.source, errors)
+        for tag in tags:
+            by_tag[tag] = _collect(cell.outputs)
+    return by_tag
+
+
+def _collect(outputs: list[Any]) -> dict[str, Any]:
+    text, result, mimes = [], None, {}
+    for out in outputs:
+        if out.output_type == "stream":
+            text.append(out.text)
+        elif out.output_type == "execute_result":
+            result = out.data.get("text/plain")
+        elif out.output_type == "display_data":
+            mimes.update(out.data)
+        elif out.output_type == "error":
+            mimes["error"] = f"{out.ename}: {out.evalue}"
+    return {"stdout": "".join(text), "result": result, **mimes}
+
+
+TRACE = "application/vnd.jupyter-sandbox.trace+json"
+
+
+def test_orchestrate_notebook(tmp_path):
+    cells = execute("01-orchestrate.ipynb", tmp_path)
+    report = cells["check-report"]
+    assert "'Lima': {'celsius': 19.1, 'fahrenheit': 66.4}" in report["result"]
+    assert "checked 3 cities" in report["stdout"]
+    assert [c["tool"] for c in report[TRACE]["calls"]][:2] == ["temperature", "to_fahrenheit"]
+    gather = cells["check-gather"][TRACE]["calls"]
+    assert all(call["start"] < min(c["end"] for c in gather) for call in gather)  # overlapped
+    assert cells["check-except"]["result"] == "\"unknown city: 'Atlantis'\""
+    assert "warmest: Lima" in cells["check-handle"]["stdout"]
+    resumed = cells["check-resume"][TRACE]["calls"]
+    assert [c["replayed"] for c in resumed] == [True, True, False]
+    assert cells["check-api"]["result"].startswith("(39.56, [('temperature', ('Oslo',), 4.2)")
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in NOTEBOOKS.glob("*.ipynb")))
+def test_every_notebook_is_valid_and_has_no_stored_outputs(name):
+    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+    nbformat.validate(nb)
+    assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")
