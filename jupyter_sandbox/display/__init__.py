@@ -11,7 +11,8 @@ Engines never import this package; it imports IPython and ipywidgets only when t
 
 from __future__ import annotations
 
+from ._codemode import CodeModeView
 from ._mime import RUN_MIME, TRACE_MIME, bundle
 from ._views import OrchestrateView, SandboxView
 
-__all__ = ["RUN_MIME", "TRACE_MIME", "OrchestrateView", "SandboxView", "bundle"]
+__all__ = ["RUN_MIME", "TRACE_MIME", "CodeModeView", "OrchestrateView", "SandboxView", "bundle"]

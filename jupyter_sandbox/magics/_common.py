@@ -8,6 +8,7 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
 from .._errors import SandboxError
+from ..orchestrate import Tool, registry
 
 _MISSING = object()
 
@@ -23,6 +24,18 @@ def lookup(shell: InteractiveShell, name: str, option: str) -> Any:
     if value is _MISSING:
         raise UsageError(f"{option} {name}: no variable {name!r} in the notebook; define it first")
     return value
+
+
+def select_tools(values: list[str] | None) -> list[Tool]:
+    """The ``--tools`` option: these registered tools (all of them when it is absent)."""
+    if not values:
+        return list(registry.values())
+    names = split_names(values)
+    unknown = [n for n in names if n not in registry]
+    if unknown:
+        known = ", ".join(sorted(registry)) or "none (register one with @tool)"
+        raise UsageError(f"--tools: {', '.join(unknown)} not registered; registered: {known}")
+    return [registry[n] for n in names]
 
 
 def format_error(exc: SandboxError) -> str:

@@ -13,8 +13,8 @@ from traitlets import Bool, Float, Int
 
 from .._errors import OrchestrationError, SandboxConfigError
 from ..display import OrchestrateView
-from ..orchestrate import Journal, Tool, ToolCache, orchestrate, registry
-from ._common import lookup, split_names
+from ..orchestrate import Journal, ToolCache, orchestrate
+from ._common import lookup, select_tools, split_names
 
 
 @magics_class
@@ -77,7 +77,7 @@ class OrchestrateMagics(Magics):
         if args.out is not None and not args.out.isidentifier():
             raise UsageError(f"--out {args.out}: not a valid Python variable name")
         inputs = {name: lookup(shell, name, "--in") for name in split_names(args.inputs)}
-        tools = self._tools(split_names(args.tools) if args.tools else None)
+        tools = select_tools(args.tools)
         view = OrchestrateView(quiet=args.quiet)
         try:
             result = orchestrate(
@@ -111,13 +111,3 @@ class OrchestrateMagics(Magics):
         parent = kernel.get_parent() if kernel is not None else {}
         cell_id = parent.get("metadata", {}).get("cellId") if isinstance(parent, dict) else None
         return str(cell_id) if cell_id else hashlib.sha256(cell.encode()).hexdigest()
-
-    @staticmethod
-    def _tools(names: list[str] | None) -> list[Tool]:
-        if names is None:
-            return list(registry.values())
-        unknown = [n for n in names if n not in registry]
-        if unknown:
-            known = ", ".join(sorted(registry)) or "none (register one with @tool)"
-            raise UsageError(f"--tools: {', '.join(unknown)} not registered; registered: {known}")
-        return [registry[n] for n in names]

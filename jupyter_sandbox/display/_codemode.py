@@ -1,0 +1,72 @@
+"""`CodeModeView`: the agent loop in a cell, one block per attempt.
+
+Each attempt shows the code the model wrote (Markdown and HTML code block, plain-text
+fallback), then that code's run through an ordinary `OrchestrateView` (live trace, final
+record), then, if it failed, one line saying the error went back to the model. A reader of the
+saved notebook thus sees every attempt and why the next one exists.
+"""
+
+from __future__ import annotations
+
+import re
+from html import escape
+from typing import Any
+
+from jupyter_sandbox._events import AttemptFinished, AttemptStarted, Event, Output
+
+from ._html import STYLE
+from ._route import CellRoute
+from ._views import OrchestrateView
+
+_BACKTICKS = re.compile(r"`{3,}")
+
+
+class CodeModeView:
+    """Same contract as the other views: ``on_event`` from any thread, created on the cell's.
+
+    The agent emits `AttemptStarted` on the cell's thread, so each attempt's `OrchestrateView`
+    is created there too and pins its output to this cell.
+    """
+
+    def __init__(self, quiet: bool = False) -> None:
+        self.quiet = quiet
+        self._route = CellRoute()
+        self._run: OrchestrateView | None = None
+
+    def on_event(self, event: Event) -> None:
+        if isinstance(event, AttemptStarted):
+            if not self.quiet:
+                self._route.show(code_bundle(event))
+            self._run = None if event.code is None else OrchestrateView(quiet=self.quiet)
+        elif isinstance(event, AttemptFinished):
+            if self._run is not None and event.record is not None:
+                self._run.finish(event.record)
+            self._run = None
+            if event.error is not None and not self.quiet:
+                self._route.show({"text/plain": _failed_line(event)})
+        elif self._run is not None:
+            self._run.on_event(event)
+        elif isinstance(event, Output):
+            self._route.write(event.stream, event.text)
+
+
+def code_bundle(event: AttemptStarted) -> dict[str, Any]:
+    """The attempt's code as Markdown, HTML and text (frontends pick the richest they render)."""
+    title = f"Attempt {event.number} of {event.max_attempts}"
+    if event.code is None:
+        text = f"{title}: the reply held no Python code"
+        return {"text/markdown": f"**{text}**", "text/plain": text}
+    fence = "`" * max([3, *(len(m) + 1 for m in _BACKTICKS.findall(event.code))])
+    return {
+        "text/markdown": f"**{title}**\n\n{fence}python\n{event.code}\n{fence}",
+        "text/html": (
+            f'{STYLE}<div class="jsb"><b>{title}</b>'
+            f'<pre><code class="language-python">{escape(event.code)}</code></pre></div>'
+        ),
+        "text/plain": f"{title}:\n{event.code}",
+    }
+
+
+def _failed_line(event: AttemptFinished) -> str:
+    first = (event.error or "").splitlines()[0]
+    return f"Attempt {event.number} failed ({first}); the error goes back to the model."
