@@ -6,6 +6,9 @@ Two engines, usable with or without IPython:
   tools (``%%orchestrate`` in a notebook);
 - `create` defines a disposable Docker sandbox with typed inputs and outputs (``%%sandbox``).
 
+`CodeModeAgent` builds on `orchestrate`: a model writes the orchestration code, failures go
+back to it until the code works (``%%codemode``).
+
 ``%load_ext jupyter_sandbox`` registers the cell magics. Every exception we raise is in
 `jupyter_sandbox.errors` (documented there as one tree).
 """
@@ -16,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from . import _errors as errors
 from ._errors import (
+    CodeModeError,
     ContainerError,
     DockerUnavailable,
     ImageBuildError,
@@ -35,6 +39,7 @@ from ._errors import (
     TypeCheckError,
 )
 from ._events import ToolCall
+from .codemode import AgentResult, CodeModeAgent, system_prompt
 from .orchestrate import (
     OrchestrationResult,
     Tool,
@@ -51,6 +56,9 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 __all__ = [
+    "AgentResult",
+    "CodeModeAgent",
+    "CodeModeError",
     "ContainerError",
     "Dir",
     "DockerUnavailable",
@@ -83,6 +91,7 @@ __all__ = [
     "orchestrate",
     "orchestrate_async",
     "orchestrate_local",
+    "system_prompt",
     "tool",
     "unload_ipython_extension",
 ]

@@ -32,9 +32,11 @@ class CodeModeView:
         self.quiet = quiet
         self._route = CellRoute()
         self._run: OrchestrateView | None = None
+        self._max_attempts = 0
 
     def on_event(self, event: Event) -> None:
         if isinstance(event, AttemptStarted):
+            self._max_attempts = event.max_attempts
             if not self.quiet:
                 self._route.show(code_bundle(event))
             self._run = None if event.code is None else OrchestrateView(quiet=self.quiet)
@@ -43,7 +45,7 @@ class CodeModeView:
                 self._run.finish(event.record)
             self._run = None
             if event.error is not None and not self.quiet:
-                self._route.show({"text/plain": _failed_line(event)})
+                self._route.show({"text/plain": _failed_line(event, self._max_attempts)})
         elif self._run is not None:
             self._run.on_event(event)
         elif isinstance(event, Output):
@@ -67,6 +69,9 @@ def code_bundle(event: AttemptStarted) -> dict[str, Any]:
     }
 
 
-def _failed_line(event: AttemptFinished) -> str:
-    first = (event.error or "").splitlines()[0]
-    return f"Attempt {event.number} failed ({first}); the error goes back to the model."
+def _failed_line(event: AttemptFinished, max_attempts: int) -> str:
+    kind = (event.error or "").split(":", 1)[0]
+    then = (
+        "no attempts left" if event.number >= max_attempts else "the error goes back to the model"
+    )
+    return f"Attempt {event.number} of {max_attempts} failed ({kind}); {then}."

@@ -10,16 +10,18 @@ from .._errors import SandboxError
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
 
-CELL_MAGICS = ("orchestrate", "sandbox")
+CELL_MAGICS = ("orchestrate", "sandbox", "codemode")
 
 
 def load(ipython: InteractiveShell) -> None:
+    from ._codemode import CodeModeMagics
     from ._common import show_error
     from ._orchestrate import OrchestrateMagics
     from ._sandbox import SandboxMagics
 
     ipython.register_magics(OrchestrateMagics(shell=ipython))
     ipython.register_magics(SandboxMagics(shell=ipython))
+    ipython.register_magics(CodeModeMagics(shell=ipython))
     _reap_in_background()
     ipython.set_custom_exc((SandboxError,), show_error)
 

@@ -1,0 +1,104 @@
+"""``%%codemode``: the cell is a task in plain words; a model writes the code, Monty runs it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from traitlets import Int, Unicode
+
+from .._errors import CodeModeError, SandboxConfigError
+from ..codemode import CodeModeAgent
+from ..display import CodeModeView
+from ._common import lookup, select_tools, split_names
+
+
+@magics_class
+class CodeModeMagics(Magics):
+    """Defaults are configurable: ``%config CodeModeMagics.llm = 'my_llm'``."""
+
+    llm = Unicode(
+        "", help="Name of the notebook variable holding the model (messages -> text)."
+    ).tag(config=True)
+    max_attempts = Int(3, help="Model replies to try before giving up.").tag(config=True)
+
+    @magic_arguments()
+    @argument("--llm", metavar="NAME", help="notebook variable holding the model callable")
+    @argument(
+        "--tools",
+        action="append",
+        metavar="NAMES",
+        help="only these registered tools (comma-separated); default: all",
+    )
+    @argument(
+        "--in",
+        dest="inputs",
+        action="append",
+        metavar="NAMES",
+        help="notebook variables bound as inputs (comma-separated, repeatable)",
+    )
+    @argument("--out", metavar="NAME", help="store the result in this notebook variable")
+    @argument("--max-attempts", type=int, metavar="N", help="model replies to try (default 3)")
+    @argument(
+        "--insert",
+        action="store_true",
+        help="insert the final code as a new %%%%orchestrate cell below",
+    )
+    @argument("--quiet", action="store_true", help="no code or trace display (prints still show)")
+    @cell_magic
+    def codemode(self, line: str, cell: str) -> Any:
+        """Ask a model for orchestration code that does the task in the cell, and run it.
+
+        Failures (type errors, tool exceptions, tracebacks) go back to the model until the
+        code works or the attempts run out. Example::
+
+            %%codemode --llm my_llm --in cities --out report
+            Fetch the temperature of each city and return the warmest.
+        """  # fmt: skip
+        shell = self.shell
+        assert shell is not None  # a registered magic always has its shell
+        args = parse_argstring(self.codemode, line)
+        task = cell.strip()
+        if not task:
+            raise UsageError("%%codemode: the cell is the task; describe it in plain words")
+        if args.out is not None and not args.out.isidentifier():
+            raise UsageError(f"--out {args.out}: not a valid Python variable name")
+        llm_name = args.llm or self.llm
+        if not llm_name:
+            raise UsageError("no model: pass --llm NAME or %config CodeModeMagics.llm = 'NAME'")
+        llm = lookup(shell, llm_name, "--llm")
+        input_names = split_names(args.inputs)
+        inputs = {name: lookup(shell, name, "--in") for name in input_names}
+        try:
+            agent = CodeModeAgent(
+                llm,
+                select_tools(args.tools),
+                inputs=inputs,
+                max_attempts=self.max_attempts if args.max_attempts is None else args.max_attempts,
+            )
+        except SandboxConfigError as exc:
+            raise UsageError(f"%%codemode: {exc}") from None
+        try:
+            result = agent.run(task, on_event=CodeModeView(quiet=args.quiet).on_event)
+        except CodeModeError as exc:
+            self._insert(args, exc.attempts[-1].code)  # the last try, for a person to fix
+            raise
+        self._insert(args, result.code)
+        if args.out:
+            shell.user_ns[args.out] = result.value
+        return result.value
+
+    def _insert(self, args: Any, code: str | None) -> None:
+        """``--insert``: the code as a new ``%%orchestrate`` cell that runs as this one did."""
+        if not args.insert or code is None or self.shell is None:
+            return
+        options = [
+            f"--{option} {','.join(split_names(values))}"
+            for option, values in (("in", args.inputs), ("tools", args.tools))
+            if values
+        ]
+        if args.out:
+            options.append(f"--out {args.out}")
+        self.shell.set_next_input(" ".join(["%%orchestrate", *options]) + f"\n{code}")
