@@ -48,6 +48,7 @@ from ._values import to_sandbox
 
 _NAME = re.compile(r"[A-Za-z_]\w*")
 _STDOUT_CAP = 10 * 2**20
+_HERE = os.path.dirname(os.path.abspath(__file__))
 _SCRIPT = "cell.py"
 _MONTY_FILENAME = "<python-input-0>"
 
@@ -217,10 +218,10 @@ class Driver:
             if found:
                 return snap.resume(self._succeeded(call, value))
         if tool.is_async:
-            future = asyncio.run_coroutine_threadsafe(tool.func(*args, **kwargs), self.loop)
+            future = asyncio.run_coroutine_threadsafe(tool.invoke(call, args, kwargs), self.loop)
             return snap.resume(self._later(call.call_id, future, call))
         try:
-            value = tool.func(*args, **kwargs)
+            value = tool.invoke(call, args, kwargs)
         except Exception as exc:
             return snap.resume(self._failed(call, exc))
         return snap.resume(self._succeeded(call, value))
@@ -299,8 +300,10 @@ class Driver:
     def _failed(self, call: ToolCall, exc: BaseException) -> Any:
         call.end = time.perf_counter() - self._t0
         call.error = f"{type(exc).__name__}: {exc}"
-        # Skip the driver's own frame: the traceback starts in the tool.
-        tb = exc.__traceback__.tb_next if exc.__traceback__ else None
+        # Skip our own frames (driver, Tool.invoke): the traceback starts in the tool.
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_HERE):
+            tb = tb.tb_next
         call.host_traceback = "".join(traceback.format_exception(type(exc), exc, tb))
         self._last_tool_error = (exc, call)
         self.emit(CallFinished(call))

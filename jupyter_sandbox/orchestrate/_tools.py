@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, overload
 
 from .._errors import SandboxConfigError
+from .._events import ToolCall
 
 
 class Tool:
@@ -31,6 +32,11 @@ class Tool:
         functools.update_wrapper(self, func)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.func(*args, **kwargs)
+
+    def invoke(self, call: ToolCall, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """What the driver calls: the function, or for an async tool its coroutine. A
+        subclass may use ``call`` to nest records in the trace (see `SandboxTool`)."""
         return self.func(*args, **kwargs)
 
     @property
@@ -78,23 +84,40 @@ registry = ToolRegistry()
 """The notebook-wide registry that ``@tool`` fills and ``%%orchestrate`` reads."""
 
 
-@overload
-def tool(func: Callable[..., Any], /) -> Tool: ...
-@overload
-def tool(*, name: str | None = None) -> Callable[[Callable[..., Any]], Tool]: ...
-def tool(
-    func: Callable[..., Any] | None = None, /, *, name: str | None = None
-) -> Tool | Callable[[Callable[..., Any]], Tool]:
-    """Register a function as a tool sandboxed code may call.
+def as_tool(obj: Any, name: str | None = None, *, concurrency: int | None = None) -> Tool:
+    """A `Tool` for a function, a `Tool` (renamed if asked) or a sandbox (runs as a container)."""
+    from ._sandbox_tool import SandboxTool, is_sandbox  # it imports this module
 
-    Use as ``@tool``, ``@tool(name="search")`` or ``tool(func)``. Returns the `Tool`, which
-    calls through to the function, so the notebook can keep calling it directly.
+    if isinstance(obj, Tool) and name in (None, obj.name):
+        return obj
+    if is_sandbox(obj):
+        return SandboxTool(obj, name, concurrency=concurrency)
+    if isinstance(obj, Tool):
+        return Tool(obj.func, name)
+    return Tool(obj, name)
+
+
+@overload
+def tool(obj: Any, /, *, name: str | None = None, concurrency: int | None = None) -> Tool: ...
+@overload
+def tool(
+    *, name: str | None = None, concurrency: int | None = None
+) -> Callable[[Callable[..., Any]], Tool]: ...
+def tool(
+    obj: Any = None, /, *, name: str | None = None, concurrency: int | None = None
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Register a function, or a sandbox, as a tool sandboxed code may call.
+
+    Use as ``@tool``, ``@tool(name="search")``, ``tool(func)`` or ``tool(sandbox)``. A sandbox
+    tool runs its container once per call, ``concurrency`` containers at most at a time.
+    Returns the `Tool`, which calls through to the function, so the notebook can keep calling
+    it directly.
     """
 
-    def register(f: Callable[..., Any]) -> Tool:
-        return registry.register(f if isinstance(f, Tool) and name is None else Tool(f, name))
+    def register(f: Any) -> Tool:
+        return registry.register(as_tool(f, name, concurrency=concurrency))
 
-    return register if func is None else register(func)
+    return register if obj is None else register(obj)
 
 
 def resolve_tools(
@@ -104,8 +127,6 @@ def resolve_tools(
     if tools is None:
         return dict(registry)
     if isinstance(tools, Mapping):
-        return {
-            n: f if isinstance(f, Tool) and f.name == n else Tool(f, n) for n, f in tools.items()
-        }
-    resolved = [t if isinstance(t, Tool) else Tool(t) for t in tools]
+        return {n: as_tool(f, n) for n, f in tools.items()}
+    resolved = [as_tool(t) for t in tools]
     return {t.name: t for t in resolved}
