@@ -109,12 +109,11 @@ def build_base_image(
             [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", wheels, "uv"],
             log,
         )
-        (context / "Dockerfile").write_text(_FINISH.format(rootfs=rootfs_tag))
         info = build_image(
             docker,
             context,
+            _FINISH.format(rootfs=rootfs_tag),
             tag=tag,
-            total_steps=8,
             on_event=_say(log),
             labels=labels,
             network_mode="none",

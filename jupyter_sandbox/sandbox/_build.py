@@ -7,6 +7,7 @@ runs (the high-level ``images.build`` returns at the end); each ``Step n/m`` lin
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from dataclasses import dataclass, field
@@ -19,6 +20,8 @@ if TYPE_CHECKING:
     from docker import DockerClient
 
 _STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+"""The classic builder colours a step's stderr; views and logs want plain text."""
 
 
 @dataclass
@@ -53,23 +56,42 @@ def image_exists(client: DockerClient, tag: str) -> bool:
     return True
 
 
+def step_count(dockerfile: str) -> int:
+    """How many ``Step n/m`` the classic builder will report, our ``LABEL`` step included."""
+    return _instructions(dockerfile) + 1
+
+
+def _instructions(dockerfile: str) -> int:
+    count, continued = 0, False
+    for line in dockerfile.splitlines():
+        if line.strip() and not line.lstrip().startswith("#") and not continued:
+            count += 1
+        continued = line.rstrip().endswith("\\")
+    return count
+
+
 def build_image(
     client: DockerClient,
     context: Path,
+    dockerfile: str,
     *,
     tag: str,
-    total_steps: int,
     on_event: EventCallback,
-    labels: dict[str, str] | None = None,
+    labels: dict[str, str],
     buildargs: dict[str, str] | None = None,
     network_mode: str = "default",
 ) -> BuildInfo:
-    """Build ``context`` (holding a Dockerfile) as ``tag``, streaming progress to ``on_event``.
+    """Build ``dockerfile`` in ``context`` as ``tag``, streaming progress to ``on_event``.
+
+    Labels go in as one ``LABEL`` instruction (the API's ``labels`` adds one step per label),
+    so `BuildStarted.total_steps` is exactly the number of ``Step n/m`` lines to come.
 
     A failed build is returned with ``error`` set to the failing step's log (the caller knows
     the spec, so it decides between `ImageBuildError` and `InvalidPackageError`).
     """
-    on_event(BuildStarted(tag=tag, total_steps=total_steps))
+    label_line = "LABEL " + " ".join(f"{k}={json.dumps(v)}" for k, v in sorted(labels.items()))
+    on_event(BuildStarted(tag=tag, total_steps=step_count(dockerfile)))
+    (context / "Dockerfile").write_text(f"{dockerfile.rstrip()}\n{label_line}\n")
     info = BuildInfo(tag=tag, cached=False)
     start = time.monotonic()
     lines: list[str] = []
@@ -77,7 +99,6 @@ def build_image(
     stream = client.api.build(
         path=str(context),
         tag=tag,
-        labels=labels or {},
         buildargs=buildargs or {},
         decode=True,
         rm=True,
@@ -89,7 +110,7 @@ def build_image(
         if "error" in chunk:
             info.error = str(chunk["error"]).strip()
             break
-        for line in str(chunk.get("stream", "")).splitlines():
+        for line in _ANSI.sub("", str(chunk.get("stream", ""))).splitlines():
             if not line.strip():
                 continue
             lines.append(line)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from .._errors import ImageBuildError, InvalidPackageError
 from .._events import BuildFinished, BuildStarted, EventCallback
 from ._baseimage import DEFAULT_BASE_IMAGE
-from ._build import BuildInfo, build_image, image_exists
+from ._build import BuildInfo, build_image, image_exists, step_count
 from ._client import KIND, LABEL
 from ._hostcfg import ca_bundle, index_settings
 from ._spec import ImageSpec
@@ -95,21 +95,19 @@ def ensure_image(
     ca = ca_bundle()
     args = index_settings() if spec.packages else {}
     dockerfile = spec.dockerfile(with_ca=ca is not None, build_args=args)
-    total = len(dockerfile.splitlines())
     if image_exists(client, tag):
-        on_event(BuildStarted(tag, total))
+        on_event(BuildStarted(tag, step_count(dockerfile)))
         on_event(BuildFinished(tag, cached=True, seconds=0.0))
         return tag, BuildInfo(tag=tag, cached=True)
     with tempfile.TemporaryDirectory(prefix="jupyter-sandbox-build-") as tmp:
         context = Path(tmp)
-        (context / "Dockerfile").write_text(dockerfile)
         if ca is not None:
             shutil.copyfile(ca, context / "host-ca.crt")
         info = build_image(
             client,
             context,
+            dockerfile,
             tag=tag,
-            total_steps=total,
             on_event=on_event,
             labels=_labels(spec),
             buildargs=args,

@@ -7,6 +7,7 @@ import socket
 from typing import Any
 
 from ._client import KIND, LABEL, OWNER_HOST, OWNER_PID, client
+from ._run import wait_removed
 
 
 def _alive(pid: int) -> bool:
@@ -67,6 +68,7 @@ def prune(*, include_base: bool = False) -> list[str]:
     """
     from docker.errors import APIError
 
+    wait_removed()  # our own finished runs may still hold their image for a moment
     removed = []
     kinds = ("env", "base") if include_base else ("env",)
     for image in client().images.list(filters={"label": LABEL}):

@@ -33,6 +33,9 @@ _PIP_REQ = re.compile(
     r"(?:\s*,\s*(?:[<>=!~]=?|===)\s*[A-Za-z0-9.*+!_-]+)*)?$"
 )
 _APT_PKG = re.compile(r"^[a-z0-9][a-z0-9+.-]+(?:=[A-Za-z0-9.+~:-]+)?$")
+_RECIPE = 2
+"""Version of `ImageSpec.dockerfile`'s output: bump it when the template changes."""
+_CA_VARS = ("SSL_CERT_FILE", "PIP_CERT", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
 _FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 
 
@@ -134,7 +137,7 @@ class ImageSpec:
         """``jupyter-sandbox/env:<hash>`` of everything that shapes the image."""
         blob = json.dumps(
             {
-                "v": 1,
+                "recipe": _RECIPE,
                 "base": base_id,
                 "packages": self.packages,
                 "system": self.system_packages,
@@ -148,34 +151,32 @@ class ImageSpec:
     def dockerfile(self, *, with_ca: bool, build_args: Iterable[str]) -> str:
         """The Dockerfile: one step per concern, so a view can show step n of m.
 
-        The host CA bundle and index settings are build ``ARG``s: present while a step runs,
-        absent from the image's environment and from every run.
+        The host CA bundle is trusted through variables exported inside each ``RUN`` and index
+        settings are build ``ARG``s: present while a step runs, absent from the image's
+        environment and from every run.
         """
         lines = [f"FROM {self.base}", "USER root"]
+        trust = ""
         if with_ca:
             ca = "/etc/jupyter-sandbox/host-ca.crt"
             lines.append(f"COPY host-ca.crt {ca}")
-            for var in ("SSL_CERT_FILE", "PIP_CERT", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
-                lines.append(f"ARG {var}={ca}")
-            lines.append("ARG UV_NATIVE_TLS=1")
+            trust = "export UV_NATIVE_TLS=1" + "".join(f" {var}={ca}" for var in _CA_VARS) + "; "
         lines += [f"ARG {name}" for name in build_args]
         if self.system_packages:
             apt = " ".join(self.system_packages)
             lines.append(
-                "RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y "
-                f"--no-install-recommends {apt} && rm -rf /var/lib/apt/lists/*"
+                f"RUN {trust}apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install"
+                f" -y -qq --no-install-recommends {apt} && rm -rf /var/lib/apt/lists/*"
             )
         if self.packages:
             reqs = " ".join(shlex.quote(p) for p in self.packages)
+            pip = f"python3 -m pip install --no-cache-dir {reqs}"
             if self.installer == "uv":
-                lines.append(
-                    'RUN if command -v uv >/dev/null; then uv pip install --no-cache --python "$('
-                    f'command -v python3)" {reqs}; else python3 -m pip install --no-cache-dir '
-                    f"{reqs}; fi"
-                )
+                uv = f'uv pip install --no-cache --python "$(command -v python3)" {reqs}'
+                lines.append(f"RUN {trust}if command -v uv >/dev/null; then {uv}; else {pip}; fi")
             else:
-                lines.append(f"RUN python3 -m pip install --no-cache-dir {reqs}")
-        lines += [f"RUN {command}" for command in self.commands]
+                lines.append(f"RUN {trust}{pip}")
+        lines += [f"RUN {trust}{command}" for command in self.commands]
         lines.append("USER 1000:1000")
         return "\n".join(lines) + "\n"
 
