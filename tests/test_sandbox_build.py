@@ -112,8 +112,7 @@ def test_other_build_failures_show_the_failing_step_log(docker_engine):
     assert "Step" in info.value.log.splitlines()[0]  # starts at the failing step
 
 
-def test_images_are_labelled_listed_and_pruned(six_run):
-    run, _ = six_run
+def test_images_are_labelled_listed_and_pruned(docker_engine):
     marker = create("prune-me", code="", additional_commands=["true jsbx-prune-test"]).execute({})
     tags = {tag for row in list_images() for tag in row["tags"]}
     assert marker.image in tags
