@@ -82,3 +82,32 @@ def test_every_notebook_is_valid_and_has_no_stored_outputs(name):
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)
     nbformat.validate(nb)
     assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")
+
+
+def test_agent_loop_notebook(tmp_path):
+    cells = execute("04-agent-loop.ipynb", tmp_path)
+    assert "def price(isbn: str) -> float:" in cells["check-prompt"]["stdout"]
+    assert "measured on pydantic-monty" in cells["check-prompt"]["stdout"]
+    assert cells["check-agent"]["result"] == (
+        "{'total_eur': 87.5, 'copies': {'978-1492056355': 3, '978-1098125974': 0}}"
+    )
+    attempts = cells["check-attempts"]["stdout"].splitlines()
+    assert attempts[0] == "attempt 1: ToolError, calls: [\"price('Fluent Python',)\"]"
+    assert attempts[1].startswith("attempt 2: ok, calls: [\"search('python',)\"")
+    feedback = cells["check-feedback"]["stdout"]
+    assert 'File "<cell>", line 1' in feedback
+    assert "ToolError: tool 'price' raised KeyError: 'Fluent Python'" in feedback
+    assert cells["check-out"]["result"] == "['978-1492056355', '978-1098125974']"
+    assert "['ToolError', 'ToolError']" in cells["check-exhausted"]["stdout"]
+
+    # The %%codemode cell shows both attempts: code, trace, and why the first one failed.
+    nb = nbformat.read(tmp_path / "04-agent-loop.ipynb", as_version=4)
+    magic = next(c for c in nb.cells if "check-magic" in c.metadata.get("tags", []))
+    shown = [o.data for o in magic.outputs if o.output_type == "display_data"]
+    codes = [d["text/markdown"] for d in shown if "text/markdown" in d]
+    assert codes[0].startswith("**Attempt 1 of 3**\n\n```python\n[isbn for isbn in search(3)")
+    assert codes[1].startswith("**Attempt 2 of 3**\n\n```python\naffordable = []")
+    traces = [d[TRACE] for d in shown if TRACE in d]
+    assert [t["status"] for t in traces] == ["error", "ok"]
+    assert traces[0]["error"].startswith("TypeCheckError") and traces[0]["calls"] == []
+    assert "Attempt 1 of 3 failed (TypeCheckError)" in str(shown)
