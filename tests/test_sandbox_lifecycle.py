@@ -1,0 +1,90 @@
+"""No container outlives its run: Ctrl-C, normal interpreter exit, and a kernel killed outright
+(its orphans are reaped by the next load)."""
+
+from __future__ import annotations
+
+import _thread
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+from jupyter_sandbox import create
+from jupyter_sandbox.sandbox import reap_orphans
+
+pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("no_leaked_containers")]
+
+LONG_RUN = textwrap.dedent(
+    """
+    import sys, threading, time
+    from jupyter_sandbox import create
+    box = create("long", code="import time\\nprint('started', flush=True)\\ntime.sleep(120)")
+    threading.Thread(target=box.run, daemon=True).start()
+    print("launched", flush=True)
+    time.sleep(float(sys.argv[1]))
+    """
+)
+
+
+def _containers_of(docker_engine, pid):
+    labels = ["jupyter-sandbox.kind=run", f"jupyter-sandbox.owner-pid={pid}"]
+    return docker_engine.containers.list(all=True, filters={"label": labels})
+
+
+def _wait_for_container(docker_engine, pid):
+    for _ in range(200):
+        if _containers_of(docker_engine, pid):
+            return
+        time.sleep(0.1)
+    raise AssertionError("the child never started its container")
+
+
+def test_ctrl_c_removes_the_container(docker_engine):
+    sandbox = create("interrupted", code="import time\ntime.sleep(120)")
+
+    def interrupt_when_running():
+        _wait_for_container(docker_engine, os.getpid())
+        time.sleep(0.5)
+        _thread.interrupt_main()
+
+    threading.Thread(target=interrupt_when_running, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        sandbox.run()
+    assert not _containers_of(docker_engine, os.getpid())
+
+
+def test_interpreter_exit_removes_running_containers(docker_engine):
+    child = subprocess.Popen([sys.executable, "-c", LONG_RUN, "3"], stdout=subprocess.PIPE)
+    _wait_for_container(docker_engine, child.pid)
+    assert child.wait(timeout=60) == 0
+    assert not _containers_of(docker_engine, child.pid)
+
+
+def test_killed_kernel_leaves_an_orphan_that_load_reaps(docker_engine):
+    child = subprocess.Popen([sys.executable, "-c", LONG_RUN, "120"], stdout=subprocess.PIPE)
+    _wait_for_container(docker_engine, child.pid)
+    child.send_signal(signal.SIGKILL)
+    child.wait(timeout=30)
+    orphans = _containers_of(docker_engine, child.pid)
+    assert orphans  # SIGKILL runs no atexit handler
+    reaped = reap_orphans()
+    assert {c.id for c in orphans} <= set(reaped)
+    assert not _containers_of(docker_engine, child.pid)
+
+
+def test_load_ext_reaps_in_the_background(docker_engine, shell):
+    child = subprocess.Popen([sys.executable, "-c", LONG_RUN, "120"], stdout=subprocess.PIPE)
+    _wait_for_container(docker_engine, child.pid)
+    child.send_signal(signal.SIGKILL)
+    child.wait(timeout=30)
+    shell.run_line_magic("reload_ext", "jupyter_sandbox")
+    for _ in range(100):
+        if not _containers_of(docker_engine, child.pid):
+            break
+        time.sleep(0.1)
+    assert not _containers_of(docker_engine, child.pid)
