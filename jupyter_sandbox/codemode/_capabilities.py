@@ -15,7 +15,6 @@ Regenerate the table: ``python -m jupyter_sandbox.codemode._capabilities --write
 from __future__ import annotations
 
 import functools
-import importlib.metadata
 import json
 import re
 import sys
@@ -23,6 +22,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import pydantic_monty
 
 from .._errors import OrchestrationError, TypeCheckError
 from .._preview import preview
@@ -71,7 +72,7 @@ class Capabilities:
 
 
 def installed_version() -> str:
-    return importlib.metadata.version("pydantic-monty")
+    return str(pydantic_monty.__version__)
 
 
 def measure() -> Capabilities:
