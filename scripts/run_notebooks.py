@@ -27,10 +27,12 @@ def run_notebook(path: Path, out_dir: Path, timeout: int = 600) -> Path:
         store_widget_state=True,
         resources={"metadata": {"path": str(path.parent)}},
     )
-    client.execute()
     out_dir.mkdir(parents=True, exist_ok=True)
     out = out_dir / path.name
-    nbformat.write(nb, out)
+    try:
+        client.execute()
+    finally:  # a failed run is kept too: it is what you need to see
+        nbformat.write(nb, out)
     return out
 
 

@@ -111,3 +111,66 @@ def test_agent_loop_notebook(tmp_path):
     assert [t["status"] for t in traces] == ["error", "ok"]
     assert traces[0]["error"].startswith("TypeCheckError") and traces[0]["calls"] == []
     assert "Attempt 1 of 3 failed (TypeCheckError)" in str(shown)
+
+
+RUN = "application/vnd.jupyter-sandbox.run+json"
+
+
+@pytest.mark.docker
+@pytest.mark.usefixtures("no_leaked_containers")
+def test_demo_notebook(tmp_path):
+    """The README's main job."""
+    cells = execute("demo.ipynb", tmp_path)
+    assert "rendered 3 rows inside the container" in cells["check-table"]["stdout"]
+    assert cells["check-table"][RUN]["build"]["tag"].startswith("jupyter-sandbox/env:")
+    assert "Lima         19.1" in cells["check-table-print"]["stdout"]
+    assert cells["check-score"][RUN]["outputs"]["longest"]["preview"] == "'quick'"
+    assert cells["check-score-again"]["result"] == "(5, 'sandboxes')"
+    summary = cells["check-summary"]
+    assert "2: {'words': 4, 'longest': 'dependencies'}" in summary["result"]
+    scores = [c for c in summary[TRACE]["calls"] if c["tool"] == "score"]
+    assert all(call["children"][0]["status"] == "ok" for call in scores)
+    assert all(call["start"] < min(c["end"] for c in scores) for call in scores)  # side by side
+
+
+@pytest.mark.docker
+@pytest.mark.usefixtures("no_leaked_containers")
+def test_sandbox_notebook(tmp_path):
+    cells = execute("02-sandbox.ipynb", tmp_path)
+    assert cells["check-types-back"]["result"] == (
+        "(datetime.datetime(2024, 1, 31, 12, 30),\n True,\n {'n': 8, 'max': 9, 'mean': 3.875})"
+    )
+    assert "  7    6" in cells["check-packages-print"]["stdout"]
+    assert cells["check-files-back"]["stdout"].startswith("ada\n   ada #########\n")
+    assert cells["check-timeout"]["error"] == "SandboxTimeout: timed out after 2 s"
+    assert cells["check-oom"]["error"].startswith("OutOfMemory: out of memory")
+    assert cells["check-modes-back"]["result"] == "(31, '4\\n')"
+    assert cells["check-env-back"]["result"] == (
+        "{'MODE': 'demo', 'token_length': 16, 'HOST_ONLY': None}"
+    )
+    assert cells["check-cache-2"][RUN]["cached"]  # the first may hit an earlier run's entry
+    assert cells["check-api"]["result"] == "42"
+
+
+@pytest.mark.docker
+@pytest.mark.usefixtures("no_leaked_containers")
+def test_sandboxes_as_tools_notebook(tmp_path):
+    cells = execute("03-sandboxes-as-tools.ipynb", tmp_path)
+    assert cells["check-fanout"]["result"] == "{10: 4, 100: 25, 1000: 168, 10000: 1229}"
+    runs = [c for c in cells["check-fanout"][TRACE]["calls"] if c["tool"] == "count_primes"]
+    assert len(runs) == 4
+    assert all(call["start"] < min(c["end"] for c in runs) for call in runs)  # 4 at once
+    assert cells["check-caught"]["result"].startswith("'caught: NonZeroExit: exited with code 3")
+    assert cells["check-api"]["result"] == "([25, 168], ['ok', 'ok'])"
+
+
+@pytest.mark.docker
+@pytest.mark.usefixtures("no_leaked_containers")
+def test_what_the_sandboxes_stop_notebook(tmp_path):
+    cells = execute("05-what-the-sandboxes-stop.ipynb", tmp_path)
+    assert cells["check-no-env-back"]["result"] is None  # nothing displayed: the value is None
+    assert "fork refused after" in cells["check-fork"]["stdout"]
+    assert cells["check-alive"]["result"] == "'still here'"
+    nb = nbformat.read(tmp_path / "05-what-the-sandboxes-stop.ipynb", as_version=4)
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    assert "sk-this-must-not-leak" not in str(outputs)
