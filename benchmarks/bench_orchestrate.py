@@ -86,7 +86,10 @@ def main() -> None:
 
     empty = [
         ("bare checkout + feed_run('')", lambda: _bare_empty()),
-        ("%%orchestrate empty cell (pass)", lambda: shell.run_cell_magic("orchestrate", "--quiet", "pass")),
+        (
+            "%%orchestrate empty cell (pass)",
+            lambda: shell.run_cell_magic("orchestrate", "--quiet", "pass"),
+        ),
         (
             "%%orchestrate empty, --no-type-check",
             lambda: shell.run_cell_magic("orchestrate", "--quiet --no-type-check", "pass"),

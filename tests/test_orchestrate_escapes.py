@@ -2,7 +2,8 @@
 
 Each attempt must be refused with an error, and leave no trace: no host file read or
 written, no environment variable read, no process started, no network reached, nothing
-reached through dunders. The canaries (a file and an environment variable holding a secret) prove nothing leaked.
+reached through dunders. The canaries (a file and an environment variable holding a secret)
+prove nothing leaked.
 """
 
 from __future__ import annotations
