@@ -305,6 +305,8 @@ def test_tool_decorator_registers_and_stays_callable():
 def test_tool_names_must_be_identifiers():
     with pytest.raises(SandboxConfigError):
         Tool(add, name="not valid")
+    with pytest.raises(SandboxConfigError, match="starts with '_'"):
+        Tool(add, name="_private")
     assert "renamed" in ToolRegistry().register(Tool(add, name="renamed")).name
 
 

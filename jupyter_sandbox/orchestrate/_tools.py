@@ -28,6 +28,8 @@ class Tool:
             raise SandboxConfigError(
                 f"tool name {self.name!r} is not a Python identifier; pass name='...'"
             )
+        if self.name.startswith("_"):  # stubs hide private names from the type checker
+            raise SandboxConfigError(f"tool name {self.name!r} starts with '_'; pass name='...'")
         self.is_async = inspect.iscoroutinefunction(func)
         functools.update_wrapper(self, func)
 
