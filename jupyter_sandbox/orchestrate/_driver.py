@@ -377,27 +377,20 @@ class Driver:
         inner = exc.exception()
         tb = exc.display().replace(_MONTY_FILENAME, "<cell>")
         message = str(inner)
-        if isinstance(inner, TimeoutError) and "time limit exceeded" in message:
-            return LimitExceeded(
-                f"time limit exceeded: the cell computed for more than {self.limits.timeout:g} s "
-                "(raise it with --timeout)",
-                limit="time",
-                sandbox_traceback=tb,
-            )
-        if isinstance(inner, MemoryError) and "memory limit exceeded" in message:
-            return LimitExceeded(
-                f"memory limit exceeded: the cell used more than {self.limits.max_memory} MB "
-                "(raise it with --max-memory)",
-                limit="memory",
-                sandbox_traceback=tb,
-            )
-        if isinstance(inner, RuntimeError) and "suspension limit" in message:
-            return LimitExceeded(
-                "too many host round trips (tool calls, name lookups, OS calls and sleeps); "
-                "raise --max-calls",
-                limit="calls",
-                sandbox_traceback=tb,
-            )
+        limits = self.limits
+        for kind, marker, limit, explanation in (
+            (TimeoutError, "time limit exceeded", "time",
+             f"time limit exceeded: the cell computed for more than {limits.timeout:g} s "
+             "(raise it with --timeout)"),
+            (MemoryError, "memory limit exceeded", "memory",
+             f"memory limit exceeded: the cell used more than {limits.max_memory} MB "
+             "(raise it with --max-memory)"),
+            (RuntimeError, "suspension limit", "calls",
+             "too many host round trips (tool calls, name lookups, OS calls and sleeps); "
+             "raise --max-calls"),
+        ):  # fmt: skip
+            if isinstance(inner, kind) and marker in message:
+                return LimitExceeded(explanation, limit=limit, sandbox_traceback=tb)
         if self._last_tool_error is not None:
             tool_exc, call = self._last_tool_error
             if message == str(_for_sandbox(tool_exc)):
