@@ -12,7 +12,15 @@ from traitlets import Int, Unicode
 from .._errors import CodeModeError, SandboxConfigError
 from ..codemode import CodeModeAgent
 from ..display import CodeModeView
-from ._common import lookup, select_tools, split_names
+from ._common import (
+    check_out,
+    inputs_option,
+    lookup,
+    out_option,
+    select_tools,
+    split_names,
+    tools_option,
+)
 
 
 @magics_class
@@ -26,20 +34,9 @@ class CodeModeMagics(Magics):
 
     @magic_arguments()
     @argument("--llm", metavar="NAME", help="notebook variable holding the model callable")
-    @argument(
-        "--tools",
-        action="append",
-        metavar="NAMES",
-        help="only these registered tools (comma-separated); default: all",
-    )
-    @argument(
-        "--in",
-        dest="inputs",
-        action="append",
-        metavar="NAMES",
-        help="notebook variables bound as inputs (comma-separated, repeatable)",
-    )
-    @argument("--out", metavar="NAME", help="store the result in this notebook variable")
+    @tools_option
+    @inputs_option
+    @out_option
     @argument("--max-attempts", type=int, metavar="N", help="model replies to try (default 3)")
     @argument(
         "--insert",
@@ -63,8 +60,7 @@ class CodeModeMagics(Magics):
         task = cell.strip()
         if not task:
             raise UsageError("%%codemode: the cell is the task; describe it in plain words")
-        if args.out is not None and not args.out.isidentifier():
-            raise UsageError(f"--out {args.out}: not a valid Python variable name")
+        check_out(args.out)
         llm_name = args.llm or self.llm
         if not llm_name:
             raise UsageError("no model: pass --llm NAME or %config CodeModeMagics.llm = 'NAME'")

@@ -6,11 +6,33 @@ from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
+from IPython.core.magic_arguments import argument
 
 from .._errors import SandboxError
 from ..orchestrate import Tool, registry
 
 _MISSING = object()
+
+# Options the Monty magics share, declared once.
+inputs_option = argument(
+    "--in",
+    dest="inputs",
+    action="append",
+    metavar="NAMES",
+    help="notebook variables bound as inputs (comma-separated, repeatable)",
+)
+out_option = argument("--out", metavar="NAME", help="store the result in this notebook variable")
+tools_option = argument(
+    "--tools",
+    action="append",
+    metavar="NAMES",
+    help="only these registered tools (comma-separated); default: all",
+)
+
+
+def check_out(name: str | None) -> None:
+    if name is not None and not name.isidentifier():
+        raise UsageError(f"--out {name}: not a valid Python variable name")
 
 
 def split_names(values: list[str] | None) -> list[str]:

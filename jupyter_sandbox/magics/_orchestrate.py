@@ -14,7 +14,15 @@ from traitlets import Bool, Float, Int
 from .._errors import OrchestrationError, SandboxConfigError
 from ..display import OrchestrateView
 from ..orchestrate import Journal, ToolCache, orchestrate
-from ._common import lookup, select_tools, split_names
+from ._common import (
+    check_out,
+    inputs_option,
+    lookup,
+    out_option,
+    select_tools,
+    split_names,
+    tools_option,
+)
 
 
 @magics_class
@@ -33,20 +41,9 @@ class OrchestrateMagics(Magics):
         """What ``--cache`` reads and fills; ``.clear()`` it to start over."""
 
     @magic_arguments()
-    @argument(
-        "--in",
-        dest="inputs",
-        action="append",
-        metavar="NAMES",
-        help="notebook variables bound as inputs (comma-separated, repeatable)",
-    )
-    @argument("--out", metavar="NAME", help="store the cell's result in this notebook variable")
-    @argument(
-        "--tools",
-        action="append",
-        metavar="NAMES",
-        help="only these registered tools (comma-separated); default: all",
-    )
+    @inputs_option
+    @out_option
+    @tools_option
     @argument("--timeout", type=float, help="seconds of sandbox compute time (default 30)")
     @argument("--max-memory", type=int, metavar="MB", help="sandbox heap in MB (default 256)")
     @argument("--max-calls", type=int, metavar="N", help="tool calls per cell (default 100000)")
@@ -74,8 +71,7 @@ class OrchestrateMagics(Magics):
         shell = self.shell
         assert shell is not None  # a registered magic always has its shell
         args = parse_argstring(self.orchestrate, line)
-        if args.out is not None and not args.out.isidentifier():
-            raise UsageError(f"--out {args.out}: not a valid Python variable name")
+        check_out(args.out)
         inputs = {name: lookup(shell, name, "--in") for name in split_names(args.inputs)}
         tools = select_tools(args.tools)
         view = OrchestrateView(quiet=args.quiet)
