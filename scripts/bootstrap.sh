@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up everything jupyter-sandbox needs on a fresh Debian machine (as root); safe to re-run.
 #   - Debian packages: docker.io (engine), debootstrap (base image without a registry),
-#     chromium (browser tests, only with --browser), nodejs/npm are expected to exist.
+#     chromium (browser tests, only with --browser), nodejs + npm when missing (the
+#     JupyterLab extension is built from labextension/).
 #   - a running Docker engine (reuses one that answers; otherwise starts dockerd)
 #   - .venv with the project installed (editable) plus test tools
 #   - the local Python base image (built once per machine, then cached by Docker)
@@ -17,6 +18,7 @@ log() { printf '\033[1m[bootstrap]\033[0m %s\n' "$*" >&2; }
 missing=()
 command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
+command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
 if [ "$WANT_BROWSER" = 1 ] && ! command -v chromium >/dev/null 2>&1; then missing+=(chromium); fi
 if [ ${#missing[@]} -gt 0 ]; then
   log "installing Debian packages: ${missing[*]}"
