@@ -36,11 +36,12 @@ const rendererFactory: IRenderMime.IRendererFactory = {
   createRenderer: options => new RecordRenderer(options.mimeType)
 };
 
+/** Rank 20: ahead of the text/html fallback (50), behind live widgets (-10). */
 const extension: IRenderMime.IExtension = {
   id: 'jupyter-sandbox:records',
   description: 'Renders jupyter-sandbox call traces and sandbox runs.',
   rendererFactory,
-  rank: 50,
+  rank: 20,
   dataType: 'json'
 };
 

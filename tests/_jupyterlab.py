@@ -1,0 +1,143 @@
+"""A real JupyterLab server for browser tests: fresh root and config, token, no announcements.
+
+Follows the recipe that held on this machine (see DESIGN.md): the app object is exposed in the
+page so tests drive JupyterLab through its commands instead of racing the keyboard.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from playwright.sync_api import Page
+
+CHROMIUM = "/usr/bin/chromium"
+DISABLED = {"@jupyterlab/apputils-extension:announcements": True}
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Lab:
+    """One `jupyter lab` process serving ``root``; ``starts_kernel=False`` opens without kernels."""
+
+    def __init__(self, root: Path, home: Path, *, starts_kernel: bool = True) -> None:
+        self.root = root
+        self.token = secrets.token_hex(16)
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = home / "config"
+        (config / "labconfig").mkdir(parents=True, exist_ok=True)
+        (config / "labconfig" / "page_config.json").write_text(
+            json.dumps({"disabledExtensions": DISABLED})
+        )
+        env = {
+            **os.environ,
+            "JUPYTER_CONFIG_DIR": str(config),
+            "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
+            "JUPYTERLAB_SETTINGS_DIR": str(home / "settings"),
+            "JUPYTERLAB_WORKSPACES_DIR": str(home / "workspaces"),
+        }
+        self._log = (home / f"lab-{self.port}.log").open("w")
+        self._process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "jupyterlab",
+                "--allow-root",
+                "--no-browser",
+                "--ip=127.0.0.1",
+                f"--port={self.port}",
+                f"--IdentityProvider.token={self.token}",
+                f"--ServerApp.root_dir={root}",
+                "--LabApp.expose_app_in_browser=True",
+                f"--LabApp.notebook_starts_kernel={starts_kernel}",
+            ],
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                self.api("status")
+                break
+            except OSError:
+                if self._process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"jupyter lab did not start; see {self._log.name}") from None
+                time.sleep(0.5)
+
+    def api(self, path: str) -> Any:
+        request = urllib.request.Request(
+            f"{self.url}/api/{path}", headers={"Authorization": f"token {self.token}"}
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return json.loads(response.read())
+
+    def stop(self) -> None:
+        """Stop the server (and with it every kernel it started)."""
+        self._process.terminate()
+        try:
+            self._process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+        self._log.close()
+
+    def open(self, page: Page, path: str) -> None:
+        """Open a notebook and wait until JupyterLab has drawn its cells."""
+        page.goto(f"{self.url}/lab/tree/{path}?reset&token={self.token}")
+        page.wait_for_selector("#jupyterlab-splash", state="detached", timeout=90_000)
+        page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
+
+
+def notebook_js(page: Page, body: str, arg: Any = None) -> Any:
+    """Evaluate ``body`` with ``panel`` bound to the current notebook panel."""
+    return page.evaluate(
+        f"(arg) => {{ const app = window.jupyterapp; const panel = app.shell.currentWidget; "
+        f"{body} }}",
+        arg,
+    )
+
+
+def wait_kernel_ready(page: Page) -> None:
+    """The kernel is started and idle: before this, executed cells can be dropped."""
+    page.wait_for_function(
+        "() => { const p = window.jupyterapp.shell.currentWidget;"
+        " const k = p && p.sessionContext && p.sessionContext.session"
+        " && p.sessionContext.session.kernel;"
+        " return p.sessionContext.isReady && k && k.status === 'idle'; }",
+        timeout=120_000,
+    )
+
+
+def run_all(page: Page) -> None:
+    """Start running every cell; returns at once (the command's promise ends with the run)."""
+    notebook_js(page, "void app.commands.execute('notebook:run-all-cells');")
+
+
+def wait_all_executed(page: Page, timeout_ms: int) -> None:
+    page.wait_for_function(
+        "() => { const p = window.jupyterapp.shell.currentWidget;"
+        " return p.content.widgets.every(c => c.model.type !== 'code'"
+        " || (c.model.executionCount !== null && c.promptNode.textContent.indexOf('*') < 0)); }",
+        timeout=timeout_ms,
+    )
+
+
+def save(page: Page) -> None:
+    notebook_js(page, "return app.commands.execute('docmanager:save');")
+    page.wait_for_function(
+        "() => !window.jupyterapp.shell.currentWidget.context.model.dirty", timeout=30_000
+    )
