@@ -39,9 +39,12 @@ def no_leaked_containers(docker_engine) -> Iterator[None]:
     """Fail a test that leaves a sandbox container behind (and remove what it left).
 
     Only this process' containers count: other sessions may be running sandboxes meanwhile."""
+    import contextlib
     import os
 
-    from jupyter_sandbox.sandbox._run import wait_removed
+    import docker.errors
+
+    from jupyter_sandbox.sandbox._pool import settle
 
     def ours() -> set[str]:
         labels = ["jupyter-sandbox.kind=run", f"jupyter-sandbox.owner-pid={os.getpid()}"]
@@ -50,8 +53,9 @@ def no_leaked_containers(docker_engine) -> Iterator[None]:
 
     before = ours()
     yield
-    wait_removed()
+    settle()  # background removals done, spare containers removed
     leaked = ours() - before
     for container_id in leaked:
-        docker_engine.containers.get(container_id).remove(force=True)
+        with contextlib.suppress(docker.errors.NotFound):
+            docker_engine.containers.get(container_id).remove(force=True)
     assert not leaked, f"containers left behind: {leaked}"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 from functools import cache
 from typing import TYPE_CHECKING
 
@@ -25,6 +26,12 @@ OWNER_HOST = f"{LABEL}.owner-host"
 
 _API_TIMEOUT = 900
 """Seconds the SDK waits on one response: a silent ``pip install`` step can take minutes."""
+
+
+_connect_lock = threading.Lock()
+"""Serialises the first ``import docker``: the reaper thread started by ``%load_ext`` and the
+first cell may both get here, and two threads importing the SDK at once can deadlock on
+Python's module locks."""
 
 
 @cache
@@ -45,8 +52,19 @@ def _connect() -> DockerClient:
 
 
 def client() -> DockerClient:
-    """A connected client; `DockerUnavailable` (one line, how to start it) when there is none."""
-    return _connect()
+    """A connected client; `DockerUnavailable` (one line, how to start it) when there is none.
+
+    Call it before importing anything from ``docker`` elsewhere (see `_connect_lock`).
+    """
+    with _connect_lock:
+        return _connect()
+
+
+def is_engine_error(exc: BaseException) -> bool:
+    """True for the SDK's own errors (only asked once `client` has imported it)."""
+    from docker.errors import DockerException
+
+    return isinstance(exc, DockerException)
 
 
 def owner_labels() -> dict[str, str]:

@@ -7,7 +7,7 @@ import socket
 from typing import Any
 
 from ._client import KIND, LABEL, OWNER_HOST, OWNER_PID, client
-from ._run import wait_removed
+from ._pool import settle
 
 
 def _alive(pid: int) -> bool:
@@ -25,11 +25,12 @@ def reap_orphans() -> list[str]:
 
     Called when the extension loads: a kernel killed with SIGKILL runs no atexit handler.
     """
+    engine = client()  # first: it imports the SDK safely
     from docker.errors import NotFound
 
     host = socket.gethostname()
     reaped = []
-    for container in client().containers.list(all=True, filters={"label": f"{KIND}=run"}):
+    for container in engine.containers.list(all=True, filters={"label": f"{KIND}=run"}):
         labels = container.labels
         pid = labels.get(OWNER_PID, "")
         if labels.get(OWNER_HOST) != host or not pid.isdigit() or _alive(int(pid)):
@@ -66,17 +67,18 @@ def prune(*, include_base: bool = False) -> list[str]:
 
     Images a container still uses are skipped (Docker refuses), not forced.
     """
+    engine = client()
     from docker.errors import APIError
 
-    wait_removed()  # our own finished runs may still hold their image for a moment
+    settle()  # our finished runs and spare containers would hold their images
     removed = []
     kinds = ("env", "base") if include_base else ("env",)
-    for image in client().images.list(filters={"label": LABEL}):
+    for image in engine.images.list(filters={"label": LABEL}):
         if (image.labels or {}).get(KIND) not in kinds:
             continue
         for tag in image.tags or [image.id]:
             try:
-                client().images.remove(tag)
+                engine.images.remove(tag)
             except APIError:
                 continue
             removed.append(tag)

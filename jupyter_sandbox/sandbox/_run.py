@@ -1,48 +1,34 @@
-"""One container run: safe defaults, live output, a wall-clock limit, removal on every path.
+"""One run in one container: live output, a wall-clock limit, outputs back, removal always.
 
-The container's own process is ``sleep`` (timeout plus a margin) and the code runs as an exec
-in it. That ordering buys three things: outputs can live on a size-limited tmpfs and still be
-read back (a second exec tars them) so a disk fill cannot reach the host; secrets go into the
-exec's environment, never the container's config; and a container whose kernel died removes
-itself when the sleep ends (``auto_remove``) even before the next kernel reaps it.
+The container comes from `_pool` (started ahead, confined); this module stages the run's files
+into its mounts, runs the code as an exec, streams its output, enforces the timeout and the
+output cap, detects an OOM kill, tars ``/var/outputs`` back, and hands the container back for
+removal on every path.
 """
 
 from __future__ import annotations
 
-import atexit
+import os
 import re
+import shutil
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._events import EventCallback, Output, Stream
-from ._baseimage import SANDBOX_UID
-from ._client import KIND, LABEL, owner_labels
-from ._io import INPUTS, OUTPUTS, PROGRAM
-from ._spec import Network, Resources, parse_size
+from . import _pool
+from ._io import OUTPUTS
+from ._pool import Limits, Slot
+from ._spec import parse_size
 
 if TYPE_CHECKING:
     from docker import DockerClient
-    from docker.models.containers import Container
 
-_USER = f"{SANDBOX_UID}:{SANDBOX_UID}"
-_GRACE = 30
-"""Seconds the container's sleep outlives the timeout: after that it removes itself."""
 _POLL = 0.05
 _SIGKILLED = 128 + 9
-_live: dict[str, Container] = {}
-_live_lock = threading.Lock()
-_removals: list[threading.Thread] = []
-
-
-@dataclass
-class Limits:
-    timeout: float
-    resources: Resources
-    network: Network = "none"
 
 
 @dataclass
@@ -56,7 +42,6 @@ class RawRun:
     timed_out: bool = False
     oom_killed: bool = False
     flooded: bool = False
-    chunks: list[tuple[Stream, str]] = field(default_factory=list)
 
 
 class _Reader(threading.Thread):
@@ -96,98 +81,28 @@ class _Reader(threading.Thread):
         self.on_event(Output(stream, text))
 
 
-def _remove(container: Container) -> None:
-    from docker.errors import APIError, NotFound
+def _link_tree(source: Path, dest: Path) -> None:
+    """Put the staged files in the container's mount: hard links, so no data is copied."""
 
-    try:
-        container.remove(force=True)
-    except NotFound:
-        pass
-    except APIError as exc:  # "removal already in progress" when auto_remove won the race
-        if exc.status_code != 409:
-            raise
-    with _live_lock:
-        _live.pop(container.id or "", None)
+    def link(src: str, dst: str) -> None:
+        try:
+            os.link(src, dst)
+        except OSError:  # another filesystem
+            shutil.copy2(src, dst)
 
-
-def _remove_later(container: Container) -> None:
-    """Remove off the caller's path: a clean run's results are ready ~0.2 s before the engine
-    has torn the container down. `wait_removed` (and kernel exit) wait for these."""
-    thread = threading.Thread(target=_remove, args=(container,), daemon=True)
-    with _live_lock:
-        _removals[:] = [t for t in _removals if t.is_alive()] + [thread]
-    thread.start()
-
-
-def wait_removed() -> None:
-    """Block until every container this process started is gone."""
-    with _live_lock:
-        pending = list(_removals)
-    for thread in pending:
-        thread.join()
-
-
-@atexit.register
-def remove_live_containers() -> None:
-    """Kernel exit: no container outlives the process that started it."""
-    wait_removed()
-    with _live_lock:
-        containers = list(_live.values())
-    for container in containers:
-        _remove(container)
-
-
-def _create(
-    client: DockerClient,
-    *,
-    image: str,
-    name: str,
-    inputs_dir: Path,
-    program_dir: Path,
-    limits: Limits,
-) -> Container:
-    res = limits.resources
-    memory = parse_size(res.memory)
-    disk = parse_size(res.disk)
-    tmpfs_opts = f"rw,nosuid,nodev,size={disk}"
-    return client.containers.create(
-        image,
-        command=["sleep", str(int(limits.timeout) + _GRACE)],
-        user=_USER,
-        working_dir="/tmp",
-        network_mode=limits.network,
-        read_only=True,
-        tmpfs={
-            "/tmp": f"{tmpfs_opts},mode=1777",
-            OUTPUTS: f"{tmpfs_opts},mode=0755,uid={SANDBOX_UID},gid={SANDBOX_UID}",
-        },
-        volumes={
-            str(inputs_dir): {"bind": INPUTS, "mode": "ro"},
-            str(program_dir): {"bind": PROGRAM, "mode": "ro"},
-        },
-        cap_drop=["ALL"],
-        security_opt=["no-new-privileges"],
-        pids_limit=res.pids,
-        mem_limit=memory,
-        memswap_limit=memory,
-        nano_cpus=int(res.cpu * 1e9),
-        labels={LABEL: "1", KIND: "run", f"{LABEL}.name": name, **owner_labels()},
-        auto_remove=True,
-        stdin_open=False,
-        tty=False,
-    )
+    shutil.copytree(source, dest, copy_function=link, symlinks=True, dirs_exist_ok=True)
 
 
 def _exec_stream(
-    client: DockerClient, container: Container, cmd: list[str], env: Mapping[str, str]
+    client: DockerClient, slot: Slot, cmd: list[str], env: Mapping[str, str]
 ) -> tuple[str, Any]:
     exec_id = client.api.exec_create(
-        container.id,
+        slot.container.id,
         cmd,
         stdout=True,
         stderr=True,
         environment=dict(env),
-        user=_USER,
+        user=_pool.USER,
         workdir="/tmp",
     )["Id"]
     return exec_id, client.api.exec_start(exec_id, stream=True, demux=True)
@@ -210,11 +125,23 @@ def _wait(client: DockerClient, exec_id: str, reader: _Reader, deadline: float) 
     return True
 
 
+def _start_exec(
+    client: DockerClient, slot: Slot, image: str, command: list[str], env: Mapping[str, str]
+) -> tuple[Slot, str, Any]:
+    """Start the code; a spare that died while waiting is replaced once by a fresh container."""
+    from docker.errors import APIError
+
+    try:
+        return (slot, *_exec_stream(client, slot, command, env))
+    except APIError:
+        slot = _pool.replace(client, slot, image)
+        return (slot, *_exec_stream(client, slot, command, env))
+
+
 def run_container(
     client: DockerClient,
     *,
     image: str,
-    name: str,
     command: list[str],
     env: Mapping[str, str],
     inputs_dir: Path,
@@ -224,27 +151,19 @@ def run_container(
     on_event: EventCallback,
     scrub: tuple[str, ...] = (),
 ) -> RawRun:
-    """Run ``command`` once in a fresh container and remove it, whatever happens.
+    """Run ``command`` once in a container of its own and remove it, whatever happens.
 
     ``outputs_archive``, when given, receives a tar of ``/var/outputs`` after a clean exit.
     Secret values in ``scrub`` are masked in the transcript and the live output.
     """
     raw = RawRun()
-    start = time.monotonic()
-    container = _create(
-        client,
-        image=image,
-        name=name,
-        inputs_dir=inputs_dir,
-        program_dir=program_dir,
-        limits=limits,
-    )
-    with _live_lock:
-        _live[container.id or ""] = container
+    slot = _pool.acquire(client, image, limits)
     clean = False
     try:
-        container.start()
-        exec_id, stream = _exec_stream(client, container, command, env)
+        _link_tree(inputs_dir, slot.inputs)
+        _link_tree(program_dir, slot.program)
+        start = time.monotonic()
+        slot, exec_id, stream = _start_exec(client, slot, image, command, env)
         reader = _Reader(stream, on_event, parse_size(limits.resources.output), scrub)
         reader.start()
         finished = _wait(client, exec_id, reader, start + limits.timeout)
@@ -253,36 +172,36 @@ def run_container(
         raw.flooded = reader.flooded
         if finished and not reader.flooded:
             raw.exit_code = client.api.exec_inspect(exec_id)["ExitCode"]
-            raw.oom_killed = raw.exit_code == _SIGKILLED and _oom_kills(client, container) > 0
+            raw.oom_killed = raw.exit_code == _SIGKILLED and _oom_kills(client, slot) > 0
             if raw.exit_code == 0 and outputs_archive is not None:
-                _archive_outputs(client, container, outputs_archive)
+                _archive_outputs(client, slot, outputs_archive)
         raw.stdout = "".join(reader.parts["stdout"])
         raw.stderr = "".join(reader.parts["stderr"])
         clean = True
     finally:
         if clean:
-            _remove_later(container)
+            _pool.remove_later(slot)
         else:  # timeout, Ctrl-C, engine error: gone before control returns
-            _remove(container)
+            _pool.remove(slot)
     return raw
 
 
-def _oom_kills(client: DockerClient, container: Container) -> int:
+def _oom_kills(client: DockerClient, slot: Slot) -> int:
     """OOM kills counted by the container's memory cgroup (v2 or v1).
 
     Docker's ``State.OOMKilled`` only tracks the container's main process, and here the code
     runs as an exec, so ask the kernel's counter from inside instead.
     """
     files = ["/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"]
-    _, stream = _exec_stream(client, container, ["cat", *files], {})
+    _, stream = _exec_stream(client, slot, ["cat", *files], {})
     text = b"".join(out for out, _err in stream if out).decode(errors="replace")
     match = re.search(r"^oom_kill (\d+)$", text, re.MULTILINE)
     return int(match.group(1)) if match else 0
 
 
-def _archive_outputs(client: DockerClient, container: Container, dest: Path) -> None:
+def _archive_outputs(client: DockerClient, slot: Slot, dest: Path) -> None:
     """Tar ``/var/outputs`` from inside (docker cp cannot see a tmpfs) into ``dest``."""
-    _, stream = _exec_stream(client, container, ["tar", "-C", OUTPUTS, "-cf", "-", "."], {})
+    _, stream = _exec_stream(client, slot, ["tar", "-C", OUTPUTS, "-cf", "-", "."], {})
     with dest.open("wb") as out:
         for data, _err in stream:
             if data:

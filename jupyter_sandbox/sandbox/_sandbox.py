@@ -26,11 +26,12 @@ from .._errors import (
 )
 from .._events import EventCallback, RunFinished, RunStarted, ignore
 from . import _cache
-from ._client import client
+from ._client import client, is_engine_error
 from ._image import build_error, default_base_image, ensure_image, image_id
 from ._io import collect_outputs, program_command, stage_inputs, stage_program
+from ._pool import Limits
 from ._record import SandboxRun
-from ._run import Limits, RawRun, run_container
+from ._run import RawRun, run_container
 from ._spec import (
     CacheMode,
     ImageSpec,
@@ -112,8 +113,6 @@ class Sandbox:
         self, inputs: Mapping[str, Any], *, on_event: EventCallback | None = None
     ) -> SandboxRun:
         """Run once and return the full record. A `ContainerError` carries ``.record``."""
-        from docker.errors import DockerException
-
         emit = on_event or ignore
         tags = self._bind(inputs)
         run = SandboxRun(
@@ -127,7 +126,12 @@ class Sandbox:
         try:
             try:
                 self._execute(run, tags, emit)
-            except DockerException as exc:  # the engine failed us mid-way: still ours to report
+            except ContainerError:
+                raise
+            except Exception as exc:
+                if not is_engine_error(exc):
+                    raise
+                # the engine failed us mid-way: still ours to report, with the record
                 raise ContainerError(f"Docker engine error: {exc}") from exc
         except ContainerError as err:
             run.error = str(err)
@@ -179,7 +183,6 @@ class Sandbox:
                 raw = run_container(
                     docker,
                     image=run.image,
-                    name=self.name,
                     command=self.command,
                     env=env,
                     inputs_dir=work / "inputs",

@@ -1,0 +1,238 @@
+"""Containers' lives: created confined, started ahead of need, used once, always removed.
+
+Starting a container costs most of a run (~0.3-0.4 s here, network namespace and all). So after
+a run takes a container, a fresh one for the same image and limits is started in the background
+and waits, unused, for the next run: a warm run then costs an exec, not a start. Every container
+still runs exactly one piece of code; a spare never used is just a clean container that sleeps.
+
+The container's own process is ``sleep``; the code runs as an exec in it. That buys: outputs can
+live on a size-limited tmpfs and still be read back (an exec tars them), so a disk fill cannot
+reach the host; secrets go into the exec's environment, never the container's config; and a
+container whose kernel died removes itself when the sleep ends (``auto_remove``), even before
+the next kernel reaps it. Removal of a used container happens off the caller's path.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import shutil
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ._baseimage import SANDBOX_UID
+from ._client import KIND, LABEL, owner_labels
+from ._io import INPUTS, OUTPUTS, PROGRAM
+from ._spec import Network, Resources, parse_size
+
+if TYPE_CHECKING:
+    from docker import DockerClient
+    from docker.models.containers import Container
+
+USER = f"{SANDBOX_UID}:{SANDBOX_UID}"
+_IDLE = 300.0
+"""Seconds a spare container waits for a run before it is no longer handed out."""
+_START_WAIT = 5.0
+"""Seconds a run waits for a spare already starting before it starts its own container."""
+_GONE_WAIT = 10.0
+_GRACE = 30.0
+"""Seconds the container's sleep outlives idle time plus timeout: then it removes itself."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    timeout: float
+    resources: Resources
+    network: Network = "none"
+
+
+@dataclass
+class Slot:
+    """A started container that has run nothing yet, and the host directories it mounts."""
+
+    container: Container
+    work: Path
+    born: float
+    limits: Limits
+
+    @property
+    def inputs(self) -> Path:
+        return self.work / "inputs"
+
+    @property
+    def program(self) -> Path:
+        return self.work / "program"
+
+
+_lock = threading.Lock()
+_live: dict[str, Slot] = {}
+_spares: dict[tuple[str, Limits], Slot] = {}
+_starting: dict[tuple[str, Limits], threading.Event] = {}
+"""Spares being started: a run waits for one rather than starting a second container."""
+_threads: list[threading.Thread] = []
+_closing = False
+
+
+def _background(target: object, *args: object) -> None:
+    thread = threading.Thread(target=target, args=args, daemon=True)  # type: ignore[arg-type]
+    with _lock:
+        _threads[:] = [t for t in _threads if t.is_alive()] + [thread]
+    thread.start()
+
+
+def _start(client: DockerClient, image: str, limits: Limits) -> Slot:
+    res = limits.resources
+    memory = parse_size(res.memory)
+    tmpfs = f"rw,nosuid,nodev,size={parse_size(res.disk)}"
+    work = Path(tempfile.mkdtemp(prefix="jupyter-sandbox-run-"))
+    for mount in ("inputs", "program"):
+        (work / mount).mkdir(mode=0o755)
+        os.chmod(work / mount, 0o755)
+    try:
+        container = client.containers.create(
+            image,
+            command=["sleep", str(int(_IDLE + limits.timeout + _GRACE))],
+            user=USER,
+            working_dir="/tmp",
+            network_mode=limits.network,
+            read_only=True,
+            tmpfs={
+                "/tmp": f"{tmpfs},mode=1777",
+                OUTPUTS: f"{tmpfs},mode=0755,uid={SANDBOX_UID},gid={SANDBOX_UID}",
+            },
+            volumes={
+                str(work / "inputs"): {"bind": INPUTS, "mode": "ro"},
+                str(work / "program"): {"bind": PROGRAM, "mode": "ro"},
+            },
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            pids_limit=res.pids,
+            mem_limit=memory,
+            memswap_limit=memory,
+            nano_cpus=int(res.cpu * 1e9),
+            labels={LABEL: "1", KIND: "run", **owner_labels()},
+            auto_remove=True,
+        )
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    slot = Slot(container, work, time.monotonic(), limits)
+    with _lock:
+        _live[container.id or ""] = slot
+    try:
+        container.start()
+    except BaseException:
+        remove(slot)
+        raise
+    return slot
+
+
+def _refill(client: DockerClient, image: str, limits: Limits, ready: threading.Event) -> None:
+    key = (image, limits)
+    try:
+        with contextlib.suppress(Exception):  # a spare is an optimisation: never an error
+            slot = _start(client, image, limits)
+            with _lock:
+                keep = not _closing and key not in _spares
+                if keep:
+                    _spares[key] = slot
+            if not keep:
+                remove(slot)
+    finally:
+        with _lock:
+            _starting.pop(key, None)
+        ready.set()
+
+
+def acquire(client: DockerClient, image: str, limits: Limits) -> Slot:
+    """A started, unused container for one run (a waiting spare if there is one)."""
+    key = (image, limits)
+    with _lock:
+        slot = _spares.pop(key, None)
+        starting = _starting.get(key)
+    if slot is None and starting is not None and starting.wait(_START_WAIT):
+        with _lock:
+            slot = _spares.pop(key, None)
+    if slot is not None and time.monotonic() - slot.born > _IDLE:
+        remove_later(slot)
+        slot = None
+    if slot is None:
+        slot = _start(client, image, limits)
+    with _lock:
+        ready = None if key in _starting else _starting.setdefault(key, threading.Event())
+    if ready is not None:
+        _background(_refill, client, image, limits, ready)
+    return slot
+
+
+def replace(client: DockerClient, slot: Slot, image: str) -> Slot:
+    """A fresh container instead of a spare that turned out dead (engine restarted...)."""
+    remove(slot)
+    return _start(client, image, slot.limits)
+
+
+def remove(slot: Slot) -> None:
+    from docker.errors import APIError, NotFound
+
+    try:
+        slot.container.remove(force=True)
+    except NotFound:
+        pass
+    except APIError as exc:  # "removal already in progress" when auto_remove won the race
+        if exc.status_code != 409:
+            raise
+        _wait_gone(slot.container)
+    finally:
+        shutil.rmtree(slot.work, ignore_errors=True)
+        with _lock:
+            _live.pop(slot.container.id or "", None)
+
+
+def _wait_gone(container: Container) -> None:
+    """Wait (bounded) for the engine's own removal, so "removed" means gone when we return."""
+    from docker.errors import NotFound
+
+    deadline = time.monotonic() + _GONE_WAIT
+    while time.monotonic() < deadline:
+        try:
+            container.reload()
+        except NotFound:
+            return
+        time.sleep(0.05)
+
+
+def remove_later(slot: Slot) -> None:
+    """Remove off the caller's path (a clean run's results are ready before teardown ends)."""
+    _background(remove, slot)
+
+
+def settle() -> None:
+    """Wait for background starts and removals, then remove the spares: afterwards this process
+    has no container left (tests check that; so does kernel exit)."""
+    with _lock:
+        pending = list(_threads)
+    for thread in pending:
+        thread.join()
+    with _lock:
+        spares = list(_spares.values())
+        _spares.clear()
+    for slot in spares:
+        remove(slot)
+
+
+@atexit.register
+def _shutdown() -> None:
+    """Kernel exit: no container outlives the process that started it."""
+    global _closing
+    with _lock:
+        _closing = True
+    settle()
+    with _lock:
+        left = list(_live.values())
+    for slot in left:
+        remove(slot)
