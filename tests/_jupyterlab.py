@@ -96,7 +96,12 @@ class Lab:
         self._log.close()
 
     def open(self, page: Page, path: str) -> None:
-        """Open a notebook and wait until JupyterLab has drawn its cells."""
+        """Open a notebook and wait until JupyterLab has drawn its cells.
+
+        A stray dialog (on a loaded machine, "Error Loading Theme") is dismissed whenever it
+        blocks an action, instead of failing the test on something we do not test.
+        """
+        page.add_locator_handler(page.locator(".jp-Dialog"), lambda: page.keyboard.press("Escape"))
         page.goto(f"{self.url}/lab/tree/{path}?reset&token={self.token}")
         page.wait_for_selector("#jupyterlab-splash", state="detached", timeout=90_000)
         page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)

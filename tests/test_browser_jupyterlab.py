@@ -6,7 +6,7 @@ Screenshots go to artifacts/screenshots/. Needs chromium, Docker and the base im
 
 from __future__ import annotations
 
-import json
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -79,8 +79,15 @@ def forget_image(package: str) -> None:
 
 
 @pytest.fixture
-def workspace(tmp_path: Path, docker_engine) -> Path:
-    root = tmp_path / "root"
+def tmp_home() -> Iterator[Path]:
+    """Not tmp_path: concurrent pytest sessions rotate it away during this long test."""
+    with tempfile.TemporaryDirectory(prefix="jupyter-sandbox-lab-") as tmp:
+        yield Path(tmp)
+
+
+@pytest.fixture
+def workspace(tmp_home: Path, docker_engine) -> Path:
+    root = tmp_home / "root"
     root.mkdir()
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(source) for source in CELLS]
@@ -103,8 +110,8 @@ def browser() -> Iterator[object]:
         instance.close()
 
 
-def test_run_save_and_reopen_without_kernel(workspace: Path, tmp_path: Path, browser) -> None:
-    lab = Lab(workspace, tmp_path / "home-live")
+def test_run_save_and_reopen_without_kernel(workspace: Path, tmp_home: Path, browser) -> None:
+    lab = Lab(workspace, tmp_home / "home-live")
     try:
         page = browser.new_page(viewport={"width": 1400, "height": 1100})
         lab.open(page, "demo.ipynb")
@@ -133,7 +140,7 @@ def test_run_save_and_reopen_without_kernel(workspace: Path, tmp_path: Path, bro
     assert run["build"]["cached"] is False
     assert run["outputs"]["total"]["preview"] == "42"
 
-    lab = Lab(workspace, tmp_path / "home-reopen", starts_kernel=False)
+    lab = Lab(workspace, tmp_home / "home-reopen", starts_kernel=False)
     try:
         page = browser.new_page(viewport={"width": 1400, "height": 1100})
         lab.open(page, "demo.ipynb")
@@ -144,6 +151,10 @@ def test_run_save_and_reopen_without_kernel(workspace: Path, tmp_path: Path, bro
         page.screenshot(path=SCREENSHOTS / "lab-reopened-no-kernel.png", full_page=True)
     finally:
         lab.stop()
+
+
+def records(cell, mime: str) -> list[dict]:
+    return [o.data[mime] for o in cell.outputs if mime in o.get("data", {})]
 
 
 def assert_rendered(page) -> None:
@@ -171,4 +182,4 @@ def sort_by_duration_and_expand_error(page) -> None:
     error = page.locator(".jsb-trace .jsb-call.jsb-error details")
     error.locator("summary").click()
     assert "boom from the tool" in error.locator("pre").inner_text()
-    assert json.loads(json.dumps(error.get_attribute("open"))) is not None
+    assert error.get_attribute("open") is not None
