@@ -9,14 +9,17 @@ Baseline: the bare ``feed_start``/``resume`` loop, the fastest way to drive Mont
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import statistics
+import threading
 import time
 from collections.abc import Callable
 
 import pydantic_monty as pm
 from IPython.core.interactiveshell import InteractiveShell
 
-from jupyter_sandbox import orchestrate, tool
+from jupyter_sandbox import Interrupted, orchestrate, tool
 from jupyter_sandbox.orchestrate._runtime import pool
 
 
@@ -99,6 +102,26 @@ def main() -> None:
     print(f"{'':40} {'ms':>10}")
     for label, fn in empty:
         print(f"{label:40} {median_seconds(fn, rounds * 4) * 1e3:10.2f}")
+
+    stops = sorted(interrupt_latency() for _ in range(5))
+    print("\nCtrl-C to stopped cell, median of 5 (the kernel's SIGINT, in-process)")
+    print(f"{'':40} {'ms':>10}\n{'interrupt latency':40} {stops[2] * 1e3:10.2f}")
+
+
+def interrupt_latency() -> float:
+    """Seconds from SIGINT (what the notebook's stop button sends) to the cell stopping."""
+    fired: list[float] = []
+
+    def fire() -> None:
+        fired.append(time.perf_counter())
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Timer(0.3, fire).start()
+    try:
+        orchestrate("while True:\n    pass", tools=[], timeout=60)
+    except Interrupted:
+        return time.perf_counter() - fired[0]
+    raise AssertionError("the cell was not interrupted")
 
 
 def _bare_empty() -> None:
