@@ -65,3 +65,11 @@ def test_failed_build_shows_the_failing_log():
     assert "failed after 12.50 s" in data["text/plain"]
     assert "No matching distribution" in data["text/plain"]
     assert '<progress max="2" value="1">' in data["text/html"]
+
+
+def test_ansi_colours_are_stripped_from_logs():
+    record = run_record(build_error="\x1b[91mERROR: boom\x1b[0m")
+    data = bundle(record)
+    assert "\x1b" not in data["text/plain"]
+    assert "\x1b" not in data["text/html"]
+    assert "ERROR: boom" in data["text/plain"]

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 MAX_ROWS = 200
 """Calls listed in text/HTML fallbacks; the JSON record (and the labextension) keeps them all."""
@@ -22,9 +25,14 @@ def seconds(value: float | None) -> str:
     return f"{minutes:.0f}m{rest:02.0f}s"
 
 
+def plain(text: str) -> str:
+    """``text`` without ANSI colour codes (docker build logs and tools emit them)."""
+    return _ANSI.sub("", text)
+
+
 def clip(text: str, limit: int = 80) -> str:
     """One line of at most ``limit`` characters: previews must never blow up a table row."""
-    flat = " ".join(text.split())
+    flat = " ".join(plain(text).split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "\u2026"
 
 

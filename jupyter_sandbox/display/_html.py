@@ -81,7 +81,7 @@ def _call_row(call: dict[str, Any], span: float) -> str:
 
 def _details(summary: str, text: str | None, html: str = "") -> str:
     """A collapsed block: tracebacks and logs are there when wanted, out of the way otherwise."""
-    inner = html if text is None else f"<pre>{escape(text)}</pre>"
+    inner = html if text is None else f"<pre>{escape(fmt.plain(text))}</pre>"
     return f"<details><summary>{summary}</summary>{inner}</details>"
 
 
@@ -138,7 +138,7 @@ def _build(build: dict[str, Any]) -> str:
         f"{len(steps)} steps</div>"
     )
     error = build.get("error")
-    failed = f'<pre class="jsb-error">{escape(str(error))}</pre>' if error else ""
+    failed = f'<pre class="jsb-error">{escape(fmt.plain(str(error)))}</pre>' if error else ""
     step_list = "".join(f"<li>{escape(fmt.clip(step, 160))}</li>" for step in steps)
     log = _details("build log", build.get("log") or "") if build.get("log") else ""
     return f"{head}{failed}{_details('steps', None, f'<ol>{step_list}</ol>')}{log}"

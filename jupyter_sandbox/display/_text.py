@@ -43,7 +43,7 @@ def _sandbox(record: dict[str, Any]) -> str:
         steps = build.get("steps", [])
         lines.append(f"build {build.get('tag', '')}: {fmt.build_state(build)} ({len(steps)} steps)")
         if build.get("error"):
-            lines.append(str(build["error"]).rstrip())
+            lines.append(fmt.plain(str(build["error"])).rstrip())
     for label in ("inputs", "outputs"):
         for name, value in record.get(label, {}).items():
             lines.append(f"{label[:-1]} {name}: {value.get('type')} = {value.get('preview')}")

@@ -151,7 +151,7 @@ class SandboxWidget:
             state.update(max=max(event.total, 1), value=event.index - 1)
             state["step"] = f"step {event.index} of {event.total}: {fmt.clip(event.text, 120)}"
         elif isinstance(event, BuildLog):
-            self._log.append(event.line.rstrip("\n"))
+            self._log.append(fmt.plain(event.line).rstrip("\n"))
             state["line"] = fmt.clip(event.line, 160)
         elif isinstance(event, BuildFinished):
             state["build"] = True
@@ -189,7 +189,7 @@ class SandboxWidget:
             self.step.value = state.get("step", "")
             self.log_line.value = state.get("line", "")
         failed = state.get("failed_log")
-        text = f"{failed}\n\n--- log tail ---\n{log}" if failed else log
+        text = f"{fmt.plain(failed)}\n\n--- log tail ---\n{log}" if failed else log
         self.log.value = f"<pre>{escape(text)}</pre>"
         if failed:
             self.log_box.selected_index = 0

@@ -36,11 +36,19 @@ export function el<K extends keyof HTMLElementTagNameMap>(
   return node;
 }
 
+// eslint-disable-next-line no-control-regex
+const ANSI = /\x1b\[[0-9;?]*[A-Za-z]/g;
+
+/** Text without ANSI colour codes (docker build logs and tools emit them). */
+export function plain(text: string): string {
+  return text.replace(ANSI, '');
+}
+
 /** A collapsed block for tracebacks and logs: there when wanted, out of the way otherwise. */
 export function details(summary: string, body: string, open = false, className = ''): HTMLElement {
   const node = el('details', className);
   node.open = open;
   node.appendChild(el('summary', '', summary));
-  node.appendChild(el('pre', 'jsb-pre', body));
+  node.appendChild(el('pre', 'jsb-pre', plain(body)));
   return node;
 }

@@ -3,7 +3,7 @@
  * failure), typed inputs and outputs, and the container's stdout/stderr.
  */
 
-import { details, el, seconds } from './format';
+import { details, el, plain, seconds } from './format';
 import { IBuildRecord, IRunRecord, ITypedValue } from './records';
 
 export function buildState(build: IBuildRecord): string {
@@ -44,7 +44,7 @@ export function renderRun(record: IRunRecord): HTMLElement {
     }
   }
   if (record.error) {
-    root.appendChild(el('pre', 'jsb-pre jsb-error', record.error));
+    root.appendChild(el('pre', 'jsb-pre jsb-error', plain(record.error)));
   }
   if (record.stdout) {
     root.appendChild(details('stdout', record.stdout, true, 'jsb-stdout'));
@@ -67,7 +67,7 @@ function renderBuild(build: IBuildRecord): HTMLElement {
   line.appendChild(el('span', '', ` step ${done} of ${steps.length}`));
   box.appendChild(line);
   if (build.error) {
-    box.appendChild(el('pre', 'jsb-pre jsb-error', build.error));
+    box.appendChild(el('pre', 'jsb-pre jsb-error', plain(build.error)));
   }
   if (steps.length > 0) {
     box.appendChild(details('steps', steps.map((s, i) => `${i + 1}. ${s}`).join('\n')));
