@@ -123,3 +123,18 @@ def test_images_are_labelled_listed_and_pruned(docker_engine):
     removed = prune()
     assert marker.image in removed
     assert "jupyter-sandbox/base:bookworm" not in removed
+
+
+def test_missing_version_is_named(docker_engine):
+    with pytest.raises(InvalidPackageError) as info:
+        create("bad-version", code="", packages=["six==0.0.1"]).run()
+    assert info.value.package == "six==0.0.1"
+
+
+def test_cli_base_image_is_idempotent_and_images_lists_it(capsys):
+    from jupyter_sandbox.__main__ import main
+
+    assert main(["base-image"]) == 0
+    assert "already exists" in capsys.readouterr().out
+    assert main(["images"]) == 0
+    assert "jupyter-sandbox/base:bookworm" in capsys.readouterr().out
