@@ -41,19 +41,12 @@ log "installing jupyter-sandbox and test tools into .venv"
 .venv/bin/pip install -q --upgrade pip >/dev/null
 .venv/bin/pip install -q -e '.[test]'
 
-# The JupyterLab extension: `pip install -e` builds it once (hatch-jupyter-builder, skipped when
-# jupyter_sandbox/labextension exists) but editable installs do not install shared data, so
-# rebuild when the TypeScript changed and link the build into the venv's labextensions folder
-# (what `jupyter labextension develop` does): tests always run the extension from these sources.
-ext_out=jupyter_sandbox/labextension
-if [ ! -f "$ext_out/static/style.js" ] \
-  || [ -n "$(find labextension/src labextension/style labextension/package.json -newer "$ext_out/package.json" 2>/dev/null)" ]; then
-  log "building the JupyterLab extension (labextension/ -> $ext_out)"
-  (cd labextension && npm install --no-audit --no-fund --loglevel=error >/dev/null \
-    && PATH="$ROOT/.venv/bin:$PATH" npm run --silent build:prod >/dev/null)
-fi
+# The JupyterLab extension: `pip install -e` above rebuilds it from labextension/ into
+# jupyter_sandbox/labextension on every run (hatch-jupyter-builder; npm install + tsc + rspack),
+# but editable installs do not install shared data: link the build where JupyterLab looks
+# (what `jupyter labextension develop` does), so tests run the extension from these sources.
 mkdir -p .venv/share/jupyter/labextensions
-ln -sfn "$ROOT/$ext_out" .venv/share/jupyter/labextensions/jupyter-sandbox
+ln -sfn "$ROOT/jupyter_sandbox/labextension" .venv/share/jupyter/labextensions/jupyter-sandbox
 
 log "making sure the base image exists"
 .venv/bin/python -m jupyter_sandbox base-image
