@@ -417,6 +417,7 @@ def test_docker_unavailable_is_one_line(monkeypatch):
     message = str(info.value)
     assert "\n" not in message
     assert "bash scripts/bootstrap.sh" in message
+    assert info.value.record is None  # nothing ran: no record to display
 
 
 def test_orphans_of_dead_processes_are_reaped(docker_engine):

@@ -155,6 +155,7 @@ def test_image_option_runs_a_prebuilt_image(nb):
         ("--bogus", "unrecognized arguments"),
         ("--image img --packages six", "prebuilt"),
         ("--memory lots", "bad size"),
+        ("--cpus 0", "cpu and pids must be positive"),
         ("--timeout -1", "timeout"),
     ],
 )

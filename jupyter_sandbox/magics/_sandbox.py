@@ -97,7 +97,10 @@ class SandboxMagics(Magics):
                 outputs=_declarations(args.outputs, "--out"),
                 packages=args.packages,
                 system_packages=args.system_packages,
-                resources=Resources(cpu=args.cpus or self.cpus, memory=args.memory or self.memory),
+                resources=Resources(
+                    cpu=self.cpus if args.cpus is None else args.cpus,
+                    memory=self.memory if args.memory is None else args.memory,
+                ),
                 image=args.image,
                 auto_io=not args.verbatim,
                 retries=args.retries,

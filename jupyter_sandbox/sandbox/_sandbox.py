@@ -18,6 +18,7 @@ from typing import Any, get_args
 
 from .._errors import (
     ContainerError,
+    DockerUnavailable,
     NonZeroExit,
     OutOfMemory,
     OutputLimitExceeded,
@@ -133,6 +134,8 @@ class Sandbox:
                     raise
                 # the engine failed us mid-way: still ours to report, with the record
                 raise ContainerError(f"Docker engine error: {exc}") from exc
+        except DockerUnavailable:
+            raise  # nothing ran: the one-line message is the whole story
         except ContainerError as err:
             run.error = str(err)
             run.duration = time.monotonic() - start
@@ -347,7 +350,7 @@ def create(
         mode=mode,
         code=code,
         command=run_command,
-        inputs={k: v for k, v in in_types.items()},
+        inputs=in_types,
         outputs=out_types,
         image_spec=ImageSpec.normalise(
             base_image or default_base_image(),
