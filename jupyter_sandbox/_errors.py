@@ -15,6 +15,7 @@ SandboxError                      base: catch this to catch anything of ours
     ├── SandboxTimeout            the container ran past its timeout
     ├── OutOfMemory               the container was killed for memory
     ├── OutputLimitExceeded       stdout+stderr passed the cap; the run was stopped
+    ├── SandboxCancelled          the awaiting task was cancelled; the container was removed
     ├── NonZeroExit               the code exited non-zero (``.exit_code``, ``.stderr_tail``)
     └── MissingOutput             a declared output was not written (``.name``)
         └── InvalidOutput         it was written but does not parse as its declared type
@@ -135,6 +136,10 @@ class SandboxTimeout(ContainerError):
 
 class OutOfMemory(ContainerError):
     """The container was killed by the kernel's OOM killer."""
+
+
+class SandboxCancelled(ContainerError):
+    """The run was cancelled (its awaiting task was); its container was stopped and removed."""
 
 
 class OutputLimitExceeded(ContainerError):

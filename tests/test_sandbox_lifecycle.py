@@ -90,3 +90,39 @@ def test_load_ext_reaps_in_the_background(docker_engine, shell):
             break
         time.sleep(0.1)
     assert not _containers_of(docker_engine, child.pid)
+
+
+def test_cancelling_the_awaiting_task_removes_the_container(docker_engine):
+    import asyncio
+
+    sandbox = create("cancelled", code="import time\ntime.sleep(120)")
+
+    async def cancel_when_running():
+        task = asyncio.ensure_future(sandbox.run_async())
+        while not _containers_of(docker_engine, os.getpid()):
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(0.5)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancel_when_running())
+    settle()  # only the spare started for a next run may remain: remove it
+    assert not _containers_of(docker_engine, os.getpid())
+
+
+def test_cancel_event_stops_a_run(docker_engine):
+    from jupyter_sandbox import SandboxCancelled
+
+    cancel = threading.Event()
+    sandbox = create("cancel-event", code="import time\ntime.sleep(120)")
+
+    def cancel_when_running():
+        _wait_for_container(docker_engine, os.getpid())
+        time.sleep(0.5)
+        cancel.set()
+
+    threading.Thread(target=cancel_when_running, daemon=True).start()
+    with pytest.raises(SandboxCancelled) as info:
+        sandbox.execute({}, cancel=cancel)
+    assert info.value.record["status"] == "error"

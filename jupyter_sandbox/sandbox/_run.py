@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._errors import SandboxCancelled
 from .._events import EventCallback, Output, Stream
 from . import _pool
 from ._io import OUTPUTS
@@ -108,13 +109,21 @@ def _exec_stream(
     return exec_id, client.api.exec_start(exec_id, stream=True, demux=True)
 
 
-def _wait(client: DockerClient, exec_id: str, reader: _Reader, deadline: float) -> bool:
+def _wait(
+    client: DockerClient,
+    exec_id: str,
+    reader: _Reader,
+    deadline: float,
+    cancel: threading.Event | None,
+) -> bool:
     """Wait for the exec to end (or the output cap); False on timeout.
 
     Waits on the stream, and polls the exec too: a background child that keeps stdout open
     must not keep the run alive after the main process exited.
     """
     while reader.is_alive() and not reader.flooded:
+        if cancel is not None and cancel.is_set():
+            raise SandboxCancelled("the run was cancelled; its container was removed")
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return False
@@ -150,11 +159,13 @@ def run_container(
     limits: Limits,
     on_event: EventCallback,
     scrub: tuple[str, ...] = (),
+    cancel: threading.Event | None = None,
 ) -> RawRun:
     """Run ``command`` once in a container of its own and remove it, whatever happens.
 
     ``outputs_archive``, when given, receives a tar of ``/var/outputs`` after a clean exit.
-    Secret values in ``scrub`` are masked in the transcript and the live output.
+    Secret values in ``scrub`` are masked in the transcript and the live output. Setting
+    ``cancel`` stops the run (`SandboxCancelled`) within a poll interval.
     """
     raw = RawRun()
     slot = _pool.acquire(client, image, limits)
@@ -166,7 +177,7 @@ def run_container(
         slot, exec_id, stream = _start_exec(client, slot, image, command, env)
         reader = _Reader(stream, on_event, parse_size(limits.resources.output), scrub)
         reader.start()
-        finished = _wait(client, exec_id, reader, start + limits.timeout)
+        finished = _wait(client, exec_id, reader, start + limits.timeout, cancel)
         raw.seconds = time.monotonic() - start
         raw.timed_out = not finished
         raw.flooded = reader.flooded

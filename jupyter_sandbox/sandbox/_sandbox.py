@@ -8,9 +8,11 @@ image, stage inputs, run with retries, collect outputs, keep a record.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import tempfile
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -106,14 +108,33 @@ class Sandbox:
     async def execute_async(
         self, inputs: Mapping[str, Any], *, on_event: EventCallback | None = None
     ) -> SandboxRun:
+        """`execute` on a worker thread. Cancelling the awaiting task stops the container (and
+        waits until it is removed) before `asyncio.CancelledError` propagates."""
         import asyncio  # only async callers pay for the import
 
-        return await asyncio.to_thread(self.execute, inputs, on_event=on_event)
+        cancel = threading.Event()
+        work = asyncio.ensure_future(
+            asyncio.to_thread(self.execute, inputs, on_event=on_event, cancel=cancel)
+        )
+        try:
+            return await asyncio.shield(work)
+        except asyncio.CancelledError:
+            cancel.set()
+            with contextlib.suppress(Exception):
+                await work
+            raise
 
     def execute(
-        self, inputs: Mapping[str, Any], *, on_event: EventCallback | None = None
+        self,
+        inputs: Mapping[str, Any],
+        *,
+        on_event: EventCallback | None = None,
+        cancel: threading.Event | None = None,
     ) -> SandboxRun:
-        """Run once and return the full record. A `ContainerError` carries ``.record``."""
+        """Run once and return the full record. A `ContainerError` carries ``.record``.
+
+        Setting ``cancel`` (from another thread) stops a running container: `SandboxCancelled`.
+        """
         emit = on_event or ignore
         tags = self._bind(inputs)
         run = SandboxRun(
@@ -126,7 +147,7 @@ class Sandbox:
         start = time.monotonic()
         try:
             try:
-                self._execute(run, tags, emit)
+                self._execute(run, tags, emit, cancel)
             except ContainerError:
                 raise
             except Exception as exc:
@@ -155,7 +176,13 @@ class Sandbox:
             raise SandboxConfigError(f"missing input(s) {missing} for {self.name!r}")
         return {name: tag or infer_tag(inputs[name]) for name, tag in self.inputs.items()}
 
-    def _execute(self, run: SandboxRun, tags: dict[str, str], emit: EventCallback) -> None:
+    def _execute(
+        self,
+        run: SandboxRun,
+        tags: dict[str, str],
+        emit: EventCallback,
+        cancel: threading.Event | None,
+    ) -> None:
         docker = client()
         if self.image is None:
             run.image, run.build = ensure_image(docker, self.image_spec, emit)
@@ -194,6 +221,7 @@ class Sandbox:
                     limits=Limits(self.timeout, self.resources, self.network),
                     on_event=emit,
                     scrub=tuple(v for k, v in env.items() if k in self.secrets and v),
+                    cancel=cancel,
                 )
                 run.stdout, run.stderr, run.exit_code = raw.stdout, raw.stderr, raw.exit_code
                 try:
