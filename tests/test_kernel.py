@@ -22,8 +22,9 @@ def kernel_prefix(tmp_path_factory) -> Path:
         [sys.executable, "-m", "jupyter_sandbox", "install-kernel", "--prefix", str(prefix)],
         capture_output=True,
         text=True,
-        check=True,
+        check=False,
     )
+    assert done.returncode == 0, done.stderr
     assert "Python 3 (sandbox)" in done.stdout
     return prefix
 
@@ -97,5 +98,12 @@ def test_interrupt_stops_a_running_cell_and_the_kernel_stays_usable(kernel):
         reply = client.get_shell_msg(timeout=60)
     assert reply["content"]["status"] == "error"
     assert reply["content"]["ename"] == "Interrupted"  # not the 120 s time limit
-    reply, _outputs = execute(client, "%%orchestrate --quiet\n1 + 1")
+    # ipykernel aborts requests that race its post-error queue flush, as in any frontend:
+    # the kernel is usable once a request is not caught in that flush.
+    for _ in range(5):
+        reply, outputs = execute(client, "%%orchestrate --quiet\n1 + 1")
+        if reply["status"] != "aborted":
+            break
     assert reply["status"] == "ok"
+    results = [m for m in outputs if m["msg_type"] == "execute_result"]
+    assert results[0]["content"]["data"]["text/plain"] == "2"

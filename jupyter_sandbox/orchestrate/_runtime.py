@@ -15,9 +15,20 @@ import threading
 
 import pydantic_monty
 
+from ._confine import Confinement, choose
+
 _lock = threading.Lock()
 _pool: pydantic_monty.Monty | None = None
 _loop: asyncio.AbstractEventLoop | None = None
+_confinement: Confinement | None = None
+
+
+def confinement() -> Confinement:
+    """How the workers are confined at the OS level on this machine (chosen once)."""
+    global _confinement
+    if _confinement is None:
+        _confinement = choose()
+    return _confinement
 
 
 def pool() -> pydantic_monty.Monty:
@@ -26,7 +37,9 @@ def pool() -> pydantic_monty.Monty:
     with _lock:
         if _pool is None:
             started = pydantic_monty.Monty(
-                min_processes=1, max_processes=max(2, os.cpu_count() or 2)
+                binary_path=confinement().binary,
+                min_processes=1,
+                max_processes=max(2, os.cpu_count() or 2),
             )
             started.__enter__()
             atexit.register(started.__exit__, None, None, None)
