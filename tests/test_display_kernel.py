@@ -39,6 +39,10 @@ view.on_event(Output("stderr", "warming up\\n"))
 view.finish(json.loads(%r))
 """
 
+NO_EVENTS = """
+OrchestrateView().finish(json.loads(%r))
+"""
+
 LATE_START = """
 release, done = threading.Event(), threading.Event()
 late_view = OrchestrateView(quiet=True)
@@ -68,8 +72,12 @@ def widget_models(nb: nbformat.NotebookNode) -> list[dict]:
 
 
 def test_widgets_fill_in_then_give_way_to_the_record():
-    nb = run(ORCHESTRATE % json.dumps(trace_record()), SANDBOX % json.dumps(run_record()))
-    trace_cell, sandbox_cell = nb.cells[1], nb.cells[2]
+    nb = run(
+        ORCHESTRATE % json.dumps(trace_record()),
+        SANDBOX % json.dumps(run_record()),
+        NO_EVENTS % json.dumps(trace_record()),
+    )
+    trace_cell, sandbox_cell, quick_cell = nb.cells[1], nb.cells[2], nb.cells[3]
 
     streams = [o for o in trace_cell.outputs if o.output_type == "stream"]
     assert [(o.name, o.text) for o in streams] == [("stdout", "from worker\n")]
@@ -81,6 +89,9 @@ def test_widgets_fill_in_then_give_way_to_the_record():
     (final,) = [o for o in sandbox_cell.outputs if o.output_type == "display_data"]
     assert final.data[RUN_MIME]["name"] == "train"
     assert any(o.get("name") == "stderr" for o in sandbox_cell.outputs)
+
+    (only,) = quick_cell.outputs  # no events: no widget was ever shown, just the record
+    assert set(only.data) == {TRACE_MIME, "text/html", "text/plain"}
 
     models = widget_models(nb)
     html = [m["value"] for m in models if m["_model_name"] == "HTMLModel"]

@@ -67,11 +67,12 @@ def test_quiet_shows_only_the_codes_own_output(capsys, view_class):
 
 def test_trace_widget_fills_in_as_calls_arrive():
     view = OrchestrateView(widgets=True)
-    live = view._live
+    assert view._live is None  # nothing shown before the engine does anything
     first = ToolCall(1, "add", (1, 2), {}, start=0.0)
     second = ToolCall(2, "fetch", ("<page>",), {"retries": 3}, start=0.01)
     for call in (first, second):
         view.on_event(CallStarted(call))
+    live = view._live
     first.end, first.result = 0.05, 3
     view.on_event(CallFinished(first))
     live._throttle.flush()
@@ -89,10 +90,10 @@ def test_trace_widget_fills_in_as_calls_arrive():
 
 def test_sandbox_widget_tracks_build_and_run():
     view = SandboxView(widgets=True)
-    live = view._live
     events = list(build_events())
     for event in events[:4]:
         view.on_event(event)
+    live = view._live
     live._throttle.flush()
     assert (live.progress.value, live.progress.max) == (1, 2)
     assert live.step.value == "step 2 of 2: RUN pip install numpy"

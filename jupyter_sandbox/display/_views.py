@@ -4,9 +4,10 @@ Contract: create the view when the cell starts (on the cell's thread), call ``on
 each engine event from any thread, call ``finish(record)`` once at the end, success or failure.
 
 - The code's own stdout/stderr (`Output` events) always stream live into the cell.
-- With a kernel, a live widget shows progress; ``finish`` replaces it in the output by the final
-  MIME bundle (the JSON record plus HTML and text), so the live view and the saved notebook
-  show the same run, once, and reopening the notebook needs no kernel and no widget state.
+- With a kernel, a live widget shows progress from the first engine event on; ``finish``
+  replaces it in the output by the final MIME bundle (the JSON record plus HTML and text), so
+  the live view and the saved notebook show the same run, once, and reopening the notebook
+  needs no kernel and no widget state.
 - Without a kernel (terminal IPython, plain Python) progress lines go to stderr and ``finish``
   displays (or prints) the text rendering.
 - ``quiet=True`` shows only the code's own output: no progress, no trace, no final bundle.
@@ -15,6 +16,7 @@ each engine event from any thread, call ``finish(record)`` once at the end, succ
 
 from __future__ import annotations
 
+import threading
 import uuid
 from typing import Any, Protocol
 
@@ -41,17 +43,26 @@ class _View:
     def __init__(self, quiet: bool = False, *, widgets: bool | None = None) -> None:
         self.quiet = quiet
         self._route = CellRoute()
-        want_widgets = kernel_present() if widgets is None else widgets
+        self._widgets = (kernel_present() if widgets is None else widgets) and not quiet
         self._live: _Live | None = None
+        self._lock = threading.Lock()
         self._display_id = f"jupyter-sandbox-{uuid.uuid4().hex}"
-        if want_widgets and not quiet:
-            self._live = self._make_live()
-            from ._widgets import widget_bundle
-
-            self._route.show(widget_bundle(self._live.root, self._placeholder), self._display_id)
 
     def _make_live(self) -> _Live:
         raise NotImplementedError
+
+    def _live_view(self) -> _Live:
+        """The widget, displayed on the first engine event: a run that fails before doing
+        anything (bad arguments) leaves no empty widget behind, only its error."""
+        if self._live is None:
+            with self._lock:
+                if self._live is None:
+                    from ._widgets import widget_bundle
+
+                    live = self._make_live()
+                    self._route.show(widget_bundle(live.root, self._placeholder), self._display_id)
+                    self._live = live
+        return self._live
 
     def _text_event(self, event: Event) -> None:
         """Progress in text mode; most events only matter in the final record."""
@@ -59,11 +70,9 @@ class _View:
     def on_event(self, event: Event) -> None:
         if isinstance(event, Output):
             self._route.write(event.stream, event.text)
-        elif self.quiet:
-            return
-        elif self._live is not None:
-            self._live.on_event(event)
-        else:
+        elif self._widgets:
+            self._live_view().on_event(event)
+        elif not self.quiet:
             self._text_event(event)
 
     def finish(self, record: dict[str, Any]) -> None:
