@@ -168,3 +168,15 @@ def test_bad_input_is_a_one_line_usage_error(nb, capsys, line, message):
     assert isinstance(err, UsageError), err
     assert message in str(err)
     assert "\n" not in str(err)
+
+
+def test_bad_values_are_usage_errors_before_any_progress(nb, capsys, monkeypatch):
+    from IPython.core.error import UsageError
+
+    monkeypatch.delenv("JSBX_UNSET", raising=False)
+    nb.user_ns["t"] = (1, 2)
+    nb.user_ns["missing"] = "/nonexistent/file"
+    for line in ("--in t:list", "--in missing:File", "--secret JSBX_UNSET"):
+        result = cell(nb, line, "pass")
+        assert isinstance(result.error_in_exec, UsageError), line
+    assert "sandbox 'sandbox'" not in capsys.readouterr().out  # no record was shown

@@ -11,7 +11,7 @@ from traitlets import Float, Unicode
 
 from .._errors import ContainerError, SandboxConfigError
 from ..display import SandboxView
-from ..sandbox import Resources, create
+from ..sandbox import Resources, Sandbox, create
 from ._common import lookup, split_names
 
 
@@ -117,14 +117,16 @@ class SandboxMagics(Magics):
             shell.user_ns[args.name] = sandbox
         self._run(sandbox, values, quiet=args.quiet)
 
-    def _run(self, sandbox: Any, values: dict[str, Any], *, quiet: bool) -> None:
+    def _run(self, sandbox: Sandbox, values: dict[str, Any], *, quiet: bool) -> None:
         shell = self.shell
         assert shell is not None
+        try:
+            sandbox.check(values)  # bad input: one line, before any progress is shown
+        except SandboxConfigError as exc:
+            raise UsageError(str(exc)) from None
         view = SandboxView(quiet=quiet)
         try:
             run = sandbox.execute(values, on_event=view.on_event)
-        except SandboxConfigError as exc:
-            raise UsageError(str(exc)) from None
         except ContainerError as exc:
             if exc.record is not None:
                 view.finish(exc.record)

@@ -40,6 +40,23 @@ def _readable(path: Path) -> None:
             os.chmod(os.path.join(root, name), 0o644)
 
 
+def check_input(name: str, tag: str, value: Any) -> None:
+    """`SandboxConfigError` unless ``value`` can be sent as ``tag`` (paths must exist)."""
+    if tag not in _codec.PATH_TAGS:
+        try:
+            _codec.check(tag, value)
+        except TypeError as exc:
+            raise SandboxConfigError(f"input {name!r}: {exc}") from None
+        return
+    kind = File if tag == "file" else Dir
+    if not isinstance(value, kind | str | os.PathLike):
+        raise SandboxConfigError(f"input {name!r}: expected {tag}, got {value!r}")
+    path = Path(os.fspath(value))
+    if not (path.is_file() if tag == "file" else path.is_dir()):
+        what = "file" if tag == "file" else "directory"
+        raise SandboxConfigError(f"input {name!r}: no such {what} {path}")
+
+
 def stage_inputs(dest: Path, tags: Mapping[str, str], values: Mapping[str, Any]) -> None:
     """Write each input to ``dest/<name>``: encoded scalars, or copies of `File`/`Dir` paths.
 
@@ -49,25 +66,14 @@ def stage_inputs(dest: Path, tags: Mapping[str, str], values: Mapping[str, Any])
     dest.mkdir(parents=True, exist_ok=True)
     for name, tag in tags.items():
         value = values[name]
+        check_input(name, tag, value)
         target = dest / name
-        if tag in _codec.PATH_TAGS:
-            kind = File if tag == "file" else Dir
-            if not isinstance(value, kind | str | os.PathLike):
-                raise SandboxConfigError(f"input {name!r}: expected {tag}, got {value!r}")
-            source = Path(os.fspath(value))
-            if tag == "file" and not source.is_file():
-                raise SandboxConfigError(f"input {name!r}: no such file {source}")
-            if tag == "dir" and not source.is_dir():
-                raise SandboxConfigError(f"input {name!r}: no such directory {source}")
-            if tag == "file":
-                shutil.copyfile(source, target)
-            else:
-                shutil.copytree(source, target, symlinks=True)
+        if tag == "file":
+            shutil.copyfile(os.fspath(value), target)
+        elif tag == "dir":
+            shutil.copytree(os.fspath(value), target, symlinks=True)
         else:
-            try:
-                target.write_bytes(_codec.encode(tag, value))
-            except TypeError as exc:
-                raise SandboxConfigError(f"input {name!r}: {exc}") from None
+            target.write_bytes(_codec.encode(tag, value))
     _readable(dest)
 
 

@@ -31,7 +31,7 @@ from .._events import EventCallback, RunFinished, RunStarted, ignore
 from . import _cache
 from ._client import client, is_engine_error
 from ._image import build_error, default_base_image, ensure_image, image_id
-from ._io import collect_outputs, program_command, stage_inputs, stage_program
+from ._io import check_input, collect_outputs, program_command, stage_inputs, stage_program
 from ._pool import Limits
 from ._record import SandboxRun
 from ._run import RawRun, run_container
@@ -164,6 +164,13 @@ class Sandbox:
             raise
         run.duration = time.monotonic() - start
         return run
+
+    def check(self, inputs: Mapping[str, Any]) -> None:
+        """Raise `SandboxConfigError` for inputs or secrets a run would refuse, without Docker:
+        lets a caller report bad input before it shows any progress."""
+        for name, tag in self._bind(inputs).items():
+            check_input(name, tag, inputs[name])
+        self._environment()
 
     def _bind(self, inputs: Mapping[str, Any]) -> dict[str, str]:
         unexpected = sorted(set(inputs) - set(self.inputs))
