@@ -46,11 +46,12 @@ export function renderRun(record: IRunRecord): HTMLElement {
   if (record.error) {
     root.appendChild(el('pre', 'jsb-pre jsb-error', plain(record.error)));
   }
+  // Collapsed: the cell already shows both streams, live; the record keeps them for export.
   if (record.stdout) {
-    root.appendChild(details('stdout', record.stdout, true, 'jsb-stdout'));
+    root.appendChild(details('stdout', record.stdout, false, 'jsb-stdout'));
   }
   if (record.stderr) {
-    root.appendChild(details('stderr', record.stderr, !!record.error, 'jsb-stderr'));
+    root.appendChild(details('stderr', record.stderr, false, 'jsb-stderr'));
   }
   return root;
 }
