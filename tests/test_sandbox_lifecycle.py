@@ -126,3 +126,17 @@ def test_cancel_event_stops_a_run(docker_engine):
     with pytest.raises(SandboxCancelled) as info:
         sandbox.execute({}, cancel=cancel)
     assert info.value.record["status"] == "error"
+
+
+def test_a_spare_waits_per_image_and_limits_and_their_number_is_bounded(docker_engine):
+    from jupyter_sandbox.sandbox import _pool
+
+    for seconds in range(100, 100 + _pool._MAX_SPARES + 2):  # a different limit each time
+        create("spare", code="", timeout=seconds).run()
+    with _pool._lock:
+        pending = list(_pool._threads)
+    for thread in pending:
+        thread.join()
+    assert len(_pool._spares) == _pool._MAX_SPARES
+    running = _containers_of(docker_engine, os.getpid())
+    assert {s.container.id for s in _pool._spares.values()} == {c.id for c in running}

@@ -77,7 +77,8 @@ def build_base_image(
         return False
     if shutil.which("debootstrap") is None:
         raise ImageBuildError("debootstrap is not installed: apt-get install debootstrap")
-    rootfs_tag = f"{tag.rsplit(':', 1)[0]}-rootfs:{SUITE}"
+    repository, _, version = tag.rpartition(":") if ":" in tag else (tag, "", "latest")
+    rootfs_tag = f"{repository}-rootfs:{version}"
     labels = {LABEL: "1", KIND: "base"}
     with tempfile.TemporaryDirectory(prefix="jupyter-sandbox-base-") as tmp:
         work = Path(tmp)
@@ -98,9 +99,10 @@ def build_base_image(
         tarball = work / "rootfs.tar"
         _run(["tar", "-C", str(rootfs), "-cf", str(tarball), "."], log)
         shutil.rmtree(rootfs)
-        repository, _, version = rootfs_tag.rpartition(":")
         log(f"importing root filesystem as {rootfs_tag}")
-        docker.api.import_image_from_file(str(tarball), repository=repository, tag=version)
+        docker.api.import_image_from_file(
+            str(tarball), repository=f"{repository}-rootfs", tag=version
+        )
         tarball.unlink()
         context = work / "context"
         (context / "wheels").mkdir(parents=True)

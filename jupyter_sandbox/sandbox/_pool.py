@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 USER = f"{SANDBOX_UID}:{SANDBOX_UID}"
 _IDLE = 300.0
 """Seconds a spare container waits for a run before it is no longer handed out."""
+_MAX_SPARES = 4
+"""Spares kept at most (one per image and limits): the least recently started goes first."""
 _START_WAIT = 5.0
 """Seconds a run waits for a spare already starting before it starts its own container."""
 _GONE_WAIT = 10.0
@@ -137,12 +139,16 @@ def _refill(client: DockerClient, image: str, limits: Limits, ready: threading.E
     try:
         with contextlib.suppress(Exception):  # a spare is an optimisation: never an error
             slot = _start(client, image, limits)
+            evicted: list[Slot] = []
             with _lock:
                 keep = not _closing and key not in _spares
                 if keep:
+                    while len(_spares) >= _MAX_SPARES:
+                        oldest = min(_spares, key=lambda k: _spares[k].born)
+                        evicted.append(_spares.pop(oldest))
                     _spares[key] = slot
-            if not keep:
-                remove(slot)
+            for extra in evicted if keep else [slot]:
+                remove(extra)
     finally:
         with _lock:
             _starting.pop(key, None)
