@@ -167,12 +167,19 @@ def test_parse_size(size, expected):
     assert parse_size(size) == expected
 
 
+@pytest.mark.parametrize(("cpu", "expected"), [(2, 2), (0.5, 0.5), ("2", 2.0), ("500m", 0.5)])
+def test_cpu_as_number_or_kubernetes_text(cpu, expected):
+    assert Resources(cpu=cpu).cpu == expected
+
+
 def test_resources_as_object_or_dict():
     assert Resources.coerce({"cpu": 2, "memory": "2g"}) == Resources(cpu=2, memory="2g")
     with pytest.raises(SandboxConfigError, match="unknown resources"):
         Resources.coerce({"gpu": 1})
     with pytest.raises(SandboxConfigError, match="bad size"):
         Resources(memory="lots")
+    with pytest.raises(SandboxConfigError, match="bad cpu"):
+        Resources(cpu="many")
 
 
 @pytest.mark.parametrize(

@@ -116,7 +116,7 @@ def _start(client: DockerClient, image: str, limits: Limits) -> Slot:
             pids_limit=res.pids,
             mem_limit=memory,
             memswap_limit=memory,
-            nano_cpus=int(res.cpu * 1e9),
+            nano_cpus=int(float(res.cpu) * 1e9),
             labels={LABEL: "1", KIND: "run", **owner_labels()},
             auto_remove=True,
         )

@@ -56,14 +56,22 @@ class Resources:
     ``pids`` (fork bombs), ``disk`` (size of each tmpfs: ``/tmp`` and ``/var/outputs``) and
     ``output`` (stdout+stderr kept before the run is stopped)."""
 
-    cpu: float = 1
+    cpu: float | str = 1
+    """CPUs: a number, or Kubernetes-style text as Flyte accepts (``"2"``, ``"500m"``)."""
     memory: str | int = "1g"
     pids: int = 256
     disk: str | int = "256m"
     output: str | int = "4m"
 
     def __post_init__(self) -> None:
-        if self.cpu <= 0 or self.pids <= 0:
+        if isinstance(self.cpu, str):
+            text = self.cpu.strip()
+            try:
+                cpu = float(text[:-1]) / 1000 if text.endswith("m") else float(text)
+            except ValueError:
+                raise SandboxConfigError(f"bad cpu {self.cpu!r}: use e.g. 2, 0.5 or 500m") from None
+            object.__setattr__(self, "cpu", cpu)
+        if float(self.cpu) <= 0 or self.pids <= 0:
             raise SandboxConfigError("cpu and pids must be positive")
         for size in (self.memory, self.disk, self.output):
             if parse_size(size) <= 0:
