@@ -234,9 +234,8 @@ def test_timeout_kills_and_says_so():
 
 def test_background_child_does_not_keep_the_run_alive():
     sandbox = create("bg", command=["bash", "-c", "sleep 60 & echo started"], timeout=30)
-    run = sandbox.execute({})
+    run = sandbox.execute({})  # the timeout would raise SandboxTimeout: it ended on bash's exit
     assert run.stdout == "started\n"
-    assert run.duration < 30  # finished on the main process' exit, not the timeout
 
 
 def test_memory_bomb_is_out_of_memory():
