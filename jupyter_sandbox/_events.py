@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ._preview import preview
+
 Stream = Literal["stdout", "stderr"]
 
 
@@ -52,6 +54,24 @@ class ToolCall:
         if self.end is None:
             return "running"
         return "error" if self.error is not None else "ok"
+
+    def to_record(self, width: int = 200) -> dict[str, Any]:
+        """JSON-safe: values become previews of at most ``width`` characters."""
+        return {
+            "call_id": self.call_id,
+            "tool": self.tool,
+            "args": [preview(a, width) for a in self.args],
+            "kwargs": {k: preview(v, width) for k, v in self.kwargs.items()},
+            "result": None if self.error or self.end is None else preview(self.result, width),
+            "error": self.error,
+            "host_traceback": self.host_traceback,
+            "start": self.start,
+            "end": self.end,
+            "line": self.line,
+            "column": self.column,
+            "replayed": self.replayed,
+            "children": list(self.children),
+        }
 
 
 @dataclass(frozen=True)

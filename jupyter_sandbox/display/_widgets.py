@@ -49,22 +49,6 @@ def widget_bundle(widget: w.Widget, text: str) -> dict[str, Any]:
     return {WIDGET_VIEW_MIME: view, "text/plain": text}
 
 
-def live_call(call: ToolCall) -> dict[str, Any]:
-    """A `ToolCall` in record shape (string previews) so `_html.calls_table` can draw it."""
-    return {
-        "call_id": call.call_id,
-        "tool": call.tool,
-        "args": [preview(a, 40) for a in call.args],
-        "kwargs": {k: preview(v, 40) for k, v in call.kwargs.items()},
-        "result": None if call.end is None else preview(call.result),
-        "error": call.error,
-        "host_traceback": call.host_traceback,
-        "start": call.start,
-        "end": call.end,
-        "replayed": call.replayed,
-    }
-
-
 class TraceWidget:
     """The live `%%orchestrate` call trace: counters plus the latest calls on a timeline."""
 
@@ -106,7 +90,7 @@ class TraceWidget:
             )
             return
         with self._lock:
-            calls = [live_call(c) for c in self._recent]
+            calls = [c.to_record(width=40) for c in self._recent]
             started, running, failed = self._started, self._started - self._finished, self._failed
         span = max([time.monotonic() - self._t0] + [c["end"] or c["start"] for c in calls])
         shown = f", showing the last {len(calls)}" if started > len(calls) else ""

@@ -38,23 +38,5 @@ class OrchestrationResult:
             "error": self.error,
             "sandbox_traceback": self.sandbox_traceback,
             "duration": self.duration,
-            "calls": [call_record(c) for c in self.trace],
+            "calls": [c.to_record() for c in self.trace],
         }
-
-
-def call_record(call: ToolCall) -> dict[str, Any]:
-    return {
-        "call_id": call.call_id,
-        "tool": call.tool,
-        "args": [preview(a) for a in call.args],
-        "kwargs": {k: preview(v) for k, v in call.kwargs.items()},
-        "result": None if call.error or call.end is None else preview(call.result),
-        "error": call.error,
-        "host_traceback": call.host_traceback,
-        "start": call.start,
-        "end": call.end,
-        "line": call.line,
-        "column": call.column,
-        "replayed": call.replayed,
-        "children": list(call.children),
-    }
