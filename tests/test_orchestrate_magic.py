@@ -139,7 +139,7 @@ def test_registering_in_a_cell_replaces_the_previous_definition(nb):
     assert registry["add"](3, 4) == 12
 
 
-FLAKY = '''
+FLAKY = """
 made = []
 broken = {"now": True}
 
@@ -149,7 +149,7 @@ def step(n: int) -> int:
     if n == 2 and broken["now"]:
         raise RuntimeError("flaky")
     return n
-'''
+"""
 
 
 def test_resume_reruns_the_cell_without_repeating_completed_calls(nb, capsys):
