@@ -11,9 +11,9 @@ update per `UPDATE_INTERVAL`, so the comm cost does not grow with the number of 
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 from collections.abc import Callable
+
+from _timing import measure, print_table
 
 from jupyter_sandbox import orchestrate, tool
 from jupyter_sandbox._events import CallFinished, CallStarted, Event, ToolCall, ignore
@@ -39,15 +39,6 @@ def feed_view(n: int) -> None:
         view.on_event(CallFinished(call))
 
 
-def median_seconds(fn: Callable[[], object], rounds: int) -> float:
-    samples = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", type=int, default=100_000)
@@ -61,10 +52,11 @@ def main() -> None:
         "engine + text view": lambda: run_engine(n, OrchestrateView(widgets=False).on_event),
         "view alone (synthetic events)": lambda: feed_view(n),
     }
-    print(f"{n} tool calls, median of {args.rounds} rounds")
-    for label, fn in rows.items():
-        seconds = median_seconds(fn, args.rounds)
-        print(f"  {label:32} {seconds:7.3f} s  {seconds / n * 1e6:6.2f} us/call")
+    print_table(
+        f"{n} tool calls, median of {args.rounds} interleaved rounds (baseline: no view)",
+        measure(list(rows.items()), args.rounds),
+        per=n,
+    )
 
 
 if __name__ == "__main__":

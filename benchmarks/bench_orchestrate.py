@@ -11,12 +11,12 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import statistics
 import threading
 import time
 from collections.abc import Callable
 
 import pydantic_monty as pm
+from _timing import measure, print_table
 from IPython.core.interactiveshell import InteractiveShell
 
 from jupyter_sandbox import Interrupted, orchestrate, tool
@@ -46,16 +46,6 @@ def cpython(n: int) -> None:
         acc = add(acc, i)
 
 
-def median_seconds(fn: Callable[[], object], rounds: int) -> float:
-    fn()  # warm-up
-    samples = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", type=int, default=1000)
@@ -80,12 +70,11 @@ def main() -> None:
         ("%%orchestrate (type-checked)", magic(True)),
         ("plain CPython calls", lambda: cpython(n)),
     ]
-    results = [(label, median_seconds(fn, rounds)) for label, fn in rows]
-    base = results[0][1]
-    print(f"\nper tool call, {n} calls per cell, median of {rounds} rounds")
-    print(f"{'':40} {'us/call':>10} {'vs baseline':>12}")
-    for label, seconds in results:
-        print(f"{label:40} {seconds / n * 1e6:10.1f} {seconds / base:11.2f}x")
+    print_table(
+        f"per tool call, {n} calls per cell, median of {rounds} interleaved rounds",
+        measure(rows, rounds),
+        per=n,
+    )
 
     empty = [
         ("bare checkout + feed_run('')", lambda: _bare_empty()),
@@ -98,14 +87,15 @@ def main() -> None:
             lambda: shell.run_cell_magic("orchestrate", "--quiet --no-type-check", "pass"),
         ),
     ]
-    print(f"\nempty cell latency, median of {rounds * 4} runs")
-    print(f"{'':40} {'ms':>10}")
-    for label, fn in empty:
-        print(f"{label:40} {median_seconds(fn, rounds * 4) * 1e3:10.2f}")
+    print_table(
+        f"empty cell latency, median of {rounds * 4} interleaved runs",
+        measure(empty, rounds * 4),
+        unit="ms",
+    )
 
     stops = sorted(interrupt_latency() for _ in range(5))
-    print("\nCtrl-C to stopped cell, median of 5 (the kernel's SIGINT, in-process)")
-    print(f"{'':40} {'ms':>10}\n{'interrupt latency':40} {stops[2] * 1e3:10.2f}")
+    print("\nCtrl-C to stopped cell (the kernel's SIGINT, in-process), median of 5")
+    print(f"{'interrupt latency':44} {stops[2] * 1e3:9.2f} ms")
 
 
 def interrupt_latency() -> float:

@@ -92,10 +92,11 @@ class OrchestrateMagics(Magics):
         except SandboxConfigError as exc:
             raise UsageError(str(exc)) from None
         except OrchestrationError as exc:
-            if exc.result is not None:
+            if exc.result is not None and not args.quiet:
                 view.finish(exc.result.to_record())
             raise
-        view.finish(result.to_record())
+        if not args.quiet:  # a quiet view shows no record: skip previewing every call
+            view.finish(result.to_record())
         if args.out:
             shell.user_ns[args.out] = result.value
         return result.value

@@ -196,7 +196,9 @@ class Driver:
                 limit="calls",
             )
         args, kwargs = snap.args, snap.kwargs
-        line, column = self._position(snap.position.start)
+        offset = snap.position.start  # the call's line and column, inline: this is the hot path
+        index = bisect.bisect_right(self._line_starts, offset) - 1
+        line, column = index + 1, offset - self._line_starts[index] + 1
         call = ToolCall(
             call_id=snap.call_id,
             tool=name,
@@ -346,10 +348,6 @@ class Driver:
             self._stdout.append(text)
             self._stdout_size += len(text)
         self.emit(Output("stderr" if stream == "stderr" else "stdout", text))
-
-    def _position(self, offset: int) -> tuple[int, int]:
-        index = bisect.bisect_right(self._line_starts, offset) - 1
-        return index + 1, offset - self._line_starts[index] + 1
 
     def _unknown(self, name: str) -> str:
         available = ", ".join(sorted(self.tools)) or "none registered (use @tool)"

@@ -60,7 +60,7 @@ def to_sandbox(value: Any) -> Any:
     Containers mixing data and objects are handled element by element, so a tool may return
     ``{"frame": df, "rows": 3}`` and the code can still read ``rows``.
     """
-    if is_plain(value):
+    if type(value) in _SCALARS or is_plain(value):  # the common case first: once per call
         return value
     kind = type(value)
     if kind is dict:

@@ -1,0 +1,36 @@
+"""Timing helpers the benchmark scripts share: medians (these machines are noisy) and a table
+with every row compared against the named baseline measured in the same run."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+
+def measure(rows: list[tuple[str, Callable[[], object]]], rounds: int) -> list[tuple[str, float]]:
+    """Median seconds per row, taking the rows in turn each round (not one row's rounds in a
+    block), so load that comes and goes on a shared machine hits every row alike."""
+    for _, fn in rows:
+        fn()  # warm-up
+    samples: list[list[float]] = [[] for _ in rows]
+    for _ in range(rounds):
+        for (_, fn), times in zip(rows, samples, strict=True):
+            start = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - start)
+    return [(label, statistics.median(t)) for (label, _), t in zip(rows, samples, strict=True)]
+
+
+def print_table(
+    title: str, rows: list[tuple[str, float]], *, per: int = 1, unit: str = "us"
+) -> None:
+    """Rows of (label, seconds); the first row is the baseline the ratios are against.
+
+    ``per`` divides each time (e.g. per call); ``unit`` is ``us``, ``ms`` or ``s``."""
+    scale = {"us": 1e6, "ms": 1e3, "s": 1.0}[unit]
+    base = rows[0][1]
+    print(f"\n{title}")
+    print(f"{'':44} {unit + (' each' if per > 1 else ''):>12} {'vs ' + 'baseline':>12}")
+    for label, seconds in rows:
+        print(f"{label:44} {seconds / per * scale:12.2f} {seconds / base:11.2f}x")
