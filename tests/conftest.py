@@ -48,8 +48,8 @@ def no_leaked_containers(docker_engine) -> Iterator[None]:
 
     def ours() -> set[str]:
         labels = ["jupyter-sandbox.kind=run", f"jupyter-sandbox.owner-pid={os.getpid()}"]
-        found = docker_engine.containers.list(all=True, filters={"label": labels})
-        return {c.id for c in found}
+        found = docker_engine.api.containers(all=True, filters={"label": labels})
+        return {c["Id"] for c in found}  # the list call only: containers may vanish meanwhile
 
     before = ours()
     yield

@@ -20,7 +20,7 @@ print("never")
 
 def _kernel_containers(docker_engine, pid):
     labels = ["jupyter-sandbox.kind=run", f"jupyter-sandbox.owner-pid={pid}"]
-    return docker_engine.containers.list(all=True, filters={"label": labels})
+    return docker_engine.containers.list(all=True, filters={"label": labels}, sparse=True)
 
 
 def _messages_until(client, msg_id, predicate):

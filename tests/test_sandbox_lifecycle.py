@@ -34,7 +34,7 @@ LONG_RUN = textwrap.dedent(
 
 def _containers_of(docker_engine, pid):
     labels = ["jupyter-sandbox.kind=run", f"jupyter-sandbox.owner-pid={pid}"]
-    return docker_engine.containers.list(all=True, filters={"label": labels})
+    return docker_engine.containers.list(all=True, filters={"label": labels}, sparse=True)
 
 
 def _wait_for_container(docker_engine, pid):

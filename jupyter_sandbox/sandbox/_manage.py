@@ -26,20 +26,23 @@ def reap_orphans() -> list[str]:
     Called when the extension loads: a kernel killed with SIGKILL runs no atexit handler.
     """
     engine = client()  # first: it imports the SDK safely
-    from docker.errors import NotFound
+    from docker.errors import APIError
 
     host = socket.gethostname()
     reaped = []
-    for container in engine.containers.list(all=True, filters={"label": f"{KIND}=run"}):
-        labels = container.labels
+    # the plain list call: containers may vanish meanwhile (inspecting each one would race)
+    for row in engine.api.containers(all=True, filters={"label": f"{KIND}=run"}):
+        labels = row.get("Labels") or {}
         pid = labels.get(OWNER_PID, "")
         if labels.get(OWNER_HOST) != host or not pid.isdigit() or _alive(int(pid)):
             continue
         try:
-            container.remove(force=True)
-        except NotFound:
-            continue
-        reaped.append(str(container.id))
+            engine.api.remove_container(row["Id"], force=True)
+        except APIError as exc:  # gone already, or its removal is under way
+            if exc.status_code in (404, 409):
+                continue
+            raise
+        reaped.append(str(row["Id"]))
     return reaped
 
 
