@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
+
 import pytest
 
-from jupyter_sandbox import OrchestrationError, ToolError, TypeCheckError, create, orchestrate, tool
+from jupyter_sandbox import (
+    Interrupted,
+    OrchestrationError,
+    ToolError,
+    TypeCheckError,
+    create,
+    orchestrate,
+    tool,
+)
 from jupyter_sandbox.orchestrate import build_stubs, registry
 from jupyter_sandbox.orchestrate._sandbox_tool import SandboxTool
 
@@ -98,3 +110,18 @@ def test_sandbox_magic_name_then_tool_in_orchestrate(shell):
 def test_calling_without_await_is_a_type_error(double):
     with pytest.raises(OrchestrationError, match="not awaited"):
         orchestrate("double(1)", tools=[double])
+
+
+def test_interrupting_orchestration_stops_and_removes_running_containers(docker_engine):
+    sleepy = tool(create("sleepy", code="import time\ntime.sleep(120)", outputs={"x": int}))
+    timer = threading.Timer(3.0, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    with pytest.raises(Interrupted):
+        orchestrate("import asyncio\nawait asyncio.gather(sleepy(), sleepy())", tools=[sleepy])
+    # Nothing of this run is still running: the fixture then checks nothing is left at all.
+    running = docker_engine.containers.list(
+        filters={
+            "label": ["jupyter-sandbox.name=sleepy", f"jupyter-sandbox.owner-pid={os.getpid()}"]
+        }
+    )
+    assert [c for c in running if c.attrs["State"]["Running"]] == []

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -47,6 +48,9 @@ class _Memo:
     resume: bool
     cache: ToolCache | None
 
+
+_DRIVER_WAIT = 15.0
+"""Seconds an interrupted run waits for its driver to cancel its pending tool calls."""
 
 Tools = Iterable[Callable[..., Any]] | Mapping[str, Callable[..., Any]] | None
 
@@ -124,6 +128,10 @@ def orchestrate(
         return future.result()
     except KeyboardInterrupt:
         driver.kill()
+        # Let the driver cancel what it started (a sandbox tool's container is stopped and
+        # removed on cancel); a sync tool stuck on the host is not waited for long.
+        with contextlib.suppress(Exception):
+            future.result(timeout=_DRIVER_WAIT)
         error = Interrupted("interrupted: the sandbox was stopped", limit="interrupt")
         error.result = driver.result
         raise error from None

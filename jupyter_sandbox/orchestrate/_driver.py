@@ -25,7 +25,7 @@ import signal
 import threading
 import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from typing import Any
 
 import pydantic_monty as pm
@@ -48,6 +48,8 @@ from ._values import to_sandbox
 
 _NAME = re.compile(r"[A-Za-z_]\w*")
 _STDOUT_CAP = 10 * 2**20
+_CLEANUP_WAIT = 10.0
+"""Seconds a stopping run waits for its cancelled async tool calls to wind down."""
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _SCRIPT = "cell.py"
 _MONTY_FILENAME = "<python-input-0>"
@@ -114,6 +116,7 @@ class Driver:
         self._killed = threading.Event()
         self._worker_pid: int | None = None
         self._tool_refs: dict[str, Any] = {}
+        self._tasks: list[asyncio.Task[Any]] = []
 
     # -- public --------------------------------------------------------------------------
 
@@ -128,8 +131,7 @@ class Driver:
         except OrchestrationError as exc:
             raise self._fail(exc) from None
         finally:
-            for future, _ in self._pending.values():
-                future.cancel()
+            self._stop_pending()
             self.result.duration = time.perf_counter() - self._t0
             self.result.stdout = "".join(self._stdout)
 
@@ -220,13 +222,40 @@ class Driver:
             if found:
                 return snap.resume(self._succeeded(call, value))
         if tool.is_async:
-            future = asyncio.run_coroutine_threadsafe(tool.invoke(call, args, kwargs), self.loop)
+            future = self._submit(tool.invoke(call, args, kwargs))
             return snap.resume(self._later(call.call_id, future, call))
         try:
             value = tool.invoke(call, args, kwargs)
         except Exception as exc:
             return snap.resume(self._failed(call, exc))
         return snap.resume(self._succeeded(call, value))
+
+    def _submit(self, coro: Coroutine[Any, Any, Any]) -> concurrent.futures.Future[Any]:
+        """Run ``coro`` on the tool loop, keeping its task so `_stop_pending` can wait for it."""
+
+        async def tracked() -> Any:
+            task = asyncio.current_task()
+            assert task is not None
+            self._tasks.append(task)
+            return await coro
+
+        return asyncio.run_coroutine_threadsafe(tracked(), self.loop)
+
+    def _stop_pending(self) -> None:
+        """Cancel the async calls still running when the run ends (a failure, an interrupt)
+        and wait for them to wind down: a sandbox tool stops and removes its container on
+        cancel, so no container outlives the run that started it."""
+        tasks = [t for t in self._tasks if not t.done()]
+        if not tasks:
+            return
+
+        async def stop() -> None:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(stop(), self.loop).result(timeout=_CLEANUP_WAIT)
 
     def _later(
         self, call_id: int, future: concurrent.futures.Future[Any], call: ToolCall | None = None
@@ -326,8 +355,7 @@ class Driver:
                 if self._killed.wait(seconds):
                     raise Interrupted("interrupted", limit="interrupt")
                 return snap.resume({"return_value": None})
-            future = asyncio.run_coroutine_threadsafe(asyncio.sleep(seconds), self.loop)
-            return snap.resume(self._later(snap.call_id, future))
+            return snap.resume(self._later(snap.call_id, self._submit(asyncio.sleep(seconds))))
         return snap.resume_not_handled()
 
     def _name_lookup(self, snap: pm.NameLookupSnapshot) -> pm.SyncSnapshot:

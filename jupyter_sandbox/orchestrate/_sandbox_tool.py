@@ -4,7 +4,9 @@ container with those inputs.
 This is why the two engines belong together: model-written control flow runs in Monty, heavy
 work runs in containers. The call is async on the host (a run takes seconds), so
 ``asyncio.gather`` over several sandbox calls runs them side by side, up to ``concurrency``
-containers at once; the container run's record is kept inside the call in the trace.
+containers at once; the container run's record is kept inside the call in the trace. When the
+orchestration stops (an interrupt, a limit), its pending calls are cancelled, and cancelling a
+run stops and removes its container.
 """
 
 from __future__ import annotations
@@ -12,8 +14,8 @@ from __future__ import annotations
 import asyncio
 import datetime
 import inspect
-import threading
-from collections.abc import Mapping
+import weakref
+from collections.abc import Awaitable, Mapping
 from typing import Any, Protocol
 
 from .._errors import ContainerError, SandboxConfigError
@@ -32,7 +34,7 @@ class SandboxLike(Protocol):
     inputs: Mapping[str, str | None]
     outputs: Mapping[str, str | None]
 
-    def execute(self, inputs: Mapping[str, Any]) -> Any: ...
+    def execute_async(self, inputs: Mapping[str, Any]) -> Awaitable[Any]: ...
 
 
 def is_sandbox(obj: object) -> bool:
@@ -49,9 +51,12 @@ class SandboxTool(Tool):
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise SandboxConfigError(f"concurrency must be a positive integer, got {limit!r}")
         self.sandbox = sandbox
-        # A thread semaphore, not an asyncio one: calls may come from different event loops
-        # (the background tool loop, or the caller's loop with orchestrate_async).
-        self._slots = threading.BoundedSemaphore(limit)
+        self._limit = limit
+        # One semaphore per event loop: calls come from the background tool loop, or from the
+        # caller's own loop with orchestrate_async, and an asyncio semaphore serves one loop.
+        self._slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+            weakref.WeakKeyDictionary()
+        )
         signature = _signature(sandbox)
 
         async def run(*args: Any, **kwargs: Any) -> Any:
@@ -78,16 +83,17 @@ class SandboxTool(Tool):
         except TypeError as exc:
             raise TypeError(f"{self.name}(): {exc}") from None
 
-        def execute() -> Any:
-            with self._slots:
-                try:
-                    return self.sandbox.execute(inputs)
-                except ContainerError as err:
-                    if call is not None and err.record is not None:
-                        call.children.append(dict(err.record))
-                    raise
-
-        run = await asyncio.to_thread(execute)
+        loop = asyncio.get_running_loop()
+        slots = self._slots.get(loop)
+        if slots is None:
+            slots = self._slots[loop] = asyncio.Semaphore(self._limit)
+        async with slots:
+            try:
+                run = await self.sandbox.execute_async(inputs)
+            except ContainerError as err:
+                if call is not None and err.record is not None:
+                    call.children.append(dict(err.record))
+                raise
         if call is not None:
             call.children.append(run.to_record())
         return run.value
