@@ -38,8 +38,11 @@ if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
 log "installing jupyter-sandbox and test tools into .venv"
-.venv/bin/pip install -q --upgrade pip >/dev/null
-.venv/bin/pip install -q -e '.[test]'
+# pip warns once per package about this machine's (empty) local find-links folders: drop only
+# that line so real warnings stay visible.
+quiet_pip() { .venv/bin/pip "$@" 2> >(grep -v 'is ignored: it is neither a file nor a directory' >&2); }
+quiet_pip install -q --upgrade pip >/dev/null
+quiet_pip install -q -e '.[test]'
 
 # The JupyterLab extension: `pip install -e` above rebuilds it from labextension/ into
 # jupyter_sandbox/labextension on every run (hatch-jupyter-builder; npm install + tsc + rspack),
