@@ -373,7 +373,7 @@ def test_without_resume_the_journal_only_records():
     assert not result.trace[0].replayed
     assert flaky.calls == [1, 1]
     assert len(journal) == 1
-    assert journal.entries[0].value == 10
+    assert journal.calls[0].result == 10
 
 
 def test_resume_after_a_limit_finishes_the_work():

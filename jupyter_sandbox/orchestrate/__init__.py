@@ -19,7 +19,7 @@ from .._errors import Interrupted
 from .._events import EventCallback, ignore
 from ._driver import Driver
 from ._limits import Limits
-from ._memo import Journal, JournalEntry, ToolCache
+from ._memo import Journal, ToolCache
 from ._result import OrchestrationResult
 from ._runtime import tool_loop
 from ._stubs import build_stubs
@@ -27,7 +27,6 @@ from ._tools import Tool, ToolRegistry, registry, resolve_tools, tool
 
 __all__ = [
     "Journal",
-    "JournalEntry",
     "Limits",
     "OrchestrationResult",
     "Tool",

@@ -39,7 +39,7 @@ from .._errors import (
 )
 from .._events import CallFinished, CallStarted, EventCallback, Output, ToolCall, ignore
 from ._limits import Limits
-from ._memo import Journal, JournalEntry, ToolCache
+from ._memo import Journal, ToolCache, same
 from ._result import OrchestrationResult
 from ._runtime import pool
 from ._stubs import build_stubs
@@ -96,15 +96,13 @@ class Driver:
         self._emitting = on_event is not ignore  # skip building events nobody reads
         self.loop = loop
         self.result = OrchestrationResult(code=code)
-        # The journal is rewritten by this run; with resume, its old entries answer calls
+        # This run's trace becomes the journal when it ends; with resume, the previous run's
+        # calls answer this run's for as long as it repeats them.
         # for as long as the run repeats them.
         self.journal = journal
-        self._replay = list(journal.entries) if journal is not None and resume else []
-        if journal is not None:
-            journal.entries = []
+        self._replay = list(journal.calls) if journal is not None and resume else []
         self.cache = cache
-        self._remembers = journal is not None or cache is not None
-        self._entries: dict[int, JournalEntry] = {}
+        self._remembers = bool(self._replay) or cache is not None
         self._stdout: list[str] = []
         self._stdout_size = 0
         self._calls = 0
@@ -132,6 +130,8 @@ class Driver:
             raise self._fail(exc) from None
         finally:
             self._stop_pending()
+            if self.journal is not None:
+                self.journal.calls = self.result.trace
             self.result.duration = time.perf_counter() - self._t0
             self.result.stdout = "".join(self._stdout)
 
@@ -290,18 +290,19 @@ class Driver:
         return self._succeeded(call, value) if call else {"return_value": None}
 
     def _remembered(self, call: ToolCall) -> tuple[bool, Any]:
-        """Answer from the journal being resumed or the cache; note the call in the journal."""
+        """Answer from the journal being resumed, or from the cache."""
         index = self._calls - 1
-        if self.journal is not None:
-            entry = JournalEntry(call.tool, call.args, call.kwargs)
-            self.journal.entries.append(entry)
-            self._entries[call.call_id] = entry
         if self._replay:
-            if index < len(self._replay):
-                old = self._replay[index]
-                if old.ok and old.matches(call.tool, call.args, call.kwargs):
-                    call.replayed = True
-                    return True, old.value
+            old = self._replay[index] if index < len(self._replay) else None
+            if (
+                old is not None
+                and old.status == "ok"
+                and old.tool == call.tool
+                and same(old.args, call.args)
+                and same(old.kwargs, call.kwargs)
+            ):
+                call.replayed = True
+                return True, old.result
             self._replay = []  # the run took another path: call tools from here on
         if self.cache is not None:
             key = ToolCache.key(call.tool, call.args, call.kwargs)
@@ -311,9 +312,6 @@ class Driver:
         return False, None
 
     def _remember(self, call: ToolCall, value: Any) -> None:
-        entry = self._entries.pop(call.call_id, None)
-        if entry is not None:
-            entry.ok, entry.value = True, value
         if self.cache is not None and not call.replayed:
             key = ToolCache.key(call.tool, call.args, call.kwargs)
             if key is not None:

@@ -15,29 +15,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._events import ToolCall
 from ._values import is_plain
 
 
 @dataclass
-class JournalEntry:
-    tool: str
-    args: tuple[Any, ...]
-    kwargs: dict[str, Any]
-    ok: bool = False
-    value: Any = None
-
-    def matches(self, tool: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-        return self.tool == tool and _same(self.args, args) and _same(self.kwargs, kwargs)
-
-
-@dataclass
 class Journal:
-    """The calls of one cell's latest run. Pass the same object to each run of that cell."""
+    """The calls of one cell's latest run (its trace). Pass the same object to each run."""
 
-    entries: list[JournalEntry] = field(default_factory=list)
+    calls: list[ToolCall] = field(default_factory=list)
 
     def __len__(self) -> int:
-        return len(self.entries)
+        return len(self.calls)
 
 
 class ToolCache:
@@ -68,7 +57,7 @@ class ToolCache:
         return len(self._values)
 
 
-def _same(a: Any, b: Any) -> bool:
+def same(a: Any, b: Any) -> bool:
     """Equal as data, or the very same object: a handle equals only itself (``==`` on an
     arbitrary object may be elementwise, costly or raise)."""
     if a is b:
@@ -76,7 +65,7 @@ def _same(a: Any, b: Any) -> bool:
     if type(a) is not type(b):
         return False
     if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
     if isinstance(a, list | tuple):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
     return is_plain(a) and bool(a == b)
