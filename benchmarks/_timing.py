@@ -8,6 +8,18 @@ import time
 from collections.abc import Callable
 
 
+def median_seconds(fn: Callable[[], object], runs: int, pause: float = 0.0) -> float:
+    """Median wall time of ``fn`` after a warm-up call; ``pause`` (untimed) between calls."""
+    fn()  # warm-up: imports, first connection, page cache
+    samples = []
+    for _ in range(runs):
+        time.sleep(pause)
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
 def measure(rows: list[tuple[str, Callable[[], object]]], rounds: int) -> list[tuple[str, float]]:
     """Median seconds per row, taking the rows in turn each round (not one row's rounds in a
     block), so load that comes and goes on a shared machine hits every row alike."""

@@ -15,11 +15,11 @@ import argparse
 import contextlib
 import io
 import os
-import statistics
 import subprocess
 import time
 from collections.abc import Callable
 
+from _timing import median_seconds
 from docker.errors import ImageNotFound
 from IPython.core.interactiveshell import InteractiveShell
 
@@ -41,18 +41,6 @@ CONFINED = [
     "--memory=1g",
     "--cpus=1",
 ]
-
-
-def median_seconds(fn: Callable[[], object], runs: int, pause: float = 0.0) -> float:
-    """Median wall time of ``fn`` after a warm-up call; ``pause`` (untimed) between calls."""
-    fn()  # warm-up: imports, first connection, page cache
-    samples = []
-    for _ in range(runs):
-        time.sleep(pause)
-        start = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
 
 
 def cli(flags: list[str]) -> Callable[[], object]:
