@@ -34,10 +34,9 @@ from .._errors import (
     Interrupted,
     LimitExceeded,
     OrchestrationError,
-    ToolError,
-    TypeCheckError,
 )
 from .._events import CallFinished, CallStarted, EventCallback, Output, ToolCall, ignore
+from ._failures import for_sandbox, translate
 from ._limits import Limits
 from ._memo import Journal, ToolCache, same
 from ._result import OrchestrationResult
@@ -52,20 +51,6 @@ _CLEANUP_WAIT = 10.0
 """Seconds a stopping run waits for its cancelled async tool calls to wind down."""
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _SCRIPT = "cell.py"
-_MONTY_FILENAME = "<python-input-0>"
-
-# Builtin exception types Monty reproduces; a tool's own exception class is sent as its
-# nearest ancestor among these, with the class name kept in the message.
-_MONTY_EXC_TYPES = frozenset(
-    {
-        ArithmeticError, AssertionError, AttributeError, FileExistsError, FileNotFoundError,
-        ImportError, IndexError, IsADirectoryError, KeyError, LookupError, MemoryError,
-        ModuleNotFoundError, NameError, NotADirectoryError, NotImplementedError, OSError,
-        OverflowError, PermissionError, RecursionError, RuntimeError, StopIteration,
-        TimeoutError, TypeError, UnboundLocalError, UnicodeDecodeError, UnicodeEncodeError,
-        ValueError, ZeroDivisionError, Exception,
-    }
-)  # fmt: skip
 
 
 class Driver:
@@ -125,7 +110,14 @@ class Driver:
             self.result.value = self._run_session()
             return self.result
         except pm.MontyError as exc:
-            raise self._fail(self._translate(exc)) from None
+            raise self._fail(
+                translate(
+                    exc,
+                    limits=self.limits,
+                    interrupted=self._killed.is_set(),
+                    last_tool_error=self._last_tool_error,
+                )
+            ) from None
         except OrchestrationError as exc:
             raise self._fail(exc) from None
         finally:
@@ -336,7 +328,7 @@ class Driver:
         call.host_traceback = "".join(traceback.format_exception(type(exc), exc, tb))
         self._last_tool_error = (exc, call)
         self.emit(CallFinished(call))
-        return {"exception": _for_sandbox(exc)}
+        return {"exception": for_sandbox(exc)}
 
     def _os_call(self, snap: pm.FunctionSnapshot) -> pm.SyncSnapshot:
         name = snap.function_name
@@ -385,47 +377,6 @@ class Driver:
         error.result = self.result
         return error
 
-    def _translate(self, exc: pm.MontyError) -> OrchestrationError:
-        """Turn Monty's error into ours, naming the limit or the tool when there is one."""
-        if self._killed.is_set():
-            return Interrupted("interrupted: the sandbox was stopped", limit="interrupt")
-        if isinstance(exc, pm.MontyTypingError):
-            return TypeCheckError(
-                "type check failed (no tool was called; --no-type-check skips it):\n"
-                + exc.display().strip()
-            )
-        if isinstance(exc, pm.MontyCrashedError):
-            return OrchestrationError(f"the sandbox worker crashed: {exc}")
-        if not isinstance(exc, pm.MontyRuntimeError | pm.MontySyntaxError):
-            return OrchestrationError(str(exc))
-        inner = exc.exception()
-        tb = exc.display().replace(_MONTY_FILENAME, "<cell>")
-        message = str(inner)
-        limits = self.limits
-        for kind, marker, limit, explanation in (
-            (TimeoutError, "time limit exceeded", "time",
-             f"time limit exceeded: the cell computed for more than {limits.timeout:g} s "
-             "(raise it with --timeout)"),
-            (MemoryError, "memory limit exceeded", "memory",
-             f"memory limit exceeded: the cell used more than {limits.max_memory} MB "
-             "(raise it with --max-memory)"),
-            (RuntimeError, "suspension limit", "calls",
-             "too many host round trips (tool calls, name lookups, OS calls and sleeps); "
-             "raise --max-calls"),
-        ):  # fmt: skip
-            if isinstance(inner, kind) and marker in message:
-                return LimitExceeded(explanation, limit=limit, sandbox_traceback=tb)
-        if self._last_tool_error is not None:
-            tool_exc, call = self._last_tool_error
-            if message == str(_for_sandbox(tool_exc)):
-                return ToolError(
-                    f"tool {call.tool!r} raised {call.error}",
-                    sandbox_traceback=tb,
-                    tool=call.tool,
-                    host_traceback=call.host_traceback or "",
-                )
-        return OrchestrationError(f"{type(inner).__name__}: {message}", sandbox_traceback=tb)
-
 
 def _line_starts(code: str) -> list[int]:
     """Byte offsets where each line of ``code`` starts (Monty reports byte offsets)."""
@@ -434,16 +385,6 @@ def _line_starts(code: str) -> list[int]:
         if byte == 0x0A:
             starts.append(i + 1)
     return starts
-
-
-def _for_sandbox(exc: BaseException) -> BaseException:
-    """``exc`` if Monty knows its class, else its nearest known ancestor with the name kept."""
-    if type(exc) in _MONTY_EXC_TYPES:
-        return exc
-    base: type[BaseException] = next(
-        (c for c in type(exc).__mro__ if c in _MONTY_EXC_TYPES), Exception
-    )
-    return base(f"{type(exc).__name__}: {exc}")
 
 
 def _named_function(name: str) -> Any:
