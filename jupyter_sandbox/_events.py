@@ -74,7 +74,7 @@ class ToolCall:
         }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Output:
     """A chunk of stdout or stderr from sandboxed code, as it happens."""
 
@@ -82,17 +82,17 @@ class Output:
     text: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CallStarted:
     call: ToolCall
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CallFinished:
     call: ToolCall
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class BuildStarted:
     """An image build begins (or is found in the cache: then `BuildFinished` follows at once)."""
 
@@ -100,7 +100,7 @@ class BuildStarted:
     total_steps: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class BuildStep:
     """The build moved to step ``index`` (1-based) of ``total``."""
 
@@ -109,14 +109,14 @@ class BuildStep:
     text: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class BuildLog:
     """One line of build output."""
 
     line: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class BuildFinished:
     tag: str
     cached: bool
@@ -125,7 +125,7 @@ class BuildFinished:
     """The failing step's log tail when the build failed."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RunStarted:
     """A container run begins."""
 
@@ -134,7 +134,7 @@ class RunStarted:
     attempt: int = 1
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RunFinished:
     name: str
     exit_code: int | None
@@ -144,7 +144,7 @@ class RunFinished:
     cached: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class AttemptStarted:
     """The code-mode agent got a reply and is about to run the code in it.
 
@@ -157,7 +157,7 @@ class AttemptStarted:
     code: str | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class AttemptFinished:
     number: int
     record: dict[str, Any] | None
