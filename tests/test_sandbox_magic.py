@@ -39,11 +39,18 @@ def test_names_repeat_or_comma_separate_and_types_are_inferred(nb):
     assert nb.user_ns["c"] == [1, 2, 3]
 
 
-def test_name_defines_a_callable(nb):
-    assert cell(nb, "--name double --in x --out result:int", "result = x * 2").success
+def test_name_defines_a_callable(nb, capsys):
+    body = "print('doubling', x)\nresult = x * 2"
+    assert cell(nb, "--name double --in x --out result:int", body).success
     double = nb.user_ns["double"]
-    assert isinstance(double, Sandbox)
-    assert double(x=5) == 10
+    assert isinstance(double._sandbox, Sandbox)
+    capsys.readouterr()
+    called = nb.run_cell("double(x=5)")
+    assert called.success
+    assert called.result == 10
+    out = capsys.readouterr().out
+    assert "doubling 5" in out  # the later call streams its output into that cell
+    assert "sandbox 'double' ok" in out  # and shows its record there
 
 
 def test_output_streams_into_the_cell(nb, capsys):

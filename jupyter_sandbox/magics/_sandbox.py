@@ -11,7 +11,7 @@ from traitlets import Float, Unicode
 
 from .._errors import ContainerError, SandboxConfigError
 from ..display import SandboxView
-from ..sandbox import Resources, Sandbox, create
+from ..sandbox import Resources, Sandbox, SandboxRun, create
 from ._common import lookup, split_names
 
 
@@ -114,22 +114,41 @@ class SandboxMagics(Magics):
         except SandboxConfigError as exc:
             raise UsageError(str(exc)) from None
         if args.name:
-            shell.user_ns[args.name] = sandbox
-        self._run(sandbox, values, quiet=args.quiet)
+            shell.user_ns[args.name] = ShownSandbox(sandbox, quiet=args.quiet)
+        shell.user_ns.update(run_shown(sandbox, values, quiet=args.quiet).outputs)
 
-    def _run(self, sandbox: Sandbox, values: dict[str, Any], *, quiet: bool) -> None:
-        shell = self.shell
-        assert shell is not None
-        try:
-            sandbox.check(values)  # bad input: one line, before any progress is shown
-        except SandboxConfigError as exc:
-            raise UsageError(str(exc)) from None
-        view = SandboxView(quiet=quiet)
-        try:
-            run = sandbox.execute(values, on_event=view.on_event)
-        except ContainerError as exc:
-            if exc.record is not None:
-                view.finish(exc.record)
-            raise
-        view.finish(run.to_record())
-        shell.user_ns.update(run.outputs)
+
+def run_shown(sandbox: Sandbox, values: dict[str, Any], *, quiet: bool) -> SandboxRun:
+    """One run with its live view and final record in the current cell."""
+    try:
+        sandbox.check(values)  # bad input: one line, before any progress is shown
+    except SandboxConfigError as exc:
+        raise UsageError(str(exc)) from None
+    view = SandboxView(quiet=quiet)
+    try:
+        run = sandbox.execute(values, on_event=view.on_event)
+    except ContainerError as exc:
+        if exc.record is not None:
+            view.finish(exc.record)
+        raise
+    view.finish(run.to_record())
+    return run
+
+
+class ShownSandbox:
+    """What ``--name NAME`` defines: the sandbox itself (``tool(NAME)``, ``NAME.run_async``...
+    all work), except that calling it in a later cell shows the run there like the magic
+    did: live output, then the record."""
+
+    def __init__(self, sandbox: Sandbox, *, quiet: bool) -> None:
+        self._sandbox = sandbox
+        self._quiet = quiet
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sandbox, name)
+
+    def __call__(self, **inputs: Any) -> Any:
+        return run_shown(self._sandbox, inputs, quiet=self._quiet).value
+
+    def __repr__(self) -> str:
+        return repr(self._sandbox)
