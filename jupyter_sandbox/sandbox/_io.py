@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import InvalidOutput, MissingOutput, SandboxConfigError
+from .._preview import preview as bounded_preview
 from . import _codec
 from ._spec import Mode
 from ._types import Dir, File
@@ -149,6 +150,5 @@ def preview(value: Any) -> str:
         return str(value.path)
     if isinstance(value, bytes | bytearray):
         text = f"<{len(value)} bytes> {bytes(value[:_PREVIEW])!r}"
-    else:
-        text = repr(value)
-    return text if len(text) <= _PREVIEW else text[: _PREVIEW - 1] + "…"
+        return text if len(text) <= _PREVIEW else text[: _PREVIEW - 1] + "…"
+    return bounded_preview(value, _PREVIEW)  # bounded repr that survives a broken __repr__
