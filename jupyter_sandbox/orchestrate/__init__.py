@@ -12,7 +12,6 @@ import concurrent.futures
 import contextlib
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from .._errors import Interrupted
@@ -41,13 +40,6 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class _Memo:
-    journal: Journal | None
-    resume: bool
-    cache: ToolCache | None
-
-
 _DRIVER_WAIT = 15.0
 """Seconds an interrupted run waits for its driver to cancel its pending tool calls."""
 
@@ -62,7 +54,9 @@ def _driver(
     type_check: bool,
     on_event: EventCallback | None,
     loop: asyncio.AbstractEventLoop,
-    memo: _Memo,
+    journal: Journal | None,
+    resume: bool,
+    cache: ToolCache | None,
 ) -> Driver:
     return Driver(
         code,
@@ -72,9 +66,9 @@ def _driver(
         type_check=type_check,
         on_event=on_event or ignore,
         loop=loop,
-        journal=memo.journal,
-        resume=memo.resume,
-        cache=memo.cache,
+        journal=journal,
+        resume=resume,
+        cache=cache,
     )
 
 
@@ -120,8 +114,9 @@ def orchestrate(
     ``replayed`` in the trace.
     """
     limits = Limits(timeout, max_memory, max_calls)
-    memo = _Memo(journal, resume, cache)
-    driver = _driver(code, tools, inputs, limits, type_check, on_event, tool_loop(), memo)
+    driver = _driver(
+        code, tools, inputs, limits, type_check, on_event, tool_loop(), journal, resume, cache
+    )
     future = _start(driver)
     try:
         return future.result()
@@ -154,8 +149,9 @@ async def orchestrate_async(
     clients bound to it; cancelling the awaiting task stops the sandbox."""
     limits = Limits(timeout, max_memory, max_calls)
     loop = asyncio.get_running_loop()
-    memo = _Memo(journal, resume, cache)
-    driver = _driver(code, tools, inputs, limits, type_check, on_event, loop, memo)
+    driver = _driver(
+        code, tools, inputs, limits, type_check, on_event, loop, journal, resume, cache
+    )
     try:
         return await asyncio.wrap_future(_start(driver))
     except asyncio.CancelledError:
