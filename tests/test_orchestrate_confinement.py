@@ -3,21 +3,26 @@
 from __future__ import annotations
 
 import os
+import select
+import signal
 from pathlib import Path
 
+import pydantic_monty
 import pytest
 
 from jupyter_sandbox import orchestrate
-from jupyter_sandbox.orchestrate._confine import NOBODY
+from jupyter_sandbox.orchestrate._confine import UID_BASE
 from jupyter_sandbox.orchestrate._runtime import confinement, pool
 
+root_only = pytest.mark.skipif(os.geteuid() != 0, reason="the own-uid level needs a root host")
 
-def worker_pid() -> int:
-    with pool().checkout() as session:
-        pid = session.worker_pid
-        assert pid is not None
-        session.feed_run("1")  # the worker is alive and serving
-        return pid
+
+def worker_process(pid: int) -> int:
+    """The real ``monty`` process behind the PID the pool reports (the launcher ``unshare``
+    that stays its parent outside the worker's PID namespace)."""
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    assert len(children) == 1, children
+    return int(children[0])
 
 
 def status(pid: int) -> dict[str, str]:
@@ -25,19 +30,61 @@ def status(pid: int) -> dict[str, str]:
     return dict(line.split(":\t", 1) for line in lines if ":\t" in line)
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="the nobody+netns level needs a root host")
-def test_workers_run_as_nobody_without_capabilities_in_their_own_network_namespace():
-    assert confinement().level == "nobody+netns"
-    pid = worker_pid()
-    fields = status(pid)
-    assert fields["Uid"].split()[0] == str(NOBODY)
-    assert fields["CapEff"].strip() == "0000000000000000"
-    assert fields["CapBnd"].strip() == "0000000000000000"
-    assert fields["NoNewPrivs"].strip() == "1"
-    assert os.readlink(f"/proc/{pid}/ns/net") != os.readlink("/proc/self/ns/net")
+def namespace(pid: int, kind: str) -> str:
+    return os.readlink(f"/proc/{pid}/ns/{kind}")
 
 
-def test_confined_workers_still_run_cells_with_tools_and_type_checks():
+@root_only
+def test_workers_run_under_their_own_uid_without_capabilities_in_their_own_namespaces() -> None:
+    assert confinement().level == "own-uid+pidns+netns"
+    with pool().checkout() as session:
+        reported = session.worker_pid
+        assert reported is not None
+        session.feed_run("1")  # the worker is alive and serving
+        worker = worker_process(reported)
+        fields = status(worker)
+        assert fields["Uid"].split() == [str(UID_BASE + reported)] * 4
+        assert fields["Gid"].split() == [str(UID_BASE + reported)] * 4
+        assert fields["Groups"].strip() == ""
+        assert fields["CapEff"].strip() == "0000000000000000"
+        assert fields["CapBnd"].strip() == "0000000000000000"
+        assert fields["NoNewPrivs"].strip() == "1"
+        assert fields["NSpid"].split() == [str(worker), "1"]  # PID 1 of a namespace of its own
+        for kind in ("pid", "mnt", "net", "ipc", "uts"):
+            assert namespace(worker, kind) != namespace(os.getpid(), kind), kind
+
+
+@root_only
+def test_two_workers_at_once_get_different_uids_and_namespaces() -> None:
+    with pool().checkout() as first, pool().checkout() as second:
+        pids = [first.worker_pid, second.worker_pid]
+        assert None not in pids and pids[0] != pids[1]
+        workers = [worker_process(pid) for pid in pids if pid is not None]
+        uids = {status(worker)["Uid"].split()[0] for worker in workers}
+        assert len(uids) == 2
+        for kind in ("pid", "mnt", "net", "ipc"):
+            assert namespace(workers[0], kind) != namespace(workers[1], kind), kind
+
+
+def test_killing_the_pid_the_pool_reports_kills_the_worker_and_the_next_cell_runs() -> None:
+    """Interrupts kill ``worker_pid``: behind a launcher that is the worker's parent, and the
+    worker must die with it, or an interrupted cell would keep computing."""
+    with pool().checkout() as session:
+        reported = session.worker_pid
+        assert reported is not None
+        session.feed_run("1")
+        own_pidns = confinement().level.endswith("pidns+netns")
+        watch = os.pidfd_open(worker_process(reported) if own_pidns else reported)
+        os.kill(reported, signal.SIGKILL)
+        ready, _, _ = select.select([watch], [], [], 30)  # a hang guard, not a timing check
+        os.close(watch)
+        assert ready, "the monty worker outlived the launcher the pool killed"
+        with pytest.raises(pydantic_monty.MontyCrashedError):
+            session.feed_run("2")
+    assert orchestrate("6 * 7", tools=[]).value == 42
+
+
+def test_confined_workers_still_run_cells_with_tools_and_type_checks() -> None:
     def add(x: int, y: int) -> int:
         return x + y
 

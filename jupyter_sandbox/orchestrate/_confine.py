@@ -1,11 +1,27 @@
 """OS-level confinement of the Monty workers: defence in depth under the language-level sandbox.
 
 Monty's interpreter has no file, network or process access to begin with; this makes a bug in
-it worth less. When the host allows it, each worker starts through a small launcher that gives
-it its own network namespace (no interfaces but a down loopback), runs it as ``nobody`` with no
-capabilities and ``no_new_privs``. The strongest level that actually starts a worker here is
-chosen once per process, by trying it: a launcher that cannot work on this machine (not root,
-no user namespaces, a venv ``nobody`` cannot read) falls back to the next, never to an error.
+it worth less, and keeps one escaped worker away from every other worker (another cell's inputs
+sit in their memory). When the host allows it, each worker starts through a small launcher that
+gives it
+
+- its own PID namespace with a fresh ``/proc`` in its own mount namespace: it is PID 1 and sees,
+  signals and traces no other process, because it cannot name one;
+- on root hosts, a uid of its own, ``UID_BASE`` + the launcher's PID (no two live workers share
+  one, none is in ``/etc/passwd``), no capabilities and ``no_new_privs``: even a process that
+  learnt another worker's PID could not signal, trace or read it;
+- its own network, IPC and UTS namespaces (no interfaces but a down loopback, no shared SysV
+  IPC or abstract sockets).
+
+The launcher ``unshare --fork`` stays the worker's parent outside the namespace, and it is the
+process the pool knows (``worker_pid``): killing it (interrupts, the pool's timeouts) kills the
+worker through its parent-death signal, which ``setpriv`` sets again after the uid change that
+clears it.
+
+The strongest level that actually starts a worker here is chosen once per process, by trying
+it: a launcher that cannot work on this machine (not root, no user namespaces, a container that
+forbids mounting ``/proc``, a venv the worker's uid cannot read) falls back to the next, never to
+an error. ``Confinement.level`` records which one is in force.
 """
 
 from __future__ import annotations
@@ -16,36 +32,68 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pydantic_monty._binary import find_monty_binary
 
-NOBODY = 65534
+UID_BASE = 2_000_000_000
+"""Root hosts run each worker as ``UID_BASE + pid``: far above the uids of ``/etc/passwd`` and the
+usual subordinate-uid ranges, and PIDs stay below 2**22, so the range ends below 2**31."""
+
+_UID = '"$uid"'
+"""The launcher's shell variable holding the worker's uid: a word of the prefix that goes into
+the script as it is, where every other word is quoted."""
 
 
 @dataclass(frozen=True)
 class Confinement:
     level: str
-    """``nobody+netns`` (root hosts), ``userns+netns``, ``no-new-privs`` or ``none``."""
+    """``own-uid+pidns+netns`` (root hosts), ``userns+pidns+netns``, ``userns+netns``,
+    ``no-new-privs`` or ``none``; only the first two keep workers from seeing each other."""
     binary: str
     """What the pool starts: the launcher script, or the plain ``monty`` binary."""
+    prefix: tuple[str, ...]
+    """The launcher's command before the program it confines (empty at level ``none``); with
+    `launcher_script` it confines any program exactly as the workers are confined."""
 
 
 def _levels() -> list[tuple[str, list[str]]]:
     unshare, setpriv = shutil.which("unshare"), shutil.which("setpriv")
+    if not setpriv:
+        return []
+    # The worker is PID 1 of its namespace; its parent (``unshare``) is what the pool kills.
+    pidns = ["--pid", "--kill-child=SIGKILL", "--mount-proc"]
+    nnp = ["--no-new-privs", "--pdeathsig=SIGKILL", "--"]
     levels: list[tuple[str, list[str]]] = []
-    if unshare and setpriv and os.geteuid() == 0:
+    if unshare and os.geteuid() == 0:
         drop = [
-            setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
-            "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--",
+            "--reuid", _UID, "--regid", _UID, "--clear-groups",
+            "--inh-caps=-all", "--bounding-set=-all", *nnp,
         ]  # fmt: skip
-        levels.append(("nobody+netns", [unshare, "--net", "--ipc", "--uts", "--", *drop]))
-    if unshare and setpriv:
-        nnp = [setpriv, "--no-new-privs", "--"]
-        levels.append(("userns+netns", [unshare, "--user", "--net", "--ipc", "--", *nnp]))
-    if setpriv:
-        levels.append(("no-new-privs", [setpriv, "--no-new-privs", "--"]))
+        levels.append(
+            (
+                "own-uid+pidns+netns",
+                [unshare, *pidns, "--net", "--ipc", "--uts", "--", setpriv, *drop],
+            )
+        )
+    if unshare:
+        userns = [unshare, "--user", "--net", "--ipc", "--uts"]
+        levels.append(("userns+pidns+netns", [*userns, *pidns, "--", setpriv, *nnp]))
+        levels.append(("userns+netns", [*userns, "--", setpriv, *nnp]))
+    levels.append(("no-new-privs", [setpriv, *nnp]))
     return levels
+
+
+def launcher_script(prefix: Sequence[str], program: str) -> str:
+    """A ``/bin/sh`` script that runs ``program`` with its arguments under ``prefix``.
+
+    The uid comes from the script's own PID, which is also the PID the pool reports for the
+    worker (``exec`` keeps it): unique among live workers without any shared state to allocate
+    from, and recognisable from outside.
+    """
+    words = " ".join(w if w == _UID else shlex.quote(w) for w in [*prefix, program])
+    return f'#!/bin/sh\nuid=$(({UID_BASE} + $$))\nexec {words} "$@"\n'
 
 
 def _works(launcher: str) -> bool:
@@ -66,8 +114,8 @@ def choose() -> Confinement:
     for level, prefix in _levels():
         launcher = os.path.join(folder, f"monty-{level.replace('+', '-')}")
         with open(launcher, "w") as script:
-            script.write(f'#!/bin/sh\nexec {shlex.join([*prefix, monty])} "$@"\n')
+            script.write(launcher_script(prefix, monty))
         os.chmod(launcher, 0o700)
         if _works(launcher):
-            return Confinement(level, launcher)
-    return Confinement("none", monty)
+            return Confinement(level, launcher, tuple(prefix))
+    return Confinement("none", monty, ())
