@@ -17,10 +17,14 @@ from typing import Any
 SCALAR_TAGS = ("int", "float", "bool", "str", "bytes", "none", "datetime", "date", "timedelta")
 PATH_TAGS = ("file", "dir")
 TAGS = (*SCALAR_TAGS, "json", *PATH_TAGS)
+INFERABLE = (*SCALAR_TAGS, "json")
+"""Tags `infer` can give: never a path, so an untyped output never becomes a `File`/`Dir`."""
 INFERRED_TYPES = ".inferred-types.json"
 """Tags the auto-IO runner chose for outputs declared without one (no output name starts with
 a dot, so it cannot collide)."""
 _MICROS = 1_000_000
+_MAX_SECONDS = Decimal(int(dt.timedelta.max.total_seconds()) + 1)
+"""Checked before converting, so ``1e999999`` is refused instead of built as a huge integer."""
 
 
 def check(tag: str, value: Any) -> None:
@@ -96,7 +100,20 @@ def encode(tag: str, value: Any) -> bytes:
 
 
 def decode(tag: str, data: bytes) -> Any:
-    """The value a file holds, read as ``tag``; ValueError when it does not parse."""
+    """The value a file holds, read as ``tag``; ValueError when it does not parse.
+
+    The data comes from code we do not trust, so every way parsing can fail (an overflowing
+    number, JSON nested past the recursion limit...) is a ValueError, never anything else.
+    """
+    try:
+        return _decode(tag, data)
+    except ArithmeticError:
+        raise ValueError(f"out of range for {tag}: {data[:40]!r}") from None
+    except RecursionError:
+        raise ValueError(f"nested too deeply to read as {tag}") from None
+
+
+def _decode(tag: str, data: bytes) -> Any:
     if tag == "bytes":
         return data
     if tag == "none":
@@ -120,7 +137,10 @@ def decode(tag: str, data: bytes) -> Any:
     if tag == "date":
         return dt.date.fromisoformat(word)
     if tag == "timedelta":
-        return dt.timedelta(microseconds=int(Decimal(word) * _MICROS))
+        seconds = Decimal(word)
+        if not seconds.is_finite() or abs(seconds) > _MAX_SECONDS:
+            raise ValueError(f"not a timedelta in seconds: {word[:40]!r}")
+        return dt.timedelta(microseconds=int(seconds * _MICROS))
     if tag == "json":
         return json.loads(text)
     raise ValueError(f"unknown type tag {tag!r}")

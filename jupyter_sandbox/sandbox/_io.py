@@ -9,16 +9,29 @@ content of an input can become a command.
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import io
 import json
 import os
+import re
 import shutil
+import stat
 import tarfile
 import tempfile
-from collections.abc import Mapping
+import time
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-from .._errors import InvalidOutput, MissingOutput, SandboxConfigError
+from .._errors import (
+    ContainerError,
+    InvalidOutput,
+    MissingOutput,
+    OutputLimitExceeded,
+    SandboxConfigError,
+    SandboxTimeout,
+)
 from .._preview import preview as bounded_preview
 from . import _codec
 from ._spec import Mode
@@ -29,6 +42,19 @@ OUTPUTS = "/var/outputs"
 PROGRAM = "/opt/jupyter-sandbox"
 _HERE = Path(__file__).parent
 _PREVIEW = 200
+_BLOCK = 1 << 16
+_ZEROS = bytes(_BLOCK)
+ENTRY_COST = 512
+"""Bytes each entry of ``/var/outputs`` counts against the limit besides its size (a tar
+header's worth): 100k empty files are not free to unpack."""
+_STREAM_SLACK = 1 << 20
+_SHOWN = 120
+"""Characters of an entry's name shown in an error."""
+_MAX_LINK = 4096
+_MAX_HOPS = 40
+"""Links followed in one resolution, as the kernel allows."""
+_ODD = re.compile(r"[\x00-\x1f\x7f\udc80-\udcff]")
+"""Control characters (terminal escapes) and undecodable bytes are refused in output names."""
 
 
 def _readable(path: Path) -> None:
@@ -62,20 +88,120 @@ def stage_inputs(dest: Path, tags: Mapping[str, str], values: Mapping[str, Any])
     """Write each input to ``dest/<name>``: encoded scalars, or copies of `File`/`Dir` paths.
 
     Copies (not bind mounts of the originals) so the non-root user can read them whatever
-    their host permissions, and so the code can never reach the host file itself.
+    their host permissions, and so the code can never reach the host file itself. Staging
+    writes only inside ``dest`` and reads only inside each input: modes are set on the copies
+    (never through a link), and a `Dir`'s links are kept only when they point inside it.
     """
     dest.mkdir(parents=True, exist_ok=True)
-    for name, tag in tags.items():
-        value = values[name]
-        check_input(name, tag, value)
-        target = dest / name
-        if tag == "file":
-            shutil.copyfile(os.fspath(value), target)
-        elif tag == "dir":
-            shutil.copytree(os.fspath(value), target, symlinks=True)
+    os.chmod(dest, 0o755)
+    with _host_space("staging inputs"):
+        for name, tag in tags.items():
+            value = values[name]
+            check_input(name, tag, value)
+            target = dest / name
+            if tag == "file":
+                _copy_file(Path(os.fspath(value)), target, follow=True, label=repr(name))
+            elif tag == "dir":
+                _copy_dir(name, Path(os.fspath(value)).resolve(), target)
+            else:
+                _write_new(target, _codec.encode(tag, value))
+
+
+@contextlib.contextmanager
+def _host_space(what: str) -> Iterator[None]:
+    """A full host disk while moving files is the host's problem, said in one line."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        raise ContainerError(
+            f"the host ran out of disk space while {what} in {tempfile.gettempdir()}: "
+            "free space there, or point TMPDIR at a roomier folder"
+        ) from None
+
+
+def _create(path: Path, mode: int) -> int:
+    """A new file opened for writing; never an existing one and never through a link."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(path, flags, 0o600)
+    os.fchmod(fd, mode)
+    return fd
+
+
+def _write_new(path: Path, data: bytes) -> None:
+    fd = _create(path, 0o644)
+    with os.fdopen(fd, "wb") as out:
+        out.write(data)
+
+
+def _copy_sparse(source: IO[bytes], fd: int) -> int:
+    """Copy ``source`` into the new file ``fd``, leaving holes for blocks of zeros.
+
+    A sparse file (``truncate -s 200M``) then costs its data, not its apparent size, on the
+    host disk. Returns the bytes copied.
+    """
+    size = 0
+    while block := source.read(_BLOCK):
+        size += len(block)
+        if block == _ZEROS[: len(block)]:
+            os.lseek(fd, len(block), os.SEEK_CUR)
         else:
-            target.write_bytes(_codec.encode(tag, value))
-    _readable(dest)
+            os.write(fd, block)  # regular file: os.write writes everything
+    os.ftruncate(fd, size)
+    return size
+
+
+def _copy_file(source: Path, target: Path, *, follow: bool, label: str) -> None:
+    """Copy one regular file; refuse anything else (a FIFO would block, a device is not data)."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
+    try:
+        fd = os.open(source, flags)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # swapped for a link since it was listed
+            raise SandboxConfigError(f"input {label} changed while it was copied") from None
+        raise
+    with os.fdopen(fd, "rb") as src:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise SandboxConfigError(f"input {label} is not a regular file")
+        out = _create(target, 0o644)
+        try:
+            _copy_sparse(src, out)
+        finally:
+            os.close(out)
+
+
+def _copy_dir(name: str, root: Path, dest: Path) -> None:
+    """Copy a directory input: files and folders, and links that stay inside it (kept as
+    relative links). A link out of it, or a FIFO, socket or device, is refused by name."""
+    os.mkdir(dest)
+    os.chmod(dest, 0o755)
+    pending = [(root, dest)]
+    while pending:
+        source_dir, dest_dir = pending.pop()
+        with os.scandir(source_dir) as entries:
+            for entry in entries:
+                source, target = Path(entry.path), dest_dir / entry.name
+                label = repr(f"{name}/{source.relative_to(root)}")
+                if entry.is_symlink():
+                    real = Path(os.path.realpath(source))
+                    if real != root and root not in real.parents:
+                        raise SandboxConfigError(
+                            f"input {name!r}: {label} is a link to {os.readlink(source)!r}, "
+                            "outside the directory; copy what it points to into the directory"
+                        )
+                    os.symlink(os.path.relpath(real, source_dir), target)
+                elif entry.is_dir(follow_symlinks=False):
+                    os.mkdir(target)
+                    os.chmod(target, 0o755)
+                    pending.append((source, target))
+                elif entry.is_file(follow_symlinks=False):
+                    _copy_file(source, target, follow=False, label=label)
+                else:
+                    raise SandboxConfigError(
+                        f"input {name!r}: {label} is not a file, directory or link "
+                        "(a FIFO, socket or device cannot be sent)"
+                    )
 
 
 def stage_program(
@@ -104,44 +230,285 @@ def program_command(mode: Mode) -> list[str]:
     return ["python3", f"{PROGRAM}/{script}"]
 
 
-def collect_outputs(archive: Path | None, tags: Mapping[str, str | None]) -> dict[str, Any]:
-    """Decode declared outputs from the tar of ``/var/outputs``, in declaration order.
+def output_entries(mode: Mode, tags: Mapping[str, str | None]) -> tuple[str, ...]:
+    """What collection takes from ``/var/outputs``: the declared outputs, plus (auto-IO only:
+    no other mode writes it) the runner's record of the types it inferred."""
+    return (*tags, _codec.INFERRED_TYPES) if mode == "auto" else tuple(tags)
+
+
+def extract_outputs(
+    chunks: Iterable[bytes],
+    dest: Path,
+    names: Collection[str],
+    *,
+    limit: int,
+    deadline: float,
+) -> None:
+    """Unpack the tar stream of ``/var/outputs`` into the new folder ``dest``, as hostile data.
+
+    The stream comes from the image's ``tar`` while code of the run may still be changing
+    ``/var/outputs``, so nothing in it is trusted: only entries under ``names`` are written,
+    only as regular files, folders and links that stay inside their own output; a hard link
+    becomes a copy of a file already written in the same output. Anything else under a
+    declared name (a FIFO, a device, ``..``, a link out, a control character in a name) is
+    `InvalidOutput` naming the entry. Files are created new and never through a link (links
+    are made last, after checking where each one leads once all exist).
+
+    Every entry costs its apparent size plus `ENTRY_COST` against ``limit`` (the run's disk
+    size, which bounds ``/var/outputs``): past it, `OutputLimitExceeded` before its data is
+    read. Past ``deadline`` (the run's wall-clock limit), `SandboxTimeout`.
+    """
+    dest.mkdir(mode=0o700)
+    reader = _Chunks(chunks, cap=2 * limit + _STREAM_SLACK, deadline=deadline)
+    tree = _Tree(dest, names)
+    spent = 0
+    with _host_space("collecting outputs"):
+        try:
+            with tarfile.open(fileobj=reader, mode="r|") as tar:
+                for member in tar:
+                    _check_deadline(deadline)
+                    if member.size < 0:
+                        raise tarfile.HeaderError(f"negative size for {member.name!r}")
+                    spent += ENTRY_COST + member.size
+                    if spent > limit:
+                        raise _too_big(limit)
+                    tree.take(member, tar)
+        except (tarfile.TarError, EOFError) as exc:
+            if reader.size == 0:  # tar wrote nothing (no output exists): nothing to unpack
+                return
+            raise ContainerError(
+                f"could not read {OUTPUTS}: its tar stream is broken ({exc})"
+            ) from None
+        tree.make_links(deadline)
+
+
+def _too_big(limit: int) -> OutputLimitExceeded:
+    return OutputLimitExceeded(
+        f"{OUTPUTS} holds more than the disk limit ({limit / 2**20:g} MiB, each entry counted "
+        f"as {ENTRY_COST} bytes plus its apparent size): write less, or raise resources disk"
+    )
+
+
+def _check_deadline(deadline: float) -> None:
+    if time.monotonic() > deadline:
+        raise SandboxTimeout(f"collecting {OUTPUTS} ran past the run's timeout")
+
+
+class _Chunks(io.RawIOBase):
+    """The exec's byte chunks as a file for `tarfile`, bounded in size and time."""
+
+    def __init__(self, chunks: Iterable[bytes], *, cap: int, deadline: float) -> None:
+        super().__init__()
+        self._chunks = iter(chunks)
+        self._left = b""
+        self._cap = cap
+        self._deadline = deadline
+        self.size = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self._left:
+            _check_deadline(self._deadline)
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                return 0
+            self.size += len(chunk)
+            if self.size > self._cap:  # headers and padding past any honest archive
+                raise _too_big(self._cap // 2)
+            self._left = chunk
+        n = min(len(buffer), len(self._left))
+        buffer[:n] = self._left[:n]
+        self._left = self._left[n:]
+        return n
+
+
+class _Tree:
+    """The outputs being unpacked: what was written where, and the links still to make."""
+
+    def __init__(self, root: Path, names: Collection[str]) -> None:
+        self.root = root
+        self.names = set(names)
+        self.files: dict[tuple[str, ...], Path] = {}
+        self.links: dict[tuple[str, ...], str] = {}
+
+    def take(self, member: tarfile.TarInfo, tar: tarfile.TarFile) -> None:
+        parts = tuple(p for p in member.name.split("/") if p not in ("", "."))
+        if not parts or parts[0] not in self.names or member.name.startswith("/"):
+            return  # not a declared output: skipped, never written (its size was counted)
+        entry = f"{OUTPUTS}/{'/'.join(parts)}"
+        shown = repr(entry if len(entry) <= _SHOWN else entry[: _SHOWN - 3] + "...")
+
+        def invalid(why: str) -> InvalidOutput:
+            return InvalidOutput(f"output {parts[0]!r}: {shown} {why}", name=parts[0])
+
+        if any(p == ".." or _ODD.search(p) for p in parts):
+            raise invalid("has a '..', control character or undecodable byte in its name")
+        if any(parts[:i] in self.links for i in range(1, len(parts))):
+            raise invalid("lies under a link (the link would lead elsewhere)")
+        path = self.root.joinpath(*parts)
+        try:
+            if member.isdir():
+                self._dirs(parts)
+            elif member.isreg():
+                self._dirs(parts[:-1])
+                self._file(path, parts, tar.extractfile(member), member.mode)
+            elif member.issym():
+                if len(parts) == 1:
+                    raise invalid("is a link: an output must be a file or a directory")
+                if parts in self.links or len(member.linkname) > _MAX_LINK:
+                    raise invalid("is a link given twice, or with an overlong target")
+                self.links[parts] = member.linkname
+            elif member.islnk():
+                target = tuple(p for p in member.linkname.split("/") if p not in ("", "."))
+                if target not in self.files or target[0] != parts[0]:
+                    raise invalid(f"is a hard link to {member.linkname[:_SHOWN]!r}, outside it")
+                self._dirs(parts[:-1])
+                with self.files[target].open("rb") as source:
+                    self._file(path, parts, source, member.mode)
+            else:
+                raise invalid("is not a regular file, directory or link (FIFO or device)")
+        except FileExistsError:
+            raise invalid("appears twice") from None
+        except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            raise invalid(f"cannot be written on the host ({exc.strerror})") from None
+
+    def _dirs(self, parts: tuple[str, ...]) -> None:
+        """Make each folder of ``parts``; an existing one must be a real folder we made."""
+        path = self.root
+        for part in parts:
+            path = path / part
+            try:
+                os.mkdir(path, 0o755)
+            except FileExistsError:
+                if not stat.S_ISDIR(os.lstat(path).st_mode):
+                    raise NotADirectoryError(errno.ENOTDIR, "not a directory") from None
+
+    def _file(self, path: Path, parts: tuple[str, ...], data: IO[bytes] | None, mode: int) -> None:
+        fd = _create(path, 0o755 if mode & 0o100 else 0o644)
+        try:
+            _copy_sparse(data or io.BytesIO(), fd)
+        finally:
+            os.close(fd)
+        self.files[parts] = path
+
+    def make_links(self, deadline: float) -> None:
+        """Make the links, each only if following it (and every link on its way) stays
+        inside its own output: checked on the whole set, since ``x -> .`` and
+        ``g -> x/x/../../..`` each look harmless alone."""
+        for parts, target in self.links.items():
+            _check_deadline(deadline)
+            if not _stays_inside(self.links, parts, target):
+                shown = repr(f"{OUTPUTS}/{'/'.join(parts)}"[:_SHOWN])
+                raise InvalidOutput(
+                    f"output {parts[0]!r}: {shown} is a link to {target[:_SHOWN]!r}, which "
+                    "leads out of the output",
+                    name=parts[0],
+                )
+        for parts, target in self.links.items():
+            self._dirs(parts[:-1])
+            try:
+                os.symlink(target, self.root.joinpath(*parts))
+            except FileExistsError:
+                raise InvalidOutput(
+                    f"output {parts[0]!r}: {'/'.join(parts)[:_SHOWN]!r} appears twice",
+                    name=parts[0],
+                ) from None
+
+
+def _stays_inside(links: Mapping[tuple[str, ...], str], link: tuple[str, ...], target: str) -> bool:
+    """Whether resolving ``link`` the way the kernel would never leaves its output's folder
+    (so the output can move, and a relative link keeps meaning the same file)."""
+    path = list(link[:-1])
+    todo = [target]
+    hops = 0
+    while todo:
+        text = todo.pop()
+        if text.startswith("/"):
+            return False
+        parts = [p for p in text.split("/") if p not in ("", ".")]
+        for i, part in enumerate(parts):
+            if part == "..":
+                if len(path) <= 1:
+                    return False
+                path.pop()
+                continue
+            path.append(part)
+            onward = links.get(tuple(path))
+            if onward is not None:
+                hops += 1
+                if hops > _MAX_HOPS:
+                    return False
+                path.pop()
+                todo.append("/".join(parts[i + 1 :]))
+                todo.append(onward)
+                break
+    return True
+
+
+def collect_outputs(folder: Path | None, tags: Mapping[str, str | None]) -> dict[str, Any]:
+    """Decode declared outputs from the folder `extract_outputs` filled, in declaration order.
 
     `File`/`Dir` outputs move to a fresh host directory that outlives the run (the caller owns
-    it). A missing output raises `MissingOutput` naming it; one that does not parse,
-    `InvalidOutput`. An output declared without a type takes the type the auto-IO runner saw,
-    or ``str`` in the other modes.
+    it). A missing output raises `MissingOutput` naming it; one that does not parse, or is a
+    folder where a file was declared (or the reverse), `InvalidOutput`. An output declared
+    without a type takes the type the auto-IO runner recorded (never a path), or ``str`` in
+    the other modes (where no record is collected).
     """
     if not tags:
         return {}
-    with tempfile.TemporaryDirectory(prefix="jupyter-sandbox-collect-") as tmp:
-        root = Path(tmp)
-        if archive is not None and archive.stat().st_size:
-            with tarfile.open(archive) as tar:
-                tar.extractall(root, filter="data")
-        inferred_file = root / _codec.INFERRED_TYPES
-        inferred = json.loads(inferred_file.read_text()) if inferred_file.is_file() else {}
-        values: dict[str, Any] = {}
-        kept: Path | None = None
-        for name, declared in tags.items():
-            tag = declared or inferred.get(name, "str")
-            path = root / name
-            exists = path.is_dir() if tag == "dir" else path.is_file()
-            if not exists:
-                raise MissingOutput(
-                    f"declared output {name!r} was not written to {OUTPUTS}/{name}", name=name
-                )
-            if tag in _codec.PATH_TAGS:
-                kept = kept or Path(tempfile.mkdtemp(prefix="jupyter-sandbox-out-"))
-                values[name] = (File if tag == "file" else Dir)(shutil.move(path, kept / name))
-                continue
-            try:
-                values[name] = _codec.decode(tag, path.read_bytes())
-            except ValueError as exc:
-                raise InvalidOutput(
-                    f"output {name!r} is not a valid {tag}: {exc}", name=name
-                ) from None
+    root = folder if folder is not None and folder.is_dir() else None
+    inferred = _inferred(root, tags) if root is not None else {}
+    values: dict[str, Any] = {}
+    kept: Path | None = None
+    for name, declared in tags.items():
+        tag = declared or inferred.get(name, "str")
+        try:
+            kind = os.lstat(root / name).st_mode if root is not None else None
+        except FileNotFoundError:
+            kind = None
+        if kind is None:
+            raise MissingOutput(
+                f"declared output {name!r} was not written to {OUTPUTS}/{name}", name=name
+            )
+        want_dir = tag == "dir"
+        if stat.S_ISDIR(kind) != want_dir:
+            what = "a directory" if want_dir else "a file"
+            raise InvalidOutput(f"output {name!r}: {OUTPUTS}/{name} is not {what}", name=name)
+        assert root is not None  # kind is set only when it is
+        if tag in _codec.PATH_TAGS:
+            kept = kept or Path(tempfile.mkdtemp(prefix="jupyter-sandbox-out-"))
+            values[name] = (File if tag == "file" else Dir)(shutil.move(root / name, kept / name))
+            continue
+        try:
+            values[name] = _codec.decode(tag, (root / name).read_bytes())
+        except ValueError as exc:
+            raise InvalidOutput(f"output {name!r} is not a valid {tag}: {exc}", name=name) from None
     return values
+
+
+def _inferred(root: Path, tags: Mapping[str, str | None]) -> dict[str, str]:
+    """The auto-IO runner's record of inferred tags, checked: the code ran in the same
+    process as the runner, so the record is as untrusted as any output."""
+    untyped = [name for name, tag in tags.items() if tag is None]
+    path = root / _codec.INFERRED_TYPES
+    if not untyped or not path.is_file():
+        return {}
+    try:
+        record = json.loads(path.read_bytes())
+    except (ValueError, RecursionError):
+        record = None
+    for name in untyped:
+        if not isinstance(record, dict) or record.get(name, "str") not in _codec.INFERABLE:
+            raise InvalidOutput(
+                f"output {name!r}: the auto-IO runner's record of its type "
+                f"({_codec.INFERRED_TYPES}) is not valid",
+                name=name,
+            )
+    return {name: record[name] for name in untyped if name in record}
 
 
 def preview(value: Any) -> str:

@@ -13,15 +13,15 @@ import re
 import shutil
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._errors import SandboxCancelled
+from .._errors import ContainerError, SandboxCancelled, SandboxTimeout
 from .._events import EventCallback, Output, Stream
 from . import _pool
-from ._io import OUTPUTS
+from ._io import OUTPUTS, extract_outputs
 from ._pool import Limits, Slot
 from ._spec import parse_size
 
@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 
 _POLL = 0.05
 _SIGKILLED = 128 + 9
+_GONE = 10.0
+"""Seconds to wait for the unpacking thread once its container is removed (its stream ends)."""
 
 
 @dataclass
@@ -43,6 +45,8 @@ class RawRun:
     timed_out: bool = False
     oom_killed: bool = False
     flooded: bool = False
+    outputs_error: ContainerError | None = None
+    """Why ``/var/outputs`` could not be collected (a link out, past the disk limit...)."""
 
 
 class _Reader(threading.Thread):
@@ -155,15 +159,17 @@ def run_container(
     env: Mapping[str, str],
     inputs_dir: Path,
     program_dir: Path,
-    outputs_archive: Path | None,
+    outputs_dir: Path | None,
     limits: Limits,
     on_event: EventCallback,
     scrub: tuple[str, ...] = (),
     cancel: threading.Event | None = None,
+    output_names: Collection[str] = (),
 ) -> RawRun:
     """Run ``command`` once in a container of its own and remove it, whatever happens.
 
-    ``outputs_archive``, when given, receives a tar of ``/var/outputs`` after a clean exit.
+    ``outputs_dir``, when given, receives the entries ``output_names`` of ``/var/outputs``
+    after a clean exit (see `extract_outputs`), within the same timeout as the code.
     Secret values in ``scrub`` are masked in the transcript and the live output. Setting
     ``cancel`` stops the run (`SandboxCancelled`) within a poll interval.
     """
@@ -177,15 +183,21 @@ def run_container(
         slot, exec_id, stream = _start_exec(client, slot, image, command, env)
         reader = _Reader(stream, on_event, parse_size(limits.resources.output), scrub)
         reader.start()
-        finished = _wait(client, exec_id, reader, start + limits.timeout, cancel)
+        deadline = start + limits.timeout
+        finished = _wait(client, exec_id, reader, deadline, cancel)
         raw.seconds = time.monotonic() - start
         raw.timed_out = not finished
         raw.flooded = reader.flooded
         if finished and not reader.flooded:
             raw.exit_code = client.api.exec_inspect(exec_id)["ExitCode"]
             raw.oom_killed = raw.exit_code == _SIGKILLED and _oom_kills(client, slot) > 0
-            if raw.exit_code == 0 and outputs_archive is not None:
-                _archive_outputs(client, slot, outputs_archive)
+            if raw.exit_code == 0 and outputs_dir is not None:
+                error = _archive_outputs(
+                    client, slot, outputs_dir, output_names, limits, deadline, cancel
+                )
+                raw.timed_out = isinstance(error, SandboxTimeout)
+                raw.outputs_error = None if raw.timed_out else error
+                raw.seconds = time.monotonic() - start
         raw.stdout = "".join(reader.parts["stdout"])
         raw.stderr = "".join(reader.parts["stderr"])
         clean = True
@@ -210,10 +222,45 @@ def _oom_kills(client: DockerClient, slot: Slot) -> int:
     return int(match.group(1)) if match else 0
 
 
-def _archive_outputs(client: DockerClient, slot: Slot, dest: Path) -> None:
-    """Tar ``/var/outputs`` from inside (docker cp cannot see a tmpfs) into ``dest``."""
-    _, stream = _exec_stream(client, slot, ["tar", "-C", OUTPUTS, "-cf", "-", "."], {})
-    with dest.open("wb") as out:
-        for data, _err in stream:
-            if data:
-                out.write(data)
+def _archive_outputs(
+    client: DockerClient,
+    slot: Slot,
+    dest: Path,
+    names: Collection[str],
+    limits: Limits,
+    deadline: float,
+    cancel: threading.Event | None,
+) -> ContainerError | None:
+    """Unpack ``names`` of ``/var/outputs`` into ``dest``, tarred from inside (docker cp
+    cannot see a tmpfs) and streamed straight into `extract_outputs`: no archive on disk.
+
+    Returns what went wrong (a `SandboxTimeout` past ``deadline``), or None. The unpacking
+    runs on a thread so that a ``tar`` the run's code stopped (it can: same user) still ends
+    at the deadline: the container is removed, which ends the stream and the thread.
+    """
+    _, stream = _exec_stream(client, slot, ["tar", "-C", OUTPUTS, "-cf", "-", "--", *names], {})
+    errors: list[BaseException] = []
+
+    def unpack() -> None:
+        try:
+            limit = parse_size(limits.resources.disk)
+            chunks = (data for data, _err in stream if data)
+            extract_outputs(chunks, dest, names, limit=limit, deadline=deadline)
+        except BaseException as exc:  # handed to the caller's thread
+            errors.append(exc)
+
+    worker = threading.Thread(target=unpack, daemon=True)
+    worker.start()
+    while worker.is_alive():
+        if (cancel is not None and cancel.is_set()) or time.monotonic() > deadline:
+            _pool.remove(slot)
+            worker.join(_GONE)
+            if cancel is not None and cancel.is_set():
+                raise SandboxCancelled("the run was cancelled; its container was removed")
+            return SandboxTimeout(f"collecting {OUTPUTS} ran past the run's timeout")
+        worker.join(_POLL)
+    if not errors:
+        return None
+    if isinstance(errors[0], ContainerError):
+        return errors[0]
+    raise errors[0]

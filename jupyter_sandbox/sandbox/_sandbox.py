@@ -31,7 +31,14 @@ from .._events import EventCallback, RunFinished, RunStarted, ignore
 from . import _cache
 from ._client import client, is_engine_error
 from ._image import build_error, default_base_image, ensure_image, image_id
-from ._io import check_input, collect_outputs, program_command, stage_inputs, stage_program
+from ._io import (
+    check_input,
+    collect_outputs,
+    output_entries,
+    program_command,
+    stage_inputs,
+    stage_program,
+)
 from ._pool import Limits
 from ._record import SandboxRun
 from ._run import RawRun, run_container
@@ -216,7 +223,7 @@ class Sandbox:
             for attempt in range(1, self.retries + 2):
                 run.attempts = attempt
                 emit(RunStarted(self.name, run.image, attempt))
-                archive = work / f"outputs-{attempt}.tar" if self.outputs else None
+                archive = work / f"outputs-{attempt}" if self.outputs else None
                 raw = run_container(
                     docker,
                     image=run.image,
@@ -224,7 +231,8 @@ class Sandbox:
                     env=env,
                     inputs_dir=work / "inputs",
                     program_dir=work / "program",
-                    outputs_archive=archive,
+                    outputs_dir=archive,
+                    output_names=output_entries(self.mode, self.outputs),
                     limits=Limits(self.timeout, self.resources, self.network),
                     on_event=emit,
                     scrub=tuple(v for k, v in env.items() if k in self.secrets and v),
@@ -285,6 +293,8 @@ class Sandbox:
             )
         if raw.oom_killed:
             raise OutOfMemory(f"out of memory: killed at the {self.resources.memory} limit")
+        if raw.outputs_error is not None:
+            raise raw.outputs_error
         if raw.exit_code != 0:
             tail = "\n".join(raw.stderr.rstrip().splitlines()[-_STDERR_TAIL:])
             last = tail.splitlines()[-1] if tail else "(no stderr)"
