@@ -25,6 +25,7 @@ import signal
 import threading
 import time
 import traceback
+import unicodedata
 from collections.abc import Coroutine, Mapping
 from typing import Any
 
@@ -36,16 +37,16 @@ from .._errors import (
     OrchestrationError,
 )
 from .._events import CallFinished, CallStarted, EventCallback, Output, ToolCall, ignore
-from ._failures import for_sandbox, translate
+from ._failures import describe, for_sandbox, translate
 from ._limits import Limits
 from ._memo import Journal, ToolCache, same
 from ._result import OrchestrationResult
 from ._runtime import pool
 from ._stubs import build_stubs
 from ._tools import Tool
-from ._values import to_sandbox
+from ._values import MAX_DEPTH, to_sandbox
 
-_NAME = re.compile(r"[A-Za-z_]\w*")
+_NAME = re.compile(r"[^\W\d]\w*")
 _STDOUT_CAP = 10 * 2**20
 _CLEANUP_WAIT = 10.0
 """Seconds a stopping run waits for its cancelled async tool calls to wind down."""
@@ -76,7 +77,10 @@ class Driver:
         self.limits = limits
         # The check exists to stop a wrong tool call before any tool runs. A cell that names
         # no tool cannot call one, so it skips the check (~5 ms of the checker's start-up).
-        self.type_check = type_check and not self.tools.keys().isdisjoint(_NAME.findall(code))
+        # Monty reads identifiers NFKC-normalised (fullwidth `add` is `add`), so the names are too.
+        self.type_check = type_check and not {
+            unicodedata.normalize("NFKC", name) for name in self.tools
+        }.isdisjoint(_NAME.findall(unicodedata.normalize("NFKC", code)))
         self.emit = on_event
         self._emitting = on_event is not ignore  # skip building events nobody reads
         self.loop = loop
@@ -120,6 +124,13 @@ class Driver:
             ) from None
         except OrchestrationError as exc:
             raise self._fail(exc) from None
+        except RecursionError:  # Monty's conversion of a deeply nested value recurses
+            raise self._fail(
+                OrchestrationError(
+                    "a value crossing the sandbox boundary is nested too deeply for Monty "
+                    f"to convert; keep results and tool arguments under {MAX_DEPTH} levels"
+                )
+            ) from None
         finally:
             self._stop_pending()
             if self.journal is not None:
@@ -218,7 +229,7 @@ class Driver:
             return snap.resume(self._later(call.call_id, future, call))
         try:
             value = tool.invoke(call, args, kwargs)
-        except Exception as exc:
+        except BaseException as exc:  # SystemExit from argparse too: it is this call's failure
             return snap.resume(self._failed(call, exc))
         return snap.resume(self._succeeded(call, value))
 
@@ -229,7 +240,12 @@ class Driver:
             task = asyncio.current_task()
             assert task is not None
             self._tasks.append(task)
-            return await coro
+            try:
+                return await coro
+            except (Exception, asyncio.CancelledError):
+                raise
+            except BaseException as exc:  # SystemExit, KeyboardInterrupt would stop the loop
+                raise _Raised(exc) from None
 
         return asyncio.run_coroutine_threadsafe(tracked(), self.loop)
 
@@ -277,8 +293,9 @@ class Driver:
     def _finish(self, call: ToolCall | None, future: concurrent.futures.Future[Any]) -> Any:
         try:
             value = future.result()
-        except Exception as exc:
-            return self._failed(call, exc) if call else {"exception": exc}
+        except BaseException as raised:  # a tool may raise CancelledError itself
+            exc = raised.exc if isinstance(raised, _Raised) else raised
+            return self._failed(call, exc) if call else {"exception": for_sandbox(exc)}
         return self._succeeded(call, value) if call else {"return_value": None}
 
     def _remembered(self, call: ToolCall) -> tuple[bool, Any]:
@@ -320,7 +337,7 @@ class Driver:
 
     def _failed(self, call: ToolCall, exc: BaseException) -> Any:
         call.end = time.perf_counter() - self._t0
-        call.error = f"{type(exc).__name__}: {exc}"
+        call.error = describe(exc)
         # Skip our own frames (driver, Tool.invoke): the traceback starts in the tool.
         tb = exc.__traceback__
         while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_HERE):
@@ -376,6 +393,16 @@ class Driver:
         self.result.sandbox_traceback = error.sandbox_traceback or None
         error.result = self.result
         return error
+
+
+class _Raised(Exception):
+    """Carries a tool's `BaseException` (``SystemExit``, ``KeyboardInterrupt``...) out of its
+    task: raised as is in a task, asyncio re-raises those two out of ``run_forever`` and the
+    shared tool loop dies, hanging every later async tool."""
+
+    def __init__(self, exc: BaseException) -> None:
+        super().__init__(describe(exc))
+        self.exc = exc
 
 
 def _line_starts(code: str) -> list[int]:

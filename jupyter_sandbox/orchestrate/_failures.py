@@ -82,11 +82,28 @@ def translate(
     return OrchestrationError(f"{type(inner).__name__}: {message}", sandbox_traceback=tb)
 
 
+def describe(exc: BaseException) -> str:
+    """``ExcType: message`` for traces and errors; never raises, even when the exception's own
+    ``__str__`` does (a tool's exception is arbitrary code)."""
+    try:
+        message = str(exc)
+    except Exception as failure:
+        message = f"<str() of the exception failed: {type(failure).__name__}>"
+    return f"{type(exc).__name__}: {message}"
+
+
 def for_sandbox(exc: BaseException) -> BaseException:
-    """``exc`` if Monty knows its class, else its nearest known ancestor with the name kept."""
-    if type(exc) in _MONTY_EXC_TYPES:
+    """An exception Monty can raise into the code for a tool's ``exc``.
+
+    ``exc`` itself when Monty knows its class and its arguments are plain text or numbers;
+    otherwise its nearest ancestor Monty knows, carrying `describe`'s message. A
+    `BaseException` that is not an `Exception` (``SystemExit`` from argparse,
+    ``KeyboardInterrupt``, ``GeneratorExit``, a custom subclass) arrives as a plain
+    ``Exception``: to the code it is that call's failure, caught by ``except Exception``, and
+    never an exit or an interrupt of the kernel.
+    """
+    kind = type(exc)
+    if kind in _MONTY_EXC_TYPES and all(type(a) in (str, int, float) for a in exc.args):
         return exc
-    base: type[BaseException] = next(
-        (c for c in type(exc).__mro__ if c in _MONTY_EXC_TYPES), Exception
-    )
-    return base(f"{type(exc).__name__}: {exc}")
+    base: type[BaseException] = next((c for c in kind.__mro__ if c in _MONTY_EXC_TYPES), Exception)
+    return base(describe(exc))

@@ -16,7 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._events import ToolCall
-from ._values import is_plain
+from ._values import MAX_DEPTH, data_size, is_plain
+
+_KEY_LIMIT = 2**20
+"""Bytes of arguments beyond which a call is not cached (its key would be their repr)."""
 
 
 @dataclass
@@ -40,6 +43,8 @@ class ToolCache:
         """A stable key, or None when an argument is an object (no safe notion of equality)."""
         if not (is_plain(args) and is_plain(kwargs)):
             return None
+        if data_size((args, kwargs), _KEY_LIMIT) > _KEY_LIMIT:
+            return None  # the key is a repr: arguments that write out huge are not cached
         return repr((tool, args, sorted(kwargs.items())))
 
     def get(self, key: str) -> tuple[bool, Any]:
@@ -59,13 +64,25 @@ class ToolCache:
 
 def same(a: Any, b: Any) -> bool:
     """Equal as data, or the very same object: a handle equals only itself (``==`` on an
-    arbitrary object may be elementwise, costly or raise)."""
+    arbitrary object may be elementwise, costly or raise). Each pair of containers is compared
+    once (arguments built from shared references stay cheap) and nesting deeper than data
+    goes (see `is_plain`) is not the same."""
+    return _same(a, b, 0, set())
+
+
+def _same(a: Any, b: Any, depth: int, compared: set[tuple[int, int]]) -> bool:
     if a is b:
         return True
     if type(a) is not type(b):
         return False
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
-    if isinstance(a, list | tuple):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict | list | tuple):
+        if depth >= MAX_DEPTH or len(a) != len(b):
+            return False
+        pair = (id(a), id(b))
+        if pair in compared:  # equal when first compared, or the walk has already stopped
+            return True
+        compared.add(pair)
+        if isinstance(a, dict):
+            return a.keys() == b.keys() and all(_same(a[k], b[k], depth + 1, compared) for k in a)
+        return all(_same(x, y, depth + 1, compared) for x, y in zip(a, b, strict=True))
     return is_plain(a) and bool(a == b)

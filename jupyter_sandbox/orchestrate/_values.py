@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import itertools
 import pathlib
+from collections.abc import Iterable
 from typing import Any
 
 from pydantic_monty import ClassInstance
@@ -33,41 +35,110 @@ _SCALARS: frozenset[type] = frozenset(
     }
 )
 _CONTAINERS: frozenset[type] = frozenset({list, tuple, set, frozenset})
-_MAX_DEPTH = 64
+MAX_DEPTH = 64
+"""Nesting levels that cross as data; deeper parts cross as handles (Monty's conversion
+recurses, and a 5000-deep list would overflow it)."""
+_HANDLE_SIZE = 8
+"""What `data_size` counts for a number, a handle or a container's slot."""
 
 
-def is_plain(value: object, depth: int = 0) -> bool:
+def is_plain(value: object) -> bool:
     """True when Monty can hold ``value`` as data (exact types only: a dict subclass would
-    silently lose its class on the way in, so it travels as a handle instead)."""
+    silently lose its class on the way in, so it travels as a handle instead). Containers
+    nested deeper than `MAX_DEPTH`, or holding themselves, are not."""
+    return type(value) in _SCALARS or _plain(value, 0, {})
+
+
+def _plain(value: object, depth: int, seen: dict[int, bool]) -> bool:
+    """`is_plain`, remembering each container's answer by id: a value built from shared
+    references (``[a] * 1000``, or ``x = [x, x]`` twenty times over) is walked once per
+    object, not once per path, and a container met again while it is being checked (a
+    cycle) is not plain."""
     kind = type(value)
     if kind in _SCALARS:
         return True
-    if depth > _MAX_DEPTH:
+    if depth >= MAX_DEPTH or not (kind is dict or kind in _CONTAINERS or _is_namedtuple(value)):
         return False
-    if kind is dict:
-        return all(
-            is_plain(k, depth + 1) and is_plain(v, depth + 1)
-            for k, v in value.items()  # type: ignore[attr-defined]
-        )
-    if kind in _CONTAINERS or (isinstance(value, tuple) and hasattr(value, "_fields")):
-        return all(is_plain(item, depth + 1) for item in value)  # type: ignore[attr-defined]
-    return False
+    key = id(value)
+    if key in seen:
+        return seen[key]
+    seen[key] = False
+    items: Iterable[Any] = (
+        itertools.chain.from_iterable(value.items())  # type: ignore[attr-defined]
+        if kind is dict
+        else value  # type: ignore[assignment]
+    )
+    seen[key] = answer = all(_plain(item, depth + 1, seen) for item in items)
+    return answer
+
+
+def _is_namedtuple(value: object) -> bool:
+    return isinstance(value, tuple) and hasattr(value, "_fields")
 
 
 def to_sandbox(value: Any) -> Any:
     """Plain data as is; anything else as an opaque handle.
 
     Containers mixing data and objects are handled element by element, so a tool may return
-    ``{"frame": df, "rows": 3}`` and the code can still read ``rows``.
+    ``{"frame": df, "rows": 3}`` and the code can still read ``rows``. What cannot be split
+    that way crosses whole as one handle: a dict keyed by an object (``{handle: 1}``) or a set
+    of objects (sandbox keys and set members must be hashable data), a named tuple holding an
+    object, and whatever sits deeper than `MAX_DEPTH`. A container that holds itself crosses
+    with a handle where the cycle closes.
     """
-    if type(value) in _SCALARS or is_plain(value):  # the common case first: once per call
+    if type(value) in _SCALARS:  # the common case first: once per call
+        return value
+    return _to_sandbox(value, 0, {}, {})
+
+
+def _to_sandbox(value: Any, depth: int, plain: dict[int, bool], done: dict[int, Any]) -> Any:
+    if _plain(value, depth, plain):
         return value
     kind = type(value)
+    if depth >= MAX_DEPTH or not (kind is dict or kind in _CONTAINERS):
+        return ClassInstance(value)
     if kind is dict:
-        return {to_sandbox(k): to_sandbox(v) for k, v in value.items()}
-    if kind in _CONTAINERS:
-        return kind(to_sandbox(item) for item in value)
-    return ClassInstance(value)
+        if not all(_plain(k, depth + 1, plain) for k in value):
+            return ClassInstance(value)
+    elif kind in (set, frozenset):
+        return ClassInstance(value)  # not plain, so it holds an object
+    key = id(value)
+    if key in done:  # shared (converted once) or a cycle closing (its handle)
+        return done[key]
+    done[key] = ClassInstance(value)
+    step = depth + 1
+    converted = (
+        {k: _to_sandbox(v, step, plain, done) for k, v in value.items()}
+        if kind is dict
+        else kind(_to_sandbox(item, step, plain, done) for item in value)
+    )
+    done[key] = converted
+    return converted
+
+
+def data_size(value: object, limit: int) -> int:
+    """Roughly the bytes ``value`` takes once written out (its repr, JSON, a display
+    message), counting shared references each time they appear, as writing them out does:
+    characters of text and bytes, `_HANDLE_SIZE` for anything else. Stops counting past
+    ``limit`` (and returns what it has, more than ``limit``), so a value that would write out
+    to gigabytes, or a cycle, costs only ``limit`` worth of walking."""
+    total = 0
+    stack = [value]
+    while stack and total <= limit:
+        item = stack.pop()
+        kind = type(item)
+        total += _HANDLE_SIZE
+        if kind is str or kind is bytes:
+            total += len(item)  # type: ignore[arg-type]
+        elif kind is dict or kind in _CONTAINERS or _is_namedtuple(item):
+            if total + _HANDLE_SIZE * len(item) > limit:  # type: ignore[arg-type]
+                return total + _HANDLE_SIZE * len(item)  # type: ignore[arg-type]
+            stack.extend(
+                itertools.chain.from_iterable(item.items())  # type: ignore[attr-defined]
+                if kind is dict
+                else item  # type: ignore[arg-type]
+            )
+    return total
 
 
 def type_name(value: object) -> str:
