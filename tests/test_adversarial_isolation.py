@@ -15,6 +15,7 @@ import json
 import os
 import secrets
 import subprocess
+import sysconfig
 import tempfile
 import threading
 from collections.abc import Iterator, Sequence
@@ -22,7 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from pydantic_monty._binary import find_monty_binary
 
+import jupyter_sandbox
 from jupyter_sandbox import orchestrate
 from jupyter_sandbox.orchestrate._confine import UID_BASE, launcher_script
 from jupyter_sandbox.orchestrate._runtime import confinement
@@ -233,3 +236,65 @@ def test_a_worker_that_could_name_another_still_cannot_signal_trace_or_read_it(
         assert tried["ptrace"] == "EPERM" and tried["kill"] == "EPERM", (pid, tried)
     assert held_secret.workers == pool_workers()
     assert held_secret.finish() == [len(held_secret.secret) + 1]
+
+
+UNPRIVILEGED = [
+    "setpriv", f"--reuid={UID_BASE - 1}", f"--regid={UID_BASE - 1}", "--clear-groups", "--",
+]  # fmt: skip
+"""A kernel of a user who is not root: a uid of no one, below the workers' range."""
+
+AS_A_USER_KERNEL = r"""
+import json, subprocess, sys, tempfile
+from pathlib import Path
+
+import pydantic_monty
+from jupyter_sandbox.orchestrate._confine import choose, launcher_script
+
+secret, attacker = sys.argv[1], sys.argv[2]
+confinement = choose()
+script = Path(tempfile.mkdtemp(), "attacker")
+script.write_text(launcher_script(confinement.prefix, sys.executable))
+script.chmod(0o700)
+with pydantic_monty.Monty(binary_path=confinement.binary) as pool, pool.checkout() as session:
+    held = session.feed_start("kept = secret + '!'\nhold()\nlen(kept)", inputs={"secret": secret})
+    launcher = session.worker_pid
+    workers = [launcher, *Path(f"/proc/{launcher}/task/{launcher}/children").read_text().split()]
+    targets = ",".join(str(pid) for pid in workers)
+    done = subprocess.run(
+        [script, "-I", "-c", attacker, secret.encode().hex(), targets, "attack"],
+        capture_output=True, text=True, check=True,
+    )
+    report = json.loads(done.stdout)
+    report["level"], report["after"] = confinement.level, held.resume({"return_value": None}).output
+print(json.dumps(report))
+"""
+
+
+def user_kernel(*argv: str) -> subprocess.CompletedProcess[str]:
+    """Run Python as `UNPRIVILEGED`, importing this checkout and its installed packages.
+
+    The venv's own interpreter may live where that user cannot read (here under ``/root``),
+    so the system ``python3`` of the same version runs it."""
+    paths = [str(Path(jupyter_sandbox.__file__).parents[1]), sysconfig.get_paths()["purelib"]]
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": ":".join(paths), "MONTY_BIN": find_monty_binary()}
+    return subprocess.run(
+        [*UNPRIVILEGED, PYTHON, *argv], capture_output=True, text=True, env=env, timeout=120
+    )
+
+
+def test_without_root_each_worker_still_gets_a_pid_namespace_no_attacker_can_see_out_of() -> None:
+    """A kernel that is not root cannot give workers uids of their own: its workers share its
+    uid, and the user + PID namespace alone must keep an attacker in one from the others."""
+    probe = user_kernel("-c", "import pydantic_monty, jupyter_sandbox.orchestrate._confine")
+    if probe.returncode != 0:
+        pytest.skip(f"a non-root user cannot import this checkout here: {probe.stderr[-300:]}")
+    secret = "cell-input-" + secrets.token_hex(16)
+    done = user_kernel("-c", AS_A_USER_KERNEL, secret, ATTACKER)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["level"] == "userns+pidns+netns"
+    for pid, tried in report["targets"].items():
+        assert set(tried.values()) <= {"ENOENT", "ESRCH"}, (pid, tried)
+    assert report["pid"] == 1 and report["others"] == []
+    assert report["kill -1"] == "ESRCH"
+    assert report["after"] == len(secret) + 1
