@@ -16,7 +16,7 @@ gives it
 The launcher ``unshare --fork`` stays the worker's parent outside the namespace, and it is the
 process the pool knows (``worker_pid``): killing it (interrupts, the pool's timeouts) kills the
 worker through its parent-death signal, which ``setpriv`` sets again after the uid change that
-clears it.
+clears it. That death takes two hops, so `kill_worker` waits for the first one.
 
 The strongest level that actually starts a worker here is chosen once per process, by trying
 it: a launcher that cannot work on this machine (not root, no user namespaces, a container that
@@ -28,8 +28,10 @@ from __future__ import annotations
 
 import atexit
 import os
+import select
 import shlex
 import shutil
+import signal
 import subprocess
 import tempfile
 from collections.abc import Sequence
@@ -119,3 +121,26 @@ def choose() -> Confinement:
         if _works(launcher):
             return Confinement(level, launcher, tuple(prefix))
     return Confinement("none", monty, ())
+
+
+def kill_worker(pid: int) -> None:
+    """SIGKILL the worker the pool knows as ``pid`` and return once that process has exited.
+
+    The pool reuses a worker whose process still runs; a session handed back right after a
+    bare ``kill`` could give the next cell a worker that dies under it. Behind a launcher the
+    window is wide: the ``monty`` process answered a request after its launcher was killed in
+    most of 300 tries here. Once the launcher has exited, the pool sees it dead and starts a
+    new worker, and the ``monty`` below already has its SIGKILL. A pidfd also keeps a reused
+    pid from being killed in the worker's place.
+    """
+    try:
+        handle = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    try:
+        signal.pidfd_send_signal(handle, signal.SIGKILL)
+        select.select([handle], [], [], 5.0)  # exits at once; the bound only guards a hang
+    except ProcessLookupError:
+        pass
+    finally:
+        os.close(handle)

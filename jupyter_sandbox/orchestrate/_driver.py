@@ -21,7 +21,6 @@ import concurrent.futures
 import contextlib
 import os
 import re
-import signal
 import threading
 import time
 import traceback
@@ -37,6 +36,7 @@ from .._errors import (
     OrchestrationError,
 )
 from .._events import CallFinished, CallStarted, EventCallback, Output, ToolCall, ignore
+from ._confine import kill_worker
 from ._failures import describe, for_sandbox, translate
 from ._limits import Limits
 from ._memo import Journal, ToolCache, same
@@ -142,8 +142,7 @@ class Driver:
         """Stop the run now (Ctrl-C): kill its worker; the pool replaces it."""
         self._killed.set()
         if self._worker_pid is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self._worker_pid, signal.SIGKILL)
+            kill_worker(self._worker_pid)  # returns once the pool can see the worker is gone
 
     # -- the loop ------------------------------------------------------------------------
 
