@@ -100,9 +100,17 @@ __all__ = [
 
 
 def load_ipython_extension(ipython: InteractiveShell) -> None:
-    """``%load_ext jupyter_sandbox``: register the magics (imported lazily: IPython is optional)."""
-    from .magics import load
+    """``%load_ext jupyter_sandbox``: register the magics (imported lazily: IPython is optional).
 
+    A no-op when they are already live (the sandbox kernel loads them at start): registering
+    them again would drop their state (the ``--resume`` journals, the ``--cache`` results).
+    """
+    from .magics import load
+    from .magics._orchestrate import OrchestrateMagics
+
+    live = ipython.magics_manager.magics["cell"].get("orchestrate")
+    if isinstance(getattr(live, "__self__", None), OrchestrateMagics):
+        return
     load(ipython)
 
 

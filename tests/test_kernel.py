@@ -4,6 +4,7 @@ interrupting the kernel stops a running %%orchestrate cell and leaves the kernel
 from __future__ import annotations
 
 import json
+import struct
 import subprocess
 import sys
 import time
@@ -59,12 +60,33 @@ def execute(client, code: str, timeout: float = 60) -> tuple[dict, list[dict]]:
     return reply["content"], outputs
 
 
-def test_kernelspec_is_installed_with_its_display_name(kernel_prefix):
-    spec = json.loads(
-        (kernel_prefix / "share/jupyter/kernels/jupyter-sandbox/kernel.json").read_text()
-    )
+def test_kernelspec_is_installed_with_its_display_name_and_logos(kernel_prefix):
+    folder = kernel_prefix / "share/jupyter/kernels/jupyter-sandbox"
+    spec = json.loads((folder / "kernel.json").read_text())
     assert spec["display_name"] == "Python 3 (sandbox)"
-    assert "--ext=jupyter_sandbox" in spec["argv"]
+    assert "--ext=jupyter_sandbox._kernelspec" in spec["argv"]
+    # The launcher and the kernel picker find the logos by these names, at these sizes.
+    for size in (32, 64):
+        png = (folder / f"logo-{size}x{size}.png").read_bytes()
+        assert png.startswith(b"\x89PNG\r\n\x1a\n")
+        assert struct.unpack(">II", png[16:24]) == (size, size)  # the IHDR chunk's width, height
+    assert b"<svg" in (folder / "logo-svg.svg").read_bytes()
+
+
+def test_load_ext_under_the_sandbox_kernel_is_quiet_and_keeps_the_magics(kernel):
+    """A notebook written for any kernel starts with %load_ext: under this kernel it must not
+    print "already loaded", nor replace the live magics (their instance keeps the journals)."""
+    _, client = kernel
+    before = "id(get_ipython().magics_manager.magics['cell']['orchestrate'].__self__)"
+    reply, outputs = execute(client, f"_before = {before}\n%load_ext jupyter_sandbox")
+    assert reply["status"] == "ok"
+    assert [m for m in outputs if m["msg_type"] in ("stream", "error", "display_data")] == []
+    reply, outputs = execute(client, f"{before} == _before")
+    results = [m for m in outputs if m["msg_type"] == "execute_result"]
+    assert results[0]["content"]["data"]["text/plain"] == "True"
+    reply, outputs = execute(client, "%%orchestrate --quiet\n6 * 7")
+    results = [m for m in outputs if m["msg_type"] == "execute_result"]
+    assert results[0]["content"]["data"]["text/plain"] == "42"
 
 
 def test_kernel_has_the_magics_without_load_ext(kernel):
