@@ -16,7 +16,7 @@ from typing import Any
 
 from .._errors import Interrupted
 from .._events import EventCallback, ignore
-from ._driver import Driver
+from ._driver import MAX_NESTING, Driver
 from ._limits import Limits
 from ._memo import Journal, ToolCache
 from ._result import OrchestrationResult
@@ -25,6 +25,7 @@ from ._stubs import build_stubs
 from ._tools import Tool, ToolRegistry, registry, resolve_tools, tool
 
 __all__ = [
+    "MAX_NESTING",
     "Journal",
     "Limits",
     "OrchestrationResult",
@@ -41,7 +42,9 @@ __all__ = [
 
 
 _DRIVER_WAIT = 15.0
-"""Seconds an interrupted run waits for its driver to cancel its pending tool calls."""
+"""Seconds an interrupted run waits for its driver to cancel its pending async tool calls
+(a sandbox tool stops and removes its container). A driver blocked in a sync tool is not
+waited for: it is abandoned at once."""
 
 Tools = Iterable[Callable[..., Any]] | Mapping[str, Callable[..., Any]] | None
 
@@ -73,14 +76,16 @@ def _driver(
 
 
 def _start(driver: Driver) -> concurrent.futures.Future[OrchestrationResult]:
-    """Run the driver on its own thread; its outcome lands in the returned future."""
-    future: concurrent.futures.Future[OrchestrationResult] = concurrent.futures.Future()
+    """Run the driver on its own thread; its outcome lands in ``driver.future`` (unless
+    `Driver.stop` settled it first, abandoning the thread)."""
+    future = driver.future
 
     def target() -> None:
-        try:
-            future.set_result(driver.run())
-        except BaseException as exc:
-            future.set_exception(exc)
+        with contextlib.suppress(concurrent.futures.InvalidStateError):
+            try:
+                future.set_result(driver.run())
+            except BaseException as exc:
+                future.set_exception(exc)
 
     threading.Thread(target=target, name="jupyter-sandbox-driver", daemon=True).start()
     return future
@@ -106,7 +111,15 @@ def orchestrate(
     every tool registered with ``@tool``. ``inputs`` are bound as globals. The value of the
     last expression is ``result.value``; prints go to ``result.stdout`` and, as they happen,
     to ``on_event`` as `Output` events, along with `CallStarted`/`CallFinished` for each call.
-    Raises an `OrchestrationError` subclass on failure; Ctrl-C stops the run within a second.
+    Raises an `OrchestrationError` subclass on failure; Ctrl-C stops the run within a second,
+    even while a sync tool runs: that call is recorded as abandoned and its thread left to
+    finish on its own (Python cannot stop a thread), while its worker goes back to the pool.
+
+    A tool may itself call ``orchestrate``, up to `MAX_NESTING` levels below the cell; a
+    deeper call raises `LimitExceeded` at once. Any exception a tool raises, ``SystemExit``
+    and ``KeyboardInterrupt`` included, is that call's failure: the code sees it as the
+    nearest builtin exception Monty knows (a plain ``Exception`` for those two), and uncaught
+    it ends the run as a `ToolError`.
 
     ``journal`` records this run's tool calls; with ``resume=True`` the calls its previous run
     completed are answered from it (same tool, arguments and order) instead of being made
@@ -121,11 +134,13 @@ def orchestrate(
     try:
         return future.result()
     except KeyboardInterrupt:
-        driver.kill()
-        # Let the driver cancel what it started (a sandbox tool's container is stopped and
-        # removed on cancel); a sync tool stuck on the host is not waited for long.
-        with contextlib.suppress(Exception):
-            future.result(timeout=_DRIVER_WAIT)
+        # Only the kernel's SIGINT lands here: a tool raising KeyboardInterrupt does so on
+        # the driver's thread or the tool loop, where it is that call's failure.
+        if not driver.stop():
+            # Let the driver cancel what it started (a sandbox tool's container is stopped
+            # and removed on cancel).
+            with contextlib.suppress(Exception):
+                future.result(timeout=_DRIVER_WAIT)
         error = Interrupted("interrupted: the sandbox was stopped", limit="interrupt")
         error.result = driver.result
         raise error from None
@@ -155,7 +170,7 @@ async def orchestrate_async(
     try:
         return await asyncio.wrap_future(_start(driver))
     except asyncio.CancelledError:
-        driver.kill()
+        driver.stop()
         raise
 
 

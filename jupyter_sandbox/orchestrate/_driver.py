@@ -19,13 +19,14 @@ import asyncio
 import bisect
 import concurrent.futures
 import contextlib
+import contextvars
 import os
 import re
 import threading
 import time
 import traceback
 import unicodedata
-from collections.abc import Coroutine, Mapping
+from collections.abc import Coroutine, Iterator, Mapping
 from typing import Any
 
 import pydantic_monty as pm
@@ -50,6 +51,15 @@ _NAME = re.compile(r"[^\W\d]\w*")
 _STDOUT_CAP = 10 * 2**20
 _CLEANUP_WAIT = 10.0
 """Seconds a stopping run waits for its cancelled async tool calls to wind down."""
+MAX_NESTING = 3
+"""How many levels of `orchestrate` may run inside tools below a cell's own run. Each level
+draws its workers from a pool of its own, so a run never waits for a worker held by a run
+waiting on it; a deeper call fails at once with `LimitExceeded` (``limit="nesting"``)."""
+_running: contextvars.ContextVar[Driver | None] = contextvars.ContextVar(
+    "jupyter_sandbox_running", default=None
+)
+"""The run whose tool is executing: a sync tool runs on the run's thread, an async tool in a
+task that inherits the context of that thread."""
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _SCRIPT = "cell.py"
 
@@ -77,7 +87,7 @@ class Driver:
         self.limits = limits
         # The check exists to stop a wrong tool call before any tool runs. A cell that names
         # no tool cannot call one, so it skips the check (~5 ms of the checker's start-up).
-        # Monty reads identifiers NFKC-normalised (fullwidth `add` is `add`), so the names are too.
+        # Monty reads identifiers NFKC-normalised (fullwidth `add` is `add`): so do we.
         self.type_check = type_check and not {
             unicodedata.normalize("NFKC", name) for name in self.tools
         }.isdisjoint(_NAME.findall(unicodedata.normalize("NFKC", code)))
@@ -87,7 +97,6 @@ class Driver:
         self.result = OrchestrationResult(code=code)
         # This run's trace becomes the journal when it ends; with resume, the previous run's
         # calls answer this run's for as long as it repeats them.
-        # for as long as the run repeats them.
         self.journal = journal
         self._replay = list(journal.calls) if journal is not None and resume else []
         self.cache = cache
@@ -104,12 +113,39 @@ class Driver:
         self._worker_pid: int | None = None
         self._tool_refs: dict[str, Any] = {}
         self._tasks: list[asyncio.Task[Any]] = []
+        self.future: concurrent.futures.Future[OrchestrationResult] = concurrent.futures.Future()
+        """The run's outcome: `run`'s, or `Interrupted` at once when `stop` abandons it."""
+        # What `stop` needs to abandon the run from another thread, guarded by _lock: whether
+        # the driver thread is blocked on the host (a sync tool, waiting for a worker), the
+        # call it is blocked in, the session to hand back, and the runs nested in its tools.
+        self._lock = threading.Lock()
+        self._on_host_call: ToolCall | None = None
+        self._blocked = False
+        self._abandoned = False
+        self._closed = False
+        self._session: pm.MontySession | None = None
+        self._children: set[Driver] = set()
+        self.parent = _running.get()
+        self.depth: int = 0 if self.parent is None else self.parent.depth + 1
+        if self.depth > MAX_NESTING:
+            raise LimitExceeded(
+                f"orchestrate() nested more than {MAX_NESTING} levels deep (a tool running "
+                "sandboxed code whose tools run sandboxed code...): flatten the tools",
+                limit="nesting",
+            )
 
     # -- public --------------------------------------------------------------------------
 
     def run(self) -> OrchestrationResult:
-        """Execute the cell; on failure raise an `OrchestrationError` carrying ``.result``."""
+        """Execute the cell; on failure raise an `OrchestrationError` carrying ``.result``.
+
+        Call it on a thread of its own: the tools it calls see this run as the one they are
+        nested in (`orchestrate` inside a tool counts its depth from it)."""
         self._t0 = time.perf_counter()
+        _running.set(self)
+        if self.parent is not None:
+            with self.parent._lock:
+                self.parent._children.add(self)
         try:
             self.result.value = self._run_session()
             return self.result
@@ -132,24 +168,92 @@ class Driver:
                 )
             ) from None
         finally:
-            self._stop_pending()
-            if self.journal is not None:
-                self.journal.calls = self.result.trace
-            self.result.duration = time.perf_counter() - self._t0
-            self.result.stdout = "".join(self._stdout)
+            self._close()
 
     def kill(self) -> None:
-        """Stop the run now (Ctrl-C): kill its worker; the pool replaces it."""
-        self._killed.set()
+        """Stop the run now (Ctrl-C): kill its worker (the pool replaces it), and the workers
+        of the runs nested in its tools."""
+        with self._lock:
+            self._killed.set()
+            children = list(self._children)
         if self._worker_pid is not None:
             kill_worker(self._worker_pid)  # returns once the pool can see the worker is gone
+        for child in children:
+            child.stop()
+
+    def stop(self) -> bool:
+        """`kill`, then abandon the run if its thread is blocked on the host: a sync tool that
+        may never return, or a wait for a worker. Abandoning records the call as abandoned
+        (with its end time), hands the worker back to the pool, settles `future` with
+        `Interrupted` and leaves the thread to finish the tool on its own; whatever it does
+        then is ignored. Returns whether the run was abandoned; if not, the thread is in Monty
+        or waiting on async tools and ends by itself within a moment of the kill."""
+        self.kill()
+        with self._lock:
+            if not self._blocked:
+                return False
+            self._abandoned = True
+            call = self._on_host_call
+            if call is not None:
+                call.end = time.perf_counter() - self._t0
+                call.error = "Abandoned: the run was interrupted while this call ran on the host"
+        if call is not None:
+            self.emit(CallFinished(call))
+        error = self._fail(
+            Interrupted(
+                "interrupted: the sandbox was stopped and the tool call still running on "
+                "the host was abandoned (its thread finishes on its own)",
+                limit="interrupt",
+            )
+        )
+        self._close()
+        with contextlib.suppress(concurrent.futures.InvalidStateError):
+            self.future.set_exception(error)
+        return True
+
+    def _close(self) -> None:
+        """Wind the run down once, from whichever thread gets here first: stop its async
+        calls, write the journal, seal the result, hand the worker back."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            session = self._session
+        self._stop_pending()
+        if self.journal is not None:
+            self.journal.calls = self.result.trace
+        self.result.duration = time.perf_counter() - self._t0
+        self.result.stdout = "".join(self._stdout)
+        if session is not None:  # its worker may be dead (killed): the pool starts another
+            session.__exit__(None, None, None)
+        if self.parent is not None:
+            with self.parent._lock:
+                self.parent._children.discard(self)
+
+    @contextlib.contextmanager
+    def _on_host(self, call: ToolCall | None) -> Iterator[None]:
+        """Mark the thread as blocked on the host while the body runs, so `stop` may abandon
+        it; once abandoned, the body's outcome is dropped (`_Abandoned`). A run killed
+        before the body starts does not start it."""
+        with self._lock:
+            if self._killed.is_set():
+                raise Interrupted("interrupted", limit="interrupt")
+            self._blocked, self._on_host_call = True, call
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._blocked, self._on_host_call = False, None
+                abandoned = self._abandoned
+            if abandoned:
+                raise _Abandoned  # the run is over: drop the body's outcome
 
     # -- the loop ------------------------------------------------------------------------
 
     def _run_session(self) -> Any:
         limits = self.limits
         stubs = build_stubs(self.tools, self.inputs) if self.type_check else None
-        session = pool().checkout(
+        session = pool(self.depth).checkout(
             script_name=_SCRIPT,
             limits={
                 "max_feed_duration_secs": limits.timeout,
@@ -163,29 +267,32 @@ class Driver:
             type_check_format="concise",
             os_policy={"sleep_system_max": float("inf")},
         )
-        with session:
-            self._worker_pid = session.worker_pid
-            if self._killed.is_set():
-                raise Interrupted("interrupted", limit="interrupt")
-            inputs = {name: to_sandbox(value) for name, value in self.inputs.items()}
-            snap = session.feed_start(self.code, inputs=inputs, print_callback=self._print)
-            while True:
-                if isinstance(snap, pm.FunctionSnapshot):
-                    if snap.is_os_function:
-                        snap = self._os_call(snap)
-                    elif snap.object_id is not None:
-                        snap = snap.resume({"exception": AttributeError(
-                            f"{snap.function_name}: opaque handles cannot be read or called; "
-                            "pass them to a tool"
-                        )})  # fmt: skip
-                    else:
-                        snap = self._tool_call(snap)
-                elif isinstance(snap, pm.MontyComplete):
-                    return snap.output
-                elif isinstance(snap, pm.FutureSnapshot):
-                    snap = snap.resume(self._settle(snap.pending_call_ids))
+        with self._on_host(None):  # checking a worker out waits while the pool is busy
+            session.__enter__()
+            with self._lock:
+                self._session = session  # `_close` hands it back
+        self._worker_pid = session.worker_pid
+        if self._killed.is_set():
+            raise Interrupted("interrupted", limit="interrupt")
+        inputs = {name: to_sandbox(value) for name, value in self.inputs.items()}
+        snap = session.feed_start(self.code, inputs=inputs, print_callback=self._print)
+        while True:
+            if isinstance(snap, pm.FunctionSnapshot):
+                if snap.is_os_function:
+                    snap = self._os_call(snap)
+                elif snap.object_id is not None:
+                    snap = snap.resume({"exception": AttributeError(
+                        f"{snap.function_name}: opaque handles cannot be read or called; "
+                        "pass them to a tool"
+                    )})  # fmt: skip
                 else:
-                    snap = self._name_lookup(snap)
+                    snap = self._tool_call(snap)
+            elif isinstance(snap, pm.MontyComplete):
+                return snap.output
+            elif isinstance(snap, pm.FutureSnapshot):
+                snap = snap.resume(self._settle(snap.pending_call_ids))
+            else:
+                snap = self._name_lookup(snap)
 
     def _tool_call(self, snap: pm.FunctionSnapshot) -> pm.SyncSnapshot:
         name = snap.function_name
@@ -227,7 +334,10 @@ class Driver:
             future = self._submit(tool.invoke(call, args, kwargs))
             return snap.resume(self._later(call.call_id, future, call))
         try:
-            value = tool.invoke(call, args, kwargs)
+            with self._on_host(call):
+                value = tool.invoke(call, args, kwargs)
+        except _Abandoned:
+            raise
         except BaseException as exc:  # SystemExit from argparse too: it is this call's failure
             return snap.resume(self._failed(call, exc))
         return snap.resume(self._succeeded(call, value))
@@ -392,6 +502,10 @@ class Driver:
         self.result.sandbox_traceback = error.sandbox_traceback or None
         error.result = self.result
         return error
+
+
+class _Abandoned(Exception):
+    """Ends the thread of a run `Driver.stop` abandoned, once its sync tool returns."""
 
 
 class _Raised(Exception):

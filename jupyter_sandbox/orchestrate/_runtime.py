@@ -18,7 +18,7 @@ import pydantic_monty
 from ._confine import Confinement, choose
 
 _lock = threading.Lock()
-_pool: pydantic_monty.Monty | None = None
+_pools: dict[int, pydantic_monty.Monty] = {}
 _loop: asyncio.AbstractEventLoop | None = None
 _confinement: Confinement | None = None
 
@@ -31,20 +31,23 @@ def confinement() -> Confinement:
     return _confinement
 
 
-def pool() -> pydantic_monty.Monty:
-    """The shared worker pool (one warm worker, up to one per core when cells run at once)."""
-    global _pool
+def pool(level: int = 0) -> pydantic_monty.Monty:
+    """The shared worker pool of runs nested ``level`` deep in tools (0: cells; one warm
+    worker, up to one per core when cells run at once). Nested runs draw from pools of their
+    own, started when first needed with no warm worker: a run waiting on a nested run never
+    holds the worker that nested run waits for, so nesting cannot deadlock the pool."""
     with _lock:
-        if _pool is None:
-            started = pydantic_monty.Monty(
+        found = _pools.get(level)
+        if found is None:
+            found = pydantic_monty.Monty(
                 binary_path=confinement().binary,
-                min_processes=1,
+                min_processes=1 if level == 0 else 0,
                 max_processes=max(2, os.cpu_count() or 2),
             )
-            started.__enter__()
-            atexit.register(started.__exit__, None, None, None)
-            _pool = started
-        return _pool
+            found.__enter__()
+            atexit.register(found.__exit__, None, None, None)
+            _pools[level] = found
+        return found
 
 
 def tool_loop() -> asyncio.AbstractEventLoop:
