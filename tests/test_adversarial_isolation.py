@@ -168,7 +168,9 @@ def held_secret() -> Iterator[HeldSecret]:
 
 
 def run_attacker(command: list[str], held: HeldSecret, mode: str) -> dict[str, object]:
-    targets = ",".join(str(pid) for pid in held.workers)
+    """The attacker's report on every worker and on this process, which stands for the kernel
+    (it holds every notebook variable)."""
+    targets = ",".join(str(pid) for pid in [*held.workers, os.getpid()])
     done = subprocess.run(
         [*command, "-I", "-c", ATTACKER, held.secret.encode().hex(), targets, mode],
         capture_output=True,
@@ -244,7 +246,7 @@ UNPRIVILEGED = [
 """A kernel of a user who is not root: a uid of no one, below the workers' range."""
 
 AS_A_USER_KERNEL = r"""
-import json, subprocess, sys, tempfile
+import json, os, subprocess, sys, tempfile
 from pathlib import Path
 
 import pydantic_monty
@@ -259,7 +261,7 @@ with pydantic_monty.Monty(binary_path=confinement.binary) as pool, pool.checkout
     held = session.feed_start("kept = secret + '!'\nhold()\nlen(kept)", inputs={"secret": secret})
     launcher = session.worker_pid
     workers = [launcher, *Path(f"/proc/{launcher}/task/{launcher}/children").read_text().split()]
-    targets = ",".join(str(pid) for pid in workers)
+    targets = ",".join(str(pid) for pid in [*workers, os.getpid()])
     done = subprocess.run(
         [script, "-I", "-c", attacker, secret.encode().hex(), targets, "attack"],
         capture_output=True, text=True, check=True,
