@@ -14,6 +14,7 @@ import contextlib
 import json
 import os
 import secrets
+import socket
 import subprocess
 import sysconfig
 import tempfile
@@ -37,9 +38,10 @@ pytestmark = pytest.mark.skipif(
 PYTHON = "/usr/bin/python3"
 
 ATTACKER = r"""
-import ctypes, errno, json, os, signal, sys
+import ctypes, errno, json, os, signal, socket, sys
 
 needle, targets, attack = bytes.fromhex(sys.argv[1]), sys.argv[2].split(","), sys.argv[3]
+kernel_port = int(sys.argv[4])
 libc = ctypes.CDLL(None, use_errno=True)
 PTRACE_ATTACH, PTRACE_DETACH = 16, 17
 
@@ -88,6 +90,13 @@ def pidfd(pid):
     return "opened"
 
 
+def connect(family, address):
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.settimeout(5)
+        sock.connect(address)
+    return "connected"
+
+
 me = str(os.getpid())
 report = {"pid": os.getpid(), "uid": os.getuid(), "targets": {}}
 report["others"] = [pid for pid in os.listdir("/proc") if pid.isdigit() and pid != me]
@@ -102,6 +111,8 @@ for pid in targets:
         tried["kill"] = outcome(lambda: kill(pid))
 if attack == "attack":
     report["kill -1"] = outcome(lambda: os.kill(-1, signal.SIGKILL) or "sent")
+report["kernel port"] = outcome(lambda: connect(socket.AF_INET, ("127.0.0.1", kernel_port)))
+report["docker"] = outcome(lambda: connect(socket.AF_UNIX, "/var/run/docker.sock"))
 print(json.dumps(report))
 """
 
@@ -171,12 +182,14 @@ def run_attacker(command: list[str], held: HeldSecret, mode: str) -> dict[str, o
     """The attacker's report on every worker and on this process, which stands for the kernel
     (it holds every notebook variable)."""
     targets = ",".join(str(pid) for pid in [*held.workers, os.getpid()])
-    done = subprocess.run(
-        [*command, "-I", "-c", ATTACKER, held.secret.encode().hex(), targets, mode],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    with socket.create_server(("127.0.0.1", 0)) as kernel_port:  # like the kernel's ZMQ ports
+        port = str(kernel_port.getsockname()[1])
+        done = subprocess.run(
+            [*command, "-I", "-c", ATTACKER, held.secret.encode().hex(), targets, mode, port],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     assert done.returncode == 0, done.stderr
     report: dict[str, object] = json.loads(done.stdout)
     return report
@@ -203,6 +216,7 @@ def test_the_attack_finds_the_secret_when_run_unconfined(held_secret: HeldSecret
     worker's memory. Without this, a confined attacker's failure would prove nothing."""
     report = run_attacker([PYTHON], held_secret, "look")
     assert [pid for pid, tried in targets_of(report).items() if tried["mem"] == "found"]
+    assert report["kernel port"] == "connected"
 
 
 def test_a_worker_sees_signals_traces_and_reads_no_other_process(held_secret: HeldSecret) -> None:
@@ -215,6 +229,8 @@ def test_a_worker_sees_signals_traces_and_reads_no_other_process(held_secret: He
     assert report["pid"] == 1 and report["others"] == []  # alone in its PID namespace
     assert isinstance(report["uid"], int) and report["uid"] >= UID_BASE
     assert report["kill -1"] == "ESRCH"  # nothing it may signal exists
+    assert report["kernel port"] == "ENETUNREACH"  # no network: only a loopback that is down
+    assert report["docker"] in {"EACCES", "ENOENT"}
     assert held_secret.workers == pool_workers()  # none was killed
     assert held_secret.finish() == [len(held_secret.secret) + 1]  # and the cell carries on
 
@@ -246,7 +262,7 @@ UNPRIVILEGED = [
 """A kernel of a user who is not root: a uid of no one, below the workers' range."""
 
 AS_A_USER_KERNEL = r"""
-import json, os, subprocess, sys, tempfile
+import json, os, socket, subprocess, sys, tempfile
 from pathlib import Path
 
 import pydantic_monty
@@ -257,13 +273,18 @@ confinement = choose()
 script = Path(tempfile.mkdtemp(), "attacker")
 script.write_text(launcher_script(confinement.prefix, sys.executable))
 script.chmod(0o700)
-with pydantic_monty.Monty(binary_path=confinement.binary) as pool, pool.checkout() as session:
+with (
+    pydantic_monty.Monty(binary_path=confinement.binary) as pool,
+    pool.checkout() as session,
+    socket.create_server(("127.0.0.1", 0)) as kernel_port,
+):
+    port = str(kernel_port.getsockname()[1])
     held = session.feed_start("kept = secret + '!'\nhold()\nlen(kept)", inputs={"secret": secret})
     launcher = session.worker_pid
     workers = [launcher, *Path(f"/proc/{launcher}/task/{launcher}/children").read_text().split()]
     targets = ",".join(str(pid) for pid in [*workers, os.getpid()])
     done = subprocess.run(
-        [script, "-I", "-c", attacker, secret.encode().hex(), targets, "attack"],
+        [script, "-I", "-c", attacker, secret.encode().hex(), targets, "attack", port],
         capture_output=True, text=True, check=True,
     )
     report = json.loads(done.stdout)
@@ -299,4 +320,5 @@ def test_without_root_each_worker_still_gets_a_pid_namespace_no_attacker_can_see
         assert set(tried.values()) <= {"ENOENT", "ESRCH"}, (pid, tried)
     assert report["pid"] == 1 and report["others"] == []
     assert report["kill -1"] == "ESRCH"
+    assert report["kernel port"] == "ENETUNREACH"
     assert report["after"] == len(secret) + 1
