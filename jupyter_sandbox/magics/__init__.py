@@ -27,13 +27,16 @@ def load(ipython: InteractiveShell) -> None:
 
 
 def _reap_in_background() -> None:
-    """Remove containers of dead kernels without slowing ``%load_ext`` (nor needing Docker)."""
+    """Remove containers and temp folders of dead kernels without slowing ``%load_ext``
+    (folders need no Docker)."""
     import threading
 
     def reap() -> None:
         from ..sandbox import reap_orphans
+        from ..sandbox._manage import reap_folders
 
         try:
+            reap_folders()
             reap_orphans()
         except Exception:  # no engine, or it went away: nothing to reap then
             return

@@ -39,6 +39,8 @@ from dataclasses import dataclass
 
 from pydantic_monty._binary import find_monty_binary
 
+from .._owner import temp_prefix
+
 UID_BASE = 2_000_000_000
 """Root hosts run each worker as ``UID_BASE + pid``: far above the uids of ``/etc/passwd`` and the
 usual subordinate-uid ranges, and PIDs stay below 2**22, so the range ends below 2**31."""
@@ -111,7 +113,7 @@ def _works(launcher: str) -> bool:
 def choose() -> Confinement:
     """The strongest confinement that starts a worker on this machine."""
     monty = find_monty_binary()
-    folder = tempfile.mkdtemp(prefix="jupyter-sandbox-monty-")
+    folder = tempfile.mkdtemp(prefix=temp_prefix("monty"))
     atexit.register(shutil.rmtree, folder, True)
     for level, prefix in _levels():
         launcher = os.path.join(folder, f"monty-{level.replace('+', '-')}")

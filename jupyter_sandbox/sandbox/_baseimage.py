@@ -18,6 +18,7 @@ from pathlib import Path
 
 from .._errors import ImageBuildError
 from .._events import BuildLog, BuildStep, Event
+from .._owner import temp_prefix
 from ._build import build_image, image_exists
 from ._client import KIND, LABEL, client
 from ._hostcfg import debian_mirror
@@ -80,7 +81,7 @@ def build_base_image(
     repository, _, version = tag.rpartition(":") if ":" in tag else (tag, "", "latest")
     rootfs_tag = f"{repository}-rootfs:{version}"
     labels = {LABEL: "1", KIND: "base"}
-    with tempfile.TemporaryDirectory(prefix="jupyter-sandbox-base-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=temp_prefix("base")) as tmp:
         work = Path(tmp)
         rootfs = work / "rootfs"
         mirror = debian_mirror()

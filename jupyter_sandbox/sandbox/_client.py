@@ -14,6 +14,7 @@ from functools import cache
 from typing import TYPE_CHECKING
 
 from .._errors import DockerUnavailable
+from .._owner import me
 
 if TYPE_CHECKING:
     from docker import DockerClient
@@ -23,6 +24,8 @@ KIND = f"{LABEL}.kind"
 """``base``, ``env`` (a built environment image) or ``run`` (a container)."""
 OWNER_PID = f"{LABEL}.owner-pid"
 OWNER_HOST = f"{LABEL}.owner-host"
+OWNER_START = f"{LABEL}.owner-start"
+"""The owner's start time and boot (`_owner.Owner.token`): a zombie or a reused pid is no owner."""
 
 _API_TIMEOUT = 900
 """Seconds the SDK waits on one response: a silent ``pip install`` step can take minutes."""
@@ -69,4 +72,5 @@ def is_engine_error(exc: BaseException) -> bool:
 
 def owner_labels() -> dict[str, str]:
     """Labels naming this process, so a later kernel can tell our orphans from live runs."""
-    return {OWNER_PID: str(os.getpid()), OWNER_HOST: socket.gethostname()}
+    owner = me()
+    return {OWNER_PID: str(owner.pid), OWNER_START: owner.token, OWNER_HOST: socket.gethostname()}

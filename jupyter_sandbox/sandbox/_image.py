@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import ImageBuildError, InvalidPackageError
 from .._events import BuildFinished, BuildStarted, EventCallback
+from .._owner import temp_prefix
 from ._baseimage import DEFAULT_BASE_IMAGE
 from ._build import BuildInfo, build_image, image_exists, step_count
 from ._client import KIND, LABEL
@@ -99,7 +100,7 @@ def ensure_image(
         on_event(BuildStarted(tag, step_count(dockerfile)))
         on_event(BuildFinished(tag, cached=True, seconds=0.0))
         return tag, BuildInfo(tag=tag, cached=True)
-    with tempfile.TemporaryDirectory(prefix="jupyter-sandbox-build-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=temp_prefix("build")) as tmp:
         context = Path(tmp)
         if ca is not None:
             shutil.copyfile(ca, context / "host-ca.crt")

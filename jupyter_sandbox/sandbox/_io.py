@@ -32,6 +32,7 @@ from .._errors import (
     SandboxConfigError,
     SandboxTimeout,
 )
+from .._owner import temp_prefix
 from .._preview import preview as bounded_preview
 from . import _codec
 from ._spec import Mode
@@ -480,7 +481,7 @@ def collect_outputs(folder: Path | None, tags: Mapping[str, str | None]) -> dict
             raise InvalidOutput(f"output {name!r}: {OUTPUTS}/{name} is not {what}", name=name)
         assert root is not None  # kind is set only when it is
         if tag in _codec.PATH_TAGS:
-            kept = kept or Path(tempfile.mkdtemp(prefix="jupyter-sandbox-out-"))
+            kept = kept or Path(tempfile.mkdtemp(prefix=temp_prefix("out")))
             values[name] = (File if tag == "file" else Dir)(shutil.move(root / name, kept / name))
             continue
         try:

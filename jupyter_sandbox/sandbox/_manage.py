@@ -1,29 +1,29 @@
-"""Housekeeping through labels: list and prune our images, reap containers of dead kernels."""
+"""Housekeeping: list and prune our images; reap the containers and temp folders of dead kernels."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import socket
+import stat
+import tempfile
 from typing import Any
 
-from ._client import KIND, LABEL, OWNER_HOST, OWNER_PID, client
+from .._owner import folder_owner, parse_token
+from ._client import KIND, LABEL, OWNER_HOST, OWNER_PID, OWNER_START, client
 from ._pool import settle
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+KEPT_FOLDERS = frozenset({"out"})
+"""Temp folder kinds the reaper leaves alone. ``out`` folders hold the `File`/`Dir` values a
+run returned: the user's results, which a saved notebook or another program may still name.
+A kernel never removes them, even at a clean exit, so a crash must not remove them either."""
 
 
 def reap_orphans() -> list[str]:
     """Remove run containers whose owning process (on this host) is gone; their ids.
 
     Called when the extension loads: a kernel killed with SIGKILL runs no atexit handler.
+    A zombie owner or a pid now used by another process counts as gone (see `_owner`).
     """
     engine = client()  # first: it imports the SDK safely
     from docker.errors import APIError
@@ -33,8 +33,8 @@ def reap_orphans() -> list[str]:
     # the plain list call: containers may vanish meanwhile (inspecting each one would race)
     for row in engine.api.containers(all=True, filters={"label": f"{KIND}=run"}):
         labels = row.get("Labels") or {}
-        pid = labels.get(OWNER_PID, "")
-        if labels.get(OWNER_HOST) != host or not pid.isdigit() or _alive(int(pid)):
+        owner = parse_token(labels.get(OWNER_PID, ""), labels.get(OWNER_START, ""))
+        if labels.get(OWNER_HOST) != host or owner is None or owner.alive():
             continue
         try:
             engine.api.remove_container(row["Id"], force=True)
@@ -43,6 +43,33 @@ def reap_orphans() -> list[str]:
                 continue
             raise
         reaped.append(str(row["Id"]))
+    return reaped
+
+
+def reap_folders() -> list[str]:
+    """Remove the temp folders dead kernels left (runs, builds, Monty launchers); their paths.
+
+    Needs no Docker. Only folders directly in `tempfile.gettempdir`, whose name says which
+    process made them (`_owner.temp_prefix`), that are real directories (never a link),
+    belong to our uid and whose owner is provably dead; never `KEPT_FOLDERS`. ``rmtree``
+    does not follow links inside them.
+    """
+    root = tempfile.gettempdir()
+    uid = os.getuid()
+    reaped = []
+    with os.scandir(root) as entries:
+        for entry in entries:
+            named = folder_owner(entry.name)
+            if named is None or named[0] in KEPT_FOLDERS:
+                continue
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:  # gone meanwhile
+                continue
+            if not stat.S_ISDIR(info.st_mode) or info.st_uid != uid or named[1].alive():
+                continue
+            shutil.rmtree(entry.path, ignore_errors=True)
+            reaped.append(entry.path)
     return reaped
 
 

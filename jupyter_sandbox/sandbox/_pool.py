@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ._baseimage import SANDBOX_UID
+from .._owner import temp_prefix
 from ._client import KIND, LABEL, owner_labels
 from ._io import INPUTS, OUTPUTS, PROGRAM
 from ._spec import Network, Resources, parse_size
@@ -91,7 +92,7 @@ def _start(client: DockerClient, image: str, limits: Limits) -> Slot:
     res = limits.resources
     memory = parse_size(res.memory)
     tmpfs = f"rw,nosuid,nodev,size={parse_size(res.disk)}"
-    work = Path(tempfile.mkdtemp(prefix="jupyter-sandbox-run-"))
+    work = Path(tempfile.mkdtemp(prefix=temp_prefix("run")))
     for mount in ("inputs", "program"):
         (work / mount).mkdir(mode=0o755)
         os.chmod(work / mount, 0o755)

@@ -28,6 +28,7 @@ from .._errors import (
     SandboxTimeout,
 )
 from .._events import EventCallback, RunFinished, RunStarted, ignore
+from .._owner import temp_prefix
 from . import _cache
 from ._client import client, is_engine_error
 from ._image import build_error, default_base_image, ensure_image, image_id
@@ -204,7 +205,7 @@ class Sandbox:
                 raise build_error(self.image_spec, run.build)
         else:
             image_id(docker, self.image)  # present, or pulled, or a clear error
-        with tempfile.TemporaryDirectory(prefix="jupyter-sandbox-run-") as tmp:
+        with tempfile.TemporaryDirectory(prefix=temp_prefix("run")) as tmp:
             work = Path(tmp)
             stage_inputs(work / "inputs", tags, run.inputs)
             stage_program(

@@ -1,0 +1,184 @@
+"""Nothing left behind: what a killed kernel leaves is reaped on the next load, and nothing a
+live kernel still uses; widget models do not pile up cell after cell.
+
+Killed kernels are real child processes that ran a real sandbox (and a real Monty worker) and
+got SIGKILL. Their parent (this test) does not wait for them, so they stay zombies: the state a
+kernel is in until the Jupyter server that started it notices.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jupyter_sandbox._owner import Owner, me, temp_prefix
+from jupyter_sandbox.sandbox import _client
+from jupyter_sandbox.sandbox._manage import reap_folders, reap_orphans
+
+BASE = "jupyter-sandbox/base:bookworm"
+
+KERNEL = """
+import json, os, sys, tempfile, threading
+from jupyter_sandbox import File, create, orchestrate
+from jupyter_sandbox.sandbox._client import client
+from jupyter_sandbox.sandbox._pool import quiesce
+
+print(orchestrate("1 + 1").value, flush=True)  # a Monty worker: its launcher folder
+kept = create("f", code="open('/var/outputs/f', 'w').write('mine')", outputs={"f": File},
+              auto_io=False).run()  # a returned File: its output folder
+quiesce()  # the used container is gone, a spare waits
+sleeper = create("sleeper", code="import time; time.sleep(600)", timeout=900)
+threading.Thread(target=sleeper.run, daemon=True).start()
+mine = {"label": ["jupyter-sandbox.kind=run", f"jupyter-sandbox.owner-pid={os.getpid()}"]}
+
+def running() -> bool:  # the sleeper's program runs in one of our containers
+    for row in client().api.containers(filters={**mine, "status": "running"}):
+        if "python3" in json.dumps(client().api.top(row["Id"])):
+            return True
+    return False
+
+while not running():
+    threading.Event().wait(0.05)
+quiesce()  # the spare replacing the one the sleeper took is up: no create is in flight
+folders = [e.path for e in os.scandir(tempfile.gettempdir())
+           if e.name.startswith("jupyter-sandbox-") and f"-{os.getpid()}-" in e.name]
+ids = [row["Id"] for row in client().api.containers(all=True, filters=mine)]
+print(json.dumps({"file": str(kept.path), "folders": folders, "containers": ids}), flush=True)
+threading.Event().wait()
+"""
+
+
+def _state(pid: int) -> str:
+    raw = Path(f"/proc/{pid}/stat").read_text()
+    return raw[raw.rfind(")") + 2]
+
+
+def _containers_of(engine: Any, pid: int) -> list[str]:
+    """Containers labelled with ``pid`` (one being removed already does not count)."""
+    labels = ["jupyter-sandbox.kind=run", f"jupyter-sandbox.owner-pid={pid}"]
+    rows = engine.api.containers(all=True, filters={"label": labels})
+    return [row["Id"] for row in rows if row["State"] != "removing"]
+
+
+@pytest.fixture
+def zombie_kernel(docker_engine: Any) -> Iterator[tuple[int, dict[str, Any]]]:
+    """A kernel that ran a Monty cell, returned a File and is running a sandbox, then got
+    SIGKILL and was not waited for: (its pid, what it reported)."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", KERNEL], stdout=subprocess.PIPE, text=True, cwd=tempfile.gettempdir()
+    )
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "2"
+        made = json.loads(child.stdout.readline())
+        child.send_signal(signal.SIGKILL)
+        while _state(child.pid) != "Z":  # killed, not waited: a zombie until we wait below
+            os.sched_yield()
+        yield child.pid, made
+    finally:
+        child.kill()
+        child.wait()
+        for container_id in _containers_of(docker_engine, child.pid):  # a failed test's leftovers
+            docker_engine.api.remove_container(container_id, force=True)
+
+
+def test_a_zombie_kernels_sandbox_container_is_reaped_on_next_load(
+    docker_engine, no_leaked_containers, zombie_kernel
+):
+    pid, made = zombie_kernel
+    assert made["containers"], "the killed kernel was running a sandbox"
+
+    reap_orphans()  # (another kernel loading meanwhile may reap them first: same result)
+
+    assert _containers_of(docker_engine, pid) == []
+
+
+def test_a_killed_kernels_temp_folders_are_reaped_but_its_returned_files_kept(zombie_kernel):
+    _, made = zombie_kernel
+    folders = [Path(p) for p in made["folders"]]
+    kinds = {p.name.split("-")[2] for p in folders}
+    assert {"run", "monty", "out"} <= kinds, folders
+    returned = Path(str(made["file"]))
+
+    reap_folders()
+
+    assert [f for f in folders if f.exists()] == [returned.parent]
+    assert returned.read_text() == "mine"  # the user's result outlives the kernel, as at exit
+    returned.unlink()
+    returned.parent.rmdir()
+
+
+def _folder_of(owner: Owner, kind: str = "run") -> Path:
+    return Path(tempfile.mkdtemp(prefix=f"jupyter-sandbox-{kind}-{owner.pid}-{owner.token}-"))
+
+
+def test_a_live_kernels_folders_and_containers_are_never_reaped(docker_engine):
+    folder = Path(tempfile.mkdtemp(prefix=temp_prefix("run")))
+    container = docker_engine.containers.create(
+        BASE,
+        command=["sleep", "60"],
+        labels={"jupyter-sandbox.kind": "run", **_client.owner_labels()},
+    )
+    try:
+        assert str(folder) not in reap_folders() and folder.is_dir()
+        assert container.id not in reap_orphans()
+    finally:
+        container.remove(force=True)
+        folder.rmdir()
+
+
+def test_a_pid_reused_by_another_process_does_not_keep_orphans(docker_engine):
+    """Our own (live) pid with another start time: the kernel that had this pid is dead."""
+    now = me()
+    earlier = Owner(now.pid, now.start - 1, now.boot, now.ns)
+    other_boot = Owner(now.pid, now.start, "0" * len(now.boot), now.ns)
+    folders = [_folder_of(earlier), _folder_of(other_boot)]
+    container = docker_engine.containers.create(
+        BASE,
+        command=["sleep", "60"],
+        labels={
+            "jupyter-sandbox.kind": "run",
+            **_client.owner_labels(),
+            _client.OWNER_START: earlier.token,
+        },
+    )
+    try:
+        reaped = reap_folders()
+        assert {str(f) for f in folders} <= set(reaped)
+        assert not any(f.exists() for f in folders)
+        assert container.id in reap_orphans()
+    finally:
+        if container.id in _containers_of(docker_engine, now.pid):
+            container.remove(force=True)
+
+
+def test_the_folder_reaper_follows_no_link_and_spares_other_users_folders(tmp_path):
+    dead = Owner(999_999_999, 1, me().boot, me().ns)
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "precious").write_text("keep")
+    link = Path(tempfile.gettempdir()) / f"jupyter-sandbox-run-{dead.pid}-{dead.token}-link1"
+    link.symlink_to(victim, target_is_directory=True)
+    holder = _folder_of(dead)
+    (holder / "escape").symlink_to(victim, target_is_directory=True)
+    (holder / "file").symlink_to(victim / "precious")
+    foreign = _folder_of(dead, "build")
+    os.chown(foreign, 65534, 65534)
+    try:
+        reaped = reap_folders()
+        assert str(holder) in reaped and not holder.exists()
+        assert str(link) not in reaped and link.is_symlink()
+        assert str(foreign) not in reaped and foreign.is_dir()
+        assert (victim / "precious").read_text() == "keep"
+    finally:
+        link.unlink()
+        foreign.rmdir()
