@@ -32,6 +32,8 @@ class OrchestrateMagics(Magics):
     timeout = Float(30.0, help="Seconds of sandbox compute time per cell.").tag(config=True)
     max_memory = Int(256, help="Megabytes of sandbox heap per cell.").tag(config=True)
     max_calls = Int(100_000, help="Tool calls per cell.").tag(config=True)
+    max_result = Int(16, help="MB the cell's value may take written out.").tag(config=True)
+    max_output = Int(8, help="MB of text a cell may print.").tag(config=True)
     type_check = Bool(True, help="Type-check cells against the tools' signatures.").tag(config=True)
 
     def __init__(self, shell: InteractiveShell) -> None:
@@ -47,6 +49,8 @@ class OrchestrateMagics(Magics):
     @argument("--timeout", type=float, help="seconds of sandbox compute time (default 30)")
     @argument("--max-memory", type=int, metavar="MB", help="sandbox heap in MB (default 256)")
     @argument("--max-calls", type=int, metavar="N", help="tool calls per cell (default 100000)")
+    @argument("--max-result", type=int, metavar="MB", help="value size written out (default 16)")
+    @argument("--max-output", type=int, metavar="MB", help="printed text (default 8)")
     @argument("--no-type-check", action="store_true", help="skip the type check")
     @argument("--quiet", action="store_true", help="no trace display (prints still show)")
     @argument(
@@ -83,6 +87,8 @@ class OrchestrateMagics(Magics):
                 timeout=self.timeout if args.timeout is None else args.timeout,
                 max_memory=self.max_memory if args.max_memory is None else args.max_memory,
                 max_calls=self.max_calls if args.max_calls is None else args.max_calls,
+                max_result=self.max_result if args.max_result is None else args.max_result,
+                max_output=self.max_output if args.max_output is None else args.max_output,
                 type_check=self.type_check and not args.no_type_check,
                 on_event=view.on_event,
                 journal=self._journals.setdefault(self._cell_key(cell), Journal()),

@@ -99,6 +99,8 @@ def orchestrate(
     timeout: float = 30.0,
     max_memory: int = 256,
     max_calls: int = 100_000,
+    max_result: int = 16,
+    max_output: int = 8,
     type_check: bool = True,
     on_event: EventCallback | None = None,
     journal: Journal | None = None,
@@ -111,6 +113,8 @@ def orchestrate(
     every tool registered with ``@tool``. ``inputs`` are bound as globals. The value of the
     last expression is ``result.value``; prints go to ``result.stdout`` and, as they happen,
     to ``on_event`` as `Output` events, along with `CallStarted`/`CallFinished` for each call.
+    ``max_result`` and ``max_output`` bound, in MB, the value as written out and what the
+    code prints (see `Limits`).
     Raises an `OrchestrationError` subclass on failure; Ctrl-C stops the run within a second,
     even while a sync tool runs: that call is recorded as abandoned and its thread left to
     finish on its own (Python cannot stop a thread), while its worker goes back to the pool.
@@ -126,7 +130,7 @@ def orchestrate(
     again. ``cache`` answers calls by tool and arguments across runs. Both mark such calls
     ``replayed`` in the trace.
     """
-    limits = Limits(timeout, max_memory, max_calls)
+    limits = Limits(timeout, max_memory, max_calls, max_result, max_output)
     driver = _driver(
         code, tools, inputs, limits, type_check, on_event, tool_loop(), journal, resume, cache
     )
@@ -154,6 +158,8 @@ async def orchestrate_async(
     timeout: float = 30.0,
     max_memory: int = 256,
     max_calls: int = 100_000,
+    max_result: int = 16,
+    max_output: int = 8,
     type_check: bool = True,
     on_event: EventCallback | None = None,
     journal: Journal | None = None,
@@ -162,7 +168,7 @@ async def orchestrate_async(
 ) -> OrchestrationResult:
     """`orchestrate` for a running event loop: async tools run on this loop, so they may use
     clients bound to it; cancelling the awaiting task stops the sandbox."""
-    limits = Limits(timeout, max_memory, max_calls)
+    limits = Limits(timeout, max_memory, max_calls, max_result, max_output)
     loop = asyncio.get_running_loop()
     driver = _driver(
         code, tools, inputs, limits, type_check, on_event, loop, journal, resume, cache

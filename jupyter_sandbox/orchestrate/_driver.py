@@ -45,10 +45,9 @@ from ._result import OrchestrationResult
 from ._runtime import pool
 from ._stubs import build_stubs
 from ._tools import Tool
-from ._values import MAX_DEPTH, to_sandbox
+from ._values import MAX_DEPTH, data_size, to_sandbox, too_deep
 
 _NAME = re.compile(r"[^\W\d]\w*")
-_STDOUT_CAP = 10 * 2**20
 _CLEANUP_WAIT = 10.0
 """Seconds a stopping run waits for its cancelled async tool calls to wind down."""
 MAX_NESTING = 3
@@ -102,7 +101,9 @@ class Driver:
         self.cache = cache
         self._remembers = bool(self._replay) or cache is not None
         self._stdout: list[str] = []
-        self._stdout_size = 0
+        self._output_left = limits.max_output * 2**20
+        self._over_limit: LimitExceeded | None = None
+        """Set by the print callback when the cell printed too much (and its worker killed)."""
         self._calls = 0
         self._slept = 0.0
         self._t0 = 0.0
@@ -147,9 +148,11 @@ class Driver:
             with self.parent._lock:
                 self.parent._children.add(self)
         try:
-            self.result.value = self._run_session()
+            self.result.value = self._checked(self._run_session())
             return self.result
         except pm.MontyError as exc:
+            if self._over_limit is not None:
+                raise self._fail(self._over_limit) from None
             raise self._fail(
                 translate(
                     exc,
@@ -488,10 +491,42 @@ class Driver:
     # -- helpers -------------------------------------------------------------------------
 
     def _print(self, stream: str, text: str) -> None:
-        if self._stdout_size < _STDOUT_CAP:
+        """Keep and stream what the cell prints, up to ``max_output``; past it, kill the
+        worker (raising here would not stop the feed) and fail the run naming the option."""
+        if self._over_limit is not None:
+            return
+        if len(text) > self._output_left:
+            text = text[: self._output_left]
+            self._over_limit = LimitExceeded(
+                f"output limit exceeded: the cell printed more than {self.limits.max_output} "
+                "MB (raise it with --max-output / max_output=)",
+                limit="output",
+            )
+            if self._worker_pid is not None:
+                kill_worker(self._worker_pid)
+        self._output_left -= len(text)
+        if text:
             self._stdout.append(text)
-            self._stdout_size += len(text)
-        self.emit(Output("stderr" if stream == "stderr" else "stdout", text))
+            self.emit(Output("stderr" if stream == "stderr" else "stdout", text))
+
+    def _checked(self, value: Any) -> Any:
+        """The cell's value, if whoever receives it can write it out: one of our errors for a
+        value larger than ``max_result`` once shared references are written out, or nested
+        too deeply to print (either would flood or crash the notebook's display)."""
+        limit = self.limits.max_result * 2**20
+        if data_size(value, limit) > limit:
+            raise LimitExceeded(
+                f"result limit exceeded: the cell's value writes out to more than "
+                f"{self.limits.max_result} MB (a shared reference counts each time it "
+                "appears); return less, or raise it with --max-result / max_result=",
+                limit="result",
+            )
+        if too_deep(value):
+            raise OrchestrationError(
+                f"the cell's value nests more than {MAX_DEPTH} levels deep (or holds itself): "
+                "return something flatter"
+            )
+        return value
 
     def _unknown(self, name: str) -> str:
         available = ", ".join(sorted(self.tools)) or "none registered (use @tool)"

@@ -9,6 +9,8 @@ from .._events import ToolCall
 from .._preview import preview
 
 RECORD_VERSION = 1
+TRACEBACK_CHARS = 4000
+"""The most of a tool's host traceback one call's record keeps."""
 
 
 @dataclass
@@ -38,5 +40,14 @@ class OrchestrationResult:
             "error": self.error,
             "sandbox_traceback": self.sandbox_traceback,
             "duration": self.duration,
-            "calls": [c.to_record() for c in self.trace],
+            "calls": [_bounded(c.to_record()) for c in self.trace],
         }
+
+
+def _bounded(call: dict[str, Any]) -> dict[str, Any]:
+    """A call's record with its host traceback cut to its last `TRACEBACK_CHARS` (where the
+    error is): a tool failing with a deep traceback in a loop must not make the record huge."""
+    tb = call.get("host_traceback")
+    if tb and len(tb) > TRACEBACK_CHARS:
+        call["host_traceback"] = "…" + tb[-TRACEBACK_CHARS:]
+    return call

@@ -141,6 +141,27 @@ def data_size(value: object, limit: int) -> int:
     return total
 
 
+def too_deep(value: object) -> bool:
+    """True when containers in ``value`` nest more than `MAX_DEPTH` levels deep (a container
+    that holds itself nests without end): printing or displaying it would recurse past
+    Python's limit. Each container is walked again only when met deeper than before."""
+    deepest: dict[int, int] = {}
+    stack: list[tuple[object, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        kind = type(item)
+        if not (kind is dict or kind in _CONTAINERS or _is_namedtuple(item)):
+            continue
+        if depth > MAX_DEPTH:
+            return True
+        if deepest.get(id(item), -1) >= depth:
+            continue
+        deepest[id(item)] = depth
+        items: Iterable[object] = item.values() if kind is dict else item  # type: ignore[attr-defined,assignment]
+        stack.extend((child, depth + 1) for child in items)
+    return False
+
+
 def type_name(value: object) -> str:
     """The stub type the type checker should see for an input value."""
     kind = type(value)
