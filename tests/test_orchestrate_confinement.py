@@ -10,7 +10,13 @@ import pydantic_monty
 import pytest
 
 from jupyter_sandbox import orchestrate
-from jupyter_sandbox.orchestrate._confine import UID_BASE, kill_worker
+from jupyter_sandbox.orchestrate._confine import (
+    ACCOUNT_FILES,
+    UID_BASE,
+    _levels,
+    ids_taken,
+    kill_worker,
+)
 from jupyter_sandbox.orchestrate._runtime import confinement, pool
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="the own-uid level needs a root host")
@@ -92,3 +98,23 @@ def test_confined_workers_still_run_cells_with_tools_and_type_checks() -> None:
 
     assert orchestrate("add(20, 1) * 2", tools=[add]).value == 42
     assert confinement().level != "none"
+
+
+def test_the_own_uid_level_is_refused_when_an_account_holds_a_worker_id(tmp_path: Path) -> None:
+    """A worker must never act as an existing user, group or rootless container's uid."""
+    passwd, group, subuid = tmp_path / "passwd", tmp_path / "group", tmp_path / "subuid"
+    passwd.write_text(
+        f"mallory:x:{UID_BASE + 5}:100:m:/home/m:/bin/sh\n"
+        f"gina:x:1000:{UID_BASE + 100}:g:/home/g:/bin/sh\n"
+        "fine:x:1000:1000:f:/home/f:/bin/sh\n"
+        "broken:x::\n"
+    )
+    group.write_text(f"last:x:{UID_BASE + 2**22 - 1}:\npast:x:{UID_BASE + 2**22}:\n")
+    subuid.write_text(f"reaches:{UID_BASE - 1000}:1001\nstops:{UID_BASE - 1000}:1000\n")
+    taken = ids_taken([str(passwd), str(group), str(subuid), str(tmp_path / "absent")])
+    assert [line.split(": ", 1)[1].split(":")[0] for line in taken] == [
+        "mallory", "gina", "last", "reaches",
+    ]  # fmt: skip
+    if confinement().level == "own-uid+pidns+netns":
+        assert ids_taken(ACCOUNT_FILES) == []
+        assert "own-uid+pidns+netns" not in [level for level, _ in _levels([str(passwd)])]

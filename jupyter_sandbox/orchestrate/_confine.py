@@ -45,6 +45,11 @@ UID_BASE = 2_000_000_000
 """Root hosts run each worker as ``UID_BASE + pid``: far above the uids of ``/etc/passwd`` and the
 usual subordinate-uid ranges, and PIDs stay below 2**22, so the range ends below 2**31."""
 
+WORKER_IDS = range(UID_BASE, UID_BASE + 2**22)
+"""Every uid (and gid) a worker can get: one per possible PID."""
+
+ACCOUNT_FILES = ("/etc/passwd", "/etc/group", "/etc/subuid", "/etc/subgid")
+
 _UID = '"$uid"'
 """The launcher's shell variable holding the worker's uid: a word of the prefix that goes into
 the script as it is, where every other word is quoted."""
@@ -62,7 +67,7 @@ class Confinement:
     `launcher_script` it confines any program exactly as the workers are confined."""
 
 
-def _levels() -> list[tuple[str, list[str]]]:
+def _levels(account_files: Sequence[str] = ACCOUNT_FILES) -> list[tuple[str, list[str]]]:
     unshare, setpriv = shutil.which("unshare"), shutil.which("setpriv")
     if not setpriv:
         return []
@@ -70,7 +75,7 @@ def _levels() -> list[tuple[str, list[str]]]:
     pidns = ["--pid", "--kill-child=SIGKILL", "--mount-proc"]
     nnp = ["--no-new-privs", "--pdeathsig=SIGKILL", "--"]
     levels: list[tuple[str, list[str]]] = []
-    if unshare and os.geteuid() == 0:
+    if unshare and os.geteuid() == 0 and not ids_taken(account_files):
         drop = [
             "--reuid", _UID, "--regid", _UID, "--clear-groups",
             "--inh-caps=-all", "--bounding-set=-all", *nnp,
@@ -87,6 +92,42 @@ def _levels() -> list[tuple[str, list[str]]]:
         levels.append(("userns+netns", [*userns, "--", setpriv, *nnp]))
     levels.append(("no-new-privs", [setpriv, *nnp]))
     return levels
+
+
+def ids_taken(files: Sequence[str]) -> list[str]:
+    """Lines of these account files (passwd, group, subuid/subgid) that name an id in
+    `WORKER_IDS`. A worker with such an id would act as that user or group, or as the
+    processes of someone's rootless containers, so the own-uid level is used only when there
+    is none. (Accounts from other name services, such as LDAP, are not seen.)"""
+    taken = []
+    for path in files:
+        try:
+            with open(path) as file:
+                lines = file.read().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            for first, count in _id_spans(line):
+                if first < WORKER_IDS.stop and WORKER_IDS.start < first + count:
+                    taken.append(f"{path}: {line}")
+                    break
+    return taken
+
+
+def _id_spans(line: str) -> list[tuple[int, int]]:
+    """(first id, count) of each id range an account-file line names."""
+    fields = line.split(":")
+    if len(fields) == 3:  # subuid, subgid: name:first:count
+        spans = [(fields[1], fields[2])]
+    elif len(fields) == 7:  # passwd: name:password:uid:gid:gecos:home:shell
+        spans = [(fields[2], "1"), (fields[3], "1")]
+    elif len(fields) == 4:  # group: name:password:gid:members
+        spans = [(fields[2], "1")]
+    else:
+        spans = []
+    return [
+        (int(first), int(count)) for first, count in spans if first.isdigit() and count.isdigit()
+    ]
 
 
 def launcher_script(prefix: Sequence[str], program: str) -> str:
