@@ -109,8 +109,12 @@ for pid in targets:
         tried["pidfd"] = outcome(lambda: pidfd(pid))
         tried["ptrace"] = outcome(lambda: ptrace(pid))
         tried["kill"] = outcome(lambda: kill(pid))
+report["session"] = os.getsid(0) == os.getpgrp() == os.getpid()  # leads its own
 if attack == "attack":
     report["kill -1"] = outcome(lambda: os.kill(-1, signal.SIGKILL) or "sent")
+    # Its whole process group: SIGUSR1 (ignored here) kills any other member it reaches.
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+    report["kill 0"] = outcome(lambda: os.kill(0, signal.SIGUSR1) or "sent")
 report["kernel port"] = outcome(lambda: connect(socket.AF_INET, ("127.0.0.1", kernel_port)))
 report["docker"] = outcome(lambda: connect(socket.AF_UNIX, "/var/run/docker.sock"))
 print(json.dumps(report))
@@ -229,6 +233,7 @@ def test_a_worker_sees_signals_traces_and_reads_no_other_process(held_secret: He
     assert report["pid"] == 1 and report["others"] == []  # alone in its PID namespace
     assert isinstance(report["uid"], int) and report["uid"] >= UID_BASE
     assert report["kill -1"] == "ESRCH"  # nothing it may signal exists
+    assert report["session"] is True  # so kill(0) reaches no one else, and no terminal
     assert report["kernel port"] == "ENETUNREACH"  # no network: only a loopback that is down
     assert report["docker"] in {"EACCES", "ENOENT"}
     assert held_secret.workers == pool_workers()  # none was killed
@@ -320,5 +325,6 @@ def test_without_root_each_worker_still_gets_a_pid_namespace_no_attacker_can_see
         assert set(tried.values()) <= {"ENOENT", "ESRCH"}, (pid, tried)
     assert report["pid"] == 1 and report["others"] == []
     assert report["kill -1"] == "ESRCH"
+    assert report["session"] is True
     assert report["kernel port"] == "ENETUNREACH"
     assert report["after"] == len(secret) + 1

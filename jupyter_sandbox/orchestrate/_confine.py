@@ -68,29 +68,32 @@ class Confinement:
 
 
 def _levels(account_files: Sequence[str] = ACCOUNT_FILES) -> list[tuple[str, list[str]]]:
-    unshare, setpriv = shutil.which("unshare"), shutil.which("setpriv")
-    if not setpriv:
+    unshare, setsid, setpriv = (shutil.which(name) for name in ("unshare", "setsid", "setpriv"))
+    if not (setsid and setpriv):
         return []
-    # The worker is PID 1 of its namespace; its parent (``unshare``) is what the pool kills.
+    # The worker is PID 1 of its namespace; its parent (``unshare``) is what the pool kills,
+    # and the worker dies with it. (Only there: elsewhere the parent is the kernel's thread
+    # that started the worker, and a parent-death signal would fire when that thread ends.)
     pidns = ["--pid", "--kill-child=SIGKILL", "--mount-proc"]
-    nnp = ["--no-new-privs", "--pdeathsig=SIGKILL", "--"]
+    with_parent = ["--pdeathsig=SIGKILL"]
+    # A session of its own: the worker would otherwise share the kernel's process group, and
+    # ``kill(0, sig)`` reaches every process of the group its uid may signal (at the userns
+    # levels that is the kernel itself), and its terminal, if it has one.
+    alone = [setsid, "--", setpriv]
+    nnp = ["--no-new-privs", "--"]
     levels: list[tuple[str, list[str]]] = []
     if unshare and os.geteuid() == 0 and not ids_taken(account_files):
+        namespaces = [unshare, *pidns, "--net", "--ipc", "--uts", "--"]
         drop = [
             "--reuid", _UID, "--regid", _UID, "--clear-groups",
-            "--inh-caps=-all", "--bounding-set=-all", *nnp,
+            "--inh-caps=-all", "--bounding-set=-all",
         ]  # fmt: skip
-        levels.append(
-            (
-                "own-uid+pidns+netns",
-                [unshare, *pidns, "--net", "--ipc", "--uts", "--", setpriv, *drop],
-            )
-        )
+        levels.append(("own-uid+pidns+netns", [*namespaces, *alone, *drop, *with_parent, *nnp]))
     if unshare:
         userns = [unshare, "--user", "--net", "--ipc", "--uts"]
-        levels.append(("userns+pidns+netns", [*userns, *pidns, "--", setpriv, *nnp]))
-        levels.append(("userns+netns", [*userns, "--", setpriv, *nnp]))
-    levels.append(("no-new-privs", [setpriv, *nnp]))
+        levels.append(("userns+pidns+netns", [*userns, *pidns, "--", *alone, *with_parent, *nnp]))
+        levels.append(("userns+netns", [*userns, "--", *alone, *nnp]))
+    levels.append(("no-new-privs", [*alone, *nnp]))
     return levels
 
 
