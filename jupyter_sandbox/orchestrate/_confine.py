@@ -7,9 +7,12 @@ gives it
 
 - its own PID namespace with a fresh ``/proc`` in its own mount namespace: it is PID 1 and sees,
   signals and traces no other process, because it cannot name one;
-- on root hosts, a uid of its own, ``UID_BASE`` + the launcher's PID (no two live workers share
-  one, none is in ``/etc/passwd``), no capabilities and ``no_new_privs``: even a process that
-  learnt another worker's PID could not signal, trace or read it;
+- on root hosts, a uid and gid of its own, ``UID_BASE`` + the launcher's PID (no two live
+  workers share one; the level is skipped if an account file names one), no capabilities and
+  ``no_new_privs``: even a process that learnt another worker's PID could not signal, trace
+  or read it;
+- its own session and process group, so ``kill(0, ...)`` reaches nothing but itself and no
+  terminal is its own;
 - its own network, IPC and UTS namespaces (no interfaces but a down loopback, no shared SysV
   IPC or abstract sockets).
 
