@@ -26,7 +26,7 @@ from jupyter_sandbox import (
     create,
 )
 from jupyter_sandbox._events import Output, RunFinished, RunStarted
-from jupyter_sandbox.sandbox import _client
+from jupyter_sandbox.sandbox import _client, _pool
 
 pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("no_leaked_containers")]
 
@@ -309,7 +309,7 @@ def test_confinement_defaults():
     )
     sandbox = create("conf", code=code, outputs={"uid": int, "caps": str, "nnp": str, "pids": str})
     uid, caps, nnp, pids = sandbox.run()
-    assert uid == 1000
+    assert _pool.UID_BASE <= uid < _pool.UID_BASE + _pool.UID_SPAN  # no host account's uid
     assert int(caps, 16) == 0
     assert nnp == "1"
     assert pids == "256"

@@ -3,21 +3,31 @@
 Keyed on the staged input files (so `File`/`Dir` inputs count by content, not path) and the
 image id (so a rebuilt image misses). Entries hold encoded outputs, never pickles; an entry whose
 `File`/`Dir` output has since been deleted is a miss.
+
+A run's secrets decide its outputs too, so their values enter the key, through an HMAC with a
+random key of this cache (a plain hash of a short token could be brute-forced from the file
+name): a changed secret misses. The folder is 0700 and every file 0600, since an output may hold
+a secret's value (transcripts are stored masked).
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
+import hmac
 import json
 import os
+import secrets as random
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from . import _codec
 from ._types import Dir, File
 
-_VERSION = 1
+_VERSION = 2
+_KEY_FILE = ".hmac-key"
 
 
 def cache_dir() -> Path:
@@ -32,9 +42,46 @@ def _hash_tree(digest: Any, root: Path) -> None:
             digest.update(hashlib.sha256(path.read_bytes()).digest())
 
 
-def cache_key(*, image_id: str, program: dict[str, Any], inputs_dir: Path) -> str:
-    """Hash of what determines the outputs; ``program`` holds code/command/types/env names."""
+def _private_dir() -> Path:
+    """The cache folder, created (and kept) readable by its owner only."""
+    root = cache_dir()
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(root, 0o700)
+    return root
+
+
+def _write_private(data: bytes) -> Path:
+    """A new file of the cache holding ``data``, created 0600 (never readable by others, not
+    even for a moment); the caller moves it into place."""
+    fd, name = tempfile.mkstemp(dir=_private_dir(), suffix=".tmp")
+    with os.fdopen(fd, "wb") as out:
+        out.write(data)
+    return Path(name)
+
+
+def _hmac_key() -> bytes:
+    """This cache's random HMAC key, made on first use (linked into place whole, so two
+    kernels racing both end up with the first one)."""
+    path = _private_dir() / _KEY_FILE
+    if not path.exists():
+        tmp = _write_private(random.token_bytes(32))
+        try:
+            with contextlib.suppress(FileExistsError):
+                os.link(tmp, path)
+        finally:
+            tmp.unlink()
+    return path.read_bytes()
+
+
+def cache_key(
+    *, image_id: str, program: dict[str, Any], inputs_dir: Path, secrets: dict[str, str]
+) -> str:
+    """Hash of what determines the outputs; ``program`` holds code/command/types/env names,
+    ``secrets`` the secrets' values (keyed by an HMAC, never hashed in clear)."""
     digest = hashlib.sha256(json.dumps([_VERSION, image_id, program], sort_keys=True).encode())
+    if secrets:
+        values = json.dumps(secrets, sort_keys=True).encode()
+        digest.update(hmac.new(_hmac_key(), values, hashlib.sha256).digest())
     _hash_tree(digest, inputs_dir)
     return digest.hexdigest()
 
@@ -65,8 +112,5 @@ def store(key: str, outputs: dict[str, Any], stdout: str, stderr: str) -> None:
         else:
             tag = _codec.infer(value)
             encoded[name] = (tag, base64.b64encode(_codec.encode(tag, value)).decode())
-    path = cache_dir() / f"{key}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"outputs": encoded, "stdout": stdout, "stderr": stderr}))
-    tmp.replace(path)
+    entry = {"outputs": encoded, "stdout": stdout, "stderr": stderr}
+    _write_private(json.dumps(entry).encode()).replace(cache_dir() / f"{key}.json")

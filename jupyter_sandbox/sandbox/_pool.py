@@ -10,13 +10,20 @@ live on a size-limited tmpfs and still be read back (an exec tars them), so a di
 reach the host; secrets go into the exec's environment, never the container's config; and a
 container whose kernel died removes itself when the sleep ends (``auto_remove``), even before
 the next kernel reaps it. Removal of a used container happens off the caller's path.
+
+Each container runs as a uid of its own, drawn from a range no host account has (`fresh_uid`):
+a process's environment (secrets included) is readable in ``/proc/<pid>/environ`` by every
+host process of the same uid, and the image's uid 1000 is the first human user on most desktops.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import grp
 import os
+import pwd
+import secrets
 import shutil
 import tempfile
 import threading
@@ -25,7 +32,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ._baseimage import SANDBOX_UID
 from .._owner import temp_prefix
 from ._client import KIND, LABEL, owner_labels
 from ._io import INPUTS, OUTPUTS, PROGRAM
@@ -35,7 +41,12 @@ if TYPE_CHECKING:
     from docker import DockerClient
     from docker.models.containers import Container
 
-USER = f"{SANDBOX_UID}:{SANDBOX_UID}"
+UID_BASE = 2_100_000_000
+UID_SPAN = 40_000_000
+"""Containers run as ``UID_BASE + n`` (n random, below ``UID_SPAN``): above the accounts of
+``/etc/passwd`` (regular users stop at 60000) and systemd's container ranges (up to
+1879048191), clear of the Monty workers' uids (``orchestrate._confine.UID_BASE`` + pid, from 2e9)
+and below 2^31, where some tools start to misread uids."""
 _IDLE = 300.0
 """Seconds a spare container waits for a run before it is no longer handed out."""
 _MAX_SPARES = 4
@@ -62,6 +73,12 @@ class Slot:
     work: Path
     born: float
     limits: Limits
+    uid: int
+
+    @property
+    def user(self) -> str:
+        """``uid:gid`` for the container and every exec in it (the same number for both)."""
+        return f"{self.uid}:{self.uid}"
 
     @property
     def inputs(self) -> Path:
@@ -88,8 +105,22 @@ def _background(target: object, *args: object) -> None:
     thread.start()
 
 
+def fresh_uid() -> int:
+    """A random uid (and gid) of the reserved range that no host user or group has."""
+    while True:
+        uid = UID_BASE + secrets.randbelow(UID_SPAN)
+        try:
+            pwd.getpwuid(uid)
+        except KeyError:
+            try:
+                grp.getgrgid(uid)
+            except KeyError:
+                return uid
+
+
 def _start(client: DockerClient, image: str, limits: Limits) -> Slot:
     res = limits.resources
+    uid = fresh_uid()
     memory = parse_size(res.memory)
     tmpfs = f"rw,nosuid,nodev,size={parse_size(res.disk)}"
     work = Path(tempfile.mkdtemp(prefix=temp_prefix("run")))
@@ -100,13 +131,13 @@ def _start(client: DockerClient, image: str, limits: Limits) -> Slot:
         container = client.containers.create(
             image,
             command=["sleep", str(int(_IDLE + limits.timeout + _GRACE))],
-            user=USER,
+            user=f"{uid}:{uid}",
             working_dir="/tmp",
             network_mode=limits.network,
             read_only=True,
             tmpfs={
                 "/tmp": f"{tmpfs},mode=1777",
-                OUTPUTS: f"{tmpfs},mode=0755,uid={SANDBOX_UID},gid={SANDBOX_UID}",
+                OUTPUTS: f"{tmpfs},mode=0755,uid={uid},gid={uid}",
             },
             volumes={
                 str(work / "inputs"): {"bind": INPUTS, "mode": "ro"},
@@ -120,11 +151,14 @@ def _start(client: DockerClient, image: str, limits: Limits) -> Slot:
             nano_cpus=int(float(res.cpu) * 1e9),
             labels={LABEL: "1", KIND: "run", **owner_labels()},
             auto_remove=True,
+            # a sleep has nothing to wind down: a stop (an engine shutdown stops every
+            # container) need not wait 10 s for it to ignore SIGTERM
+            stop_signal="SIGKILL",
         )
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
-    slot = Slot(container, work, time.monotonic(), limits)
+    slot = Slot(container, work, time.monotonic(), limits, uid)
     with _lock:
         _live[container.id or ""] = slot
     try:
@@ -218,13 +252,19 @@ def remove_later(slot: Slot) -> None:
     _background(remove, slot)
 
 
-def settle() -> None:
-    """Wait for background starts and removals, then remove the spares: afterwards this process
-    has no container left (tests check that; so does kernel exit)."""
+def quiesce() -> None:
+    """Wait for background starts and removals: afterwards the spares are up and waiting, and
+    used containers are gone."""
     with _lock:
         pending = list(_threads)
     for thread in pending:
         thread.join()
+
+
+def settle() -> None:
+    """`quiesce`, then remove the spares: afterwards this process has no container left (tests
+    check that; so does kernel exit)."""
+    quiesce()
     with _lock:
         spares = list(_spares.values())
         _spares.clear()

@@ -12,13 +12,17 @@ from typing import Any, Literal
 
 from ._build import BuildInfo
 from ._io import preview
+from ._secrets import HIDDEN, holds_secret
 from ._types import infer_tag
 
 MIME_TYPE = "application/vnd.jupyter-sandbox.run+json"
 RECORD_VERSION = 1
 
 
-def _describe(values: dict[str, Any], tags: dict[str, str | None]) -> dict[str, dict[str, str]]:
+def _describe(
+    values: dict[str, Any], tags: dict[str, str | None], secrets: tuple[str, ...]
+) -> dict[str, dict[str, str]]:
+    """Type and preview of each value; a value holding a secret is previewed as hidden."""
     described = {}
     for name, value in values.items():
         tag = tags.get(name)
@@ -27,7 +31,8 @@ def _describe(values: dict[str, Any], tags: dict[str, str | None]) -> dict[str, 
                 tag = infer_tag(value)
             except ValueError:
                 tag = type(value).__name__
-        described[name] = {"type": tag, "preview": preview(value)}
+        shown = HIDDEN if holds_secret(value, secrets) else preview(value)
+        described[name] = {"type": tag, "preview": shown}
     return described
 
 
@@ -49,6 +54,8 @@ class SandboxRun:
     cached: bool = False
     build: BuildInfo | None = None
     error: str | None = None
+    secrets: tuple[str, ...] = field(default=(), repr=False)
+    """The values of the run's secrets: masked wherever the record shows a value."""
 
     @property
     def status(self) -> Literal["ok", "error"]:
@@ -77,6 +84,6 @@ class SandboxRun:
             "build": None if self.build is None else self.build.to_record(),
             "stdout": self.stdout,
             "stderr": self.stderr,
-            "outputs": _describe(self.outputs, self.output_types),
-            "inputs": _describe(self.inputs, self.input_types),
+            "outputs": _describe(self.outputs, self.output_types, self.secrets),
+            "inputs": _describe(self.inputs, self.input_types, self.secrets),
         }

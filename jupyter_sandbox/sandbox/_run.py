@@ -23,6 +23,7 @@ from .._events import EventCallback, Output, Stream
 from . import _pool
 from ._io import OUTPUTS, extract_outputs
 from ._pool import Limits, Slot
+from ._secrets import StreamMasker
 from ._spec import parse_size
 
 if TYPE_CHECKING:
@@ -50,7 +51,12 @@ class RawRun:
 
 
 class _Reader(threading.Thread):
-    """Drains an exec's output stream into events and a capped transcript."""
+    """Drains an exec's output stream into events and a capped transcript, secrets masked.
+
+    Each stream has its own `StreamMasker`, so a secret split across chunks is still masked;
+    `close` releases what the maskers held back and stops taking output (a background child
+    may keep the stream open after the run ended).
+    """
 
     def __init__(
         self, stream: Any, on_event: EventCallback, cap: int, scrub: tuple[str, ...]
@@ -59,31 +65,46 @@ class _Reader(threading.Thread):
         self.stream = stream
         self.on_event = on_event
         self.cap = cap
-        self.scrub = scrub
         self.size = 0
         self.flooded = False
         self.parts: dict[Stream, list[str]] = {"stdout": [], "stderr": []}
+        self._maskers = {name: StreamMasker(scrub) for name in self.parts}
+        self._lock = threading.Lock()
+        self._closed = False
 
     def run(self) -> None:
         try:
             for out, err in self.stream:
-                if out and not self.flooded:
+                if out:
                     self._take("stdout", out)
-                if err and not self.flooded:
+                if err:
                     self._take("stderr", err)
         except Exception:  # the stream breaks when the container is killed: that is the end
             return
 
     def _take(self, stream: Stream, data: bytes) -> None:
-        self.size += len(data)
-        if self.size > self.cap:
-            self.flooded = True
-            return
-        text = data.decode("utf-8", errors="replace")
-        for secret in self.scrub:
-            text = text.replace(secret, "***")
-        self.parts[stream].append(text)
-        self.on_event(Output(stream, text))
+        with self._lock:
+            if self._closed or self.flooded:
+                return
+            self.size += len(data)
+            if self.size > self.cap:
+                self.flooded = True
+                return
+            self._emit(stream, self._maskers[stream].feed(data))
+
+    def close(self) -> None:
+        """End of the run: the held-back text goes out (masked), later output is dropped."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            for stream, masker in self._maskers.items():
+                self._emit(stream, masker.flush())
+
+    def _emit(self, stream: Stream, text: str) -> None:
+        if text:
+            self.parts[stream].append(text)
+            self.on_event(Output(stream, text))
 
 
 def _link_tree(source: Path, dest: Path) -> None:
@@ -107,7 +128,7 @@ def _exec_stream(
         stdout=True,
         stderr=True,
         environment=dict(env),
-        user=_pool.USER,
+        user=slot.user,
         workdir="/tmp",
     )["Id"]
     return exec_id, client.api.exec_start(exec_id, stream=True, demux=True)
@@ -138,17 +159,40 @@ def _wait(
     return True
 
 
+def _stage(slot: Slot, inputs_dir: Path, program_dir: Path) -> None:
+    """Put the run's inputs and program into this container's own mounts."""
+    _link_tree(inputs_dir, slot.inputs)
+    _link_tree(program_dir, slot.program)
+
+
 def _start_exec(
-    client: DockerClient, slot: Slot, image: str, command: list[str], env: Mapping[str, str]
+    client: DockerClient,
+    slot: Slot,
+    image: str,
+    command: list[str],
+    env: Mapping[str, str],
+    staged: tuple[Path, Path],
 ) -> tuple[Slot, str, Any]:
-    """Start the code; a spare that died while waiting is replaced once by a fresh container."""
+    """Stage the run into ``slot`` and start the code.
+
+    A spare that died while it waited (``docker rm -f``, engine restart, OOM) fails the exec:
+    it is replaced once by a fresh container, staged again from ``staged`` (inputs, program),
+    since what was staged lives in the dead container's mounts. If the fresh one fails too, the
+    engine error propagates: a clear failure, never a run without its files.
+    """
     from docker.errors import APIError
 
+    _stage(slot, *staged)
     try:
         return (slot, *_exec_stream(client, slot, command, env))
     except APIError:
-        slot = _pool.replace(client, slot, image)
-        return (slot, *_exec_stream(client, slot, command, env))
+        fresh = _pool.replace(client, slot, image)
+    try:
+        _stage(fresh, *staged)
+        return (fresh, *_exec_stream(client, fresh, command, env))
+    except BaseException:
+        _pool.remove(fresh)
+        raise
 
 
 def run_container(
@@ -177,16 +221,17 @@ def run_container(
     slot = _pool.acquire(client, image, limits)
     clean = False
     try:
-        _link_tree(inputs_dir, slot.inputs)
-        _link_tree(program_dir, slot.program)
         start = time.monotonic()
-        slot, exec_id, stream = _start_exec(client, slot, image, command, env)
+        slot, exec_id, stream = _start_exec(
+            client, slot, image, command, env, (inputs_dir, program_dir)
+        )
         reader = _Reader(stream, on_event, parse_size(limits.resources.output), scrub)
         reader.start()
         deadline = start + limits.timeout
         finished = _wait(client, exec_id, reader, deadline, cancel)
         raw.seconds = time.monotonic() - start
         raw.timed_out = not finished
+        reader.close()
         raw.flooded = reader.flooded
         if finished and not reader.flooded:
             raw.exit_code = client.api.exec_inspect(exec_id)["ExitCode"]

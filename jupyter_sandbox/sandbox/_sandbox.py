@@ -43,6 +43,7 @@ from ._io import (
 from ._pool import Limits
 from ._record import SandboxRun
 from ._run import RawRun, run_container
+from ._secrets import hide_values, mask_error
 from ._spec import (
     CacheMode,
     ImageSpec,
@@ -166,6 +167,7 @@ class Sandbox:
         except DockerUnavailable:
             raise  # nothing ran: the one-line message is the whole story
         except ContainerError as err:
+            mask_error(err, run.secrets)
             run.error = str(err)
             run.duration = time.monotonic() - start
             err.record = run.to_record()
@@ -212,12 +214,14 @@ class Sandbox:
                 work / "program", mode=self.mode, code=self.code, inputs=tags, outputs=self.outputs
             )
             env = self._environment()
+            run.secrets = tuple(env[name] for name in self.secrets if env[name])
             key = None
             if self.cache != "disable":
                 key = _cache.cache_key(
                     image_id=image_id(docker, run.image),
                     program=self._fingerprint(tags),
                     inputs_dir=work / "inputs",
+                    secrets={name: env[name] for name in self.secrets},
                 )
                 if self.cache == "auto" and self._replay(run, key, emit):
                     return
@@ -236,7 +240,7 @@ class Sandbox:
                     output_names=output_entries(self.mode, self.outputs),
                     limits=Limits(self.timeout, self.resources, self.network),
                     on_event=emit,
-                    scrub=tuple(v for k, v in env.items() if k in self.secrets and v),
+                    scrub=run.secrets,
                     cancel=cancel,
                 )
                 run.stdout, run.stderr, run.exit_code = raw.stdout, raw.stderr, raw.exit_code
@@ -244,11 +248,13 @@ class Sandbox:
                     self._check(raw)
                     run.outputs = collect_outputs(archive, self.outputs)
                 except ContainerError as err:
+                    mask_error(err, run.secrets)
                     emit(RunFinished(self.name, raw.exit_code, raw.seconds, error=str(err)))
                     if attempt > self.retries:
                         raise
                     continue
-                emit(RunFinished(self.name, raw.exit_code, raw.seconds, outputs=run.outputs))
+                shown = hide_values(run.outputs, run.secrets)
+                emit(RunFinished(self.name, raw.exit_code, raw.seconds, outputs=shown))
                 if key is not None:
                     _cache.store(key, run.outputs, run.stdout, run.stderr)
                 return
@@ -260,7 +266,8 @@ class Sandbox:
         run.outputs, run.stdout, run.stderr = hit["outputs"], hit["stdout"], hit["stderr"]
         run.cached, run.exit_code = True, 0
         emit(RunStarted(self.name, run.image))
-        emit(RunFinished(self.name, 0, 0.0, outputs=run.outputs, cached=True))
+        shown = hide_values(run.outputs, run.secrets)
+        emit(RunFinished(self.name, 0, 0.0, outputs=shown, cached=True))
         return True
 
     def _environment(self) -> dict[str, str]:
@@ -273,7 +280,8 @@ class Sandbox:
         return env
 
     def _fingerprint(self, tags: dict[str, str]) -> dict[str, Any]:
-        """What, besides the image and the input files, decides the outputs (no secret values)."""
+        """What, besides the image and the input files, decides the outputs (secret names only:
+        their values enter the cache key through an HMAC, never in clear)."""
         return {
             "mode": self.mode,
             "code": self.code,

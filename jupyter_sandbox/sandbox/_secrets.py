@@ -1,0 +1,116 @@
+"""Keeping secret values out of everything a run shows or keeps.
+
+A secret reaches the container's code (that is the point of passing it), so the code can print
+it, raise it or return it. Whatever comes back is masked before anyone sees it: streams (live and
+in the transcript), error messages, and the previews of inputs and outputs in records and views.
+A value that holds a secret is shown as `HIDDEN`, whole, rather than masked in its bounded
+preview: a preview cut mid-secret would show a prefix that masking can no longer recognise.
+
+Masking recognises the secret's own text. It guards against honest code that prints what it
+should not; code that means to leak a secret can always encode it first (base64, reversed...).
+"""
+
+from __future__ import annotations
+
+import codecs
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+MASK = "***"
+HIDDEN = "*** (holds a secret value)"
+"""The preview of a value that holds a secret."""
+
+
+def mask(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every occurrence of each secret replaced (longest first, so a secret that
+    contains another is masked whole)."""
+    for secret in sorted(secrets, key=len, reverse=True):
+        text = text.replace(secret, MASK)
+    return text
+
+
+def mask_error(err: BaseException, secrets: tuple[str, ...]) -> None:
+    """Mask the message of an exception we are about to show (its ``args`` make its text)."""
+    if secrets:
+        err.args = tuple(mask(a, secrets) if isinstance(a, str) else a for a in err.args)
+
+
+def holds_secret(value: Any, secrets: tuple[str, ...]) -> bool:
+    """True when ``value``, or anything inside a list/tuple/dict of it, shows a secret.
+
+    Walks iteratively (an output may be deeply nested) and checks each leaf's ``str`` and
+    ``repr``, and bytes as UTF-8: a secret ``"12345"`` is held by the int 12345 too.
+    """
+    if not secrets:
+        return False
+    encoded = [s.encode() for s in secrets]
+    todo = [value]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, Mapping):
+            todo.extend(item.keys())
+            todo.extend(item.values())
+        elif isinstance(item, list | tuple | set | frozenset):
+            todo.extend(item)
+        elif isinstance(item, bytes | bytearray):
+            if any(s in item for s in encoded):
+                return True
+        else:
+            try:
+                texts = (str(item), repr(item))
+            except Exception:  # a value whose str/repr raises shows nothing
+                continue
+            if any(s in t for t in texts for s in secrets):
+                return True
+    return False
+
+
+class Hidden:
+    """Stands in for a value that holds a secret wherever values are previewed (live views)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return HIDDEN
+
+
+def hide_values(values: dict[str, Any], secrets: tuple[str, ...]) -> dict[str, Any]:
+    """``values`` with each one that holds a secret replaced by a `Hidden`."""
+    return {k: Hidden() if holds_secret(v, secrets) else v for k, v in values.items()}
+
+
+class StreamMasker:
+    """Masks secrets in one output stream however its bytes are split into chunks.
+
+    A secret can arrive one character per chunk (printed with flush), or cut by a frame
+    boundary, even in the middle of a UTF-8 sequence. So bytes go through an incremental
+    decoder, and the text is held back from its first position that could still begin a
+    secret: at most ``len(secret) - 1`` characters wait for the next chunk or for `flush`.
+    """
+
+    def __init__(self, secrets: tuple[str, ...]) -> None:
+        self.secrets = tuple(s for s in secrets if s)
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._pending = ""
+
+    def feed(self, data: bytes) -> str:
+        """The text of ``data`` that can be shown now, masked."""
+        text = mask(self._pending + self._decoder.decode(data), self.secrets)
+        keep = self._held(text)
+        self._pending = text[len(text) - keep :]
+        return text[: len(text) - keep]
+
+    def flush(self) -> str:
+        """The rest, at the end of the stream (a secret's prefix alone is not the secret)."""
+        text = mask(self._pending + self._decoder.decode(b"", final=True), self.secrets)
+        self._pending = ""
+        return text
+
+    def _held(self, text: str) -> int:
+        """Length of the longest end of ``text`` that is the start of a secret."""
+        longest = max((len(s) for s in self.secrets), default=1)
+        for size in range(min(longest - 1, len(text)), 0, -1):
+            tail = text[-size:]
+            if any(s.startswith(tail) for s in self.secrets):
+                return size
+        return 0

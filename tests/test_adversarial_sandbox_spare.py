@@ -1,0 +1,173 @@
+"""Issue 8, item 4: a spare container that died while it waited never yields a wrong answer.
+
+Runs take a container started ahead of need (a spare). The attacks below kill that spare from
+outside the process (``docker rm -f``, ``docker kill``, a restart of the engine itself) between
+two runs; the next run must still see its inputs and its program, or fail with a clear error.
+The engine restart uses a ``dockerd`` of this test's own (its own data root, exec root, pid file
+and socket, no bridge, no iptables), so the shared engine and the host network are untouched.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from jupyter_sandbox import create
+from jupyter_sandbox.sandbox import _client, _pool
+from jupyter_sandbox.sandbox._image import default_base_image
+
+BASE_IMAGE = default_base_image()
+_BOUND = 120.0
+"""Seconds a wait below may take before the test fails: only there to prevent a hang."""
+
+
+def _spares(engine) -> list[str]:
+    """This process' running sandbox containers, found from outside by their labels."""
+    labels = [f"{_client.KIND}=run", f"{_client.OWNER_PID}={os.getpid()}"]
+    return [c["Id"] for c in engine.api.containers(filters={"label": labels})]
+
+
+def _waiting_spare(engine) -> str:
+    """The one spare waiting after a run (background starts and removals are done)."""
+    _pool.quiesce()
+    found = _spares(engine)
+    assert len(found) == 1, f"expected one waiting spare, found {found}"
+    return found[0]
+
+
+def _command_sandbox():
+    return create("cmd", command=["cat", "/var/inputs/x"], inputs={"x": int}, image=BASE_IMAGE)
+
+
+def _auto_sandbox():
+    return create("auto", code="y = x + 1", inputs={"x": int}, outputs={"y": int}, image=BASE_IMAGE)
+
+
+@pytest.mark.parametrize("how", [["rm", "-f"], ["kill"]], ids=["rm-f", "kill"])
+def test_a_spare_removed_from_outside_never_gives_a_wrong_answer(
+    how, docker_engine, no_leaked_containers
+):
+    """Command mode read its input from the dead spare's mounts (exit 1, not 42); auto mode
+    could not open its runner. Each run after the kill must see everything staged."""
+    command, auto = _command_sandbox(), _auto_sandbox()
+    command.run(x=1)  # leaves a spare for the next run with the same limits
+    subprocess.run(["docker", *how, _waiting_spare(docker_engine)], check=True, capture_output=True)
+    assert command.execute({"x": 42}).stdout == "42"
+    subprocess.run(["docker", *how, _waiting_spare(docker_engine)], check=True, capture_output=True)
+    assert auto.run(x=41) == 42
+
+
+class _Engine:
+    """A ``dockerd`` of the test's own, restartable, in a folder of its own."""
+
+    def __init__(self) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="jsbx-d2-"))  # short: socket paths max 108
+        # in memory: loading the image and deleting it afterwards take seconds, not a minute
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2g", "jsbx-d2", self.root], check=True)
+        self.host = f"unix://{self.root / 'sock'}"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        log = (self.root / "log").open("ab")
+        self.process = subprocess.Popen(
+            [
+                "dockerd",
+                f"--data-root={self.root / 'data'}",
+                f"--exec-root={self.root / 'exec'}",
+                f"--pidfile={self.root / 'pid'}",
+                f"-H={self.host}",
+                "--bridge=none",
+                "--iptables=false",
+                "--ip6tables=false",
+                "--shutdown-timeout=1",
+            ],
+            stdout=log,
+            stderr=log,
+        )
+        deadline = time.monotonic() + _BOUND
+        while self.docker("version").returncode != 0:
+            assert self.process.poll() is None, (self.root / "log").read_text()[-2000:]
+            assert time.monotonic() < deadline, "second dockerd did not come up"
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(_BOUND)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.process = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def docker(self, *args: str, **kwargs) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run(["docker", "-H", self.host, *args], capture_output=True, **kwargs)
+
+    def remove(self) -> None:
+        """Stop it and delete its folders (unmounting its tmpfs and anything left on it)."""
+        self.stop()
+        mounts = Path("/proc/mounts").read_text().split("\n")
+        for mount in sorted((m.split()[1] for m in mounts if m), reverse=True):
+            if mount.startswith(str(self.root)):
+                subprocess.run(["umount", "-l", mount], check=False)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def second_engine(docker_engine) -> Iterator[_Engine]:
+    """A private engine holding the base image (copied once per session from the main one)."""
+    engine = _Engine()
+    try:
+        engine.start()
+        save = subprocess.Popen(["docker", "save", BASE_IMAGE], stdout=subprocess.PIPE)
+        loaded = engine.docker("load", stdin=save.stdout)
+        assert save.wait() == 0 and loaded.returncode == 0, loaded.stderr
+        yield engine
+    finally:
+        engine.remove()
+    assert not engine.root.exists(), f"second engine left {engine.root} behind"
+
+
+@pytest.fixture
+def on_second_engine(second_engine, no_leaked_containers, monkeypatch) -> Iterator[_Engine]:
+    """Point the sandbox engine client at the private engine for one test, then back."""
+    _pool.settle()  # no spare of the main engine may be handed to a run on this one
+    monkeypatch.setenv("DOCKER_HOST", second_engine.host)
+    _client._connect.cache_clear()
+    try:
+        yield second_engine
+    finally:
+        _pool.settle()
+        left = second_engine.docker(
+            "ps", "-aq", "--filter", f"label={_client.OWNER_PID}={os.getpid()}"
+        )
+        _client._connect.cache_clear()
+        monkeypatch.delenv("DOCKER_HOST")
+        assert not left.stdout.split(), f"containers left on the second engine: {left.stdout}"
+
+
+def test_an_engine_restart_between_runs_never_gives_a_wrong_answer(on_second_engine):
+    """The spare waiting when the engine restarts is gone (or stopped) afterwards: the next
+    run gets its right answer from a fresh container with everything staged (the promise
+    allows a clear `ContainerError` instead; what we built gives the answer), never exit 1
+    for a missing input or a missing runner."""
+    command, auto = _command_sandbox(), _auto_sandbox()
+    assert command.execute({"x": 1}).stdout == "1"
+    _waiting_spare(_client.client())
+    on_second_engine.restart()
+    assert command.execute({"x": 42}).stdout == "42"
+    _waiting_spare(_client.client())
+    on_second_engine.restart()
+    assert auto.run(x=41) == 42
