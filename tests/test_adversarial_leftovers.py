@@ -182,3 +182,69 @@ def test_the_folder_reaper_follows_no_link_and_spares_other_users_folders(tmp_pa
     finally:
         link.unlink()
         foreign.rmdir()
+
+
+SETUP = """
+%load_ext jupyter_sandbox
+import os
+import ipywidgets.widgets.widget as _widget_module
+from jupyter_sandbox import tool
+
+@tool
+def add(x: int, y: int) -> int:
+    return x + y
+"""
+ORCHESTRATE_CELL = "%%orchestrate\nadd(1, 2)"
+SANDBOX_CELL = "%%sandbox --out y\ny = 1 + 1"
+COUNT = "print(len(_widget_module._instances))"
+
+
+def _execute(client: Any, code: str) -> list[dict[str, Any]]:
+    """Run a cell as a frontend would; its iopub messages (an error fails the test)."""
+    messages: list[dict[str, Any]] = []
+    reply = client.execute_interactive(code, output_hook=messages.append, timeout=300)
+    assert reply["content"]["status"] == "ok", reply["content"]
+    return messages
+
+
+def _printed(messages: list[dict[str, Any]]) -> str:
+    return "".join(m["content"]["text"] for m in messages if m["msg_type"] == "stream")
+
+
+@pytest.fixture
+def kernel(docker_engine: Any) -> Iterator[Any]:
+    """A real IPython kernel (jupyter_client), the extension loaded and one tool registered;
+    after its shutdown and the next load's reaping, none of its containers may be left.
+
+    (Not after the shutdown alone: jupyter_client sends SIGTERM 2.5 s after asking the kernel
+    to stop, while ipykernel is still waiting for the confined Monty workers, which ignore
+    SIGTERM, so the kernel's exit handlers may never run.)"""
+    from jupyter_client.manager import start_new_kernel
+
+    manager, client = start_new_kernel(kernel_name="python3")
+    try:
+        pid = int(_printed(_execute(client, SETUP + "\nprint(os.getpid())")))
+        yield client
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=False)
+    reap_orphans()
+    assert _containers_of(docker_engine, pid) == []
+
+
+def test_cells_leave_no_widget_models_open_in_a_real_kernel(kernel):
+    _execute(kernel, ORCHESTRATE_CELL)
+    _execute(kernel, SANDBOX_CELL)  # first runs: imports, base image, spares
+    before = int(_printed(_execute(kernel, COUNT)))
+
+    opened, closed = set(), set()
+    for code in [ORCHESTRATE_CELL] * 20 + [SANDBOX_CELL] * 3:
+        for message in _execute(kernel, code):
+            if message["msg_type"] == "comm_open":
+                opened.add(message["content"]["comm_id"])
+            elif message["msg_type"] == "comm_close":
+                closed.add(message["content"]["comm_id"])
+
+    assert len(opened) >= 20 * 8 + 3  # each cell showed its live widget ...
+    assert closed == opened  # ... and closed every model of it
+    assert int(_printed(_execute(kernel, COUNT))) == before

@@ -7,7 +7,9 @@ each engine event from any thread, call ``finish(record)`` once at the end, succ
 - With a kernel, a live widget shows progress from the first engine event on; ``finish``
   replaces it in the output by the final MIME bundle (the JSON record plus HTML and text), so
   the live view and the saved notebook show the same run, once, and reopening the notebook
-  needs no kernel and no widget state.
+  needs no kernel and no widget state. The widget's models are then closed: a kernel running
+  thousands of cells keeps none of them. Events arriving after ``finish`` (a tool thread that
+  was abandoned on interrupt and ends later) no longer touch the view.
 - Without a kernel (terminal IPython, plain Python) progress lines go to stderr and ``finish``
   displays (or prints) the text rendering.
 - ``quiet=True`` shows only the code's own output: no progress, no trace, no final bundle.
@@ -34,6 +36,8 @@ class _Live(Protocol):
 
     def finish(self, record: dict[str, Any]) -> None: ...
 
+    def close(self) -> None: ...
+
 
 class _View:
     """What both views share: routing, quiet mode, the live widget and the final bundle."""
@@ -45,18 +49,20 @@ class _View:
         self._route = CellRoute()
         self._widgets = (kernel_present() if widgets is None else widgets) and not quiet
         self._live: _Live | None = None
+        self._finished = False
         self._lock = threading.Lock()
         self._display_id = f"jupyter-sandbox-{uuid.uuid4().hex}"
 
     def _make_live(self) -> _Live:
         raise NotImplementedError
 
-    def _live_view(self) -> _Live:
+    def _live_view(self) -> _Live | None:
         """The widget, displayed on the first engine event: a run that fails before doing
-        anything (bad arguments) leaves no empty widget behind, only its error."""
+        anything (bad arguments) leaves no empty widget behind, only its error. None once the
+        view is finished and no widget was made."""
         if self._live is None:
             with self._lock:
-                if self._live is None:
+                if self._live is None and not self._finished:
                     from ._widgets import widget_bundle
 
                     live = self._make_live()
@@ -70,17 +76,22 @@ class _View:
     def on_event(self, event: Event) -> None:
         if isinstance(event, Output):
             self._route.write(event.stream, event.text)
-        elif self._widgets:
-            self._live_view().on_event(event)
+        elif self._widgets and not self._finished:
+            live = self._live_view()
+            if live is not None:
+                live.on_event(event)
         elif not self.quiet:
             self._text_event(event)
 
     def finish(self, record: dict[str, Any]) -> None:
         if self.quiet:
             return
+        with self._lock:
+            self._finished = True  # no widget is made (nor updated) after this point
         if self._live is not None:
             self._live.finish(record)
             self._route.replace(bundle(record), self._display_id)
+            self._live.close()
         else:
             self._route.show(bundle(record))
 

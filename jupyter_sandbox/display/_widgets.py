@@ -3,7 +3,9 @@
 Each widget keeps plain-Python state updated by `on_event` (from any thread, O(1) per event)
 and renders it into widget traits through a `Throttle`. ``finish`` renders the final state
 synchronously. The views then get replaced in the output by the final MIME bundle (see
-`_views`), but their models keep the final state for widget-state snapshots.
+`_views`) and ``close`` closes every widget model they made: nothing shows them any more, and
+a model left open stays in the kernel and in the frontend's widget manager for the kernel's
+life (8 per ``%%orchestrate`` cell, 24,000 after 3,000 cells).
 """
 
 from __future__ import annotations
@@ -49,7 +51,32 @@ def widget_bundle(widget: w.Widget, text: str) -> dict[str, Any]:
     return {WIDGET_VIEW_MIME: view, "text/plain": text}
 
 
-class TraceWidget:
+def close_tree(root: w.Widget) -> None:
+    """Close ``root`` and every widget it holds, however deep (children, layout, style).
+
+    ``Widget.close`` closes one model: an ``HTML`` is three (itself, its ``Layout``, its
+    style), so closing only the roots would leave most models open.
+    """
+    pending = [root]
+    while pending:
+        widget = pending.pop()
+        for name in widget.keys:
+            value = getattr(widget, name)
+            held = value if isinstance(value, tuple | list) else (value,)
+            pending.extend(item for item in held if isinstance(item, w.Widget))
+        widget.close()
+
+
+class _LiveWidget:
+    """What both live views share: a root widget, closed with everything in it at the end."""
+
+    root: w.Box
+
+    def close(self) -> None:
+        close_tree(self.root)
+
+
+class TraceWidget(_LiveWidget):
     """The live `%%orchestrate` call trace: counters plus the latest calls on a timeline."""
 
     def __init__(self) -> None:
@@ -101,7 +128,7 @@ class TraceWidget:
         self.table.value = _html.STYLE + f'<div class="jsb">{_html.calls_table(calls, span)}</div>'
 
 
-class SandboxWidget:
+class SandboxWidget(_LiveWidget):
     """The live `%%sandbox` view: image build progress, then the container run."""
 
     def __init__(self) -> None:
@@ -126,26 +153,28 @@ class SandboxWidget:
         self._throttle.request()
 
     def _apply(self, event: Event) -> None:
+        """Fold one event into the state. The live line under the step is the step's latest
+        output line (whole lines only), then the build's one-line error; a cached image shows
+        no build box at all: no step ran."""
         state = self._state
         if isinstance(event, BuildStarted):
-            state.update(build=True, max=max(event.total_steps, 1), value=0)
+            state.update(build=True, max=max(event.total_steps, 1), value=0, line="")
             state["status"] = f"building image {event.tag}"
-            state["step"] = f"step 0 of {event.total_steps}"
+            state["step"] = "starting the build"
         elif isinstance(event, BuildStep):
-            state.update(max=max(event.total, 1), value=event.index - 1)
+            state.update(max=max(event.total, 1), value=event.index - 1, line="")
             state["step"] = f"step {event.index} of {event.total}: {fmt.clip(event.text, 120)}"
+            self._log.append(state["step"])
         elif isinstance(event, BuildLog):
-            self._log.append(fmt.plain(event.line).rstrip("\n"))
+            self._log.append(fmt.plain(event.line))
             state["line"] = fmt.clip(event.line, 160)
         elif isinstance(event, BuildFinished):
-            state["build"] = True
-            state.update(bar="danger" if event.error else "success")
-            if not event.error:
-                state["value"] = state.get("max", 1)
             record = {"cached": event.cached, "seconds": event.seconds, "error": event.error}
             state["status"] = f"image {event.tag}: {fmt.build_state(record)}"
             if event.error:
-                state["failed_log"] = event.error
+                state.update(bar="danger", line=fmt.clip(event.error, 160))
+            elif not event.cached:
+                state.update(bar="success", value=state.get("max", 1))
         elif isinstance(event, RunStarted):
             state["status"] = f"running {event.name} in {event.image} (attempt {event.attempt})"
         elif isinstance(event, RunFinished):
@@ -157,7 +186,7 @@ class SandboxWidget:
             self._state["status"] = fmt.sandbox_summary(record)
             build = record.get("build")
             if build and build.get("error"):
-                self._state.update(build=True, bar="danger", failed_log=build["error"])
+                self._state.update(build=True, bar="danger", line=fmt.clip(build["error"], 160))
         self._throttle.flush()
 
     def _render(self) -> None:
@@ -172,11 +201,9 @@ class SandboxWidget:
             self.progress.bar_style = state.get("bar", "info")
             self.step.value = state.get("step", "")
             self.log_line.value = state.get("line", "")
-        failed = state.get("failed_log")
-        text = f"{fmt.plain(failed)}\n\n--- log tail ---\n{log}" if failed else log
-        self.log.value = f"<pre>{escape(text)}</pre>"
-        if failed:
-            self.log_box.selected_index = 0
+        # collapsed until opened: the step and the one-line error above say what happened
+        self.log_box.layout.display = "block" if log else "none"
+        self.log.value = f"<pre>{escape(log)}</pre>"
         self.run.value = state["run"]
 
 
