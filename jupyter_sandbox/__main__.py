@@ -59,7 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
         "install-kernel", help='install the "Python 3 (sandbox)" kernelspec'
     )
     kernel.add_argument("--user", action="store_true", help="install for this user")
-    kernel.add_argument("--prefix", help="install under this prefix (default: sys.prefix)")
+    kernel.add_argument(
+        "--prefix",
+        help="install under this prefix (default: sys.prefix, or per user where it is read-only)",
+    )
     kernel.set_defaults(func=_install_kernel)
     _add_sandbox_commands(commands)
     return parser

@@ -10,6 +10,7 @@ and keeps them).
 from __future__ import annotations
 
 import json
+import os
 import sys
 import tempfile
 from importlib.resources import files
@@ -45,7 +46,9 @@ def kernel_json(python: str = sys.executable) -> dict[str, object]:
 def install_kernel(*, user: bool = False, prefix: str | None = None) -> str:
     """Install the kernelspec (kernel.json and the logos) and return the folder it went to.
 
-    Defaults to ``sys.prefix`` (the active venv) so it never touches other environments.
+    Defaults to ``sys.prefix`` (the active venv) so it never touches other environments; where
+    that is not writable (a system or shared environment, a user who is not root) to the user's
+    own folder, which every Jupyter this user runs reads, instead of failing.
     """
     from jupyter_client.kernelspec import KernelSpecManager
 
@@ -55,7 +58,8 @@ def install_kernel(*, user: bool = False, prefix: str | None = None) -> str:
         for name in LOGOS:
             (Path(tmp) / name).write_bytes((resources / name).read_bytes())
         if not user and prefix is None:
-            prefix = sys.prefix
+            user = not os.access(sys.prefix, os.W_OK)
+            prefix = None if user else sys.prefix
         dest: str = KernelSpecManager().install_kernel_spec(
             tmp, KERNEL_NAME, user=user, prefix=prefix
         )

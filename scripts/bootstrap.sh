@@ -19,6 +19,8 @@ missing=()
 command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
 command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
+# tests/test_install.py gives a non-root user a venv of Debian's Python (root's may be private).
+/usr/bin/python3 -c 'import ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
 if [ "$WANT_BROWSER" = 1 ] && ! command -v chromium >/dev/null 2>&1; then missing+=(chromium); fi
 if [ ${#missing[@]} -gt 0 ]; then
   log "installing Debian packages: ${missing[*]}"

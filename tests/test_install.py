@@ -1,0 +1,244 @@
+"""The path most users take: ``pip install`` of the built wheel into an existing JupyterLab
+environment, used by a non-root user who is in the ``docker`` group.
+
+Everything is real: the wheel is built from this checkout, a fresh venv of Debian's Python (not
+root's) gets JupyterLab first and then the wheel, and a real user account runs ``jupyter``,
+``install-kernel`` and a notebook through ``nbconvert --execute`` on the installed kernelspec.
+Select with ``-m install``; 2-3 minutes on 2 busy cores, most of it pip installing JupyterLab.
+"""
+
+from __future__ import annotations
+
+import ast
+import grp
+import json
+import os
+import pwd
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_notebook
+
+from jupyter_sandbox._kernelspec import LOGOS
+
+pytestmark = pytest.mark.install
+
+ROOT = Path(__file__).resolve().parent.parent
+USER = "jupyter-sandbox-user"
+PYTHON = "/usr/bin/python3"  # Debian's: root's own Python may sit in a folder only root reads
+SOCKET = Path("/var/run/docker.sock")
+LABEXTENSION = "share/jupyter/labextensions/jupyter-sandbox"
+
+
+@dataclass(frozen=True)
+class Account:
+    """The non-root user and the folder this test session gives it."""
+
+    name: str
+    uid: int
+    work: Path
+
+    @property
+    def home(self) -> Path:
+        """A fresh home: no kernelspec or pip cache of an earlier session counts."""
+        return self.work / "home"
+
+    def run(self, argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+        """Run as this user with exactly ``env`` (nothing of root's environment leaks in)."""
+        assignments = [f"{key}={value}" for key, value in env.items()]
+        return subprocess.run(
+            ["runuser", "-u", self.name, "--", "env", "-i", *assignments, *argv],
+            cwd=self.work,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+
+
+@pytest.fixture(scope="module")
+def account() -> Iterator[Account]:
+    """A user in the ``docker`` group (created once per machine) and a fresh folder it owns."""
+    if os.geteuid() != 0:
+        pytest.fail("creating the test user needs root (the README's test command runs as root)")
+    try:
+        pwd.getpwnam(USER)
+    except KeyError:
+        subprocess.run(["useradd", "--create-home", "--groups", "docker", USER], check=True)
+    subprocess.run(["usermod", "--append", "--groups", "docker", USER], check=True)
+    # The engine grants its socket to the docker group; without that the group buys nothing.
+    socket = SOCKET.stat()
+    assert grp.getgrgid(socket.st_gid).gr_name == "docker", "docker.sock is not group docker"
+    assert socket.st_mode & stat.S_IRGRP and socket.st_mode & stat.S_IWGRP
+    entry = pwd.getpwnam(USER)
+    work = Path(tempfile.mkdtemp(prefix="jupyter-sandbox-install-"))
+    os.chown(work, entry.pw_uid, entry.pw_gid)
+    yield Account(USER, entry.pw_uid, work)
+    shutil.rmtree(work)
+
+
+def pip_settings() -> dict[str, str]:
+    """This machine's pip settings (CA bundle of the TLS-inspecting proxy, extra indexes) as
+    ``PIP_*`` variables: some live in root's own pip.conf, which the user cannot read."""
+    listed = subprocess.run(
+        [sys.executable, "-m", "pip", "config", "list"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    settings = {}
+    for line in listed.splitlines():  # e.g. global.extra-index-url='file:///opt/pypi/simple'
+        key, _, value = line.partition("=")
+        name = key.split(".", 1)[1].upper().replace("-", "_")
+        settings[f"PIP_{name}"] = ast.literal_eval(value)
+    return settings
+
+
+@pytest.fixture(scope="module")
+def wheel(account: Account) -> Path:
+    """The wheel built from this checkout (the labextension inside is what bootstrap built)."""
+    dist = account.work / "dist"
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--wheel-dir", str(dist), str(ROOT)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    (built,) = dist.glob("jupyter_sandbox-*.whl")
+    return built
+
+
+@pytest.fixture(scope="module")
+def venv(account: Account, wheel: Path) -> Path:
+    """A fresh venv the user owns: JupyterLab installed first, then our wheel, both by pip."""
+    venv = account.work / "venv"
+    env = user_env(venv, account.home) | pip_settings()
+    for argv in (
+        [PYTHON, "-m", "venv", str(venv)],
+        [f"{venv}/bin/pip", "install", "--quiet", "jupyterlab"],
+        [f"{venv}/bin/pip", "install", "--quiet", str(wheel)],
+    ):
+        done = account.run(argv, env)
+        assert done.returncode == 0, f"{argv}: {done.stderr}"
+    return venv
+
+
+def user_env(venv: Path, home: Path) -> dict[str, str]:
+    """The environment a user's shell would give: their home, the venv first on PATH."""
+    env = {"HOME": str(home), "PATH": f"{venv}/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
+    if "DOCKER_HOST" in os.environ:
+        env["DOCKER_HOST"] = os.environ["DOCKER_HOST"]
+    return env
+
+
+@pytest.fixture(scope="module")
+def kernel_dir(account: Account, venv: Path) -> Path:
+    """``install-kernel --user``: the kernelspec lands in the user's own Jupyter folder."""
+    done = account.run(
+        [f"{venv}/bin/python", "-m", "jupyter_sandbox", "install-kernel", "--user"],
+        user_env(venv, account.home),
+    )
+    assert done.returncode == 0, done.stderr
+    folder = account.home / ".local/share/jupyter/kernels/jupyter-sandbox"
+    assert f"in {folder}" in done.stdout
+    return folder
+
+
+def test_the_wheel_carries_the_labextension_and_the_kernel_logos(wheel):
+    names = set(zipfile.ZipFile(wheel).namelist())
+    data = f"jupyter_sandbox-0.1.0.data/data/{LABEXTENSION}"
+    assert {f"{data}/package.json", f"{data}/install.json", f"{data}/static/style.js"} <= names
+    assert any(re.fullmatch(rf"{data}/static/remoteEntry\.\w+\.js", n) for n in names)
+    assert {f"jupyter_sandbox/resources/{logo}" for logo in LOGOS} <= names
+
+
+def test_jupyterlab_lists_the_extension_enabled_and_ok(account, venv):
+    done = account.run(["jupyter", "labextension", "list"], user_env(venv, account.home))
+    listing = re.sub(r"\x1b\[[0-9;]*m", "", done.stdout + done.stderr)  # drop the colours
+    assert re.search(r"jupyter-sandbox v[\d.]+ enabled OK", listing), listing
+
+
+def test_the_kernelspec_installs_per_user_and_jupyter_finds_it(account, venv, kernel_dir):
+    done = account.run(["jupyter", "kernelspec", "list", "--json"], user_env(venv, account.home))
+    found = json.loads(done.stdout)
+    spec = found["kernelspecs"]["jupyter-sandbox"]
+    assert Path(spec["resource_dir"]) == kernel_dir
+    assert spec["spec"]["argv"][0] == f"{venv}/bin/python"
+    assert spec["spec"]["display_name"] == "Python 3 (sandbox)"
+    assert set(LOGOS) <= {p.name for p in kernel_dir.iterdir()}
+
+
+def test_install_kernel_goes_per_user_when_the_environment_is_read_only(account, venv):
+    """Like a shared or system Jupyter the user cannot write to: no PermissionError."""
+    home = account.work / "home-read-only-env"
+    subprocess.run(["chmod", "-R", "a-w", str(venv)], check=True)
+    try:
+        done = account.run(
+            [f"{venv}/bin/python", "-m", "jupyter_sandbox", "install-kernel"],
+            user_env(venv, home),
+        )
+    finally:
+        subprocess.run(["chmod", "-R", "u+w", str(venv)], check=True)
+    assert done.returncode == 0, done.stderr
+    folder = home / ".local/share/jupyter/kernels/jupyter-sandbox"
+    assert f"in {folder}" in done.stdout
+    assert (folder / "kernel.json").is_file()
+
+
+@pytest.mark.docker
+def test_a_notebook_runs_orchestrate_and_sandbox_as_the_user(account, venv, kernel_dir):
+    """Under the installed kernel: the usual first line is quiet, the kernel is the user's, and
+    both magics work (the sandbox uses the engine's base image, shared by all users)."""
+    cells = [
+        "%load_ext jupyter_sandbox",
+        "import os\nos.getuid()",
+        "from jupyter_sandbox import tool\n\n@tool\ndef add(x: int, y: int) -> int:\n"
+        "    return x + y",
+        "%%orchestrate\nadd(20, 1) * 2",
+        "x = 21",
+        "%%sandbox --in x --out result:int\nprint('in a container')\nresult = x * 2",
+        "result",
+    ]
+    nb = new_notebook(cells=[new_code_cell(source) for source in cells])
+    nb.metadata["kernelspec"] = {"name": "jupyter-sandbox", "display_name": "Python 3 (sandbox)"}
+    nbformat.write(nb, account.work / "check.ipynb")
+    done = account.run(
+        [
+            "jupyter",
+            "nbconvert",
+            "--to",
+            "notebook",
+            "--execute",
+            "--output",
+            "executed.ipynb",
+            "--ExecutePreprocessor.timeout=300",
+            "check.ipynb",
+        ],
+        user_env(venv, account.home),
+    )
+    assert done.returncode == 0, done.stderr
+    ran = nbformat.read(account.work / "executed.ipynb", as_version=4)
+    load, uid, _, orchestrate, _, sandbox, result = (cell.outputs for cell in ran.cells)
+
+    def value(outputs: list[dict]) -> str:
+        (out,) = (o for o in outputs if o["output_type"] == "execute_result")
+        text: str = out["data"]["text/plain"]
+        return text
+
+    assert load == []  # no "The jupyter_sandbox extension is already loaded"
+    assert value(uid) == str(account.uid)
+    assert value(orchestrate) == "42"
+    streamed = "".join(o.get("text", "") for o in sandbox if o["output_type"] == "stream")
+    assert "in a container" in streamed
+    assert not [o for o in sandbox if o["output_type"] == "error"]
+    assert value(result) == "42"
