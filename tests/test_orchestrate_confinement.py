@@ -16,6 +16,7 @@ from jupyter_sandbox.orchestrate._confine import (
     _levels,
     ids_taken,
     kill_worker,
+    stop_inheritance,
 )
 from jupyter_sandbox.orchestrate._runtime import confinement, pool
 
@@ -81,8 +82,7 @@ def test_killing_the_pid_the_pool_reports_kills_the_worker_and_the_next_cell_run
             reported = session.worker_pid
             assert reported is not None
             session.feed_run("1")
-            own_pidns = confinement().level.endswith("pidns+netns")
-            watch = os.pidfd_open(worker_process(reported) if own_pidns else reported)
+            watch = os.pidfd_open(real_worker(reported))
             kill_worker(reported)
             with pytest.raises(pydantic_monty.MontyCrashedError):
                 session.feed_run("2")
@@ -90,6 +90,37 @@ def test_killing_the_pid_the_pool_reports_kills_the_worker_and_the_next_cell_run
         os.close(watch)
         assert ready, "the monty worker outlived the launcher the pool killed"
         assert orchestrate("6 * 7", tools=[]).value == 42
+
+
+def real_worker(reported: int) -> int:
+    own_pidns = confinement().level.endswith("pidns+netns")
+    return worker_process(reported) if own_pidns else reported
+
+
+def descriptors(pid: int) -> list[int]:
+    return sorted(int(fd) for fd in os.listdir(f"/proc/{pid}/fd"))
+
+
+def test_workers_inherit_no_descriptor_of_the_kernel_but_their_pipes() -> None:
+    """A kernel holds descriptors it inherited (this test process holds its runner's); a
+    worker must not get them, nor one the kernel made inheritable before its first cell."""
+    with pool().checkout() as session:
+        session.feed_run("1")
+        assert session.worker_pid is not None
+        assert descriptors(real_worker(session.worker_pid)) == [0, 1, 2]
+    canary = os.open("/etc/hostname", os.O_RDONLY)
+    try:
+        os.set_inheritable(canary, True)
+        stop_inheritance()  # what the kernel does once, before its first worker starts
+        with (
+            pydantic_monty.Monty(binary_path=confinement().binary, max_processes=1) as fresh,
+            fresh.checkout() as session,
+        ):
+            session.feed_run("1")
+            assert session.worker_pid is not None
+            assert descriptors(real_worker(session.worker_pid)) == [0, 1, 2]
+    finally:
+        os.close(canary)
 
 
 def test_confined_workers_still_run_cells_with_tools_and_type_checks() -> None:

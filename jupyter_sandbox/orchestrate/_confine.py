@@ -30,6 +30,7 @@ an error. ``Confinement.level`` records which one is in force.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import select
 import shlex
@@ -170,6 +171,20 @@ def choose() -> Confinement:
         if _works(launcher):
             return Confinement(level, launcher, tuple(prefix))
     return Confinement("none", monty, ())
+
+
+def stop_inheritance() -> None:
+    """Mark every descriptor of this process above stderr as not inherited by children.
+
+    The pool starts workers without closing descriptors, so a worker would get every one this
+    process holds as inheritable: Python opens none so, but a kernel inherits some from
+    whatever started it (here the job runner's pipes), and ``os.dup2`` makes them. Python's own
+    ``subprocess`` closes them anyway, so only the pool (and ``os.system``-like calls) change.
+    Descriptors made inheritable later still reach workers started later."""
+    for name in os.listdir("/dev/fd"):
+        if int(name) > 2:
+            with contextlib.suppress(OSError):  # the listing's own descriptor, closed by now
+                os.set_inheritable(int(name), False)
 
 
 def kill_worker(pid: int) -> None:

@@ -15,7 +15,7 @@ import threading
 
 import pydantic_monty
 
-from ._confine import Confinement, choose
+from ._confine import Confinement, choose, stop_inheritance
 
 _lock = threading.Lock()
 _pools: dict[int, pydantic_monty.Monty] = {}
@@ -24,9 +24,11 @@ _confinement: Confinement | None = None
 
 
 def confinement() -> Confinement:
-    """How the workers are confined at the OS level on this machine (chosen once)."""
+    """How the workers are confined at the OS level on this machine (chosen once, before the
+    first worker starts; from then on they inherit no descriptor but their pipes)."""
     global _confinement
     if _confinement is None:
+        stop_inheritance()
         _confinement = choose()
     return _confinement
 
