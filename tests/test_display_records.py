@@ -57,7 +57,7 @@ def test_run_bundle_shows_build_outputs_and_status():
     assert "output score: float = 0.93" in text
     html = data["text/html"]
     assert '<progress max="2" value="2">' in html
-    assert "RUN pip install numpy" in html
+    assert "installing numpy (uv)" in html
 
 
 def test_failed_build_shows_the_failing_log():

@@ -25,10 +25,10 @@ from jupyter_sandbox.display._throttle import Throttle
 
 def build_events(error: str | None = None):
     yield BuildStarted("jupyter-sandbox:abc123", 2)
-    yield BuildStep(1, 2, "FROM base")
-    yield BuildLog("Step 1/2 : FROM base\n")
-    yield BuildStep(2, 2, "RUN pip install numpy")
-    yield BuildLog("Collecting numpy\n")
+    yield BuildStep(1, 2, "starting from base")
+    yield BuildStep(2, 2, "installing numpy (uv)")
+    yield BuildLog("Collecting numpy")
+    yield BuildLog("No matching distribution found for numpy" if error else "Installed numpy")
     yield BuildFinished("jupyter-sandbox:abc123", cached=False, seconds=12.5, error=error)
 
 
@@ -49,7 +49,7 @@ def test_text_mode_reports_build_progress_on_stderr(capsys):
         view.on_event(event)
     view.finish(run_record())
     out, err = capsys.readouterr()
-    assert "[sandbox] step 2/2: RUN pip install numpy" in err
+    assert "[sandbox] step 2/2: installing numpy (uv)" in err
     assert "[sandbox] image jupyter-sandbox:abc123: built in 12.50 s" in err
     assert "sandbox 'train' ok" in out
 
@@ -96,8 +96,8 @@ def test_sandbox_widget_tracks_build_and_run():
     live = view._live
     live._throttle.flush()
     assert (live.progress.value, live.progress.max) == (1, 2)
-    assert live.step.value == "step 2 of 2: RUN pip install numpy"
-    assert live.log_line.value == "Step 1/2 : FROM base"
+    assert live.step.value == "step 2 of 2: installing numpy (uv)"
+    assert live.log_line.value == "Collecting numpy"  # the step's latest output line
     for event in events[4:]:
         view.on_event(event)
     view.on_event(RunStarted("train", "jupyter-sandbox:abc123"))
@@ -111,15 +111,17 @@ def test_sandbox_widget_tracks_build_and_run():
     assert "sandbox &#x27;train&#x27; ok" in live.status.value
 
 
-def test_sandbox_widget_opens_the_failing_log():
+def test_sandbox_widget_says_a_failed_build_in_one_line_with_its_log_collapsed():
     view = SandboxView(widgets=True)
-    for event in build_events(error="ERROR: No matching distribution for nump"):
+    error = "package 'numpy' does not exist on the package index"
+    for event in build_events(error=error):
         view.on_event(event)
-    view.finish(run_record(build_error="ERROR: No matching distribution for nump"))
+    view.finish(run_record(build_error=error))
     live = view._live
     assert live.progress.bar_style == "danger"
-    assert live.log_box.selected_index == 0
-    assert "No matching distribution" in live.log.value
+    assert live.log_line.value == error
+    assert live.log_box.selected_index is None
+    assert live.log.value.count("No matching distribution") == 1
     assert "sandbox &#x27;train&#x27; error" in live.status.value
 
 

@@ -10,6 +10,9 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 MAX_ROWS = 200
 """Calls listed in text/HTML fallbacks; the JSON record (and the labextension) keeps them all."""
 
+LOG_TAIL = 40
+"""Build log lines a failed build shows in text: the failing step's end; the record has all."""
+
 
 def seconds(value: float | None) -> str:
     """A duration people read at a glance: ``850 us``, ``12 ms``, ``1.23 s``, ``2m05s``."""
@@ -55,12 +58,29 @@ def call_duration(call: dict[str, Any]) -> float | None:
 
 
 def build_state(build: dict[str, Any]) -> str:
-    """``cached``, ``built in 12.30 s`` or ``failed after 3.00 s``: the build's final word."""
+    """``cached``, ``built in 12.30 s (6 steps)`` or ``failed after 3.00 s at step 4 of 6``: the
+    build's final word. A cached image ran no step, so it has no count to show."""
     if build.get("error"):
-        return f"failed after {seconds(build.get('seconds'))}"
+        failed = f"failed after {seconds(build.get('seconds'))}"
+        steps = build_steps(build)
+        return f"{failed} at step {len(build.get('steps', []))} of {steps}" if steps else failed
     if build.get("cached"):
         return "cached"
-    return f"built in {seconds(build.get('seconds'))}"
+    steps = build_steps(build)
+    built = f"built in {seconds(build.get('seconds'))}"
+    return f"{built} ({steps} steps)" if steps else built
+
+
+def build_steps(build: dict[str, Any]) -> int:
+    """Docker's step count (``m`` of ``Step n/m``); records from before it was kept: the steps
+    reached."""
+    return int(build.get("total_steps") or len(build.get("steps", [])))
+
+
+def build_log_tail(build: dict[str, Any]) -> tuple[list[str], int]:
+    """The last `LOG_TAIL` lines of a build log, and how many lines came before them."""
+    lines = plain(str(build.get("log") or "")).splitlines()
+    return lines[-LOG_TAIL:], max(len(lines) - LOG_TAIL, 0)
 
 
 def orchestrate_summary(record: dict[str, Any]) -> str:
@@ -78,7 +98,7 @@ def sandbox_summary(record: dict[str, Any]) -> str:
     bits = [f"image {record.get('image', '?')}"]
     if exit_code is not None:
         bits.append(f"exit {exit_code}")
-    if record.get("attempts", 1) != 1:
+    if record.get("attempts", 1) > 1:  # 0 when the build failed: no run to count
         bits.append(f"{record.get('attempts')} attempts")
     if record.get("cached"):
         bits.append("result cached")

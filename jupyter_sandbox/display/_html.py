@@ -108,9 +108,12 @@ def _orchestrate(record: dict[str, Any]) -> str:
 def _sandbox(record: dict[str, Any]) -> str:
     status_class = "jsb-error" if record.get("status") == "error" else ""
     parts = [f'<b class="{status_class}">{escape(fmt.sandbox_summary(record))}</b>']
-    build = record.get("build")
+    build = record.get("build") or {}
+    log = _details("build log", build["log"]) if build.get("log") else ""
     if build:
         parts.append(_build(build))
+        if not build.get("error"):
+            parts.append(log)
     for label in ("inputs", "outputs"):
         values = record.get(label, {})
         if values:
@@ -120,8 +123,11 @@ def _sandbox(record: dict[str, Any]) -> str:
                 for name, v in values.items()
             )
             parts.append(f'<div>{label}</div><table class="jsb-{label}">{rows}</table>')
-    if record.get("error"):
-        parts.append(f'<div class="jsb-error">{escape(record["error"])}</div>')
+    error = record.get("error") or build.get("error")
+    if error:
+        parts.append(f'<div class="jsb-error">{escape(fmt.plain(error))}</div>')
+    if build.get("error"):
+        parts.append(log)  # collapsed below the one-line error: the log once, when wanted
     for stream in ("stdout", "stderr"):
         if record.get(stream):
             parts.append(_details(stream, record[stream]))
@@ -129,16 +135,17 @@ def _sandbox(record: dict[str, Any]) -> str:
 
 
 def _build(build: dict[str, Any]) -> str:
-    steps = build.get("steps", [])
-    done = len(steps) if not build.get("error") else max(len(steps) - 1, 0)
+    """The build's state, a progress bar on Docker's step count and the steps it reached (a
+    cached image ran none: just ``cached``)."""
     state = escape(fmt.build_state(build))
-    head = (
-        f'<div class="jsb-build">image {escape(str(build.get("tag")))}: {state} '
-        f'<progress max="{max(len(steps), 1)}" value="{done if steps else 1}"></progress> '
-        f"{len(steps)} steps</div>"
-    )
-    error = build.get("error")
-    failed = f'<pre class="jsb-error">{escape(fmt.plain(str(error)))}</pre>' if error else ""
+    head = f"image {escape(str(build.get('tag')))}: {state}"
+    if build.get("cached"):
+        return f'<div class="jsb-build">{head}</div>'
+    steps = build.get("steps", [])
+    total = fmt.build_steps(build)
+    done = max(len(steps) - 1, 0) if build.get("error") else len(steps)
+    bar = f'<progress max="{max(total, 1)}" value="{done}"></progress>'
     step_list = "".join(f"<li>{escape(fmt.clip(step, 160))}</li>" for step in steps)
-    log = _details("build log", build.get("log") or "") if build.get("log") else ""
-    return f"{head}{failed}{_details('steps', None, f'<ol>{step_list}</ol>')}{log}"
+    return f'<div class="jsb-build">{head} {bar}</div>' + _details(
+        "steps", None, f"<ol>{step_list}</ol>"
+    )

@@ -38,15 +38,18 @@ def _orchestrate(record: dict[str, Any]) -> str:
 
 def _sandbox(record: dict[str, Any]) -> str:
     lines = [fmt.sandbox_summary(record)]
-    build = record.get("build")
+    build = record.get("build") or {}
     if build:
-        steps = build.get("steps", [])
-        lines.append(f"build {build.get('tag', '')}: {fmt.build_state(build)} ({len(steps)} steps)")
-        if build.get("error"):
-            lines.append(fmt.plain(str(build["error"])).rstrip())
+        lines.append(f"build {build.get('tag', '')}: {fmt.build_state(build)}")
     for label in ("inputs", "outputs"):
         for name, value in record.get(label, {}).items():
             lines.append(f"{label[:-1]} {name}: {value.get('type')} = {value.get('preview')}")
-    if record.get("error"):
-        lines.append(f"error: {record['error']}")
+    error = record.get("error") or build.get("error")
+    if error:
+        lines.append(f"error: {fmt.plain(error)}")
+    if build.get("error"):  # below its one line, the log it came from, once
+        tail, before = fmt.build_log_tail(build)
+        more = f"; {before} earlier lines in the JSON record" if before else ""
+        lines.append(f"build log (last {len(tail)} lines{more}):")
+        lines += [f"  {line}" for line in tail]
     return "\n".join(lines)

@@ -72,7 +72,7 @@ def format_error(exc: SandboxError) -> str:
             f"The tool {getattr(exc, 'tool', '')!r} raised, on the host:\n{host_tb.rstrip()}"
         )
     log = getattr(exc, "log", "")
-    if log:
+    if log and getattr(exc, "record", None) is None:  # a record shows the log, once
         parts.append(f"Build log (last lines):\n{log.rstrip()}")
     parts.append(f"{type(exc).__name__}: {exc}")
     return "\n\n".join(parts)

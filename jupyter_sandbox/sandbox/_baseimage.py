@@ -122,7 +122,7 @@ def build_base_image(
             network_mode="none",
         )
     if info.error is not None:
-        raise ImageBuildError(f"base image build failed: {info.error}", log=info.log)
+        raise ImageBuildError(f"base image build failed at {info.error}", log=info.failed_log)
     docker.images.remove(rootfs_tag)
     log(f"built base image {tag} in {info.seconds:.1f} s (plus debootstrap)")
     return True

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ImageBuildError, InvalidPackageError
-from .._events import BuildFinished, BuildStarted, EventCallback
+from .._events import BuildFinished, EventCallback
 from .._owner import temp_prefix
 from ._baseimage import DEFAULT_BASE_IMAGE
-from ._build import BuildInfo, build_image, image_exists, step_count
+from ._build import BuildInfo, build_image, image_exists
 from ._client import KIND, LABEL
 from ._hostcfg import ca_bundle, index_settings
 from ._spec import ImageSpec
@@ -64,21 +64,29 @@ def _canonical(name: str) -> str:
 
 
 def build_error(spec: ImageSpec, info: BuildInfo) -> ImageBuildError:
-    log = info.error or info.log
-    requested = {_canonical(re.split(r"[\[<>=!~ ]", p)[0]): p for p in spec.packages}
-    requested.update({p.split("=")[0]: p for p in spec.system_packages})
+    """What a failed build raises, in one line: `InvalidPackageError` naming the requested
+    package when the installer says it does not exist, else `ImageBuildError` saying where the
+    build stopped. ``.log`` holds the failing step's log (the whole log is in the record)."""
+    log = info.failed_log or info.log
+    pip = {_canonical(re.split(r"[\[<>=!~ ]", p)[0]): p for p in spec.packages}
+    apt = {p.split("=")[0]: p for p in spec.system_packages}
     for pattern in _MISSING_PACKAGE:
         for match in pattern.finditer(log):
             found = match.group(1).strip("'\"")
-            package = requested.get(_canonical(found)) or requested.get(found)
-            if package:
+            if found in apt:
+                message = f"system package {apt[found]!r} does not exist in the Debian archive"
                 return InvalidPackageError(
-                    f"package {package!r} does not exist (or has no matching version)",
+                    f"{message}: check its name", package=apt[found], log=log
+                )
+            if _canonical(found) in pip:
+                package = pip[_canonical(found)]
+                return InvalidPackageError(
+                    f"package {package!r} does not exist on the package index, or no version"
+                    " matches: check its name and version",
                     package=package,
                     log=log,
                 )
-    last = log.strip().splitlines()[-1] if log.strip() else "unknown error"
-    return ImageBuildError(f"image build failed: {last}", log=log)
+    return ImageBuildError(f"image build failed at {info.failure or 'its start'}", log=log)
 
 
 def ensure_image(
@@ -93,13 +101,12 @@ def ensure_image(
     if not spec.needs_build:
         return spec.base, None
     tag = spec.tag(base_id)
+    if image_exists(client, tag):
+        on_event(BuildFinished(tag, cached=True, seconds=0.0))  # no steps to count: none ran
+        return tag, BuildInfo(tag=tag, cached=True)
     ca = ca_bundle()
     args = index_settings() if spec.packages else {}
     dockerfile = spec.dockerfile(with_ca=ca is not None, build_args=args)
-    if image_exists(client, tag):
-        on_event(BuildStarted(tag, step_count(dockerfile)))
-        on_event(BuildFinished(tag, cached=True, seconds=0.0))
-        return tag, BuildInfo(tag=tag, cached=True)
     with tempfile.TemporaryDirectory(prefix=temp_prefix("build")) as tmp:
         context = Path(tmp)
         if ca is not None:
@@ -111,6 +118,8 @@ def ensure_image(
             tag=tag,
             on_event=on_event,
             labels=_labels(spec),
+            descriptions=[d for _, d in spec.build_steps(with_ca=ca is not None, build_args=args)],
+            explain=lambda failed: str(build_error(spec, failed)),
             buildargs=args,
         )
     return tag, info

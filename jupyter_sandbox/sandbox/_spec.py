@@ -33,7 +33,7 @@ _PIP_REQ = re.compile(
     r"(?:\s*,\s*(?:[<>=!~]=?|===)\s*[A-Za-z0-9.*+!_-]+)*)?$"
 )
 _APT_PKG = re.compile(r"^[a-z0-9][a-z0-9+.-]+(?:=[A-Za-z0-9.+~:-]+)?$")
-_RECIPE = 2
+_RECIPE = 3
 """Version of `ImageSpec.dockerfile`'s output: bump it when the template changes."""
 _CA_VARS = ("SSL_CERT_FILE", "PIP_CERT", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
 _FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
@@ -156,37 +156,52 @@ class ImageSpec:
         )
         return "jupyter-sandbox/env:" + hashlib.sha256(blob.encode()).hexdigest()[:20]
 
-    def dockerfile(self, *, with_ca: bool, build_args: Iterable[str]) -> str:
-        """The Dockerfile: one step per concern, so a view can show step n of m.
+    def build_steps(self, *, with_ca: bool, build_args: Iterable[str]) -> list[tuple[str, str]]:
+        """The Dockerfile as ``(instruction, description)`` pairs: one step per concern, so a
+        view can show step n of m and say what it does ("installing six (uv)") instead of the
+        instruction with our proxy plumbing in it.
 
         The host CA bundle is trusted through variables exported inside each ``RUN`` and index
         settings are build ``ARG``s: present while a step runs, absent from the image's
-        environment and from every run.
+        environment and from every run. ``SSL_CERT_FILE`` is what uv reads for a custom bundle
+        (``UV_NATIVE_TLS`` is deprecated and made uv print a warning in every build).
         """
-        lines = [f"FROM {self.base}", "USER root"]
+        steps = [
+            (f"FROM {self.base}", f"starting from {self.base}"),
+            ("USER root", "switching to root to install"),
+        ]
         trust = ""
         if with_ca:
             ca = "/etc/jupyter-sandbox/host-ca.crt"
-            lines.append(f"COPY host-ca.crt {ca}")
-            trust = "export UV_NATIVE_TLS=1" + "".join(f" {var}={ca}" for var in _CA_VARS) + "; "
-        lines += [f"ARG {name}" for name in build_args]
+            steps.append((f"COPY host-ca.crt {ca}", "trusting the host's CA bundle"))
+            trust = "export" + "".join(f" {var}={ca}" for var in _CA_VARS) + "; "
+        steps += [(f"ARG {name}", f"using the host's {name}") for name in build_args]
         if self.system_packages:
             apt = " ".join(self.system_packages)
-            lines.append(
-                f"RUN {trust}apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install"
-                f" -y -qq --no-install-recommends {apt} && rm -rf /var/lib/apt/lists/*"
+            steps.append(
+                (
+                    f"RUN {trust}apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get"
+                    f" install -y -qq --no-install-recommends {apt} && rm -rf /var/lib/apt/lists/*",
+                    f"installing {', '.join(self.system_packages)} (apt)",
+                )
             )
         if self.packages:
             reqs = " ".join(shlex.quote(p) for p in self.packages)
             pip = f"python3 -m pip install --no-cache-dir {reqs}"
             if self.installer == "uv":
                 uv = f'uv pip install --no-cache --python "$(command -v python3)" {reqs}'
-                lines.append(f"RUN {trust}if command -v uv >/dev/null; then {uv}; else {pip}; fi")
+                run = f"RUN {trust}if command -v uv >/dev/null; then {uv}; else {pip}; fi"
             else:
-                lines.append(f"RUN {trust}{pip}")
-        lines += [f"RUN {trust}{command}" for command in self.commands]
-        lines.append("USER 1000:1000")
-        return "\n".join(lines) + "\n"
+                run = f"RUN {trust}{pip}"
+            steps.append((run, f"installing {', '.join(self.packages)} ({self.installer})"))
+        steps += [(f"RUN {trust}{command}", f"running {command}") for command in self.commands]
+        steps.append(("USER 1000:1000", "switching to the sandbox user"))
+        return steps
+
+    def dockerfile(self, *, with_ca: bool, build_args: Iterable[str]) -> str:
+        """The Dockerfile of `build_steps`."""
+        steps = self.build_steps(with_ca=with_ca, build_args=build_args)
+        return "\n".join(instruction for instruction, _ in steps) + "\n"
 
 
 def check_names(names: Iterable[str], *, mode: Mode, what: str) -> None:

@@ -34,6 +34,8 @@ export interface IBuildRecord {
   cached: boolean;
   seconds: number;
   steps: string[];
+  /** Docker's step count; absent in records saved before it was kept, 0 when cached. */
+  total_steps?: number;
   log: string;
   error: string | null;
 }

@@ -6,11 +6,23 @@
 import { details, el, plain, seconds } from './format';
 import { IBuildRecord, IRunRecord, ITypedValue } from './records';
 
+/** Docker's step count (`m` of `Step n/m`); records from before it was kept: the steps reached. */
+function buildSteps(build: IBuildRecord): number {
+  return build.total_steps || (build.steps ?? []).length;
+}
+
+/** The build's final word, as in the Python renderers. A cached image ran no step: no count. */
 export function buildState(build: IBuildRecord): string {
+  const steps = buildSteps(build);
   if (build.error) {
-    return `failed after ${seconds(build.seconds)}`;
+    const failed = `failed after ${seconds(build.seconds)}`;
+    return steps ? `${failed} at step ${(build.steps ?? []).length} of ${steps}` : failed;
   }
-  return build.cached ? 'cached' : `built in ${seconds(build.seconds)}`;
+  if (build.cached) {
+    return 'cached';
+  }
+  const built = `built in ${seconds(build.seconds)}`;
+  return steps ? `${built} (${steps} steps)` : built;
 }
 
 export function runSummary(record: IRunRecord): string {
@@ -18,7 +30,8 @@ export function runSummary(record: IRunRecord): string {
   if (record.exit_code !== null && record.exit_code !== undefined) {
     bits.push(`exit ${record.exit_code}`);
   }
-  if (record.attempts !== 1) {
+  if (record.attempts > 1) {
+    // 0 when the build failed: no run to count
     bits.push(`${record.attempts} attempts`);
   }
   if (record.cached) {
@@ -33,8 +46,12 @@ export function runSummary(record: IRunRecord): string {
 export function renderRun(record: IRunRecord): HTMLElement {
   const root = el('div', `jsb-run jsb-status-${record.status}`);
   root.appendChild(el('div', 'jsb-summary', runSummary(record)));
-  if (record.build) {
-    root.appendChild(renderBuild(record.build));
+  const build = record.build;
+  if (build) {
+    root.appendChild(renderBuild(build));
+    if (build.log && !build.error) {
+      root.appendChild(details('build log', build.log, false, 'jsb-build-log'));
+    }
   }
   for (const label of ['inputs', 'outputs'] as const) {
     const values = record[label] ?? {};
@@ -43,8 +60,13 @@ export function renderRun(record: IRunRecord): HTMLElement {
       root.appendChild(valuesTable(values, `jsb-${label}`));
     }
   }
-  if (record.error) {
-    root.appendChild(el('pre', 'jsb-pre jsb-error', plain(record.error)));
+  const error = record.error || build?.error;
+  if (error) {
+    root.appendChild(el('pre', 'jsb-pre jsb-error', plain(error)));
+  }
+  if (build?.error && build.log) {
+    // collapsed below the one-line error: the log once, when wanted
+    root.appendChild(details('build log', build.log, false, 'jsb-build-log'));
   }
   // Collapsed: the cell already shows both streams, live; the record keeps them for export.
   if (record.stdout) {
@@ -56,25 +78,23 @@ export function renderRun(record: IRunRecord): HTMLElement {
   return root;
 }
 
+/** State, a progress bar on Docker's step count and the steps reached; the log goes below
+ * the run's error (see `renderRun`) so a failed build shows its one line first. */
 function renderBuild(build: IBuildRecord): HTMLElement {
   const box = el('div', 'jsb-build');
+  const line = el('div', 'jsb-build-line', `image ${build.tag}: ${buildState(build)} `);
+  box.appendChild(line);
+  if (build.cached) {
+    return box;
+  }
   const steps = build.steps ?? [];
   const done = build.error ? Math.max(steps.length - 1, 0) : steps.length;
-  const line = el('div', 'jsb-build-line', `image ${build.tag}: ${buildState(build)} `);
   const progress = el('progress', 'jsb-build-progress');
-  progress.max = Math.max(steps.length, 1);
-  progress.value = steps.length ? done : 1;
+  progress.max = Math.max(buildSteps(build), 1);
+  progress.value = done;
   line.appendChild(progress);
-  line.appendChild(el('span', '', ` step ${done} of ${steps.length}`));
-  box.appendChild(line);
-  if (build.error) {
-    box.appendChild(el('pre', 'jsb-pre jsb-error', plain(build.error)));
-  }
   if (steps.length > 0) {
     box.appendChild(details('steps', steps.map((s, i) => `${i + 1}. ${s}`).join('\n')));
-  }
-  if (build.log) {
-    box.appendChild(details('build log', build.log, !!build.error, 'jsb-build-log'));
   }
   return box;
 }

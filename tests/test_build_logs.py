@@ -1,0 +1,232 @@
+"""Build logs as a person reads them: whole lines, steps named by what they do, Docker's own step
+count, ``cached`` for a cached image, and a bad package said in one line with its log once.
+
+Builds run on the real engine. The engine's raw stream is recorded by a pass-through spy on the
+real client (every chunk still comes from Docker), so the tests can compare what we report with
+what Docker sent. One fresh build of ``six`` and one failing build are shared per module.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import docker.errors
+import pytest
+
+from jupyter_sandbox import InvalidPackageError, create
+from jupyter_sandbox._events import BuildFinished, BuildLog, BuildStarted, BuildStep, Event
+from jupyter_sandbox.display import SandboxView, _html, _text
+from jupyter_sandbox.magics._common import format_error
+from jupyter_sandbox.sandbox._build import BuildInfo, LineSplitter
+from jupyter_sandbox.sandbox._image import default_base_image, ensure_image
+from jupyter_sandbox.sandbox._spec import ImageSpec
+
+BAD = "jsbx-no-such-package-4242"
+MISSING_LINE = f"Because {BAD} was not found in the package registry"
+"""uv's line naming the missing package: in the log, to be shown exactly once."""
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+class _RecordingAPI:
+    """The real low-level client, with every build chunk kept as Docker sent it."""
+
+    def __init__(self, api: Any, chunks: list[dict[str, Any]]) -> None:
+        self._api = api
+        self._chunks = chunks
+
+    def build(self, **kwargs: Any) -> Iterator[dict[str, Any]]:
+        for chunk in self._api.build(**kwargs):
+            self._chunks.append(chunk)
+            yield chunk
+
+
+class _RecordingClient:
+    def __init__(self, real: Any) -> None:
+        self.images = real.images
+        self.chunks: list[dict[str, Any]] = []
+        self.api = _RecordingAPI(real.api, self.chunks)
+
+
+def _source_lines(chunks: list[dict[str, Any]]) -> set[str]:
+    """The lines of Docker's stream once joined, as we would print them."""
+    text = "".join(str(c.get("stream", "")) for c in chunks)
+    return {_ANSI.sub("", line).rstrip() for line in text.split("\n")}
+
+
+def _widget_texts(events: list[Event]) -> tuple[list[tuple[str, str]], Any]:
+    """The live widget's step label and current line after each event, and the widget."""
+    view = SandboxView(widgets=True)
+    seen = []
+    for event in events:
+        view.on_event(event)
+        live = view._live
+        live._throttle.flush()
+        seen.append((live.step.value, live.log_line.value))
+    return seen, view._live
+
+
+@pytest.fixture(scope="module")
+def six_build(docker_engine) -> tuple[ImageSpec, BuildInfo, list[Event], list[dict[str, Any]]]:
+    """A build of ``six`` from scratch, with its events and Docker's raw chunks."""
+    spec = ImageSpec.normalise(default_base_image(), packages=["six"])
+    tag = spec.tag(docker_engine.images.get(spec.base).id)
+    with contextlib.suppress(docker.errors.ImageNotFound):
+        docker_engine.images.remove(tag, force=True)
+    spy = _RecordingClient(docker_engine)
+    events: list[Event] = []
+    _, info = ensure_image(spy, spec, events.append)
+    assert info is not None and info.error is None, info and info.log
+    return spec, info, events, spy.chunks
+
+
+@pytest.fixture(scope="module")
+def bad_package(docker_engine) -> tuple[InvalidPackageError, list[Event]]:
+    events: list[Event] = []
+    sandbox = create("bad-pkg", code="import six", packages=["six", BAD])
+    with pytest.raises(InvalidPackageError) as info:
+        sandbox.execute({}, on_event=events.append)
+    return info.value, events
+
+
+def test_splitter_joins_chunks_cut_mid_line():
+    """Recorded chunk boundaries from a real build log (the issue's ``warning\\n:\\nThe``)."""
+    splitter = LineSplitter()
+    chunks = [
+        "Step 1/5 : FROM base",
+        "\n",
+        "\x1b[91mwarning",
+        ": The cache is cold\n\x1b[0m",
+        "\x1b[91mResolved ",
+        "1 package in 207ms\nPrepared 1 package",
+        " in 30ms\n\x1b[0m",
+        "Downloading 10%\rDownloading 100%\r\n",
+        "no newline at the end",
+    ]
+    lines = [line for chunk in chunks for line in splitter.feed(chunk)]
+    assert lines == [
+        "Step 1/5 : FROM base",
+        "warning: The cache is cold",
+        "Resolved 1 package in 207ms",
+        "Prepared 1 package in 30ms",
+        "Downloading 100%",
+    ]
+    assert splitter.flush() == ["no newline at the end"]
+    assert splitter.flush() == []
+
+
+@pytest.mark.docker
+@pytest.mark.usefixtures("no_leaked_containers")
+class TestRealBuild:
+    def test_events_and_log_carry_whole_lines(self, six_build):
+        _, info, events, chunks = six_build
+        assert any(not str(c.get("stream", "\n")).endswith("\n") for c in chunks), (
+            "Docker sent no chunk cut mid-line: this build cannot show the splitting"
+        )
+        source = _source_lines(chunks)
+        logged = [e.line for e in events if isinstance(e, BuildLog)]
+        assert "Resolved 1 package" in " ".join(logged)
+        for line in logged + info.log.splitlines():
+            assert line in source, f"{line!r} is not a whole line of Docker's stream"
+
+    def test_live_line_says_what_is_being_installed(self, six_build):
+        _, info, events, _ = six_build
+        steps = [e.text for e in events if isinstance(e, BuildStep)]
+        assert "installing six (uv)" in steps
+        assert "installing six (uv)" in info.steps
+        seen, _ = _widget_texts(events)
+        assert any("installing six (uv)" in step for step, _ in seen)
+        for step, line in seen:
+            assert "SSL_CERT_FILE" not in step + line, (step, line)
+
+    def test_no_uv_warning_about_our_own_settings(self, six_build):
+        _, info, _, chunks = six_build
+        raw = "".join(str(c.get("stream", "")) for c in chunks)
+        assert "uv pip install" in raw  # the step that used to warn did run
+        assert "UV_NATIVE_TLS" not in raw
+        assert "warning" not in raw.lower()
+        assert "warning" not in info.log.lower()
+
+    def test_step_counts_are_dockers(self, six_build):
+        _, info, events, chunks = six_build
+        raw = "".join(str(c.get("stream", "")) for c in chunks)
+        docker_steps = [(int(n), int(m)) for n, m in re.findall(r"Step (\d+)/(\d+) :", raw)]
+        assert docker_steps, raw
+        total = docker_steps[-1][1]
+        assert [(e.index, e.total) for e in events if isinstance(e, BuildStep)] == docker_steps
+        started = [e for e in events if isinstance(e, BuildStarted)]
+        assert [s.total_steps for s in started] == [total]
+        record = info.to_record()
+        assert record["total_steps"] == len(record["steps"]) == total
+        assert f'<progress max="{total}" value="{total}">' in _html.render(
+            {"kind": "sandbox", "build": record}
+        )
+        seen, _ = _widget_texts(events)
+        assert f"step {total} of {total}: labelling the image" in [s for s, _ in seen]
+
+    def test_cached_image_says_cached(self, six_build):
+        _, info, _, _ = six_build
+        events: list[Event] = []
+        run = create("six-cached", code="import six", packages=["six"]).execute(
+            {}, on_event=events.append
+        )
+        assert run.image == info.tag
+        build_events = [e for e in events if isinstance(e, BuildStarted | BuildStep | BuildLog)]
+        assert build_events == []
+        finished = [e for e in events if isinstance(e, BuildFinished)]
+        assert [(f.cached, f.error) for f in finished] == [(True, None)]
+        record = run.to_record()
+        assert record["build"]["cached"] is True
+        assert record["build"]["total_steps"] == 0
+        text = _text.render(record)
+        assert f"build {info.tag}: cached" in text.splitlines()
+        html = _html.render(record)
+        assert "cached" in html and "<progress" not in html
+        seen, live = _widget_texts(events)
+        assert all("step" not in step for step, _ in seen)
+        assert live.build_box.layout.display == "none"
+        for rendered in (text, html, live.status.value):
+            assert "step 0" not in rendered and "0 steps" not in rendered
+
+    def test_bad_package_is_one_line_naming_it(self, bad_package):
+        err, _ = bad_package
+        assert err.package == BAD
+        assert len(str(err).splitlines()) == 1
+        assert repr(BAD) in str(err)
+        assert MISSING_LINE in err.log  # the API user still has the failing step's log
+        assert err.record["attempts"] == 0
+        assert "attempts" not in _text.render(err.record).splitlines()[0]
+
+    def test_bad_package_log_shows_once_below_the_error(self, bad_package):
+        err, events = bad_package
+        record = err.record
+        text = _text.render(record)
+        assert text.count(MISSING_LINE) == 1
+        assert text.count(str(err)) == 1
+        assert text.index(str(err)) < text.index(MISSING_LINE)
+        html = _html.render(record)
+        assert html.count(MISSING_LINE) == 1
+        log_block = html[html.index("<details><summary>build log</summary>") :]
+        assert MISSING_LINE in log_block  # collapsed: a closed <details>
+        assert html.count(str(err).replace("'", "&#x27;")) == 1
+        _, live = _widget_texts(events)
+        live.finish(record)
+        assert live.log_box.selected_index is None  # collapsed until opened
+        assert live.log.value.count(MISSING_LINE) == 1
+        assert BAD in live.log_line.value
+        assert format_error(err) == f"InvalidPackageError: {err}"
+
+
+@pytest.mark.docker
+@pytest.mark.usefixtures("no_leaked_containers")
+def test_bad_package_in_a_cell_shows_one_error_line_and_the_log_once(shell, docker_engine, capsys):
+    result = shell.run_cell(f"%%sandbox --packages six {BAD}\nimport six")
+    assert isinstance(result.error_in_exec, InvalidPackageError)
+    out = capsys.readouterr()
+    shown = out.out + out.err
+    assert shown.count(MISSING_LINE) == 1
+    error_lines = [line for line in shown.splitlines() if "InvalidPackageError" in line]
+    assert len(error_lines) == 1 and BAD in error_lines[0]
+    assert "0 attempts" not in shown
