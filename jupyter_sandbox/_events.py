@@ -94,7 +94,9 @@ class CallFinished:
 
 @dataclass(frozen=True, slots=True)
 class BuildStarted:
-    """An image build begins (or is found in the cache: then `BuildFinished` follows at once)."""
+    """An image build begins. ``total_steps`` is predicted from the Dockerfile; each
+    `BuildStep` then carries Docker's own count. An image found in the cache sends no
+    `BuildStarted`, only a `BuildFinished` with ``cached=True``: no step ran."""
 
     tag: str
     total_steps: int
@@ -102,7 +104,9 @@ class BuildStarted:
 
 @dataclass(frozen=True, slots=True)
 class BuildStep:
-    """The build moved to step ``index`` (1-based) of ``total``."""
+    """The build moved to step ``index`` (1-based) of ``total`` (Docker's ``Step n/m``).
+
+    ``text`` says what the step does ("installing six (uv)"), not the raw instruction."""
 
     index: int
     total: int
@@ -111,7 +115,7 @@ class BuildStep:
 
 @dataclass(frozen=True, slots=True)
 class BuildLog:
-    """One line of build output."""
+    """One whole line a build step printed (never a fragment of Docker's stream chunks)."""
 
     line: str
 
@@ -122,7 +126,7 @@ class BuildFinished:
     cached: bool
     seconds: float
     error: str | None = None
-    """The failing step's log tail when the build failed."""
+    """One line saying why the build failed (the log is in the record)."""
 
 
 @dataclass(frozen=True, slots=True)
