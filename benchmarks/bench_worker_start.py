@@ -14,7 +14,6 @@ import argparse
 import contextlib
 import functools
 import os
-import signal
 import statistics
 import subprocess
 import tempfile
@@ -25,7 +24,7 @@ import pydantic_monty as pm
 from _timing import measure, print_table
 from pydantic_monty._binary import find_monty_binary
 
-from jupyter_sandbox.orchestrate._confine import _levels, _works, launcher_script
+from jupyter_sandbox.orchestrate._confine import _levels, _works, kill_worker, launcher_script
 
 BEFORE = [
     "unshare", "--net", "--ipc", "--uts", "--",
@@ -59,7 +58,7 @@ def replacement(pool: pm.Monty) -> float:
         session.feed_run("1")
         pid = session.worker_pid
         assert pid is not None
-        os.kill(pid, signal.SIGKILL)
+        kill_worker(pid)  # as an interrupt does
         with contextlib.suppress(pm.MontyCrashedError):
             session.feed_run("1")
     start = time.perf_counter()
