@@ -1,0 +1,234 @@
+"""Issue 8, items 5 and 6: a secret's value shows up nowhere the run reports or keeps, and no
+host user but root can read it from a running sandbox.
+
+The code in the container gets the secret (that is why it was passed), then tries every way of
+letting it out that honest-but-careless code has: printing it a character or a byte at a time,
+across the engine's 4/32/64 KiB frames, on both streams, in a traceback, in an output value, in
+an output that fails to parse, in a cached run. Masking recognises the secret's text; code that
+means to leak encodes it first, which no masking can stop (the README says so).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import html
+import itertools
+import json
+import os
+import pwd
+import stat
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import docker.errors
+import pytest
+
+from jupyter_sandbox import InvalidOutput, NonZeroExit, SandboxCancelled, create
+from jupyter_sandbox._events import Output, RunFinished
+from jupyter_sandbox._preview import preview
+from jupyter_sandbox.display._mime import bundle
+from jupyter_sandbox.sandbox import _client, _pool
+from jupyter_sandbox.sandbox._secrets import HIDDEN, StreamMasker
+
+SECRET = "tök-✓-Zq81xV-s3cr3t"
+"""Non-ASCII on purpose: its UTF-8 bytes can be cut in the middle of a character."""
+_BOUND = 60.0
+"""Seconds a wait below may take before the test fails: only there to prevent a hang."""
+
+
+@pytest.fixture
+def secret(monkeypatch) -> str:
+    monkeypatch.setenv("JSBX_TOKEN", SECRET)
+    return SECRET
+
+
+def _shows(secret: str, *texts: str) -> bool:
+    """True when any text shows the secret, raw or HTML-escaped."""
+    return any(s in t for t in texts for s in (secret, html.escape(secret)))
+
+
+def _everything_shown(record: dict) -> str:
+    """The record and every representation of its display bundle, as one text."""
+    return json.dumps(bundle(record), ensure_ascii=False, default=str)
+
+
+def test_a_secret_cut_at_any_two_bytes_is_masked():
+    """Every way of cutting a stream holding the secret twice into three chunks (UTF-8
+    sequences cut too) gives the same masked text as one chunk."""
+    data = f"a{SECRET}b{SECRET}".encode()
+    expected = "a***b***"
+    for i, j in itertools.combinations(range(len(data) + 1), 2):
+        masker = StreamMasker((SECRET,))
+        text = "".join(masker.feed(part) for part in (data[:i], data[i:j], data[j:]))
+        assert text + masker.flush() == expected, (i, j)
+
+
+def test_a_secret_fed_one_byte_at_a_time_is_held_back_only_while_it_could_be_the_secret():
+    """Byte by byte: nothing of the secret goes out before the masker knows; text that cannot
+    start the secret is not held (live output stays live)."""
+    masker = StreamMasker(("abcabd",))
+    shown = [masker.feed(bytes([b])) for b in b"xabcabcabdy"]
+    assert "".join(shown) + masker.flush() == "xabc***y"
+    assert shown[0] == "x"
+    assert masker.feed(b"abcab") == "" and masker.flush() == "abcab"  # a prefix alone is no secret
+
+
+def test_a_secret_written_piecemeal_on_both_streams_never_shows(secret, no_leaked_containers):
+    """Char by char with flush, byte by byte with os.write, and padded to cross 4/32/64 KiB
+    frames, on stdout and stderr: masked in the live events, the record and its bundle."""
+    code = (
+        "import os, sys, time\n"
+        "t = os.environ['JSBX_TOKEN']\n"
+        "for c in t:\n"
+        "    for s in (sys.stdout, sys.stderr):\n"
+        "        s.write(c); s.flush()\n"
+        "    time.sleep(0.005)\n"  # so the engine sends each piece in a frame of its own
+        "for b in t.encode():\n"
+        "    os.write(1, bytes([b])); os.write(2, bytes([b]))\n"
+        "    time.sleep(0.005)\n"
+        "for size in (4096, 32768, 65536):\n"
+        "    for fd in (1, 2):\n"
+        "        os.write(fd, b'x' * (size - 3) + t.encode() + b'\\n')\n"
+    )
+    events: list[object] = []
+    run = create("leak", code=code, secrets=["JSBX_TOKEN"]).execute({}, on_event=events.append)
+    live = [e.text for e in events if isinstance(e, Output)]
+    assert not _shows(secret, *live, run.stdout, run.stderr, _everything_shown(run.to_record()))
+    for stream in (run.stdout, run.stderr):  # the writes arrived, masked, padding and all
+        assert stream.count("***") == 5 and stream.count("x") == 4093 + 32765 + 65533
+
+
+def test_a_secret_in_a_traceback_is_masked_in_the_error(secret, no_leaked_containers):
+    """The error's message, its stderr tail and its record carry the mask, not the value."""
+    sandbox = create(
+        "raise",
+        code="import os\nraise RuntimeError(os.environ['JSBX_TOKEN'])",
+        secrets=["JSBX_TOKEN"],
+    )
+    with pytest.raises(NonZeroExit) as caught:
+        sandbox.run()
+    err = caught.value
+    assert "RuntimeError: ***" in str(err)
+    assert not _shows(secret, str(err), err.stderr_tail, _everything_shown(err.record))
+
+
+def test_a_secret_in_an_output_that_does_not_parse_is_masked_in_the_error(
+    secret, no_leaked_containers
+):
+    """Verbatim code writes the secret where an int was declared: the parse error names the
+    output, not the value."""
+    code = "import os\nopen('/var/outputs/n', 'w').write(os.environ['JSBX_TOKEN'])"
+    sandbox = create("bad", code=code, outputs={"n": int}, auto_io=False, secrets=["JSBX_TOKEN"])
+    with pytest.raises(InvalidOutput) as caught:
+        sandbox.run()
+    assert "'n'" in str(caught.value)
+    assert not _shows(secret, str(caught.value), _everything_shown(caught.value.record))
+
+
+def test_an_output_holding_a_secret_is_hidden_in_record_and_live_view_but_returned(
+    secret, monkeypatch, no_leaked_containers
+):
+    """The variable gets the real value (the code was asked for it); every preview of it, in
+    the record, its bundle and the live view's event, shows `HIDDEN` instead. Numbers too."""
+    monkeypatch.setenv("JSBX_PIN", "987654321987")
+    code = (
+        "import os\n"
+        "t = os.environ['JSBX_TOKEN']\n"
+        "same = t\n"
+        "nested = {'k': ['x', 'pre' + t + 'post']}\n"
+        "blob = t.encode()\n"
+        "pin = int(os.environ['JSBX_PIN'])\n"
+        "plain = 'nothing to hide'\n"
+    )
+    outputs = {"same": str, "nested": dict, "blob": bytes, "pin": int, "plain": str}
+    sandbox = create("out", code=code, outputs=outputs, secrets=["JSBX_TOKEN", "JSBX_PIN"])
+    events: list[object] = []
+    run = sandbox.execute({}, on_event=events.append)
+    assert run.outputs["same"] == secret and run.outputs["pin"] == 987654321987
+    (finished,) = [e for e in events if isinstance(e, RunFinished)]
+    live = [preview(value) for value in finished.outputs.values()]
+    record = run.to_record()
+    shown = [*live, _everything_shown(record)]
+    assert not _shows(secret, *shown) and not any("987654321987" in text for text in shown)
+    previews = {name: out["preview"] for name, out in record["outputs"].items()}
+    assert previews == {
+        **dict.fromkeys(["same", "nested", "blob", "pin"], HIDDEN),
+        "plain": "'nothing to hide'",
+    }
+    assert live == [HIDDEN] * 4 + ["'nothing to hide'"]
+
+
+def test_the_result_cache_is_private_and_misses_when_a_secret_changes(
+    secret, monkeypatch, tmp_path, no_leaked_containers
+):
+    """Cached entries are 0600 in a 0700 folder, hold no secret (transcripts are masked, the
+    key is an HMAC), and a run whose secret changed is run again, not served the old outputs."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    code = "import os\nt = os.environ['JSBX_TOKEN']\nprint(t)\nn = len(t)"
+    sandbox = create("cached", code=code, outputs={"n": int}, secrets=["JSBX_TOKEN"], cache="auto")
+    first, again = sandbox.execute({}), sandbox.execute({})
+    assert (first.cached, again.cached, again.outputs["n"]) == (False, True, len(secret))
+    monkeypatch.setenv("JSBX_TOKEN", "other")
+    changed = sandbox.execute({})
+    assert (changed.cached, changed.outputs["n"]) == (False, len("other"))
+    files = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert len(files) == 3  # the HMAC key and two entries
+    for path in files:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+        data = path.read_bytes()
+        assert secret.encode() not in data and b"other" not in data and secret not in path.name
+    results = next(p for p in tmp_path.rglob("results"))
+    assert stat.S_IMODE(results.stat().st_mode) == 0o700
+
+
+def _sandbox_pids(engine) -> list[int]:
+    """Host pids of this process' sandbox container, once the run's ``sleep 30`` is in it."""
+    labels = [f"{_client.KIND}=run", f"{_client.OWNER_PID}={os.getpid()}"]
+    deadline = time.monotonic() + _BOUND
+    while time.monotonic() < deadline:
+        for found in engine.api.containers(filters={"label": labels}):
+            with contextlib.suppress(docker.errors.APIError):  # a spare starting or going
+                top = engine.api.top(found["Id"])
+                if any(p[-1] == "sleep 30" for p in top["Processes"]):
+                    column = top["Titles"].index("PID")
+                    return [int(p[column]) for p in top["Processes"]]
+        time.sleep(0.1)
+    raise AssertionError("the run's process never started")
+
+
+def test_no_host_user_but_root_can_read_a_running_sandboxs_secret(
+    secret, docker_engine, no_leaked_containers
+):
+    """Read /proc/<pid>/environ of every process of a running sandbox: root finds the secret
+    (so the attack aims right); uid 1000 (the image's user, and most desktops' first human) is
+    refused; the processes' uid belongs to no host account at all."""
+    cancel = threading.Event()
+    ended: list[BaseException] = []
+    sandbox = create("sleepy", command=["sleep", "30"], secrets=["JSBX_TOKEN"])
+
+    def run() -> None:
+        try:
+            sandbox.execute({}, cancel=cancel)
+        except BaseException as exc:
+            ended.append(exc)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    try:
+        pids = _sandbox_pids(docker_engine)
+        environs = [Path(f"/proc/{pid}/environ").read_bytes() for pid in pids]
+        assert any(secret.encode() in env for env in environs)
+        for pid in pids:
+            as_1000 = ["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups"]
+            read = subprocess.run([*as_1000, "cat", f"/proc/{pid}/environ"], capture_output=True)
+            assert read.returncode != 0 and secret.encode() not in read.stdout, pid
+            uid = int(Path(f"/proc/{pid}/status").read_text().split("Uid:")[1].split()[0])
+            with pytest.raises(KeyError):
+                pwd.getpwuid(uid)
+            assert _pool.UID_BASE <= uid < _pool.UID_BASE + _pool.UID_SPAN
+    finally:
+        cancel.set()
+        worker.join(_BOUND)
+    assert not worker.is_alive() and [type(e) for e in ended] == [SandboxCancelled]
