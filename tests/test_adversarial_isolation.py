@@ -244,8 +244,8 @@ def test_a_worker_that_could_name_another_still_cannot_signal_trace_or_read_it(
     held_secret: HeldSecret,
 ) -> None:
     """The second wall behind the PID namespace: the worker's own uid. The attacker here keeps
-    the host's PID namespace and ``/proc`` (only the ``setpriv`` part of the launcher), so it
-    sees every worker, and each attack must still be refused."""
+    the host's PID namespace and ``/proc`` (the launcher without its ``unshare``), so it sees
+    every worker and the kernel, and each attack must still be refused."""
     prefix = confinement().prefix
     uid_only = prefix[prefix.index("--") + 1 :]
     with confined_like_a_worker(uid_only) as command:
