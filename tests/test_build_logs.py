@@ -15,6 +15,7 @@ from typing import Any
 
 import docker.errors
 import pytest
+from jupyter_client.manager import start_new_kernel
 
 from jupyter_sandbox import InvalidPackageError, create
 from jupyter_sandbox._events import BuildFinished, BuildLog, BuildStarted, BuildStep, Event
@@ -68,13 +69,19 @@ def _widget_texts(events: list[Event]) -> tuple[list[tuple[str, str]], Any]:
     return seen, view._live
 
 
-@pytest.fixture(scope="module")
-def six_build(docker_engine) -> tuple[ImageSpec, BuildInfo, list[Event], list[dict[str, Any]]]:
-    """A build of ``six`` from scratch, with its events and Docker's raw chunks."""
+def _six_from_scratch(docker_engine: Any) -> ImageSpec:
+    """The spec of an image of ``six``, removed so that the next build really runs."""
     spec = ImageSpec.normalise(default_base_image(), packages=["six"])
     tag = spec.tag(docker_engine.images.get(spec.base).id)
     with contextlib.suppress(docker.errors.ImageNotFound):
         docker_engine.images.remove(tag, force=True)
+    return spec
+
+
+@pytest.fixture(scope="module")
+def six_build(docker_engine) -> tuple[ImageSpec, BuildInfo, list[Event], list[dict[str, Any]]]:
+    """A build of ``six`` from scratch, with its events and Docker's raw chunks."""
+    spec = _six_from_scratch(docker_engine)
     spy = _RecordingClient(docker_engine)
     events: list[Event] = []
     _, info = ensure_image(spy, spec, events.append)
@@ -230,3 +237,52 @@ def test_bad_package_in_a_cell_shows_one_error_line_and_the_log_once(shell, dock
     error_lines = [line for line in shown.splitlines() if "InvalidPackageError" in line]
     assert len(error_lines) == 1 and BAD in error_lines[0]
     assert "0 attempts" not in shown
+
+
+def _cell_messages(client: Any, code: str) -> list[dict[str, Any]]:
+    """Every iopub message one cell sends, up to its idle status."""
+    msg_id = client.execute(code)
+    seen = []
+    while True:
+        msg = client.get_iopub_msg(timeout=300)
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        seen.append(msg)
+        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            return seen
+
+
+@pytest.mark.docker
+@pytest.mark.usefixtures("no_leaked_containers")
+def test_in_a_kernel_the_live_step_names_the_install_and_a_bad_package_is_one_line(
+    docker_engine,
+):
+    """What a notebook receives: the live widget's labels name the install (never our proxy
+    settings), and a bad package's cell ends with a one-line error and its log once per view."""
+    _six_from_scratch(docker_engine)
+    manager, client = start_new_kernel(kernel_name="python3")
+    try:
+        client.execute_interactive("%load_ext jupyter_sandbox", timeout=60)
+        good = _cell_messages(client, "%%sandbox --packages six\nimport six")
+        bad = _cell_messages(client, f"%%sandbox --packages six {BAD}\nimport six")
+    finally:
+        manager.shutdown_kernel(now=False)
+        client.stop_channels()
+    labels = [
+        str(m["content"]["data"].get("state", {}).get("value", ""))
+        for m in good
+        if m["msg_type"] == "comm_msg"
+    ]
+    live_step = re.compile(r"^step \d+ of \d+: installing six \(uv\)$")
+    assert any(live_step.match(label) for label in labels), labels
+    assert not any("SSL_CERT_FILE" in label for label in labels)
+    assert not [m for m in good if m["msg_type"] == "error"]
+
+    (error,) = [m["content"] for m in bad if m["msg_type"] == "error"]
+    assert error["ename"] == "InvalidPackageError"
+    assert len(error["traceback"]) == 1 and repr(BAD) in error["traceback"][0]
+    finals = [m["content"]["data"] for m in bad if m["msg_type"] == "update_display_data"]
+    assert finals, "the live widget was not replaced by the record"
+    for mime in ("text/plain", "text/html"):
+        assert finals[-1][mime].count(MISSING_LINE) == 1, mime
+    assert "attempts" not in finals[-1]["text/plain"].splitlines()[0]
