@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import select
+import signal
+import subprocess
 from pathlib import Path
 
 import pydantic_monty
@@ -121,6 +123,21 @@ def test_workers_inherit_no_descriptor_of_the_kernel_but_their_pipes() -> None:
             assert descriptors(real_worker(session.worker_pid)) == [0, 1, 2]
     finally:
         os.close(canary)
+
+
+def test_kill_worker_leaves_alone_a_pid_that_is_not_a_child_of_the_kernel() -> None:
+    """A worker's pid, once the worker is gone, may come back as anyone's process."""
+    with subprocess.Popen(
+        ["/bin/sh", "-c", "sleep 60 & echo $!"], stdout=subprocess.PIPE, text=True
+    ) as shell:
+        assert shell.stdout is not None
+        stranger = int(shell.stdout.readline())
+    try:
+        kill_worker(stranger)
+        assert Path(f"/proc/{stranger}/stat").read_text().split()[2] != "Z"
+        assert status(stranger)["Name"].strip() == "sleep"
+    finally:
+        os.kill(stranger, signal.SIGKILL)
 
 
 def test_confined_workers_still_run_cells_with_tools_and_type_checks() -> None:

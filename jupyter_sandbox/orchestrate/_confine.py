@@ -194,17 +194,31 @@ def kill_worker(pid: int) -> None:
     bare ``kill`` could give the next cell a worker that dies under it. Behind a launcher the
     window is wide: the ``monty`` process answered a request after its launcher was killed in
     most of 300 tries here. Once the launcher has exited, the pool sees it dead and starts a
-    new worker, and the ``monty`` below already has its SIGKILL. A pidfd also keeps a reused
-    pid from being killed in the worker's place.
+    new worker, and the ``monty`` below already has its SIGKILL.
+
+    Workers are this process's children: a ``pid`` that names anything else is a worker that
+    died and was reaped and a number the system gave to another process since, and is left
+    alone. (The pidfd pins which process the check and the signal are about.)
     """
     try:
         handle = os.pidfd_open(pid)
     except ProcessLookupError:
         return
     try:
+        if _parent(pid) != os.getpid():
+            return
         signal.pidfd_send_signal(handle, signal.SIGKILL)
         select.select([handle], [], [], 5.0)  # exits at once; the bound only guards a hang
     except ProcessLookupError:
         pass
     finally:
         os.close(handle)
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()  # after "pid (command name)"
+    except OSError:
+        return None
+    return int(fields[1])
