@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_sandbox import create
+from jupyter_sandbox import ContainerError, create
 from jupyter_sandbox.sandbox import _client, _pool
 from jupyter_sandbox.sandbox._image import default_base_image
 
@@ -171,3 +171,21 @@ def test_an_engine_restart_between_runs_never_gives_a_wrong_answer(on_second_eng
     _waiting_spare(_client.client())
     on_second_engine.restart()
     assert auto.run(x=41) == 42
+
+
+def test_a_stopped_engine_is_one_line_of_ours_and_its_restart_serves_right_answers(
+    on_second_engine,
+):
+    """With the engine down the run fails as a `ContainerError` of one line (not the HTTP
+    layer's raw ConnectionError); once it is back, the next run is right."""
+    command = _command_sandbox()
+    assert command.execute({"x": 1}).stdout == "1"
+    _waiting_spare(_client.client())
+    on_second_engine.stop()
+    with pytest.raises(ContainerError) as caught:
+        command.execute({"x": 42})
+    message = str(caught.value)
+    assert "stopped answering" in message and "\n" not in message
+    assert caught.value.record is not None
+    on_second_engine.start()
+    assert command.execute({"x": 42}).stdout == "42"

@@ -64,10 +64,25 @@ def client() -> DockerClient:
 
 
 def is_engine_error(exc: BaseException) -> bool:
-    """True for the SDK's own errors (only asked once `client` has imported it)."""
+    """True for the SDK's own errors, and for an engine that stopped answering (a restart, a
+    crash: the SDK lets the HTTP layer's connection error through). Only asked once `client`
+    has imported the SDK."""
     from docker.errors import DockerException
+    from requests.exceptions import ConnectionError as EngineGone
 
-    return isinstance(exc, DockerException)
+    return isinstance(exc, DockerException | EngineGone)
+
+
+def engine_error_message(exc: BaseException) -> str:
+    """One line for an `is_engine_error` exception, saying what to do when the engine left."""
+    from requests.exceptions import ConnectionError as EngineGone
+
+    if isinstance(exc, EngineGone):
+        where = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+        return (
+            f"the Docker engine at {where} stopped answering: check it is running, then run again"
+        )
+    return f"Docker engine error: {exc}"
 
 
 def owner_labels() -> dict[str, str]:

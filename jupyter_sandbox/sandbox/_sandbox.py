@@ -30,7 +30,7 @@ from .._errors import (
 from .._events import EventCallback, RunFinished, RunStarted, ignore
 from .._owner import temp_prefix
 from . import _cache
-from ._client import client, is_engine_error
+from ._client import client, engine_error_message, is_engine_error
 from ._image import build_error, default_base_image, ensure_image, image_id
 from ._io import (
     check_input,
@@ -163,7 +163,7 @@ class Sandbox:
                 if not is_engine_error(exc):
                     raise
                 # the engine failed us mid-way: still ours to report, with the record
-                raise ContainerError(f"Docker engine error: {exc}") from exc
+                raise ContainerError(engine_error_message(exc)) from exc
         except DockerUnavailable:
             raise  # nothing ran: the one-line message is the whole story
         except ContainerError as err:
