@@ -17,7 +17,7 @@ import docker.errors
 import pytest
 from jupyter_client.manager import start_new_kernel
 
-from jupyter_sandbox import InvalidPackageError, create
+from jupyter_sandbox import ImageBuildError, InvalidPackageError, create
 from jupyter_sandbox._events import BuildFinished, BuildLog, BuildStarted, BuildStep, Event
 from jupyter_sandbox.display import SandboxView, _html, _text
 from jupyter_sandbox.magics._common import format_error
@@ -237,6 +237,24 @@ def test_bad_package_in_a_cell_shows_one_error_line_and_the_log_once(shell, dock
     error_lines = [line for line in shown.splitlines() if "InvalidPackageError" in line]
     assert len(error_lines) == 1 and BAD in error_lines[0]
     assert "0 attempts" not in shown
+
+
+@pytest.mark.docker
+@pytest.mark.usefixtures("no_leaked_containers")
+def test_other_build_failure_is_one_line_naming_the_step_and_its_last_words(docker_engine):
+    sandbox = create("bad-step", code="", additional_commands=["echo jsbx-marker-7 && exit 3"])
+    with pytest.raises(ImageBuildError) as info:
+        sandbox.run()
+    err = info.value
+    assert not isinstance(err, InvalidPackageError)
+    assert str(err).splitlines() == [str(err)]
+    assert re.fullmatch(
+        r"image build failed at step \d+ of \d+ \(running echo jsbx-marker-7 && exit 3\): "
+        r"jsbx-marker-7 \(exit code 3\)",
+        str(err),
+    ), str(err)
+    assert err.log.startswith("Step ")  # the failing step's log, for the API user
+    assert _text.render(err.record).count("jsbx-marker-7 (exit code 3)") == 1
 
 
 def _cell_messages(client: Any, code: str) -> list[dict[str, Any]]:

@@ -121,7 +121,8 @@ def _instructions(dockerfile: str) -> int:
 
 
 class _Progress:
-    """Turns the build's lines into events and remembers where the current step began."""
+    """Turns the build's lines into events, remembering where the current step began and the
+    last line it printed (what a failure's one line quotes)."""
 
     def __init__(
         self, info: BuildInfo, descriptions: Sequence[str], on_event: EventCallback
@@ -131,7 +132,7 @@ class _Progress:
         self.on_event = on_event
         self.lines: list[str] = []
         self.step_start = 0
-        self.step_output: list[str] = []
+        self.last_output = ""
 
     def line(self, line: str) -> None:
         self.lines.append(line)
@@ -140,21 +141,21 @@ class _Progress:
             index, total = int(step.group(1)), int(step.group(2))
             described = index <= len(self.descriptions)
             text = self.descriptions[index - 1] if described else step.group(3)
-            self.step_start, self.step_output = len(self.lines) - 1, []
+            self.step_start, self.last_output = len(self.lines) - 1, ""
             self.info.steps.append(text)
             self.info.total_steps = total
             self.on_event(BuildStep(index, total, text))
         elif not _BOOKKEEPING.match(line):
-            self.step_output.append(line)
+            self.last_output = line.strip()
             self.on_event(BuildLog(line))
 
     def fail(self, engine_error: str) -> None:
-        """Record the engine's error and the failing step's log; ``error`` says it in a line."""
+        """Add the engine's error to the log; set ``failure`` and the failing step's log."""
         error_lines = [line for raw in engine_error.splitlines() if (line := _clean(raw))]
         self.lines += error_lines
         code = _EXIT_CODE.search(engine_error)
         reason = f"exit code {code.group(1)}" if code else (error_lines or ["failed"])[0]
-        last = self.step_output[-1].strip() if self.step_output else ""
+        last = self.last_output
         where = (
             f"step {len(self.info.steps)} of {self.info.total_steps} ({self.info.steps[-1]})"
             if self.info.steps
