@@ -119,7 +119,10 @@ def print_row(row: dict[str, Any]) -> None:
     cells = [
         f"{row[key]:.1f}" if isinstance(row[key], float) else str(row[key]) for key, _ in COLUMNS
     ]
-    print(" | ".join(c.rjust(len(title)) for c, (_, title) in zip(cells, COLUMNS, strict=True)))
+    print(
+        " | ".join(c.rjust(len(title)) for c, (_, title) in zip(cells, COLUMNS, strict=True)),
+        flush=True,
+    )
 
 
 def leftovers(pid: int) -> tuple[int, int]:
