@@ -232,3 +232,52 @@ def test_no_host_user_but_root_can_read_a_running_sandboxs_secret(
         cancel.set()
         worker.join(_BOUND)
     assert not worker.is_alive() and [type(e) for e in ended] == [SandboxCancelled]
+
+
+def _cell_messages(client, code: str, **kwargs) -> tuple[list[dict], dict]:
+    """Every iopub message of one cell until the kernel is idle again, and the reply."""
+    msg_id = client.execute(code, **kwargs)
+    seen = []
+    while True:
+        msg = client.get_iopub_msg(timeout=_BOUND)
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        seen.append(msg)
+        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            return seen, client.get_shell_msg(timeout=_BOUND)
+
+
+def test_a_secret_never_reaches_the_notebook_from_a_real_kernel(docker_engine):
+    """In a real kernel, ``%%sandbox --secret``: no iopub message (live stream, widget state,
+    final bundle, error) carries the secret, written piecemeal on both streams, returned as an
+    output or raised; the notebook variable still holds the real value."""
+    from jupyter_client.manager import start_new_kernel
+
+    manager, client = start_new_kernel(
+        kernel_name="python3", env={**os.environ, "JSBX_TOKEN": SECRET}
+    )
+    try:
+        client.execute_interactive("%load_ext jupyter_sandbox", timeout=_BOUND)
+        leaky = (
+            "%%sandbox --secret JSBX_TOKEN --out same\n"
+            "import os, sys, time\n"
+            "same = os.environ['JSBX_TOKEN']\n"
+            "for c in same:\n"
+            "    for s in (sys.stdout, sys.stderr):\n"
+            "        s.write(c); s.flush()\n"
+            "    time.sleep(0.005)\n"  # each piece in a frame (and a message) of its own
+        )
+        check = {"real": "same == __import__('os').environ['JSBX_TOKEN']"}
+        messages, reply = _cell_messages(client, leaky, user_expressions=check)
+        assert reply["content"]["user_expressions"]["real"]["data"]["text/plain"] == "True"
+        raising = (
+            "%%sandbox --secret JSBX_TOKEN\nimport os\nraise RuntimeError(os.environ['JSBX_TOKEN'])"
+        )
+        failed, _ = _cell_messages(client, raising)
+        assert any(m["msg_type"] == "error" for m in failed)
+        streamed = [m["content"]["text"] for m in messages if m["msg_type"] == "stream"]
+        assert "".join(streamed).count("***") == 2  # the writes did reach the cell, masked
+        assert not _shows(SECRET, json.dumps(messages + failed, ensure_ascii=False, default=str))
+    finally:
+        manager.shutdown_kernel(now=False)
+        client.stop_channels()
