@@ -31,6 +31,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ._text import printable
+
 if TYPE_CHECKING:
     from .codemode import Attempt
     from .orchestrate import OrchestrationResult
@@ -41,7 +43,14 @@ class SandboxError(Exception):
 
 
 class SandboxConfigError(SandboxError, ValueError):
-    """Bad arguments, detected before anything runs (unknown type, code and command both set...)."""
+    """Bad arguments, detected before anything runs (unknown type, code and command both set...).
+
+    ``parameter`` names the argument at fault when the message starts with it, so a magic can
+    say its own option instead (``cpu must be...`` -> ``--cpus must be...``)."""
+
+    def __init__(self, message: str, *, parameter: str = "") -> None:
+        super().__init__(message)
+        self.parameter = parameter
 
 
 class OrchestrationError(SandboxError):
@@ -105,9 +114,15 @@ class CodeModeError(OrchestrationError):
 
 
 class ContainerError(SandboxError):
-    """A %%sandbox container could not be built or run, or its code failed."""
+    """A %%sandbox container could not be built or run, or its code failed.
+
+    The message is made printable (`_text.printable`) whoever raises it: it often quotes what
+    the container wrote, and a terminal must not act on escape codes in it."""
 
     record: dict[str, object] | None = None
+
+    def __init__(self, message: str = "", *args: object) -> None:
+        super().__init__(printable(message), *args)
 
 
 class DockerUnavailable(ContainerError):
@@ -119,7 +134,7 @@ class ImageBuildError(ContainerError):
 
     def __init__(self, message: str, *, log: str = "") -> None:
         super().__init__(message)
-        self.log = log
+        self.log = printable(log)
 
 
 class InvalidPackageError(ImageBuildError):
@@ -152,7 +167,7 @@ class NonZeroExit(ContainerError):
     def __init__(self, message: str, *, exit_code: int, stderr_tail: str = "") -> None:
         super().__init__(message)
         self.exit_code = exit_code
-        self.stderr_tail = stderr_tail
+        self.stderr_tail = printable(stderr_tail)
 
 
 class MissingOutput(ContainerError):

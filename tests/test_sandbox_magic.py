@@ -154,7 +154,7 @@ def test_image_option_runs_a_prebuilt_image(nb):
     [
         ("--in nope", "no variable 'nope'"),
         ("--in x:complex", "unsupported type"),
-        ("--out 1bad", "not a Python variable name"),
+        ("--out 1bad", "not a valid Python variable name"),
         ("--verbatim --command", "pick one"),
         ("--env NOEQUALS", "KEY=VALUE"),
         ("--network host", "invalid choice"),
@@ -162,7 +162,7 @@ def test_image_option_runs_a_prebuilt_image(nb):
         ("--bogus", "unrecognized arguments"),
         ("--image img --packages six", "prebuilt"),
         ("--memory lots", "bad size"),
-        ("--cpus 0", "cpu and pids must be positive"),
+        ("--cpus 0", "--cpus must be a number from 0.01 to"),
         ("--timeout -1", "timeout"),
     ],
 )

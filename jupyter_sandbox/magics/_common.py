@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import keyword
+from collections.abc import Mapping
 from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic_arguments import argument
 
-from .._errors import SandboxError
+from .._errors import SandboxConfigError, SandboxError
 from ..orchestrate import Tool, registry
 
 _MISSING = object()
@@ -30,9 +32,28 @@ tools_option = argument(
 )
 
 
+def check_variable(name: str, option: str) -> None:
+    """A name the magic will bind in the notebook: an identifier and no keyword. ``class``
+    would be stored where no code can read it; soft keywords (``match``, ``type``) are names."""
+    if not name.isidentifier() or keyword.iskeyword(name):
+        why = "a Python keyword" if keyword.iskeyword(name) else "not a valid Python variable name"
+        raise UsageError(f"{option} {name}: {why}; pick another name")
+
+
 def check_out(name: str | None) -> None:
-    if name is not None and not name.isidentifier():
-        raise UsageError(f"--out {name}: not a valid Python variable name")
+    if name is not None:
+        check_variable(name, "--out")
+
+
+def usage_error(exc: SandboxConfigError, options: Mapping[str, str]) -> UsageError:
+    """An engine's config error as the magic's one-line `UsageError`, naming the magic's own
+    option (``options`` maps an engine parameter to it: ``{"cpu": "--cpus"}``); parameters
+    not in ``options`` are spelled as options (``max_memory`` -> ``--max-memory``)."""
+    message = str(exc)
+    if exc.parameter and message.startswith(exc.parameter):
+        option = options.get(exc.parameter, "--" + exc.parameter.replace("_", "-"))
+        message = option + message.removeprefix(exc.parameter)
+    return UsageError(message)
 
 
 def split_names(values: list[str] | None) -> list[str]:

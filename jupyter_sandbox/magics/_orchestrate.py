@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics, cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
@@ -22,6 +21,7 @@ from ._common import (
     select_tools,
     split_names,
     tools_option,
+    usage_error,
 )
 
 
@@ -96,7 +96,7 @@ class OrchestrateMagics(Magics):
                 cache=self.tool_cache if args.cache else None,
             )
         except SandboxConfigError as exc:
-            raise UsageError(str(exc)) from None
+            raise usage_error(exc, {}) from None
         except OrchestrationError as exc:
             if exc.result is not None and not args.quiet:
                 view.finish(exc.result.to_record())

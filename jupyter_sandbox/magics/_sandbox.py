@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -12,7 +13,11 @@ from traitlets import Float, Unicode
 from .._errors import ContainerError, SandboxConfigError
 from ..display import SandboxView
 from ..sandbox import Resources, Sandbox, SandboxRun, create
-from ._common import lookup, split_names
+from ._common import check_variable, lookup, split_names, usage_error
+
+_OPTIONS = {"cpu": "--cpus", "env_vars": "--env", "secrets": "--secret"}
+"""`create` parameters whose option is spelled otherwise (the rest: ``base_image`` ->
+``--base-image``)."""
 
 
 def _declarations(values: list[str] | None, option: str) -> dict[str, str | None]:
@@ -20,10 +25,23 @@ def _declarations(values: list[str] | None, option: str) -> dict[str, str | None
     declared: dict[str, str | None] = {}
     for item in split_names(values):
         name, _, kind = item.partition(":")
-        if not name.isidentifier():
-            raise UsageError(f"{option} {item}: {name!r} is not a Python variable name")
+        check_variable(name, option)  # notebook variables in every mode
         declared[name] = kind or None
     return declared
+
+
+def _check_name(name: str | None, inputs: Iterable[str], outputs: Iterable[str]) -> None:
+    """``--name`` binds a callable in the notebook: never over a variable the same cell reads
+    (``--in``) or writes (``--out``), which it would silently replace or be replaced by."""
+    if name is None:
+        return
+    check_variable(name, "--name")
+    for option, names in (("--in", inputs), ("--out", outputs)):
+        if name in names:
+            raise UsageError(
+                f"--name {name}: {option} {name} is the same notebook variable and the callable"
+                " would replace it; pick another name"
+            )
 
 
 def _env(pairs: list[str] | None) -> dict[str, str]:
@@ -83,9 +101,9 @@ class SandboxMagics(Magics):
         args = parse_argstring(self.sandbox, line)
         if args.verbatim and args.command:
             raise UsageError("--verbatim and --command are different modes: pick one")
-        if args.name is not None and not args.name.isidentifier():
-            raise UsageError(f"--name {args.name}: not a valid Python variable name")
         inputs = _declarations(args.inputs, "--in")
+        outputs = _declarations(args.outputs, "--out")
+        _check_name(args.name, inputs, outputs)
         values = {name: lookup(shell, name, "--in") for name in inputs}
         base_image = None if args.image else args.base_image or self.base_image or None
         try:
@@ -94,7 +112,7 @@ class SandboxMagics(Magics):
                 code=None if args.command else cell,
                 command=["bash", "-c", cell] if args.command else None,
                 inputs=inputs,
-                outputs=_declarations(args.outputs, "--out"),
+                outputs=outputs,
                 packages=args.packages,
                 system_packages=args.system_packages,
                 resources=Resources(
@@ -112,7 +130,7 @@ class SandboxMagics(Magics):
                 network=args.network,
             )
         except SandboxConfigError as exc:
-            raise UsageError(str(exc)) from None
+            raise usage_error(exc, _OPTIONS) from None
         if args.name:
             shell.user_ns[args.name] = ShownSandbox(sandbox, quiet=args.quiet)
         shell.user_ns.update(run_shown(sandbox, values, quiet=args.quiet).outputs)
@@ -123,7 +141,7 @@ def run_shown(sandbox: Sandbox, values: dict[str, Any], *, quiet: bool) -> Sandb
     try:
         sandbox.check(values)  # bad input: one line, before any progress is shown
     except SandboxConfigError as exc:
-        raise UsageError(str(exc)) from None
+        raise usage_error(exc, _OPTIONS) from None
     view = SandboxView(quiet=quiet)
     try:
         run = sandbox.execute(values, on_event=view.on_event)

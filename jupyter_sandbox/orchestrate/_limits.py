@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
-from .._errors import SandboxConfigError
+from .._checks import MAX_TIMEOUT, bounded, machine_megabytes
+
+MAX_CALLS = 10**9
+"""Tool calls a cell may be allowed: at ~40 us a call, hours of calls; Monty's own suspension
+counter (set to twice the limit) stays far inside 64 bits."""
 
 
 @dataclass(frozen=True)
@@ -28,11 +31,25 @@ class Limits:
     run stops when it prints more, instead of streaming without bound into the notebook."""
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.timeout, int | float) and 0 < self.timeout < math.inf):
-            raise SandboxConfigError(
-                f"timeout must be a positive number of seconds, got {self.timeout!r}"
+        """Each limit finite and within what Monty and this machine can honour: ``--timeout
+        1e308`` or ``--max-calls 1e19`` would otherwise overflow inside Monty with a raw error."""
+        bounded(self.timeout, "timeout", low=0, strict_low=True, high=MAX_TIMEOUT, unit="s")
+        ram = machine_megabytes()
+        for name in ("max_memory", "max_result", "max_output"):
+            bounded(
+                getattr(self, name),
+                name,
+                low=1,
+                high=ram,
+                integer=True,
+                unit="MB",
+                why_high="this machine's memory",
             )
-        for name in ("max_memory", "max_calls", "max_result", "max_output"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise SandboxConfigError(f"{name} must be a positive integer, got {value!r}")
+        bounded(
+            self.max_calls,
+            "max_calls",
+            low=1,
+            high=MAX_CALLS,
+            integer=True,
+            why_high="Monty counts twice that in 64 bits",
+        )

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, get_args
 
+from .._checks import MAX_TIMEOUT, bounded
 from .._errors import (
     ContainerError,
     DockerUnavailable,
@@ -50,6 +51,7 @@ from ._spec import (
     Mode,
     Network,
     Resources,
+    check_image,
     check_names,
     normalise_types,
 )
@@ -57,6 +59,8 @@ from ._types import infer_tag
 
 DEFAULT_TIMEOUT = 600.0
 """Seconds a run may take when ``timeout`` is None: every run has a wall-clock limit."""
+MAX_RETRIES = 100
+"""Re-runs one run may ask for: past that, retrying is a loop, not a remedy."""
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _STDERR_TAIL = 20
 
@@ -381,10 +385,12 @@ def create(
         raise SandboxConfigError(f"cache must be one of {get_args(CacheMode)}, not {cache!r}")
     if network not in get_args(Network):
         raise SandboxConfigError(f"network must be one of {get_args(Network)}, not {network!r}")
-    if not isinstance(retries, int) or retries < 0:
-        raise SandboxConfigError("retries must be a non-negative int")
-    if timeout is not None and not timeout > 0:
-        raise SandboxConfigError("timeout must be a positive number of seconds")
+    bounded(retries, "retries", low=0, high=MAX_RETRIES, integer=True)
+    if timeout is not None:
+        bounded(timeout, "timeout", low=0, strict_low=True, high=MAX_TIMEOUT, unit="s")
+    for what, reference in (("image", image), ("base_image", base_image)):
+        if reference is not None:
+            check_image(reference, what)
     env = dict(env_vars or {})
     secret_names = tuple(_strings(secrets, "secrets"))
     for key in (*env, *secret_names):

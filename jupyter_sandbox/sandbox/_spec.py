@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Literal
 
+from .._checks import bounded, machine_cpus, machine_megabytes
 from .._errors import InvalidPackageError, SandboxConfigError
 from ._types import type_tag
 
@@ -37,12 +38,27 @@ _RECIPE = 3
 """Version of `ImageSpec.dockerfile`'s output: bump it when the template changes."""
 _CA_VARS = ("SSL_CERT_FILE", "PIP_CERT", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
 _FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+_MIN_MEMORY_MB = 6
+"""The Docker engine's smallest memory limit: below it, container creation fails."""
+_MAX_PIDS = 4_194_304
+"""Linux's highest possible ``pid_max``: more processes than that can never exist."""
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_HOST = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+_IMAGE_REF = re.compile(
+    rf"^(?:{_HOST}(?:\.{_HOST})*(?::[0-9]+)?/)?{_COMPONENT}(?:/{_COMPONENT})*"
+    r"(?::\w[\w.-]{0,127})?"  # tag
+    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$"  # digest
+)
+"""Docker's image reference grammar (``[host[:port]/]path[:tag][@digest]``; an image id is a
+path): checked up front, so ``--image ''`` is our one line, not the engine's 400."""
 
 
 def parse_size(size: str | int) -> int:
     """Bytes in ``"1g"``, ``"512Mi"``, ``"8Gi"``, ``"100m"`` or an int (binary units)."""
-    if isinstance(size, int):
+    if isinstance(size, int) and not isinstance(size, bool):
         return size
+    if not isinstance(size, str):
+        raise SandboxConfigError(f"bad size {size!r}: use e.g. 512m, 1g, 8Gi")
     match = _SIZE.match(size)
     if not match:
         raise SandboxConfigError(f"bad size {size!r}: use e.g. 512m, 1g, 8Gi")
@@ -71,11 +87,22 @@ class Resources:
             except ValueError:
                 raise SandboxConfigError(f"bad cpu {self.cpu!r}: use e.g. 2, 0.5 or 500m") from None
             object.__setattr__(self, "cpu", cpu)
-        if float(self.cpu) <= 0 or self.pids <= 0:
-            raise SandboxConfigError("cpu and pids must be positive")
-        for size in (self.memory, self.disk, self.output):
-            if parse_size(size) <= 0:
-                raise SandboxConfigError(f"size must be positive: {size!r}")
+        cpus = machine_cpus()
+        bounded(self.cpu, "cpu", low=0.01, high=cpus, why_high=f"this machine has {cpus} CPUs")
+        bounded(self.pids, "pids", low=1, high=_MAX_PIDS, integer=True)
+        ram = machine_megabytes()
+        for name, low in (("memory", _MIN_MEMORY_MB), ("disk", 1), ("output", 0)):
+            size = getattr(self, name)
+            bounded(
+                parse_size(size) / 2**20,
+                name,
+                low=low,
+                strict_low=not low,
+                high=ram,
+                unit="MB",
+                why_high="this machine's memory",
+                given=size,
+            )
 
     @classmethod
     def coerce(cls, value: Resources | Mapping[str, Any] | None) -> Resources:
@@ -202,6 +229,16 @@ class ImageSpec:
         """The Dockerfile of `build_steps`."""
         steps = self.build_steps(with_ca=with_ca, build_args=build_args)
         return "\n".join(instruction for instruction, _ in steps) + "\n"
+
+
+def check_image(reference: object, what: str) -> None:
+    """Refuse what cannot name an image, before any engine call (the engine's 400 is a URL)."""
+    if not isinstance(reference, str) or len(reference) > 255 or not _IMAGE_REF.match(reference):
+        raise SandboxConfigError(
+            f"{what} {reference!r} is not an image reference: use e.g. python:3.12-slim"
+            " or registry.local:5000/team/env:1.0",
+            parameter=what,
+        )
 
 
 def check_names(names: Iterable[str], *, mode: Mode, what: str) -> None:
