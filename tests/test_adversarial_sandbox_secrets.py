@@ -30,7 +30,7 @@ from jupyter_sandbox._events import Output, RunFinished
 from jupyter_sandbox._preview import preview
 from jupyter_sandbox.display._mime import bundle
 from jupyter_sandbox.sandbox import _client, _pool
-from jupyter_sandbox.sandbox._secrets import HIDDEN, StreamMasker
+from jupyter_sandbox.sandbox._secrets import HIDDEN, StreamMasker, holds_secret
 
 SECRET = "tök-✓-Zq81xV-s3cr3t"
 """Non-ASCII on purpose: its UTF-8 bytes can be cut in the middle of a character."""
@@ -73,6 +73,17 @@ def test_a_secret_fed_one_byte_at_a_time_is_held_back_only_while_it_could_be_the
     assert "".join(shown) + masker.flush() == "xabc***y"
     assert shown[0] == "x"
     assert masker.feed(b"abcab") == "" and masker.flush() == "abcab"  # a prefix alone is no secret
+
+
+def test_a_secret_deep_or_behind_a_cycle_is_found_without_recursion():
+    """A secret 100,000 levels down is found (no RecursionError); a cyclic value ends."""
+    deep: list[object] = [f"pre{SECRET}"]
+    for _ in range(100_000):
+        deep = [deep]
+    cyclic: list[object] = ["nothing"]
+    cyclic.append(cyclic)
+    assert holds_secret(deep, (SECRET,)) and holds_secret({"k": (1, cyclic, deep)}, (SECRET,))
+    assert not holds_secret(cyclic, (SECRET,))
 
 
 def test_a_secret_written_piecemeal_on_both_streams_never_shows(secret, no_leaked_containers):

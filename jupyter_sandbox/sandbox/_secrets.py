@@ -38,20 +38,24 @@ def mask_error(err: BaseException, secrets: tuple[str, ...]) -> None:
 def holds_secret(value: Any, secrets: tuple[str, ...]) -> bool:
     """True when ``value``, or anything inside a list/tuple/dict of it, shows a secret.
 
-    Walks iteratively (an output may be deeply nested) and checks each leaf's ``str`` and
-    ``repr``, and bytes as UTF-8: a secret ``"12345"`` is held by the int 12345 too.
+    Walks iteratively (a value may be deeply nested, or cyclic) and checks texts and bytes
+    (as UTF-8) as they are, any other leaf by its ``str`` and ``repr``: a secret ``"12345"``
+    is held by the int 12345 too.
     """
     if not secrets:
         return False
     encoded = [s.encode() for s in secrets]
-    todo = [value]
+    todo, seen = [value], set()
     while todo:
         item = todo.pop()
-        if isinstance(item, Mapping):
-            todo.extend(item.keys())
-            todo.extend(item.values())
-        elif isinstance(item, list | tuple | set | frozenset):
-            todo.extend(item)
+        if isinstance(item, Mapping | list | tuple | set | frozenset):
+            if id(item) in seen:  # shared or cyclic: once is enough
+                continue
+            seen.add(id(item))
+            todo.extend([*item.keys(), *item.values()] if isinstance(item, Mapping) else item)
+        elif isinstance(item, str):  # searched as it is: no copy of a long text
+            if any(s in item for s in secrets):
+                return True
         elif isinstance(item, bytes | bytearray):
             if any(s in item for s in encoded):
                 return True
