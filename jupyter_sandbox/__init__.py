@@ -38,6 +38,7 @@ from ._errors import (
     SandboxTimeout,
     ToolError,
     TypeCheckError,
+    UnusableImage,
 )
 from ._events import ToolCall
 from .codemode import AgentResult, CodeModeAgent, system_prompt
@@ -86,6 +87,7 @@ __all__ = [
     "ToolCall",
     "ToolError",
     "TypeCheckError",
+    "UnusableImage",
     "__version__",
     "create",
     "errors",

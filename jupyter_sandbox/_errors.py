@@ -12,6 +12,7 @@ SandboxError                      base: catch this to catch anything of ours
     ├── DockerUnavailable         no engine reachable (the message says how to start one)
     ├── ImageBuildError           image build failed (``.log`` has the failing step's log)
     │   └── InvalidPackageError   a pip or apt package does not exist (``.package``)
+    ├── UnusableImage             the image cannot start the program (no python3, no bash)
     ├── SandboxTimeout            the container ran past its timeout
     ├── OutOfMemory               the container was killed for memory
     ├── OutputLimitExceeded       stdout+stderr passed the cap; the run was stopped
@@ -20,6 +21,11 @@ SandboxError                      base: catch this to catch anything of ours
     └── MissingOutput             a declared output was not written (``.name``)
         └── InvalidOutput         it was written but does not parse as its declared type
 ```
+
+``retries`` re-run a run whose container failed (`NonZeroExit`, `SandboxTimeout`,
+`OutOfMemory`, `OutputLimitExceeded`, `MissingOutput`/`InvalidOutput`): what may go otherwise
+next time. Bad arguments, a failed build, an `UnusableImage`, an engine error and a
+cancellation are raised at once.
 
 A `ContainerError` raised by a run carries ``.record``: the JSON-safe run record so far (what
 ``%%sandbox`` displays even when the run failed), or None when nothing ran.
@@ -143,6 +149,15 @@ class InvalidPackageError(ImageBuildError):
     def __init__(self, message: str, *, package: str, log: str = "") -> None:
         super().__init__(message, log=log)
         self.package = package
+
+
+class UnusableImage(ContainerError):
+    """The image cannot start the run's program (``--image`` without python3, ``--command``
+    without bash): the image is at fault, not the code, so ``retries`` do not re-run it."""
+
+    def __init__(self, message: str, *, program: str) -> None:
+        super().__init__(message)
+        self.program = program
 
 
 class SandboxTimeout(ContainerError):

@@ -27,6 +27,7 @@ from .._errors import (
     OutputLimitExceeded,
     SandboxConfigError,
     SandboxTimeout,
+    UnusableImage,
 )
 from .._events import EventCallback, RunFinished, RunStarted, ignore
 from .._owner import temp_prefix
@@ -249,12 +250,12 @@ class Sandbox:
                 )
                 run.stdout, run.stderr, run.exit_code = raw.stdout, raw.stderr, raw.exit_code
                 try:
-                    self._check(raw)
+                    self._check(raw, run.image)
                     run.outputs = collect_outputs(archive, self.outputs)
                 except ContainerError as err:
                     mask_error(err, run.secrets)
                     emit(RunFinished(self.name, raw.exit_code, raw.seconds, error=str(err)))
-                    if attempt > self.retries:
+                    if attempt > self.retries or isinstance(err, UnusableImage):
                         raise
                     continue
                 shown = hide_values(run.outputs, run.secrets)
@@ -297,7 +298,18 @@ class Sandbox:
             "network": self.network,
         }
 
-    def _check(self, raw: RawRun) -> None:
+    def _check(self, raw: RawRun, image: str) -> None:
+        cannot = _cannot_start(raw)
+        if cannot is not None:
+            program, reason = cannot
+            advice = (
+                "use an image with python3 on its PATH, or --command for a shell script"
+                if self.mode != "command"
+                else f"use an image that has {program}"
+            )
+            raise UnusableImage(
+                f"image {image} cannot start {program} ({reason}): {advice}", program=program
+            )
         if raw.timed_out:
             raise SandboxTimeout(f"timed out after {self.timeout:g} s")
         if raw.flooded:
@@ -316,6 +328,25 @@ class Sandbox:
                 exit_code=raw.exit_code if raw.exit_code is not None else -1,
                 stderr_tail=tail,
             )
+
+
+_CANNOT_START = (
+    re.compile(r'exec: "([^"\n]+)": ([^:\n]+)'),  # runc (Docker): exec: "python3": not found
+    re.compile(r"executable file `([^`\n]+)` (not found[^:\n]*)"),  # crun (Podman)
+)
+
+
+def _cannot_start(raw: RawRun) -> tuple[str, str] | None:
+    """(program, why) when the runtime could not start the program at all. The runtime says so
+    with exit 126/127 and its own line in the exec's output, where otherwise a bare
+    "NonZeroExit 126" blamed the code for an image without python3."""
+    if raw.exit_code not in (126, 127):
+        return None
+    for pattern in _CANNOT_START:
+        found = pattern.search(raw.stdout[:4096]) or pattern.search(raw.stderr[:4096])
+        if found:
+            return found.group(1), found.group(2).strip()
+    return None
 
 
 def _names(declared: Mapping[str, Any] | Iterable[str] | None) -> dict[str, Any]:
