@@ -5,7 +5,7 @@ SandboxError                      base: catch this to catch anything of ours
 ├── OrchestrationError            %%orchestrate / orchestrate(): the sandboxed code failed
 │   ├── TypeCheckError            rejected by the type checker before any tool ran
 │   ├── ToolError                 a tool raised and the code did not catch it
-│   ├── LimitExceeded             time, memory or tool-call limit hit (``.limit`` names it)
+│   ├── LimitExceeded             a limit hit: time, memory, calls... (``.limit`` names it)
 │   │   └── Interrupted           the user interrupted the run (Ctrl-C)
 │   └── CodeModeError             the agent loop ran out of attempts (``.attempts`` has each)
 └── ContainerError                %%sandbox / create().run(): Docker side
@@ -93,7 +93,10 @@ class ToolError(OrchestrationError):
 
 
 class LimitExceeded(OrchestrationError):
-    """A resource limit stopped the code. ``limit`` is one of time, memory, calls, interrupt."""
+    """A resource limit stopped the code. ``limit`` is one of time, memory, calls, output
+    (printed too much), result (the value writes out too large), nesting (``orchestrate``
+    nested in tools too deep) or interrupt; the message names the option that raises it,
+    where there is one."""
 
     def __init__(self, message: str, *, limit: str, sandbox_traceback: str = "") -> None:
         super().__init__(message, sandbox_traceback=sandbox_traceback)
