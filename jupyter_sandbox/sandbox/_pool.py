@@ -14,6 +14,8 @@ the next kernel reaps it. Removal of a used container happens off the caller's p
 Each container runs as a uid of its own, drawn from a range no host account has (`fresh_uid`):
 a process's environment (secrets included) is readable in ``/proc/<pid>/environ`` by every
 host process of the same uid, and the image's uid 1000 is the first human user on most desktops.
+(Engines that map container uids into a subordinate range, rootless or userns-remapped, keep
+the image's uid: there it is no host user's already, and a uid from our range has no mapping.)
 """
 
 from __future__ import annotations
@@ -29,10 +31,12 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .._owner import temp_prefix
+from ._baseimage import SANDBOX_UID
 from ._client import KIND, LABEL, owner_labels
 from ._io import INPUTS, OUTPUTS, PROGRAM
 from ._spec import Network, Resources, parse_size
@@ -118,9 +122,17 @@ def fresh_uid() -> int:
                 return uid
 
 
+@cache
+def _host_uids(client: DockerClient) -> bool:
+    """True when the container's uids are the host's (a rootful engine without user-namespace
+    remapping): only there must the uid be one no host account has. Asked once per engine."""
+    options = client.info().get("SecurityOptions") or []
+    return not any(o.startswith(("name=rootless", "name=userns")) for o in options)
+
+
 def _start(client: DockerClient, image: str, limits: Limits) -> Slot:
     res = limits.resources
-    uid = fresh_uid()
+    uid = fresh_uid() if _host_uids(client) else SANDBOX_UID
     memory = parse_size(res.memory)
     tmpfs = f"rw,nosuid,nodev,size={parse_size(res.disk)}"
     work = Path(tempfile.mkdtemp(prefix=temp_prefix("run")))
