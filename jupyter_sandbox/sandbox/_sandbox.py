@@ -151,17 +151,19 @@ class Sandbox:
         """
         emit = on_event or ignore
         tags = self._bind(inputs)
+        env = self._environment()  # read once: the values run are the values masked
         run = SandboxRun(
             name=self.name,
             image=self.image or self.image_spec.base,
             inputs=dict(inputs),
             input_types=dict(tags),
             output_types=dict(self.outputs),
+            secrets=tuple(env[name] for name in self.secrets if env[name]),
         )
         start = time.monotonic()
         try:
             try:
-                self._execute(run, tags, emit, cancel)
+                self._execute(run, tags, env, emit, cancel)
             except ContainerError:
                 raise
             except Exception as exc:
@@ -202,6 +204,7 @@ class Sandbox:
         self,
         run: SandboxRun,
         tags: dict[str, str],
+        env: dict[str, str],
         emit: EventCallback,
         cancel: threading.Event | None,
     ) -> None:
@@ -218,8 +221,6 @@ class Sandbox:
             stage_program(
                 work / "program", mode=self.mode, code=self.code, inputs=tags, outputs=self.outputs
             )
-            env = self._environment()
-            run.secrets = tuple(env[name] for name in self.secrets if env[name])
             key = None
             if self.cache != "disable":
                 key = _cache.cache_key(
