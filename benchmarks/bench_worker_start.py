@@ -14,6 +14,7 @@ import argparse
 import contextlib
 import functools
 import os
+import resource
 import statistics
 import subprocess
 import tempfile
@@ -52,6 +53,15 @@ def start_and_exit(program: str) -> Callable[[], object]:
     return lambda: subprocess.run([program, "-c", "1"], check=True, capture_output=True)
 
 
+def cpu_to_start(program: str) -> float:
+    """CPU seconds (user + system, the whole launcher chain) to start a worker and exit: what
+    wall time shows too, without the waiting that other load on a shared machine adds."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start_and_exit(program)()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+
+
 def replacement(pool: pm.Monty) -> float:
     """Seconds from a killed worker (an interrupted cell) to the next cell's answer."""
     with pool.checkout() as session:
@@ -81,6 +91,15 @@ def main() -> None:
         print_table(
             f"worker start to exit (`launcher -c 1`), median of {rounds} interleaved rounds",
             measure([(label, start_and_exit(path)) for label, path in found], rounds),
+            unit="ms",
+        )
+        cpu: dict[str, list[float]] = {label: [] for label, _ in found}
+        for _ in range(rounds):
+            for label, path in found:
+                cpu[label].append(cpu_to_start(path))
+        print_table(
+            f"CPU to start a worker and exit, mean of {rounds} interleaved rounds",
+            [(label, statistics.mean(seconds)) for label, seconds in cpu.items()],
             unit="ms",
         )
         pools = [(label, pm.Monty(binary_path=path, max_processes=1)) for label, path in found]
