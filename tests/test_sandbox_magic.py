@@ -181,8 +181,9 @@ def test_bad_values_are_usage_errors_before_any_progress(nb, capsys, monkeypatch
     from IPython.core.error import UsageError
 
     monkeypatch.delenv("JSBX_UNSET", raising=False)
-    nb.user_ns["t"] = (1, 2)
-    nb.user_ns["missing"] = "/nonexistent/file"
+    # the shell is shared by every test: monkeypatch takes these names out again
+    monkeypatch.setitem(nb.user_ns, "t", (1, 2))
+    monkeypatch.setitem(nb.user_ns, "missing", "/nonexistent/file")
     for line in ("--in t:list", "--in missing:File", "--secret JSBX_UNSET"):
         result = cell(nb, line, "pass")
         assert isinstance(result.error_in_exec, UsageError), line
