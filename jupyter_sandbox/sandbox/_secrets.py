@@ -111,10 +111,17 @@ class StreamMasker:
         return text
 
     def _held(self, text: str) -> int:
-        """Length of the longest end of ``text`` that is the start of a secret."""
-        longest = max((len(s) for s in self.secrets), default=1)
-        for size in range(min(longest - 1, len(text)), 0, -1):
-            tail = text[-size:]
-            if any(s.startswith(tail) for s in self.secrets):
-                return size
-        return 0
+        """Length of the longest end of ``text`` that is the start of a secret.
+
+        Only positions holding a secret's first character are tried (a ``find`` in the
+        last ``len(secret) - 1`` characters), so a chunk costs about as much as its masking.
+        """
+        held = 0
+        for secret in self.secrets:
+            pos = text.find(secret[0], max(len(text) - len(secret) + 1, 0))
+            while pos != -1:
+                if secret.startswith(text[pos:]):  # the earliest fit is the longest
+                    held = max(held, len(text) - pos)
+                    break
+                pos = text.find(secret[0], pos + 1)
+        return held
