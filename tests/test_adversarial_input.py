@@ -323,11 +323,3 @@ def test_printable_keeps_words_and_layout_and_drops_every_escape_family():
     text = f"héllo ✓\tcol\n{_ESCAPES}{dcs}\x00\x7f end"
     clean = printable(text)
     assert clean == "héllo ✓\tcol\nredevilvisible boom end"
-
-
-def test_retries_rerun_a_failing_container_and_the_record_counts_every_attempt(nb):
-    err = _failure(nb.run_cell("%%sandbox --quiet --retries 2\nraise SystemExit(5)"))
-    assert isinstance(err, NonZeroExit), repr(err)
-    assert err.exit_code == 5
-    assert err.record is not None
-    assert err.record["attempts"] == 3
