@@ -109,6 +109,12 @@ def test_a_bad_sandbox_option_is_one_usage_line_naming_it_and_runs_nothing(
     _sandbox_still_works(nb)
 
 
+def test_a_command_cell_linux_cannot_pass_to_bash_is_one_usage_line(nb, capsys):
+    cell = "%%sandbox --command\n" + "echo x\n" * 30_000  # past the 128 KiB of one argument
+    _one_usage_line(nb, capsys, cell, "--command")
+    _sandbox_still_works(nb)
+
+
 def test_too_many_cpus_says_how_many_the_machine_has(nb, capsys):
     message = _one_usage_line(nb, capsys, "%%sandbox --cpus 1000\npass", "--cpus")
     assert f"this machine has {machine_cpus()} CPUs" in message
@@ -157,6 +163,10 @@ def test_a_bad_limit_configured_for_every_cell_is_one_usage_line_too(nb, capsys)
         lambda: create("t", code="pass", resources={"memory": "1"}),
         lambda: create("t", code="pass", resources={"pids": 2**63}),
         lambda: Resources(disk="0"),
+        # what execve refuses: the run used to fail as a bare "exited with code 126"
+        lambda: create("t", code="pass", env_vars={"A": "x\x00y"}),
+        lambda: create("t", code="pass", env_vars={"A": "x" * 200_000}),
+        lambda: create("t", command=["echo", "a\x00b"]),
         lambda: orchestrate("1", timeout=1e308),
         lambda: orchestrate("1", max_memory=10**14),
         lambda: orchestrate("1", max_calls=10**19),

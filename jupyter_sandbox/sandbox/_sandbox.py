@@ -350,6 +350,23 @@ def _cannot_start(raw: RawRun) -> tuple[str, str] | None:
     return None
 
 
+_MAX_EXEC_STRING = 128 * 1024
+"""Bytes Linux accepts in one argument or environment string (``MAX_ARG_STRLEN``)."""
+
+
+def _check_exec_strings(values: Iterable[str], what: str) -> None:
+    """What the kernel's ``execve`` would refuse (a NUL byte, a string over 128 KiB), refused
+    here: in the container it failed as a bare "exited with code 126" that blamed the code."""
+    for value in values:
+        if "\x00" in value or len(value.encode(errors="surrogateescape")) > _MAX_EXEC_STRING:
+            shown = value[:40] + ("..." if len(value) > 40 else "")
+            raise SandboxConfigError(
+                f"{what} value {shown!r}: no NUL bytes and at most 128 KiB per string"
+                " (what Linux can pass to a program)",
+                parameter=what,
+            )
+
+
 def _names(declared: Mapping[str, Any] | Iterable[str] | None) -> dict[str, Any]:
     if declared is None or isinstance(declared, Mapping):
         return dict(declared or {})
@@ -430,11 +447,13 @@ def create(
             raise SandboxConfigError(f"bad environment variable name {key!r}")
     if not all(isinstance(v, str) for v in env.values()):
         raise SandboxConfigError("env_vars values must be strings")
+    _check_exec_strings(env.values(), "env_vars")
     run_command = (
         _strings(command, "command") + _strings(arguments, "arguments")
         if command is not None
         else program_command(mode)
     )
+    _check_exec_strings(run_command, "command")
     if not run_command:
         raise SandboxConfigError("command= is empty")
     return Sandbox(
