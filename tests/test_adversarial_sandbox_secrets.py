@@ -292,3 +292,22 @@ def test_a_secret_never_reaches_the_notebook_from_a_real_kernel(docker_engine):
     finally:
         manager.shutdown_kernel(now=False)
         client.stop_channels()
+
+
+def test_the_containers_own_uid_still_has_a_name_a_home_and_writable_places(
+    no_leaked_containers,
+):
+    """The uid no host account has is no account in the image either: libraries asking
+    ``getpass.getuser()`` still get a name, ``~`` is writable, and so are /tmp and outputs."""
+    code = (
+        "import getpass, os, pathlib\n"
+        "name = getpass.getuser()\n"
+        "pathlib.Path('~/probe').expanduser().write_text('ok')\n"
+        "home = os.path.expanduser('~')\n"
+        "uid = os.getuid()\n"
+    )
+    outputs = {"name": str, "home": str, "uid": int}
+    name, home, uid = create("who", code=code, outputs=outputs).run()
+    assert (name, home) == ("sandbox", "/tmp")
+    with pytest.raises(KeyError):
+        pwd.getpwuid(uid)

@@ -277,8 +277,14 @@ class Sandbox:
         return True
 
     def _environment(self) -> dict[str, str]:
-        """Only what was asked for: env_vars, and secrets read from the host right now."""
-        env = {"HOME": "/tmp", "PYTHONUNBUFFERED": "1", **self.env_vars}
+        """Only what was asked for: env_vars, and secrets read from the host right now.
+
+        ``LOGNAME``/``USER`` name the user: the container's uid has no ``/etc/passwd`` entry (it
+        is drawn per container, see `_pool.fresh_uid`), and ``getpass.getuser()``, which some
+        libraries call for cache folders, reads these first.
+        """
+        user = {"LOGNAME": "sandbox", "USER": "sandbox"}
+        env = {"HOME": "/tmp", "PYTHONUNBUFFERED": "1", **user, **self.env_vars}
         for secret in self.secrets:
             if secret not in os.environ:
                 raise SandboxConfigError(f"secret {secret!r} is not set in the host environment")
