@@ -158,6 +158,7 @@ def test_an_output_holding_a_secret_is_hidden_in_record_and_live_view_but_return
     events: list[object] = []
     run = sandbox.execute({}, on_event=events.append)
     assert run.outputs["same"] == secret and run.outputs["pin"] == 987654321987
+    assert run.secrets == ()  # the run kept in the notebook no longer holds the values
     (finished,) = [e for e in events if isinstance(e, RunFinished)]
     live = [preview(value) for value in finished.outputs.values()]
     record = run.to_record()

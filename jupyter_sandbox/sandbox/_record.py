@@ -20,9 +20,9 @@ RECORD_VERSION = 1
 
 
 def _describe(
-    values: dict[str, Any], tags: dict[str, str | None], secrets: tuple[str, ...]
+    values: dict[str, Any], tags: dict[str, str | None], hidden: set[str]
 ) -> dict[str, dict[str, str]]:
-    """Type and preview of each value; a value holding a secret is previewed as hidden."""
+    """Type and preview of each value; those named in ``hidden`` hold a secret: not shown."""
     described = {}
     for name, value in values.items():
         tag = tags.get(name)
@@ -31,7 +31,7 @@ def _describe(
                 tag = infer_tag(value)
             except ValueError:
                 tag = type(value).__name__
-        shown = HIDDEN if holds_secret(value, secrets) else preview(value)
+        shown = HIDDEN if name in hidden else preview(value)
         described[name] = {"type": tag, "preview": shown}
     return described
 
@@ -55,7 +55,9 @@ class SandboxRun:
     build: BuildInfo | None = None
     error: str | None = None
     secrets: tuple[str, ...] = field(default=(), repr=False)
-    """The values of the run's secrets: masked wherever the record shows a value."""
+    """The values of the run's secrets while it runs; `seal` turns them into ``hidden``."""
+    hidden: frozenset[tuple[str, str]] = field(default=frozenset(), repr=False)
+    """``("inputs" | "outputs", name)`` of each value that holds a secret."""
 
     @property
     def status(self) -> Literal["ok", "error"]:
@@ -68,6 +70,21 @@ class SandboxRun:
         if not values:
             return None
         return values[0] if len(values) == 1 else values
+
+    def seal(self) -> None:
+        """At the end of the run: note which values hold a secret (the record shows them as
+        hidden), then forget the secrets' values, so a run kept in the notebook holds them
+        only where the code put them."""
+        self.hidden = frozenset(
+            (label, name)
+            for label, values in (("inputs", self.inputs), ("outputs", self.outputs))
+            for name, value in values.items()
+            if holds_secret(value, self.secrets)
+        )
+        self.secrets = ()
+
+    def _hidden(self, label: str) -> set[str]:
+        return {name for kind, name in self.hidden if kind == label}
 
     def to_record(self) -> dict[str, Any]:
         return {
@@ -84,6 +101,6 @@ class SandboxRun:
             "build": None if self.build is None else self.build.to_record(),
             "stdout": self.stdout,
             "stderr": self.stderr,
-            "outputs": _describe(self.outputs, self.output_types, self.secrets),
-            "inputs": _describe(self.inputs, self.input_types, self.secrets),
+            "outputs": _describe(self.outputs, self.output_types, self._hidden("outputs")),
+            "inputs": _describe(self.inputs, self.input_types, self._hidden("inputs")),
         }

@@ -175,10 +175,12 @@ class Sandbox:
             raise  # nothing ran: the one-line message is the whole story
         except ContainerError as err:
             mask_error(err, run.secrets)
+            run.seal()
             run.error = str(err)
             run.duration = time.monotonic() - start
             err.record = run.to_record()
             raise
+        run.seal()
         run.duration = time.monotonic() - start
         return run
 
