@@ -13,8 +13,8 @@ import os
 from ._errors import SandboxConfigError
 
 MAX_TIMEOUT = 30 * 86_400
-"""Seconds (30 days): the longest timeout either engine accepts. A run nobody waits 30 days for is a
-mistake, and far larger values overflow the timers underneath (``threading``, Monty)."""
+"""Seconds (30 days): the longest timeout either engine accepts. A run nobody waits 30 days
+for is a mistake, and far larger values overflow the timers underneath (``threading``, Monty)."""
 
 
 def machine_cpus() -> int:
@@ -71,6 +71,13 @@ def bounded(
             parameter=what,
         )
     return value  # type: ignore[return-value]  # an int or float, checked above
+
+
+def check_timeout(value: object) -> float:
+    """A timeout in seconds, as both engines take it: above 0, at most `MAX_TIMEOUT`."""
+    return bounded(
+        value, "timeout", low=0, strict_low=True, high=MAX_TIMEOUT, unit="s", why_high="30 days"
+    )
 
 
 def _show(number: float) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .._checks import MAX_TIMEOUT, bounded, machine_megabytes
+from .._checks import bounded, check_timeout, machine_megabytes
 
 MAX_CALLS = 10**9
 """Tool calls a cell may be allowed: at ~40 us a call, hours of calls; Monty's own suspension
@@ -33,7 +33,7 @@ class Limits:
     def __post_init__(self) -> None:
         """Each limit finite and within what Monty and this machine can honour: ``--timeout
         1e308`` or ``--max-calls 1e19`` would otherwise overflow inside Monty with a raw error."""
-        bounded(self.timeout, "timeout", low=0, strict_low=True, high=MAX_TIMEOUT, unit="s")
+        check_timeout(self.timeout)
         ram = machine_megabytes()
         for name in ("max_memory", "max_result", "max_output"):
             bounded(

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, get_args
 
-from .._checks import MAX_TIMEOUT, bounded
+from .._checks import bounded, check_timeout
 from .._errors import (
     ContainerError,
     DockerUnavailable,
@@ -444,7 +444,7 @@ def create(
         raise SandboxConfigError(f"network must be one of {get_args(Network)}, not {network!r}")
     bounded(retries, "retries", low=0, high=MAX_RETRIES, integer=True)
     if timeout is not None:
-        bounded(timeout, "timeout", low=0, strict_low=True, high=MAX_TIMEOUT, unit="s")
+        check_timeout(timeout)
     for what, reference in (("image", image), ("base_image", base_image)):
         if reference is not None:
             check_image(reference, what)
