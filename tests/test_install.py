@@ -15,11 +15,14 @@ import json
 import os
 import pwd
 import re
+import secrets
 import shutil
 import stat
 import subprocess
 import sys
 import tempfile
+import time
+import urllib.request
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,6 +30,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from _jupyterlab import CHROMIUM, DISABLED, _free_port
 from nbformat.v4 import new_code_cell, new_notebook
 
 from jupyter_sandbox import __version__
@@ -39,6 +43,7 @@ USER = "jupyter-sandbox-user"
 PYTHON = "/usr/bin/python3"  # Debian's: root's own Python may sit in a folder only root reads
 SOCKET = Path("/var/run/docker.sock")
 LABEXTENSION = "share/jupyter/labextensions/jupyter-sandbox"
+SCREENSHOTS = ROOT / "artifacts" / "screenshots"
 
 
 @dataclass(frozen=True)
@@ -54,15 +59,14 @@ class Account:
         """A fresh home: no kernelspec or pip cache of an earlier session counts."""
         return self.work / "home"
 
-    def run(self, argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-        """Run as this user with exactly ``env`` (nothing of root's environment leaks in)."""
+    def command(self, argv: list[str], env: dict[str, str]) -> list[str]:
+        """``argv`` as this user with exactly ``env`` (nothing of root's environment leaks in)."""
         assignments = [f"{key}={value}" for key, value in env.items()]
+        return ["runuser", "-u", self.name, "--", "env", "-i", *assignments, *argv]
+
+    def run(self, argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            ["runuser", "-u", self.name, "--", "env", "-i", *assignments, *argv],
-            cwd=self.work,
-            capture_output=True,
-            text=True,
-            check=False,
+            self.command(argv, env), cwd=self.work, capture_output=True, text=True, check=False
         )
 
 
@@ -234,3 +238,61 @@ def test_a_notebook_runs_orchestrate_and_sandbox_as_the_user(account, venv, kern
     assert "in a container" in streamed
     assert not [o for o in sandbox if o["output_type"] == "error"]
     assert value(result) == "42"
+
+
+@pytest.mark.browser
+def test_the_users_jupyterlab_shows_the_sandbox_kernel_with_its_logo(account, venv, kernel_dir):
+    """The user's own JupyterLab, in Chromium: the launcher offers "Python 3 (sandbox)" with our
+    logo, served from the per-user kernelspec (screenshots in the light and the dark theme)."""
+    from playwright.sync_api import sync_playwright
+
+    labconfig = account.home / ".jupyter" / "labconfig"
+    labconfig.mkdir(parents=True)
+    (labconfig / "page_config.json").write_text(json.dumps({"disabledExtensions": DISABLED}))
+    subprocess.run(["chown", "-R", f"{account.name}:", str(account.home / ".jupyter")], check=True)
+    token, port = secrets.token_hex(16), _free_port()
+    url = f"http://127.0.0.1:{port}"
+    argv = ["jupyter", "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}"]
+    argv += [f"--IdentityProvider.token={token}", "--LabApp.expose_app_in_browser=True"]
+    lab = subprocess.Popen(
+        account.command(argv, user_env(venv, account.home)),
+        cwd=account.work,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        while True:  # the test's own timeout bounds this wait
+            assert lab.poll() is None, "jupyter lab exited"
+            try:
+                urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=5).close()
+                break
+            except OSError:
+                time.sleep(0.5)
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+            page = browser.new_page(viewport={"width": 1100, "height": 700})
+            page.goto(f"{url}/lab?reset&token={token}")
+            page.wait_for_selector("#jupyterlab-splash", state="detached", timeout=90_000)
+            card = page.locator('.jp-LauncherCard[data-category="Notebook"]').filter(
+                has_text="Python 3 (sandbox)"
+            )
+            logo = card.locator("img")
+            logo.wait_for(timeout=60_000)
+            assert logo.get_attribute("src").endswith("/kernelspecs/jupyter-sandbox/logo-svg.svg")
+            page.wait_for_function(
+                "img => img.complete && img.naturalWidth > 0", arg=logo.element_handle()
+            )
+            SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+            for theme, name in (("JupyterLab Light", "light"), ("JupyterLab Dark", "dark")):
+                page.evaluate(
+                    "theme => window.jupyterapp.commands.execute('apputils:change-theme', {theme})",
+                    theme,
+                )
+                page.wait_for_function(
+                    "theme => document.body.dataset.jpThemeName === theme", arg=theme
+                )
+                page.screenshot(path=SCREENSHOTS / f"launcher-sandbox-kernel-{name}.png")
+            browser.close()
+    finally:
+        lab.terminate()
+        lab.wait()
