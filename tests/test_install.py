@@ -3,8 +3,9 @@ environment, used by a non-root user who is in the ``docker`` group.
 
 Everything is real: the wheel is built from this checkout, a fresh venv of Debian's Python (not
 root's) gets JupyterLab first and then the wheel, and a real user account runs ``jupyter``,
-``install-kernel`` and a notebook through ``nbconvert --execute`` on the installed kernelspec.
-Select with ``-m install``; 2-3 minutes on 2 busy cores, most of it pip installing JupyterLab.
+``install-kernel``, a notebook through ``nbconvert --execute`` on both kernels, and its own
+``jupyter lab``, looked at in Chromium. Select with ``-m install``; about 2.5 minutes on 2 idle
+cores (longer when they are shared), most of it pip installing JupyterLab.
 """
 
 from __future__ import annotations
