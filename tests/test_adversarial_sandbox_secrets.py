@@ -25,7 +25,7 @@ from pathlib import Path
 import docker.errors
 import pytest
 
-from jupyter_sandbox import InvalidOutput, NonZeroExit, SandboxCancelled, create
+from jupyter_sandbox import ContainerError, InvalidOutput, NonZeroExit, SandboxCancelled, create
 from jupyter_sandbox._events import Output, RunFinished
 from jupyter_sandbox._preview import preview
 from jupyter_sandbox.display._mime import bundle
@@ -312,3 +312,27 @@ def test_the_containers_own_uid_still_has_a_name_a_home_and_writable_places(
     assert (name, home) == ("sandbox", "/tmp")
     with pytest.raises(KeyError):
         pwd.getpwuid(uid)
+
+
+def test_sandbox_uids_never_meet_monty_worker_uids_or_host_accounts():
+    """A sandbox process sharing a uid with a Monty worker could read that worker's memory
+    (and the other way round): the two reserved ranges must not overlap, and none of ours may
+    belong to an account of this host."""
+    from jupyter_sandbox.orchestrate._confine import WORKER_IDS
+
+    ours = range(_pool.UID_BASE, _pool.UID_BASE + _pool.UID_SPAN)
+    assert ours.stop <= 2**31 and (ours.stop <= WORKER_IDS.start or WORKER_IDS.stop <= ours.start)
+    assert not [user.pw_name for user in pwd.getpwall() if user.pw_uid in ours]
+
+
+def test_a_uid_delegated_to_a_host_user_is_never_a_containers(tmp_path, monkeypatch):
+    """The owner of a subordinate range can become its ids in a user namespace: a container
+    never gets one; a reserved range all delegated is one clear error, not a hang."""
+    half = _pool.UID_SPAN // 2
+    subuid = tmp_path / "subuid"
+    subuid.write_text(f"alice:{_pool.UID_BASE}:{half}\nbroken line\n")
+    monkeypatch.setattr(_pool, "SUBORDINATE_FILES", (str(subuid), str(tmp_path / "absent")))
+    assert all(_pool.fresh_uid() >= _pool.UID_BASE + half for _ in range(200))
+    subuid.write_text(f"alice:{_pool.UID_BASE - 5}:{_pool.UID_SPAN + 10}\n")
+    with pytest.raises(ContainerError, match="no free uid"):
+        _pool.fresh_uid()

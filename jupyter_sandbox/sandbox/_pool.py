@@ -30,11 +30,13 @@ import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .._errors import ContainerError
 from .._owner import temp_prefix
 from ._baseimage import SANDBOX_UID
 from ._client import KIND, LABEL, owner_labels
@@ -51,6 +53,9 @@ UID_SPAN = 40_000_000
 ``/etc/passwd`` (regular users stop at 60000) and systemd's container ranges (up to
 1879048191), clear of the Monty workers' uids (``orchestrate._confine.UID_BASE`` + pid, from 2e9)
 and below 2^31, where some tools start to misread uids."""
+SUBORDINATE_FILES = ("/etc/subuid", "/etc/subgid")
+_UID_TRIES = 1000
+"""Random draws before `fresh_uid` gives up: only a range nearly all taken runs out."""
 _IDLE = 300.0
 """Seconds a spare container waits for a run before it is no longer handed out."""
 _MAX_SPARES = 4
@@ -110,16 +115,42 @@ def _background(target: object, *args: object) -> None:
 
 
 def fresh_uid() -> int:
-    """A random uid (and gid) of the reserved range that no host user or group has."""
-    while True:
+    """A random uid (and gid) of the reserved range that no host account has: no user or group
+    (asked through the name service, so LDAP counts), and no subordinate range of
+    ``/etc/subuid``/``/etc/subgid`` (its owner can become those ids in a user namespace)."""
+    delegated = _subordinate_ids()
+    for _ in range(_UID_TRIES):
         uid = UID_BASE + secrets.randbelow(UID_SPAN)
-        try:
-            pwd.getpwuid(uid)
-        except KeyError:
-            try:
-                grp.getgrgid(uid)
-            except KeyError:
-                return uid
+        if any(uid in ids for ids in delegated) or _account(pwd.getpwuid, uid):
+            continue
+        if not _account(grp.getgrgid, uid):
+            return uid
+    raise ContainerError(
+        f"no free uid in {UID_BASE}..{UID_BASE + UID_SPAN - 1}: host accounts or subordinate "
+        "ranges cover it; free part of that range for sandbox containers"
+    )
+
+
+def _account(lookup: Callable[[int], object], uid: int) -> bool:
+    """True when the name service knows ``uid`` (``pwd.getpwuid``) or the gid (``grp``)."""
+    try:
+        lookup(uid)
+    except KeyError:
+        return False
+    return True
+
+
+def _subordinate_ids() -> list[range]:
+    """The id ranges delegated to users in ``/etc/subuid`` and ``/etc/subgid``."""
+    ranges = []
+    for path in SUBORDINATE_FILES:
+        with contextlib.suppress(OSError):
+            for line in Path(path).read_text().splitlines():
+                fields = line.split(":")  # name:first:count
+                if len(fields) == 3 and fields[1].isdigit() and fields[2].isdigit():
+                    first = int(fields[1])
+                    ranges.append(range(first, first + int(fields[2])))
+    return ranges
 
 
 @cache
