@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import queue
 import resource
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -27,7 +28,7 @@ from jupyter_sandbox import (
 )
 from jupyter_sandbox._events import Output
 from jupyter_sandbox.orchestrate import MAX_NESTING, Journal, orchestrate, orchestrate_async
-from jupyter_sandbox.orchestrate._runtime import tool_loop
+from jupyter_sandbox.orchestrate._runtime import WORKERS, tool_loop
 
 HANG_GUARD = 60.0
 """Seconds before a wait gives up: only there so a regression fails instead of hanging."""
@@ -146,13 +147,52 @@ def test_orchestrate_nests_in_tools_to_max_nesting_and_deeper_fails_at_once():
     assert called == []  # it failed on the way down, before the deepest tool ran
 
 
-def test_many_nested_runs_at_once_wait_for_workers_but_never_deadlock():
-    async def inner(x: int) -> int:
-        result = await orchestrate_async("x * 2", inputs={"x": x}, tools={})
-        return int(result.value)
+def test_nested_runs_get_workers_while_every_cell_level_worker_is_held():
+    """As many cells at once as the pool has workers, each calling a tool that runs
+    sandboxed code once all of them hold their worker: the nested runs must not wait for a
+    worker only a finished cell could give back."""
+    all_running = threading.Barrier(WORKERS)
 
-    code = "import asyncio\nawait asyncio.gather(*[inner(i) for i in range(6)])"
-    assert orchestrate(code, tools=[inner]).value == [0, 2, 4, 6, 8, 10]
+    def inner(x: int) -> int:
+        all_running.wait(timeout=HANG_GUARD)
+        return int(orchestrate("x * 2", inputs={"x": x}, tools={}).value)
+
+    results: dict[int, Any] = {}
+
+    def cell(i: int) -> None:
+        results[i] = orchestrate("inner(i) + 1", inputs={"i": i}, tools=[inner]).value
+
+    threads = [threading.Thread(target=cell, args=(i,), daemon=True) for i in range(WORKERS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=HANG_GUARD)
+    assert results == {i: 2 * i + 1 for i in range(WORKERS)}
+
+
+def test_cancelling_orchestrate_async_in_a_blocked_sync_tool_gives_its_worker_back():
+    started, release = threading.Event(), threading.Event()
+
+    def hang() -> int:
+        started.set()
+        release.wait()
+        return 1
+
+    async def scenario() -> Any:
+        for _ in range(WORKERS + 1):  # more runs than workers, each left blocked
+            started.clear()
+            run = asyncio.ensure_future(orchestrate_async("hang()", tools=[hang]))
+            while not started.is_set():
+                await asyncio.sleep(0.01)
+            run.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await run
+        return (await orchestrate_async("1 + 1", tools={})).value
+
+    try:
+        assert asyncio.run(asyncio.wait_for(scenario(), HANG_GUARD)) == 2
+    finally:
+        release.set()
 
 
 KERNEL_SETUP = """

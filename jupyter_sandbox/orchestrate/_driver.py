@@ -148,7 +148,10 @@ class Driver:
             with self.parent._lock:
                 self.parent._children.add(self)
         try:
-            self.result.value = self._checked(self._run_session())
+            value = self._run_session()
+            if self._over_limit is not None:  # the feed ended before the kill took effect
+                raise self._over_limit
+            self.result.value = self._checked(value)
             return self.result
         except pm.MontyError as exc:
             if self._over_limit is not None:
@@ -274,6 +277,9 @@ class Driver:
             session.__enter__()
             with self._lock:
                 self._session = session  # `_close` hands it back
+                late = self._closed
+            if late:  # abandoned while waiting: `_close` has run, so hand it back here
+                session.__exit__(None, None, None)
         self._worker_pid = session.worker_pid
         if self._killed.is_set():
             raise Interrupted("interrupted", limit="interrupt")
@@ -368,6 +374,11 @@ class Driver:
         tasks = [t for t in self._tasks if not t.done()]
         if not tasks:
             return
+        with contextlib.suppress(RuntimeError):
+            if asyncio.get_running_loop() is self.loop:  # `stop` from orchestrate_async
+                for task in tasks:
+                    task.cancel()  # waiting here would block the loop they run on
+                return
 
         async def stop() -> None:
             for task in tasks:

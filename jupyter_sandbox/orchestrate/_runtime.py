@@ -19,6 +19,8 @@ from ._confine import Confinement, choose, stop_inheritance
 
 _lock = threading.Lock()
 _pools: dict[int, pydantic_monty.Monty] = {}
+WORKERS = max(2, os.cpu_count() or 2)
+"""Workers each pool may run at once."""
 _loop: asyncio.AbstractEventLoop | None = None
 _confinement: Confinement | None = None
 
@@ -44,7 +46,7 @@ def pool(level: int = 0) -> pydantic_monty.Monty:
             found = pydantic_monty.Monty(
                 binary_path=confinement().binary,
                 min_processes=1 if level == 0 else 0,
-                max_processes=max(2, os.cpu_count() or 2),
+                max_processes=WORKERS,
             )
             found.__enter__()
             atexit.register(found.__exit__, None, None, None)
