@@ -1,7 +1,8 @@
 """One run in one container: live output, a wall-clock limit, outputs back, removal always.
 
 The container comes from `_pool` (started ahead, confined); this module stages the run's files
-into its mounts, runs the code as an exec, streams its output, enforces the timeout and the
+into its mounts (again into a fresh container if the spare died while it waited), runs the code
+as an exec, streams its output with secrets masked, enforces the timeout and the
 output cap, detects an OOM kill, tars ``/var/outputs`` back, and hands the container back for
 removal on every path.
 """
