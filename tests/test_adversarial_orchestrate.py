@@ -25,10 +25,12 @@ from jupyter_sandbox import (
     OrchestrationError,
     ToolError,
     TypeCheckError,
+    create,
 )
 from jupyter_sandbox._events import Output
 from jupyter_sandbox.orchestrate import MAX_NESTING, Journal, orchestrate, orchestrate_async
 from jupyter_sandbox.orchestrate._runtime import WORKERS, tool_loop
+from jupyter_sandbox.orchestrate._tools import as_tool
 
 HANG_GUARD = 60.0
 """Seconds before a wait gives up: only there so a regression fails instead of hanging."""
@@ -95,6 +97,18 @@ def test_any_base_exception_from_an_async_tool_leaves_the_tool_loop_serving(exc)
     assert tool_loop().is_running()
     code = "import asyncio\nawait asyncio.gather(slow(1), slow(2), slow(3))"
     assert orchestrate(code, tools=[slow]).value == [1, 2, 3]
+
+
+@pytest.mark.docker
+@pytest.mark.usefixtures("no_leaked_containers")
+def test_after_an_async_tool_raised_system_exit_a_sandbox_tool_still_runs():
+    async def boom() -> None:
+        raise SystemExit(2)
+
+    inc = as_tool(create("inc", code="result = x + 1", inputs={"x": int}, outputs={"result": int}))
+    with pytest.raises(ToolError, match="raised SystemExit"):
+        orchestrate("await boom()", tools=[boom])
+    assert orchestrate("await inc(41)", tools=[inc]).value == 42
 
 
 def test_a_tool_exception_whose_str_raises_is_one_line_of_ours():
