@@ -64,7 +64,8 @@ _SCRIPT = "cell.py"
 
 
 class Driver:
-    """One run of one cell. Create, `run` on a worker thread, `kill` from any thread."""
+    """One run of one cell. Create, `run` on a thread of its own; `kill` or `stop` it from
+    any thread."""
 
     def __init__(
         self,
