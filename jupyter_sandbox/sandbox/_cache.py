@@ -88,7 +88,7 @@ def cache_key(
 
 def load(key: str) -> dict[str, Any] | None:
     """The cached outputs (declaration order) and transcript, or None on a miss."""
-    path = cache_dir() / f"{key}.json"
+    path = _private_dir() / f"{key}.json"  # closes a folder an older version left open
     try:
         entry = json.loads(path.read_text())
     except (OSError, ValueError):
