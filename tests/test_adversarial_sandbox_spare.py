@@ -76,8 +76,13 @@ class _Engine:
 
     def start(self) -> None:
         log = (self.root / "log").open("ab")
+        # its own network namespace: a dockerd started with --bridge=none deletes the host's
+        # docker0, which the shared engine's bridge network needs
         self.process = subprocess.Popen(
             [
+                "unshare",
+                "--net",
+                "--",
                 "dockerd",
                 f"--data-root={self.root / 'data'}",
                 f"--exec-root={self.root / 'exec'}",
@@ -128,6 +133,7 @@ class _Engine:
 @pytest.fixture(scope="session")
 def second_engine(docker_engine) -> Iterator[_Engine]:
     """A private engine holding the base image (copied once per session from the main one)."""
+    links = set(os.listdir("/sys/class/net"))
     engine = _Engine()
     try:
         engine.start()
@@ -138,6 +144,7 @@ def second_engine(docker_engine) -> Iterator[_Engine]:
     finally:
         engine.remove()
     assert not engine.root.exists(), f"second engine left {engine.root} behind"
+    assert links <= set(os.listdir("/sys/class/net")), "the second engine removed host links"
 
 
 @pytest.fixture
