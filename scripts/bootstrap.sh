@@ -51,7 +51,10 @@ quiet_pip install -q -e '.[test]'
 # but editable installs do not install shared data: link the build where JupyterLab looks
 # (what `jupyter labextension develop` does), so tests run the extension from these sources.
 mkdir -p .venv/share/jupyter/labextensions
-ln -sfn "$ROOT/jupyter_sandbox/labextension" .venv/share/jupyter/labextensions/jupyter-sandbox
+# A real folder there (left by a wheel install) would get the link put inside it: replace it.
+link=.venv/share/jupyter/labextensions/jupyter-sandbox
+[ -L "$link" ] || rm -rf "$link"
+ln -sfn "$ROOT/jupyter_sandbox/labextension" "$link"
 
 log "making sure the base image exists"
 .venv/bin/python -m jupyter_sandbox base-image
