@@ -15,7 +15,7 @@ SandboxError                      base: catch this to catch anything of ours
     ├── UnusableImage             the image cannot start the program (no python3, no bash)
     ├── SandboxTimeout            the container ran past its timeout
     ├── OutOfMemory               the container was killed for memory
-    ├── OutputLimitExceeded       stdout+stderr passed the cap; the run was stopped
+    ├── OutputLimitExceeded       stdout+stderr, or /var/outputs, passed its cap
     ├── SandboxCancelled          the awaiting task was cancelled; the container was removed
     ├── NonZeroExit               the code exited non-zero (``.exit_code``, ``.stderr_tail``)
     └── MissingOutput             a declared output was not written (``.name``)
@@ -176,7 +176,8 @@ class SandboxCancelled(ContainerError):
 
 
 class OutputLimitExceeded(ContainerError):
-    """The code wrote more stdout+stderr than the run's output cap; the container was stopped."""
+    """The code wrote more stdout+stderr than the run's output cap (the container was stopped),
+    or left more in ``/var/outputs`` than its disk limit (nothing of it was returned)."""
 
 
 class NonZeroExit(ContainerError):
