@@ -247,7 +247,8 @@ def test_a_worker_that_could_name_another_still_cannot_signal_trace_or_read_it(
     the host's PID namespace and ``/proc`` (the launcher without its ``unshare``), so it sees
     every worker and the kernel, and each attack must still be refused."""
     prefix = confinement().prefix
-    uid_only = prefix[prefix.index("--") + 1 :]
+    after_unshare = next(i for i, word in enumerate(prefix) if word.endswith("/unshare"))
+    uid_only = prefix[prefix.index("--", after_unshare) + 1 :]
     with confined_like_a_worker(uid_only) as command:
         report = run_attacker(command, held_secret, "attack")
     others = report["others"]

@@ -85,9 +85,14 @@ def _levels(account_files: Sequence[str] = ACCOUNT_FILES) -> list[tuple[str, lis
     # levels that is the kernel itself), and its terminal, if it has one.
     alone = [setsid, "--", setpriv]
     nnp = ["--no-new-privs", "--"]
+    # ``unshare --fork`` ignores SIGTERM while it waits for the worker; in the kernel's process
+    # group it would make ipykernel's shutdown wait seconds for it, until jupyter_client
+    # SIGTERMs the kernel and our exit handlers never run. Its own session keeps it out.
+    # (The launcher is no group leader, so ``setsid`` execs in place: the PID stays the pool's.)
+    outside = [setsid, "--"]
     levels: list[tuple[str, list[str]]] = []
     if unshare and os.geteuid() == 0 and not ids_taken(account_files):
-        namespaces = [unshare, *pidns, "--net", "--ipc", "--uts", "--"]
+        namespaces = [*outside, unshare, *pidns, "--net", "--ipc", "--uts", "--"]
         drop = [
             "--reuid", _UID, "--regid", _UID, "--clear-groups",
             "--inh-caps=-all", "--bounding-set=-all",
@@ -95,7 +100,8 @@ def _levels(account_files: Sequence[str] = ACCOUNT_FILES) -> list[tuple[str, lis
         levels.append(("own-uid+pidns+netns", [*namespaces, *alone, *drop, *with_parent, *nnp]))
     if unshare:
         userns = [unshare, "--user", "--net", "--ipc", "--uts"]
-        levels.append(("userns+pidns+netns", [*userns, *pidns, "--", *alone, *with_parent, *nnp]))
+        pid_level = [*outside, *userns, *pidns, "--", *alone, *with_parent, *nnp]
+        levels.append(("userns+pidns+netns", pid_level))
         levels.append(("userns+netns", [*userns, "--", *alone, *nnp]))
     levels.append(("no-new-privs", [*alone, *nnp]))
     return levels
