@@ -214,11 +214,11 @@ def _printed(messages: list[dict[str, Any]]) -> str:
 @pytest.fixture
 def kernel(docker_engine: Any) -> Iterator[Any]:
     """A real IPython kernel (jupyter_client), the extension loaded and one tool registered;
-    after its shutdown and the next load's reaping, none of its containers may be left.
+    after its normal shutdown, none of its containers may be left, with no reaping.
 
-    (Not after the shutdown alone: jupyter_client sends SIGTERM 2.5 s after asking the kernel
-    to stop, while ipykernel is still waiting for the confined Monty workers, which ignore
-    SIGTERM, so the kernel's exit handlers may never run.)"""
+    (ipykernel's shutdown waits for the children in its process group; the confined Monty
+    workers' launchers ignore SIGTERM, so they start in a session of their own: otherwise
+    jupyter_client SIGTERMs the kernel first and its exit handlers never run.)"""
     from jupyter_client.manager import start_new_kernel
 
     manager, client = start_new_kernel(kernel_name="python3")
@@ -228,7 +228,6 @@ def kernel(docker_engine: Any) -> Iterator[Any]:
     finally:
         client.stop_channels()
         manager.shutdown_kernel(now=False)
-    reap_orphans()
     assert _containers_of(docker_engine, pid) == []
 
 
