@@ -102,7 +102,7 @@ def stage_inputs(dest: Path, tags: Mapping[str, str], values: Mapping[str, Any])
             check_input(name, tag, value)
             target = dest / name
             if tag == "file":
-                _copy_file(Path(os.fspath(value)), target, follow=True, label=repr(name))
+                _copy_file(os.fspath(value), target, label=repr(name))
             elif tag == "dir":
                 _copy_dir(name, Path(os.fspath(value)).resolve(), target)
             else:
@@ -154,15 +154,14 @@ def _copy_sparse(source: IO[bytes], fd: int) -> int:
     return size
 
 
-def _copy_file(source: Path, target: Path, *, follow: bool, label: str) -> None:
-    """Copy one regular file; refuse anything else (a FIFO would block, a device is not data)."""
-    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
-    try:
-        fd = os.open(source, flags)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:  # swapped for a link since it was listed
-            raise SandboxConfigError(f"input {label} changed while it was copied") from None
-        raise
+def _copy_file(source: str | Path, target: Path, *, label: str, dir_fd: int | None = None) -> None:
+    """Copy one regular file; refuse anything else (a FIFO would block, a device is not data).
+
+    With ``dir_fd`` (inside a `Dir`), ``source`` is a name in that folder, opened without
+    following a link: one swapped in since the folder was listed is refused, not followed.
+    """
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
+    fd = os.open(source, flags) if dir_fd is None else _open_in(dir_fd, source, flags, label)
     with os.fdopen(fd, "rb") as src:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise SandboxConfigError(f"input {label} is not a regular file")
@@ -173,37 +172,67 @@ def _copy_file(source: Path, target: Path, *, follow: bool, label: str) -> None:
             os.close(out)
 
 
+def _open_in(dir_fd: int, name: str | Path, flags: int, label: str) -> int:
+    """Open ``name`` in the folder ``dir_fd`` without following a link."""
+    try:
+        return os.open(name, flags | os.O_NOFOLLOW, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):  # swapped for a link since it was listed
+            raise SandboxConfigError(f"input {label} changed while it was copied") from None
+        raise
+
+
 def _copy_dir(name: str, root: Path, dest: Path) -> None:
     """Copy a directory input: files and folders, and links that stay inside it (kept as
-    relative links). A link out of it, or a FIFO, socket or device, is refused by name."""
+    relative links). A link out of it, or a FIFO, socket or device, is refused by name.
+
+    Each folder is opened from its parent's descriptor without following links, so a folder
+    swapped for a link while the copy runs is refused instead of copied from elsewhere.
+    """
+    dirs = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
     os.mkdir(dest)
     os.chmod(dest, 0o755)
-    pending = [(root, dest)]
-    while pending:
-        source_dir, dest_dir = pending.pop()
-        with os.scandir(source_dir) as entries:
-            for entry in entries:
-                source, target = Path(entry.path), dest_dir / entry.name
-                label = repr(f"{name}/{source.relative_to(root)}")
-                if entry.is_symlink():
-                    real = Path(os.path.realpath(source))
-                    if real != root and root not in real.parents:
+    pending = [(os.open(root, dirs | os.O_NOFOLLOW), root, dest)]
+    try:
+        while pending:
+            fd, source_dir, dest_dir = pending.pop()
+            try:
+                with os.scandir(fd) as listing:
+                    entries = list(listing)
+                for entry in entries:
+                    source, target = source_dir / entry.name, dest_dir / entry.name
+                    label = repr(f"{name}/{source.relative_to(root)}")
+                    if entry.is_symlink():
+                        _copy_link(name, root, source, target, label)
+                    elif entry.is_dir(follow_symlinks=False):
+                        os.mkdir(target)
+                        os.chmod(target, 0o755)
+                        pending.append((_open_in(fd, entry.name, dirs, label), source, target))
+                    elif entry.is_file(follow_symlinks=False):
+                        _copy_file(entry.name, target, label=label, dir_fd=fd)
+                    else:
                         raise SandboxConfigError(
-                            f"input {name!r}: {label} is a link to {os.readlink(source)!r}, "
-                            "outside the directory; copy what it points to into the directory"
+                            f"input {name!r}: {label} is not a file, directory or link "
+                            "(a FIFO, socket or device cannot be sent)"
                         )
-                    os.symlink(os.path.relpath(real, source_dir), target)
-                elif entry.is_dir(follow_symlinks=False):
-                    os.mkdir(target)
-                    os.chmod(target, 0o755)
-                    pending.append((source, target))
-                elif entry.is_file(follow_symlinks=False):
-                    _copy_file(source, target, follow=False, label=label)
-                else:
-                    raise SandboxConfigError(
-                        f"input {name!r}: {label} is not a file, directory or link "
-                        "(a FIFO, socket or device cannot be sent)"
-                    )
+            finally:
+                os.close(fd)
+    except BaseException:
+        for fd, _source, _dest in pending:
+            os.close(fd)
+        raise
+
+
+def _copy_link(name: str, root: Path, source: Path, target: Path, label: str) -> None:
+    """Keep a link that leads inside the input, as a relative link between real folders (so
+    it means the same inside the container); refuse one that leads out."""
+    real = Path(os.path.realpath(source))
+    if real != root and root not in real.parents:
+        raise SandboxConfigError(
+            f"input {name!r}: {label} is a link to {os.readlink(source)!r}, outside the "
+            "directory; copy what it points to into the directory"
+        )
+    os.symlink(os.path.relpath(real, source.parent), target)
 
 
 def stage_program(
