@@ -16,8 +16,9 @@ from collections.abc import Callable
 from _timing import measure, print_table
 
 from jupyter_sandbox import orchestrate, tool
-from jupyter_sandbox._events import CallFinished, CallStarted, Event, ToolCall, ignore
+from jupyter_sandbox._events import ignore
 from jupyter_sandbox.display import OrchestrateView
+from jupyter_sandbox.events import CallFinished, CallStarted, Event, ToolCall
 
 
 @tool

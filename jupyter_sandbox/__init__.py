@@ -10,15 +10,19 @@ Two engines, usable with or without IPython:
 back to it until the code works (``%%codemode``).
 
 ``%load_ext jupyter_sandbox`` registers the cell magics. Every exception we raise is in
-`jupyter_sandbox.errors` (documented there as one tree).
+`jupyter_sandbox.errors` (documented there as one tree), every ``on_event`` event in
+`jupyter_sandbox.events`; every other public name is here (and its ``__module__`` says so).
 """
 
 from __future__ import annotations
 
+from importlib.metadata import version
 from typing import TYPE_CHECKING
 
-from . import _errors as errors
-from ._errors import (
+from . import errors, events
+from ._public import publish
+from .codemode import AgentResult, CodeModeAgent, ScriptedLLM, system_prompt
+from .errors import (
     CodeModeError,
     ContainerError,
     DockerUnavailable,
@@ -31,6 +35,7 @@ from ._errors import (
     NonZeroExit,
     OrchestrationError,
     OutOfMemory,
+    OutputError,
     OutputLimitExceeded,
     SandboxCancelled,
     SandboxConfigError,
@@ -40,11 +45,13 @@ from ._errors import (
     TypeCheckError,
     UnusableImage,
 )
-from ._events import ToolCall
-from .codemode import AgentResult, CodeModeAgent, system_prompt
+from .events import ToolCall
 from .orchestrate import (
+    Journal,
+    Limits,
     OrchestrationResult,
     Tool,
+    ToolCache,
     orchestrate,
     orchestrate_async,
     orchestrate_local,
@@ -55,7 +62,9 @@ from .sandbox import Dir, File, Resources, Sandbox, SandboxRun, create
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
 
-__version__ = "0.1.0"
+__version__ = version("jupyter-sandbox")
+"""From the installed package's metadata, which ``pyproject.toml`` sets: the one place the
+version is written (the labextension's ``package.json`` repeats it; a test checks they agree)."""
 
 __all__ = [
     "AgentResult",
@@ -69,12 +78,15 @@ __all__ = [
     "Interrupted",
     "InvalidOutput",
     "InvalidPackageError",
+    "Journal",
     "LimitExceeded",
+    "Limits",
     "MissingOutput",
     "NonZeroExit",
     "OrchestrationError",
     "OrchestrationResult",
     "OutOfMemory",
+    "OutputError",
     "OutputLimitExceeded",
     "Resources",
     "Sandbox",
@@ -83,7 +95,9 @@ __all__ = [
     "SandboxError",
     "SandboxRun",
     "SandboxTimeout",
+    "ScriptedLLM",
     "Tool",
+    "ToolCache",
     "ToolCall",
     "ToolError",
     "TypeCheckError",
@@ -91,6 +105,7 @@ __all__ = [
     "__version__",
     "create",
     "errors",
+    "events",
     "load_ipython_extension",
     "orchestrate",
     "orchestrate_async",
@@ -120,3 +135,6 @@ def unload_ipython_extension(ipython: InteractiveShell) -> None:
     from .magics import unload
 
     unload(ipython)
+
+
+publish(__name__, globals(), __all__)

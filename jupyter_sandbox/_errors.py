@@ -1,36 +1,7 @@
-"""Every exception jupyter-sandbox raises, in one place.
+"""The exception classes; `jupyter_sandbox.errors` is their public home and draws the tree.
 
-```
-SandboxError                      base: catch this to catch anything of ours
-├── OrchestrationError            %%orchestrate / orchestrate(): the sandboxed code failed
-│   ├── TypeCheckError            rejected by the type checker before any tool ran
-│   ├── ToolError                 a tool raised and the code did not catch it
-│   ├── LimitExceeded             a limit hit: time, memory, calls... (``.limit`` names it)
-│   │   └── Interrupted           the user interrupted the run (Ctrl-C)
-│   └── CodeModeError             the agent loop ran out of attempts (``.attempts`` has each)
-└── ContainerError                %%sandbox / create().run(): Docker side
-    ├── DockerUnavailable         no engine reachable (the message says how to start one)
-    ├── ImageBuildError           image build failed (``.log`` has the failing step's log)
-    │   └── InvalidPackageError   a pip or apt package does not exist (``.package``)
-    ├── UnusableImage             the image cannot start the program (no python3, no bash)
-    ├── SandboxTimeout            the container ran past its timeout
-    ├── OutOfMemory               the container was killed for memory
-    ├── OutputLimitExceeded       stdout+stderr, or /var/outputs, passed its cap
-    ├── SandboxCancelled          the awaiting task was cancelled; the container was removed
-    ├── NonZeroExit               the code exited non-zero (``.exit_code``, ``.stderr_tail``)
-    └── MissingOutput             a declared output was not written (``.name``)
-        └── InvalidOutput         it was written but does not parse as its declared type
-```
-
-``retries`` re-run a run whose container failed (`NonZeroExit`, `SandboxTimeout`,
-`OutOfMemory`, `OutputLimitExceeded`, `MissingOutput`/`InvalidOutput`): what may go otherwise
-next time. Bad arguments, a failed build, an `UnusableImage`, an engine error and a
-cancellation are raised at once.
-
-A `ContainerError` raised by a run carries ``.record``: the JSON-safe run record so far (what
-``%%sandbox`` displays even when the run failed), or None when nothing ran.
-
-`SandboxConfigError` (also a `ValueError`) is raised for bad arguments before anything runs.
+Grouped by cause, not by shared attributes: an `except` clause for one cause never catches
+another (Ctrl-C is not a `LimitExceeded`, an unparseable output is not a `MissingOutput`).
 """
 
 from __future__ import annotations
@@ -94,8 +65,8 @@ class ToolError(OrchestrationError):
 
 class LimitExceeded(OrchestrationError):
     """A resource limit stopped the code. ``limit`` is one of time, memory, calls, output
-    (printed too much), result (the value writes out too large), nesting (``orchestrate``
-    nested in tools too deep) or interrupt; the message names the option that raises it,
+    (printed too much), result (the value writes out too large) or nesting (``orchestrate``
+    nested in tools too deep); the message names the option that raises it,
     where there is one."""
 
     def __init__(self, message: str, *, limit: str, sandbox_traceback: str = "") -> None:
@@ -103,8 +74,11 @@ class LimitExceeded(OrchestrationError):
         self.limit = limit
 
 
-class Interrupted(LimitExceeded):
-    """The run was interrupted (KeyboardInterrupt) and its worker killed."""
+class Interrupted(OrchestrationError):
+    """The run was interrupted (KeyboardInterrupt) and its worker killed.
+
+    Not a `LimitExceeded`: no limit was hit, so ``except LimitExceeded`` (to retry with a
+    larger one) must not swallow the user's Ctrl-C."""
 
 
 class CodeModeError(OrchestrationError):
@@ -189,13 +163,17 @@ class NonZeroExit(ContainerError):
         self.stderr_tail = printable(stderr_tail)
 
 
-class MissingOutput(ContainerError):
-    """A declared output was not written by the code."""
+class OutputError(ContainerError):
+    """A declared output cannot be returned; ``name`` names it."""
 
     def __init__(self, message: str, *, name: str) -> None:
         super().__init__(message)
         self.name = name
 
 
-class InvalidOutput(MissingOutput):
+class MissingOutput(OutputError):
+    """A declared output was not written by the code."""
+
+
+class InvalidOutput(OutputError):
     """A declared output was written but cannot be read as its declared type."""

@@ -27,7 +27,7 @@ from jupyter_sandbox import (
     TypeCheckError,
     create,
 )
-from jupyter_sandbox._events import Output
+from jupyter_sandbox.events import Output
 from jupyter_sandbox.orchestrate import MAX_NESTING, Journal, orchestrate, orchestrate_async
 from jupyter_sandbox.orchestrate._runtime import WORKERS, tool_loop
 from jupyter_sandbox.orchestrate._tools import as_tool

@@ -18,8 +18,8 @@ import pytest
 from jupyter_client.manager import start_new_kernel
 
 from jupyter_sandbox import ImageBuildError, InvalidPackageError, create
-from jupyter_sandbox._events import BuildFinished, BuildLog, BuildStarted, BuildStep, Event
 from jupyter_sandbox.display import SandboxView, _html, _text
+from jupyter_sandbox.events import BuildFinished, BuildLog, BuildStarted, BuildStep, Event
 from jupyter_sandbox.magics._common import format_error
 from jupyter_sandbox.sandbox._build import BuildInfo, LineSplitter
 from jupyter_sandbox.sandbox._image import default_base_image, ensure_image

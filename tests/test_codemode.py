@@ -15,10 +15,10 @@ from jupyter_sandbox import (
     TypeCheckError,
     system_prompt,
 )
-from jupyter_sandbox._events import AttemptFinished, AttemptStarted, CallStarted
 from jupyter_sandbox.codemode import ScriptedLLM, extract_code
 from jupyter_sandbox.codemode import _capabilities as caps_module
 from jupyter_sandbox.codemode._probes import PROBES
+from jupyter_sandbox.events import AttemptFinished, AttemptStarted, CallStarted
 
 PRICES = {"apple": 0.5, "pear": 0.75}
 

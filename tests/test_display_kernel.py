@@ -12,7 +12,7 @@ from jupyter_sandbox.display import RUN_MIME, TRACE_MIME
 
 SETUP = """
 import json, threading
-from jupyter_sandbox._events import *
+from jupyter_sandbox.events import *
 from jupyter_sandbox.display import OrchestrateView, SandboxView
 """
 

@@ -7,7 +7,9 @@ import threading
 import pytest
 from _display_samples import run_record, trace_record
 
-from jupyter_sandbox._events import (
+from jupyter_sandbox.display import OrchestrateView, SandboxView
+from jupyter_sandbox.display._throttle import Throttle
+from jupyter_sandbox.events import (
     BuildFinished,
     BuildLog,
     BuildStarted,
@@ -19,8 +21,6 @@ from jupyter_sandbox._events import (
     RunStarted,
     ToolCall,
 )
-from jupyter_sandbox.display import OrchestrateView, SandboxView
-from jupyter_sandbox.display._throttle import Throttle
 
 
 def build_events(error: str | None = None):

@@ -21,7 +21,7 @@ from jupyter_sandbox import (
     orchestrate_async,
     orchestrate_local,
 )
-from jupyter_sandbox._events import CallFinished, CallStarted, Output
+from jupyter_sandbox.events import CallFinished, CallStarted, Output
 from jupyter_sandbox.orchestrate import (
     Journal,
     ToolCache,
@@ -235,7 +235,7 @@ def test_ctrl_c_stops_a_running_cell_and_the_next_one_works():
     timer.start()
     with pytest.raises(Interrupted) as info:
         run("while True:\n    pass", timeout=60)
-    assert info.value.limit == "interrupt"  # the interrupt stopped it, not the 60 s limit
+    assert not isinstance(info.value, LimitExceeded)  # Ctrl-C stopped it, not the 60 s limit
     assert run("add(2, 2)").value == 4
 
 

@@ -12,7 +12,7 @@ import docker.errors
 import pytest
 
 from jupyter_sandbox import ImageBuildError, InvalidPackageError, create
-from jupyter_sandbox._events import BuildFinished, BuildLog, BuildStarted, BuildStep
+from jupyter_sandbox.events import BuildFinished, BuildLog, BuildStarted, BuildStep
 from jupyter_sandbox.sandbox import list_images, prune
 
 pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("no_leaked_containers")]

@@ -25,7 +25,7 @@ from jupyter_sandbox import (
     SandboxTimeout,
     create,
 )
-from jupyter_sandbox._events import Output, RunFinished, RunStarted
+from jupyter_sandbox.events import Output, RunFinished, RunStarted
 from jupyter_sandbox.sandbox import _client, _pool
 
 pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("no_leaked_containers")]

@@ -145,7 +145,7 @@ def orchestrate(
             # and removed on cancel).
             with contextlib.suppress(Exception):
                 future.result(timeout=_DRIVER_WAIT)
-        error = Interrupted("interrupted: the sandbox was stopped", limit="interrupt")
+        error = Interrupted("interrupted: the sandbox was stopped")
         error.result = driver.result
         raise error from None
 

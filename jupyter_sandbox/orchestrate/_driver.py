@@ -209,8 +209,7 @@ class Driver:
         error = self._fail(
             Interrupted(
                 "interrupted: the sandbox was stopped and the tool call still running on "
-                "the host was abandoned (its thread finishes on its own)",
-                limit="interrupt",
+                "the host was abandoned (its thread finishes on its own)"
             )
         )
         self._close()
@@ -244,7 +243,7 @@ class Driver:
         before the body starts does not start it."""
         with self._lock:
             if self._killed.is_set():
-                raise Interrupted("interrupted", limit="interrupt")
+                raise Interrupted("interrupted")
             self._blocked, self._on_host_call = True, call
         try:
             yield
@@ -283,7 +282,7 @@ class Driver:
                 session.__exit__(None, None, None)
         self._worker_pid = session.worker_pid
         if self._killed.is_set():
-            raise Interrupted("interrupted", limit="interrupt")
+            raise Interrupted("interrupted")
         inputs = {name: to_sandbox(value) for name, value in self.inputs.items()}
         snap = session.feed_start(self.code, inputs=inputs, print_callback=self._print)
         while True:
@@ -406,7 +405,7 @@ class Driver:
             if done:
                 break
             if self._killed.is_set():
-                raise Interrupted("interrupted while waiting for tools", limit="interrupt")
+                raise Interrupted("interrupted while waiting for tools")
         answers = {}
         for future in done:
             call_id = futures[future]
@@ -484,7 +483,7 @@ class Driver:
                 )
             if name == "system.sleep":
                 if self._killed.wait(seconds):
-                    raise Interrupted("interrupted", limit="interrupt")
+                    raise Interrupted("interrupted")
                 return snap.resume({"return_value": None})
             return snap.resume(self._later(snap.call_id, self._submit(asyncio.sleep(seconds))))
         return snap.resume_not_handled()

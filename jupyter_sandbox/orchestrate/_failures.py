@@ -44,7 +44,7 @@ def translate(
 ) -> OrchestrationError:
     """Turn Monty's error into ours, naming the limit or the tool when there is one."""
     if interrupted:
-        return Interrupted("interrupted: the sandbox was stopped", limit="interrupt")
+        return Interrupted("interrupted: the sandbox was stopped")
     if isinstance(exc, pm.MontyTypingError):
         return TypeCheckError(
             "type check failed (no tool was called; --no-type-check skips it):\n"

@@ -1,0 +1,94 @@
+"""Every exception jupyter-sandbox raises, grouped by cause.
+
+```
+SandboxError                      base: catch this to catch anything of ours
+├── SandboxConfigError            bad arguments, found before anything runs (also a ValueError)
+├── OrchestrationError            %%orchestrate / orchestrate(): the code run in Monty failed
+│   ├── TypeCheckError            rejected by the type checker before any tool ran
+│   ├── ToolError                 a tool raised and the code did not catch it
+│   ├── LimitExceeded             a limit hit: time, memory, calls... (``.limit`` names it)
+│   ├── Interrupted               the user interrupted the run (Ctrl-C)
+│   └── CodeModeError             the agent loop ran out of attempts (``.attempts`` has each)
+└── ContainerError                %%sandbox / create().run(): the Docker side
+    ├── DockerUnavailable         no engine reachable (the message says how to start one)
+    ├── ImageBuildError           image build failed (``.log`` has the failing step's log)
+    │   └── InvalidPackageError   a pip or apt package does not exist (``.package``)
+    ├── UnusableImage             the image cannot start the program (no python3, no bash)
+    ├── SandboxTimeout            the container ran past its timeout
+    ├── OutOfMemory               the container was killed for memory
+    ├── OutputLimitExceeded       stdout+stderr, or /var/outputs, passed its cap
+    ├── SandboxCancelled          the awaiting task was cancelled; the container was removed
+    ├── NonZeroExit               the code exited non-zero (``.exit_code``, ``.stderr_tail``)
+    └── OutputError               a declared output is unusable (``.name`` names it)
+        ├── MissingOutput         it was not written
+        └── InvalidOutput         it was written but does not parse as its declared type
+```
+
+"Sandbox" in a name means the Docker side (or, in `SandboxError` and `SandboxConfigError`,
+the whole package); the Monty side is `OrchestrationError` and its children.
+
+``retries`` re-run a run whose container failed (`NonZeroExit`, `SandboxTimeout`,
+`OutOfMemory`, `OutputLimitExceeded`, an `OutputError`): what may go otherwise next time. Bad
+arguments, a failed build, an `UnusableImage`, an engine error and a cancellation are raised
+at once.
+
+A `ContainerError` raised by a run carries ``.record``: the JSON-safe run record so far (what
+``%%sandbox`` displays even when the run failed), or None when nothing ran. An
+`OrchestrationError` carries ``.result``: the trace and output up to the failure.
+
+The classes are defined in a private module; this is their public home, and their
+``__module__`` says so (a traceback reads ``jupyter_sandbox.errors.ToolError``).
+"""
+
+from __future__ import annotations
+
+from ._errors import (
+    CodeModeError,
+    ContainerError,
+    DockerUnavailable,
+    ImageBuildError,
+    Interrupted,
+    InvalidOutput,
+    InvalidPackageError,
+    LimitExceeded,
+    MissingOutput,
+    NonZeroExit,
+    OrchestrationError,
+    OutOfMemory,
+    OutputError,
+    OutputLimitExceeded,
+    SandboxCancelled,
+    SandboxConfigError,
+    SandboxError,
+    SandboxTimeout,
+    ToolError,
+    TypeCheckError,
+    UnusableImage,
+)
+from ._public import publish
+
+__all__ = [
+    "CodeModeError",
+    "ContainerError",
+    "DockerUnavailable",
+    "ImageBuildError",
+    "Interrupted",
+    "InvalidOutput",
+    "InvalidPackageError",
+    "LimitExceeded",
+    "MissingOutput",
+    "NonZeroExit",
+    "OrchestrationError",
+    "OutOfMemory",
+    "OutputError",
+    "OutputLimitExceeded",
+    "SandboxCancelled",
+    "SandboxConfigError",
+    "SandboxError",
+    "SandboxTimeout",
+    "ToolError",
+    "TypeCheckError",
+    "UnusableImage",
+]
+
+publish(__name__, globals(), __all__)

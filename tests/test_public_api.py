@@ -1,0 +1,83 @@
+"""The contracts users import and catch: public homes, the error tree, the version."""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+import jupyter_sandbox
+from jupyter_sandbox import errors, events
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def public_classes() -> list[tuple[str, type]]:
+    found = []
+    for module in (jupyter_sandbox, errors, events):
+        for name in module.__all__:
+            value = getattr(module, name)
+            if isinstance(value, type):
+                found.append((f"{module.__name__}.{name}", value))
+    return found
+
+
+@pytest.mark.parametrize(("where", "cls"), public_classes(), ids=lambda v: str(v))
+def test_every_public_class_names_a_public_module_that_exports_it(where: str, cls: type) -> None:
+    home = cls.__module__
+    assert not any(part.startswith("_") for part in home.split(".")), where
+    module = {m.__name__: m for m in (jupyter_sandbox, errors, events)}[home]
+    assert getattr(module, cls.__qualname__) is cls  # pickle and tracebacks find it there
+
+
+def test_a_traceback_names_the_public_module() -> None:
+    assert repr(errors.ToolError) == "<class 'jupyter_sandbox.errors.ToolError'>"
+    assert events.ToolCall.__module__ == "jupyter_sandbox.events"
+
+
+def test_every_exception_is_in_errors_and_nothing_else_is() -> None:
+    exported = {getattr(errors, name) for name in errors.__all__}
+    top = {v for v in vars(jupyter_sandbox).values() if isinstance(v, type)}
+    assert {c for c in top if issubclass(c, BaseException)} <= exported
+    assert all(issubclass(c, errors.SandboxError) for c in exported)
+
+
+def docstring_tree() -> dict[str, str | None]:
+    """``{class: parent}`` as the tree in `jupyter_sandbox.errors`' docstring draws it."""
+    doc = errors.__doc__ or ""
+    drawing = doc.split("```")[1]
+    parents: dict[str, str | None] = {}
+    stack: list[str] = []
+    for line in drawing.strip("\n").splitlines():
+        found = re.match(r"^([│├└─ ]*)(\w+)", line)
+        assert found, line
+        depth = len(found.group(1)) // 4
+        stack[depth:] = [found.group(2)]
+        parents[found.group(2)] = stack[depth - 1] if depth else None
+    return parents
+
+
+def test_the_docstring_tree_is_the_class_hierarchy() -> None:
+    drawn = docstring_tree()
+    assert set(drawn) == set(errors.__all__)
+    for name, parent in drawn.items():
+        cls = getattr(errors, name)
+        ours = [b for b in cls.__bases__ if b.__module__ == errors.__name__]
+        assert [b.__name__ for b in ours] == ([parent] if parent else []), name
+
+
+def test_errors_are_grouped_by_cause() -> None:
+    assert not issubclass(errors.Interrupted, errors.LimitExceeded)
+    assert not issubclass(errors.InvalidOutput, errors.MissingOutput)
+    invalid = errors.InvalidOutput("output 'n' is not a valid int", name="n")
+    assert isinstance(invalid, errors.OutputError)
+    assert invalid.name == "n"
+
+
+def test_one_version_everywhere() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    package = json.loads((ROOT / "labextension" / "package.json").read_text())["version"]
+    assert jupyter_sandbox.__version__ == project == package
