@@ -34,8 +34,11 @@ def plain(text: str) -> str:
 
 
 def clip(text: str, limit: int = 80) -> str:
-    """One line of at most ``limit`` characters: previews must never blow up a table row."""
-    flat = " ".join(plain(text).split())
+    """One line of at most ``limit`` characters: previews must never blow up a table row.
+
+    Line breaks become one space; spaces within a line stay (a preview is ``repr`` text, where
+    ``'a  b'`` is not ``'a b'``)."""
+    flat = " ".join(line.strip() for line in plain(text).splitlines() if line.strip())
     return flat if len(flat) <= limit else flat[: limit - 1] + "\u2026"
 
 

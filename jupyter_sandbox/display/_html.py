@@ -29,6 +29,7 @@ def render(record: dict[str, Any]) -> str:
     """The whole record as one HTML fragment; dispatches on ``kind``."""
     body = _orchestrate(record) if record.get("kind") == "orchestrate" else _sandbox(record)
     return f'{STYLE}<div class="jsb">{body}</div>'
+.jsb code,.jsb .jsb-calls td{white-space:pre-wrap}
 
 
 def calls_table(calls: list[dict[str, Any]], span: float) -> str:
