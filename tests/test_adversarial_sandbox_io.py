@@ -10,10 +10,13 @@ failure leaves no ``jupyter-sandbox-*`` folder behind.
 
 from __future__ import annotations
 
+import io
 import os
 import stat
 import subprocess
+import tarfile
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +34,7 @@ from jupyter_sandbox import (
     create,
 )
 from jupyter_sandbox.sandbox import Sandbox
+from jupyter_sandbox.sandbox._io import extract_outputs
 from jupyter_sandbox.sandbox._pool import settle
 
 pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("no_leaked_containers")]
@@ -455,3 +459,79 @@ def test_forged_type_record_in_auto_io_is_refused_naming_the_output(record, host
         writes("auto", script, {"y": None}).run()
     assert_one_line(info.value)
     assert left_behind(host_tmp) == []
+
+
+def test_auto_io_outputs_replace_a_fifo_or_link_the_code_left_at_their_names(canary, host_tmp):
+    """Left in place, the FIFO would block the runner's write until the timeout (bounded at
+    60 s here only so a regression fails instead of hanging) and the link would redirect it."""
+    script = (
+        "import os\n"
+        "os.mkfifo('/var/outputs/y')\n"
+        f"os.symlink({str(canary)!r}, '/var/outputs/z')\n"
+        "os.mkfifo('/var/outputs/.inferred-types.json')\n"
+        "y = 1\n"
+        "z = 'text'\n"
+    )
+    assert writes("auto", script, {"y": int, "z": None}, timeout=60).run() == (1, "text")
+
+
+# A hostile ``tar``: the image is the user's, so the stream itself is checked ------------------
+
+
+def tar_stream(*members: tuple[tarfile.TarInfo, bytes]) -> list[bytes]:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        for info, data in members:
+            info.size = len(data) if info.isreg() else 0
+            tar.addfile(info, io.BytesIO(data))
+    return [buffer.getvalue()]
+
+
+def member(name: str, kind: bytes = tarfile.REGTYPE, linkname: str = "") -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type, info.linkname = kind, linkname
+    return info
+
+
+def unpack(chunks: list[bytes], dest: Path, *, limit: int = 2**20) -> None:
+    extract_outputs(chunks, dest, ["d"], limit=limit, deadline=time.monotonic() + 60)
+
+
+@pytest.mark.parametrize(
+    ("entries", "message"),
+    [
+        ([(member("d/../../escape"), b"x")], r"'/var/outputs/d/\.\./\.\./escape' has a '\.\.'"),
+        ([(member("d/h", tarfile.LNKTYPE, "/etc/shadow"), b"")], r"hard link to '/etc/shadow'"),
+        ([(member("d/a"), b"1"), (member("d/a"), b"2")], r"'/var/outputs/d/a' appears twice"),
+        ([(member("d/f"), b"1"), (member("d/f/x"), b"2")], r"cannot be written on the host"),
+        ([(member("d/l", tarfile.SYMTYPE, "/etc"), b""), (member("d/l/x"), b"")], r"under a link"),
+        ([(member("d/c", tarfile.CHRTYPE), b"")], r"'/var/outputs/d/c' is not a regular file"),
+    ],
+    ids=["dotdot", "hard-link-out", "twice", "file-as-folder", "under-a-link", "device"],
+)
+def test_hostile_tar_stream_is_refused_naming_the_entry(entries, message, tmp_path):
+    dest = tmp_path / "out"
+    with pytest.raises(InvalidOutput, match=message) as info:
+        unpack(tar_stream(*entries), dest)
+    assert info.value.name == "d"
+    assert not (tmp_path / "escape").exists()
+
+
+def test_hostile_tar_stream_outside_the_declared_names_is_never_written(tmp_path):
+    dest = tmp_path / "out"
+    unpack(tar_stream((member("/abs"), b"x"), (member("../up"), b"x"), (member("e/f"), b"x")), dest)
+    assert list(dest.iterdir()) == []
+    assert not (tmp_path / "up").exists()
+
+
+def test_hostile_tar_header_claiming_a_terabyte_stops_before_its_data(tmp_path):
+    huge = member("d/big")
+    huge.size = 2**40
+    header = huge.tobuf(format=tarfile.GNU_FORMAT)
+    with pytest.raises(OutputLimitExceeded, match="more than the disk limit"):
+        unpack([header, b"\0" * 4096], tmp_path / "out")  # no terabyte follows: never read
+
+
+def test_garbage_instead_of_a_tar_stream_is_a_clear_error(tmp_path):
+    with pytest.raises(ContainerError, match=r"could not read /var/outputs: its tar stream"):
+        unpack([os.urandom(4096)], tmp_path / "out")

@@ -38,8 +38,17 @@ def main() -> None:
             data = codec.encode(tag, namespace[name])
         except TypeError as exc:
             sys.exit(f"output {name!r}: {exc}")
-        (pathlib.Path("/var/outputs") / name).write_bytes(data)
-    (pathlib.Path("/var/outputs") / codec.INFERRED_TYPES).write_text(json.dumps(inferred))
+        _write(name, data)
+    _write(codec.INFERRED_TYPES, json.dumps(inferred).encode())
+
+
+def _write(name: str, data: bytes) -> None:
+    """Write a fresh file, replacing whatever the code left under that name: a FIFO would
+    block the write and a link would send it elsewhere (a folder stays, and fails loudly)."""
+    path = pathlib.Path("/var/outputs") / name
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        path.unlink()
+    path.write_bytes(data)
 
 
 main()
