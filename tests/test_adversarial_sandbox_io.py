@@ -535,3 +535,20 @@ def test_hostile_tar_header_claiming_a_terabyte_stops_before_its_data(tmp_path):
 def test_garbage_instead_of_a_tar_stream_is_a_clear_error(tmp_path):
     with pytest.raises(ContainerError, match=r"could not read /var/outputs: its tar stream"):
         unpack([os.urandom(4096)], tmp_path / "out")
+
+
+def test_link_chain_in_a_sandbox_cell_is_one_line_and_the_kernel_goes_on(
+    shell, docker_engine, canary, capsys, host_tmp
+):
+    body = (
+        "import os\n"
+        "os.symlink('.', '/var/outputs/x')\n"
+        f"os.symlink({chain_to(canary)!r}, '/var/outputs/g')\n"
+    )
+    result = shell.run_cell(f"%%sandbox --verbatim --out g:File\n{body}")
+    assert isinstance(result.error_in_exec, InvalidOutput)
+    out = capsys.readouterr()
+    assert "InvalidOutput: output 'g': '/var/outputs/g' is a link" in out.out + out.err
+    assert "Traceback" not in out.out + out.err and SECRET not in out.out + out.err
+    assert "g" not in shell.user_ns
+    assert shell.run_cell("1 + 1").result == 2
