@@ -427,11 +427,16 @@ def test_full_host_disk_while_staging_or_collecting_is_a_clear_container_error(t
     ids=["timedelta-inf", "timedelta-huge", "timedelta-nan", "json-100k-deep"],
 )
 def test_unreadable_output_is_one_line_naming_it(tag, content, host_tmp):
-    script = f"open('/var/outputs/v', 'w').write({content!r})\n"
+    """A `File` declared first is not kept either: a failed run leaves no folder behind."""
+    script = (
+        "open('/var/outputs/f', 'w').write('fine')\n"
+        f"open('/var/outputs/v', 'w').write({content!r})\n"
+    )
     with pytest.raises(InvalidOutput, match=rf"output 'v' is not a valid {tag}") as info:
-        writes("verbatim", script, {"v": tag}).run()
+        writes("verbatim", script, {"f": File, "v": tag}).run()
     assert info.value.name == "v"
     assert_one_line(info.value)
+    assert left_behind(host_tmp) == []
 
 
 @pytest.mark.parametrize("mode", ["verbatim", "command"])

@@ -494,7 +494,7 @@ def collect_outputs(folder: Path | None, tags: Mapping[str, str | None]) -> dict
     root = folder if folder is not None and folder.is_dir() else None
     inferred = _inferred(root, tags) if root is not None else {}
     values: dict[str, Any] = {}
-    kept: Path | None = None
+    paths: dict[str, type[File | Dir]] = {}
     for name, declared in tags.items():
         tag = declared or inferred.get(name, "str")
         try:
@@ -511,13 +511,17 @@ def collect_outputs(folder: Path | None, tags: Mapping[str, str | None]) -> dict
             raise InvalidOutput(f"output {name!r}: {OUTPUTS}/{name} is not {what}", name=name)
         assert root is not None  # kind is set only when it is
         if tag in _codec.PATH_TAGS:
-            kept = kept or Path(tempfile.mkdtemp(prefix=temp_prefix("out")))
-            values[name] = (File if tag == "file" else Dir)(shutil.move(root / name, kept / name))
+            values[name] = paths[name] = File if tag == "file" else Dir  # moved once all parse
             continue
         try:
             values[name] = _codec.decode(tag, (root / name).read_bytes())
         except ValueError as exc:
             raise InvalidOutput(f"output {name!r} is not a valid {tag}: {exc}", name=name) from None
+    if paths:  # only now: a failure above must not leave a kept folder behind
+        assert root is not None
+        kept = Path(tempfile.mkdtemp(prefix=temp_prefix("out")))
+        for name, kind_of in paths.items():
+            values[name] = kind_of(shutil.move(root / name, kept / name))
     return values
 
 
