@@ -18,12 +18,12 @@ for is a mistake, and far larger values overflow the timers underneath (``thread
 
 
 def machine_cpus() -> int:
-    """CPUs this process may use: what the Docker engine on this machine allows a container."""
+    """CPUs this process may use: what a local Docker engine allows a container."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def machine_megabytes() -> int:
-    """Physical memory of this machine in MB: a memory or size limit above it limits nothing."""
+    """Physical memory of the host in MB: a memory or size limit above it limits nothing."""
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20
     except (ValueError, OSError, AttributeError):  # no sysconf: no bound worth guessing

@@ -117,7 +117,7 @@ def test_a_command_cell_linux_cannot_pass_to_bash_is_one_usage_line(nb, capsys):
 
 def test_too_many_cpus_says_how_many_the_machine_has(nb, capsys):
     message = _one_usage_line(nb, capsys, "%%sandbox --cpus 1000\npass", "--cpus")
-    assert f"this machine has {machine_cpus()} CPUs" in message
+    assert f"the host has {machine_cpus()} CPUs" in message
 
 
 @pytest.mark.parametrize(

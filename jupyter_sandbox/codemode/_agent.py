@@ -12,6 +12,7 @@ from typing import Any
 from .._errors import CodeModeError, Interrupted, OrchestrationError, SandboxConfigError
 from .._events import AttemptFinished, AttemptStarted, EventCallback, ignore
 from ..orchestrate import Limits, Tools, orchestrate
+from ..orchestrate._limits import resolve_limits
 from ..orchestrate._tools import resolve_tools
 from ._extract import extract_code
 from ._prompt import NO_CODE, feedback, system_prompt
@@ -39,9 +40,12 @@ class CodeModeAgent:
         *,
         max_attempts: int = 3,
         inputs: Mapping[str, Any] | None = None,
-        timeout: float = 30.0,
-        max_memory: int = 256,
-        max_calls: int = 100_000,
+        limits: Limits | None = None,
+        timeout: float | None = None,
+        max_memory: int | None = None,
+        max_calls: int | None = None,
+        max_result: int | None = None,
+        max_output: int | None = None,
         type_check: bool = True,
     ) -> None:
         if not callable(llm):
@@ -52,7 +56,15 @@ class CodeModeAgent:
         self.tools = resolve_tools(tools)
         self.inputs = dict(inputs or {})
         self.max_attempts = max_attempts
-        self.limits = Limits(timeout, max_memory, max_calls)
+        self.limits = resolve_limits(
+            limits,
+            timeout=timeout,
+            max_memory=max_memory,
+            max_calls=max_calls,
+            max_result=max_result,
+            max_output=max_output,
+        )
+        """Each attempt's, as `orchestrate` takes them (the keywords win over ``limits``)."""
         self.type_check = type_check
         self.system_prompt = system_prompt(self.tools, self.inputs)
 
@@ -101,10 +113,8 @@ class CodeModeAgent:
                 attempt.code,
                 tools=self.tools,
                 inputs=self.inputs,
+                limits=self.limits,
                 type_check=self.type_check,
-                timeout=self.limits.timeout,
-                max_memory=self.limits.max_memory,
-                max_calls=self.limits.max_calls,
                 on_event=emit,
             )
         except Interrupted:

@@ -12,7 +12,7 @@ from traitlets import Bool, Float, Int
 
 from .._errors import OrchestrationError, SandboxConfigError
 from ..display import OrchestrateView
-from ..orchestrate import Journal, ToolCache, orchestrate
+from ..orchestrate import Journal, Limits, ToolCache, orchestrate
 from ._common import (
     check_out,
     inputs_option,
@@ -24,16 +24,25 @@ from ._common import (
     usage_error,
 )
 
+_DEFAULTS = Limits()
+"""Where the ``%config`` settings and the options' help read their defaults."""
+
 
 @magics_class
 class OrchestrateMagics(Magics):
     """Defaults are configurable: ``%config OrchestrateMagics.timeout = 60``."""
 
-    timeout = Float(30.0, help="Seconds of sandbox compute time per cell.").tag(config=True)
-    max_memory = Int(256, help="Megabytes of sandbox heap per cell.").tag(config=True)
-    max_calls = Int(100_000, help="Tool calls per cell.").tag(config=True)
-    max_result = Int(16, help="MB the cell's value may take written out.").tag(config=True)
-    max_output = Int(8, help="MB of text a cell may print.").tag(config=True)
+    timeout = Float(_DEFAULTS.timeout, help="Seconds of Monty compute time per cell.").tag(
+        config=True
+    )
+    max_memory = Int(_DEFAULTS.max_memory, help="Megabytes of Monty heap per cell.").tag(
+        config=True
+    )
+    max_calls = Int(_DEFAULTS.max_calls, help="Tool calls per cell.").tag(config=True)
+    max_result = Int(_DEFAULTS.max_result, help="MB the cell's value may take written out.").tag(
+        config=True
+    )
+    max_output = Int(_DEFAULTS.max_output, help="MB of text a cell may print.").tag(config=True)
     type_check = Bool(True, help="Type-check cells against the tools' signatures.").tag(config=True)
 
     def __init__(self, shell: InteractiveShell) -> None:
@@ -46,11 +55,35 @@ class OrchestrateMagics(Magics):
     @inputs_option
     @out_option
     @tools_option
-    @argument("--timeout", type=float, help="seconds of sandbox compute time (default 30)")
-    @argument("--max-memory", type=int, metavar="MB", help="sandbox heap in MB (default 256)")
-    @argument("--max-calls", type=int, metavar="N", help="tool calls per cell (default 100000)")
-    @argument("--max-result", type=int, metavar="MB", help="value size written out (default 16)")
-    @argument("--max-output", type=int, metavar="MB", help="printed text (default 8)")
+    @argument(
+        "--timeout",
+        type=float,
+        help=f"seconds of Monty compute time (default {_DEFAULTS.timeout:g})",
+    )
+    @argument(
+        "--max-memory",
+        type=int,
+        metavar="MB",
+        help=f"Monty heap in MB (default {_DEFAULTS.max_memory})",
+    )
+    @argument(
+        "--max-calls",
+        type=int,
+        metavar="N",
+        help=f"tool calls per cell (default {_DEFAULTS.max_calls})",
+    )
+    @argument(
+        "--max-result",
+        type=int,
+        metavar="MB",
+        help=f"value size written out (default {_DEFAULTS.max_result})",
+    )
+    @argument(
+        "--max-output",
+        type=int,
+        metavar="MB",
+        help=f"printed text (default {_DEFAULTS.max_output})",
+    )
     @argument("--no-type-check", action="store_true", help="skip the type check")
     @argument("--quiet", action="store_true", help="no trace display (prints still show)")
     @argument(
@@ -84,11 +117,18 @@ class OrchestrateMagics(Magics):
                 cell,
                 tools=tools,
                 inputs=inputs,
-                timeout=self.timeout if args.timeout is None else args.timeout,
-                max_memory=self.max_memory if args.max_memory is None else args.max_memory,
-                max_calls=self.max_calls if args.max_calls is None else args.max_calls,
-                max_result=self.max_result if args.max_result is None else args.max_result,
-                max_output=self.max_output if args.max_output is None else args.max_output,
+                limits=Limits(
+                    timeout=self.timeout,
+                    max_memory=self.max_memory,
+                    max_calls=self.max_calls,
+                    max_result=self.max_result,
+                    max_output=self.max_output,
+                ),
+                timeout=args.timeout,  # an option given wins over the configured limit
+                max_memory=args.max_memory,
+                max_calls=args.max_calls,
+                max_result=args.max_result,
+                max_output=args.max_output,
                 type_check=self.type_check and not args.no_type_check,
                 on_event=view.on_event,
                 journal=self._journals.setdefault(self._cell_key(cell), Journal()),

@@ -14,10 +14,11 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from .._checks import MAX_TIMEOUT, bounded
 from .._errors import Interrupted
 from .._events import EventCallback, ignore
 from ._driver import MAX_NESTING, Driver
-from ._limits import Limits
+from ._limits import Limits, resolve_limits
 from ._memo import Journal, ToolCache
 from ._result import OrchestrationResult
 from ._runtime import tool_loop
@@ -51,6 +52,7 @@ Tools = Iterable[Callable[..., Any]] | Mapping[str, Callable[..., Any]] | None
 
 def _driver(
     code: str,
+    *,
     tools: Tools,
     inputs: Mapping[str, Any] | None,
     limits: Limits,
@@ -61,6 +63,8 @@ def _driver(
     resume: bool,
     cache: ToolCache | None,
 ) -> Driver:
+    """A `Driver` for one run, the public defaults filled in (keywords only: two of these
+    are bools a positional call would swap unnoticed)."""
     return Driver(
         code,
         resolve_tools(tools),
@@ -96,11 +100,12 @@ def orchestrate(
     *,
     tools: Tools = None,
     inputs: Mapping[str, Any] | None = None,
-    timeout: float = 30.0,
-    max_memory: int = 256,
-    max_calls: int = 100_000,
-    max_result: int = 16,
-    max_output: int = 8,
+    limits: Limits | None = None,
+    timeout: float | None = None,
+    max_memory: int | None = None,
+    max_calls: int | None = None,
+    max_result: int | None = None,
+    max_output: int | None = None,
     type_check: bool = True,
     on_event: EventCallback | None = None,
     journal: Journal | None = None,
@@ -113,8 +118,10 @@ def orchestrate(
     every tool registered with ``@tool``. ``inputs`` are bound as globals. The value of the
     last expression is ``result.value``; prints go to ``result.stdout`` and, as they happen,
     to ``on_event`` as `Output` events, along with `CallStarted`/`CallFinished` for each call.
-    ``max_result`` and ``max_output`` bound, in MB, the value as written out and what the
-    code prints (see `Limits`).
+    ``limits`` bounds the run (`Limits()` when None: 30 s of Monty compute time, 256 MB,
+    100000 calls, 16 MB of value written out, 8 MB printed); ``timeout``, ``max_memory``,
+    ``max_calls``, ``max_result`` and ``max_output`` set one field each, and win over the
+    same field of ``limits``.
     Raises an `OrchestrationError` subclass on failure; Ctrl-C stops the run within a second,
     even while a sync tool runs: that call is recorded as abandoned and its thread left to
     finish on its own (Python cannot stop a thread), while its worker goes back to the pool.
@@ -130,9 +137,24 @@ def orchestrate(
     again. ``cache`` answers calls by tool and arguments across runs. Both mark such calls
     ``replayed`` in the trace.
     """
-    limits = Limits(timeout, max_memory, max_calls, max_result, max_output)
     driver = _driver(
-        code, tools, inputs, limits, type_check, on_event, tool_loop(), journal, resume, cache
+        code,
+        tools=tools,
+        inputs=inputs,
+        limits=resolve_limits(
+            limits,
+            timeout=timeout,
+            max_memory=max_memory,
+            max_calls=max_calls,
+            max_result=max_result,
+            max_output=max_output,
+        ),
+        type_check=type_check,
+        on_event=on_event,
+        loop=tool_loop(),
+        journal=journal,
+        resume=resume,
+        cache=cache,
     )
     future = _start(driver)
     try:
@@ -155,11 +177,12 @@ async def orchestrate_async(
     *,
     tools: Tools = None,
     inputs: Mapping[str, Any] | None = None,
-    timeout: float = 30.0,
-    max_memory: int = 256,
-    max_calls: int = 100_000,
-    max_result: int = 16,
-    max_output: int = 8,
+    limits: Limits | None = None,
+    timeout: float | None = None,
+    max_memory: int | None = None,
+    max_calls: int | None = None,
+    max_result: int | None = None,
+    max_output: int | None = None,
     type_check: bool = True,
     on_event: EventCallback | None = None,
     journal: Journal | None = None,
@@ -168,10 +191,24 @@ async def orchestrate_async(
 ) -> OrchestrationResult:
     """`orchestrate` for a running event loop: async tools run on this loop, so they may use
     clients bound to it; cancelling the awaiting task stops the sandbox."""
-    limits = Limits(timeout, max_memory, max_calls, max_result, max_output)
-    loop = asyncio.get_running_loop()
     driver = _driver(
-        code, tools, inputs, limits, type_check, on_event, loop, journal, resume, cache
+        code,
+        tools=tools,
+        inputs=inputs,
+        limits=resolve_limits(
+            limits,
+            timeout=timeout,
+            max_memory=max_memory,
+            max_calls=max_calls,
+            max_result=max_result,
+            max_output=max_output,
+        ),
+        type_check=type_check,
+        on_event=on_event,
+        loop=asyncio.get_running_loop(),
+        journal=journal,
+        resume=resume,
+        cache=cache,
     )
     try:
         return await asyncio.wrap_future(_start(driver))
@@ -181,11 +218,25 @@ async def orchestrate_async(
 
 
 async def orchestrate_local(
-    code: str,
-    inputs: Mapping[str, Any] | None = None,
+    source: str,
+    *,
+    inputs: Mapping[str, Any],
     tasks: Tools = None,
-    **options: Any,
+    timeout_ms: int = 30_000,
 ) -> Any:
-    """Flyte's ``flyte.sandbox.orchestrate_local`` signature: run and return the value."""
-    result = await orchestrate_async(code, tools=tasks, inputs=inputs, **options)
+    """Flyte's ``flyte.sandbox.orchestrate_local``, same parameters: run ``source`` with
+    ``tasks`` as its tools and return its value. ``timeout_ms`` is `Limits.timeout` in
+    milliseconds; every other limit is its default (`orchestrate_async` takes them all)."""
+    milliseconds = bounded(
+        timeout_ms,
+        "timeout_ms",
+        low=0,
+        strict_low=True,
+        high=MAX_TIMEOUT * 1000,
+        unit="ms",
+        why_high="30 days",
+    )
+    result = await orchestrate_async(
+        source, tools=tasks, inputs=inputs, timeout=milliseconds / 1000
+    )
     return result.value

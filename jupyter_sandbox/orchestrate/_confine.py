@@ -22,7 +22,7 @@ worker through its parent-death signal, which ``setpriv`` sets again after the u
 clears it. That death takes two hops, so `kill_worker` waits for the first one.
 
 The strongest level that actually starts a worker here is chosen once per process, by trying
-it: a launcher that cannot work on this machine (not root, no user namespaces, a container that
+it: a launcher that cannot work on the host (not root, no user namespaces, a container that
 forbids mounting ``/proc``, a venv the worker's uid cannot read) falls back to the next, never to
 an error. ``Confinement.level`` records which one is in force.
 """
@@ -165,7 +165,7 @@ def _works(launcher: str) -> bool:
 
 
 def choose() -> Confinement:
-    """The strongest confinement that starts a worker on this machine."""
+    """The strongest confinement that starts a worker on the host."""
     monty = find_monty_binary()
     folder = tempfile.mkdtemp(prefix=temp_prefix("monty"))
     atexit.register(shutil.rmtree, folder, True)

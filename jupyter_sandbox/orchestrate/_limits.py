@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 from .._checks import bounded, check_timeout, machine_megabytes
 
@@ -13,25 +14,28 @@ counter (set to twice the limit) stays far inside 64 bits."""
 
 @dataclass(frozen=True)
 class Limits:
-    """Per-cell limits. Exceeding one raises `LimitExceeded` naming it; the kernel survives."""
+    """Per-cell limits. Exceeding one raises `LimitExceeded` naming it; the kernel survives.
+
+    ``Limits()`` holds the defaults: ``orchestrate``, `CodeModeAgent` and the
+    ``%%orchestrate`` options and ``%config`` settings all read theirs from here."""
 
     timeout: float = 30.0
-    """Seconds of sandbox compute time (time spent inside tools does not count), and also the
+    """Seconds of Monty compute time (time spent inside tools does not count), and also the
     most the cell may sleep in total."""
     max_memory: int = 256
-    """Megabytes of sandbox heap."""
+    """Megabytes of Monty heap."""
     max_calls: int = 100_000
     """Tool calls per cell."""
     max_result: int = 16
     """Megabytes the cell's value may take once written out (its repr, a display message),
     counting a shared reference each time it appears: ``b = [[s] * 1000] * 1000`` is small
-    in the sandbox and a gigabyte on screen. 16 MB is far more than a notebook can show."""
+    in Monty and a gigabyte on screen. 16 MB is far more than a notebook can show."""
     max_output: int = 8
     """Megabytes of text the cell may print (stdout and stderr together, in characters): the
     run stops when it prints more, instead of streaming without bound into the notebook."""
 
     def __post_init__(self) -> None:
-        """Each limit finite and within what Monty and this machine can honour: ``--timeout
+        """Each limit finite and within what Monty and the host can honour: ``--timeout
         1e308`` or ``--max-calls 1e19`` would otherwise overflow inside Monty with a raw error."""
         check_timeout(self.timeout)
         ram = machine_megabytes()
@@ -43,7 +47,7 @@ class Limits:
                 high=ram,
                 integer=True,
                 unit="MB",
-                why_high="this machine's memory",
+                why_high="the host's memory",
             )
         bounded(
             self.max_calls,
@@ -53,3 +57,27 @@ class Limits:
             integer=True,
             why_high="Monty counts twice that in 64 bits",
         )
+
+
+def resolve_limits(
+    limits: Limits | None,
+    *,
+    timeout: float | None = None,
+    max_memory: int | None = None,
+    max_calls: int | None = None,
+    max_result: int | None = None,
+    max_output: int | None = None,
+) -> Limits:
+    """``limits`` (default `Limits()`) with each keyword that is not None in its place.
+
+    The scalar keywords of ``orchestrate`` are a convenience over ``limits=``; given both,
+    the keyword wins (``limits=strict, timeout=60``: strict, but a minute), as an option on
+    the command line wins over a configured default."""
+    given: dict[str, Any] = {
+        "timeout": timeout,
+        "max_memory": max_memory,
+        "max_calls": max_calls,
+        "max_result": max_result,
+        "max_output": max_output,
+    }
+    return replace(limits or Limits(), **{k: v for k, v in given.items() if v is not None})

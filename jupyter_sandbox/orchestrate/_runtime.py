@@ -26,7 +26,7 @@ _confinement: Confinement | None = None
 
 
 def confinement() -> Confinement:
-    """How the workers are confined at the OS level on this machine (chosen once, before the
+    """How the workers are confined at the OS level on the host (chosen once, before the
     first worker starts; from then on they inherit no descriptor but their pipes)."""
     global _confinement
     if _confinement is None:

@@ -1,4 +1,4 @@
-"""A Python base image built on this machine, with no container registry.
+"""A Python base image built on the host, with no container registry.
 
 Air-gapped machines (and this one) cannot pull ``python:3.x-slim``, so the base is bootstrapped
 from the Debian mirror apt already uses: ``debootstrap`` a minimal root filesystem, import it as

@@ -88,7 +88,7 @@ class Resources:
                 raise SandboxConfigError(f"bad cpu {self.cpu!r}: use e.g. 2, 0.5 or 500m") from None
             object.__setattr__(self, "cpu", cpu)
         cpus = machine_cpus()
-        bounded(self.cpu, "cpu", low=0.01, high=cpus, why_high=f"this machine has {cpus} CPUs")
+        bounded(self.cpu, "cpu", low=0.01, high=cpus, why_high=f"the host has {cpus} CPUs")
         bounded(self.pids, "pids", low=1, high=_MAX_PIDS, integer=True)
         ram = machine_megabytes()
         for name, low in (("memory", _MIN_MEMORY_MB), ("disk", 1), ("output", 0)):
@@ -100,7 +100,7 @@ class Resources:
                 strict_low=not low,
                 high=ram,
                 unit="MB",
-                why_high="this machine's memory",
+                why_high="the host's memory",
                 given=size,
             )
 
