@@ -68,7 +68,10 @@ _GRACE = 30.0
 
 
 @dataclass(frozen=True)
-class Limits:
+class ContainerLimits:
+    """What a container is started with; a spare serves only a run of the same image and
+    limits. Not `jupyter_sandbox.Limits`, which bounds an orchestration."""
+
     timeout: float
     resources: Resources
     network: Network = "none"
@@ -81,7 +84,7 @@ class Slot:
     container: Container
     work: Path
     born: float
-    limits: Limits
+    limits: ContainerLimits
     uid: int
 
     @property
@@ -100,8 +103,8 @@ class Slot:
 
 _lock = threading.Lock()
 _live: dict[str, Slot] = {}
-_spares: dict[tuple[str, Limits], Slot] = {}
-_starting: dict[tuple[str, Limits], threading.Event] = {}
+_spares: dict[tuple[str, ContainerLimits], Slot] = {}
+_starting: dict[tuple[str, ContainerLimits], threading.Event] = {}
 """Spares being started: a run waits for one rather than starting a second container."""
 _threads: list[threading.Thread] = []
 _closing = False
@@ -161,7 +164,7 @@ def _host_uids(client: DockerClient) -> bool:
     return not any(o.startswith(("name=rootless", "name=userns")) for o in options)
 
 
-def _start(client: DockerClient, image: str, limits: Limits) -> Slot:
+def _start(client: DockerClient, image: str, limits: ContainerLimits) -> Slot:
     res = limits.resources
     uid = fresh_uid() if _host_uids(client) else SANDBOX_UID
     memory = parse_size(res.memory)
@@ -212,7 +215,9 @@ def _start(client: DockerClient, image: str, limits: Limits) -> Slot:
     return slot
 
 
-def _refill(client: DockerClient, image: str, limits: Limits, ready: threading.Event) -> None:
+def _refill(
+    client: DockerClient, image: str, limits: ContainerLimits, ready: threading.Event
+) -> None:
     key = (image, limits)
     try:
         with contextlib.suppress(Exception):  # a spare is an optimisation: never an error
@@ -233,7 +238,7 @@ def _refill(client: DockerClient, image: str, limits: Limits, ready: threading.E
         ready.set()
 
 
-def acquire(client: DockerClient, image: str, limits: Limits) -> Slot:
+def acquire(client: DockerClient, image: str, limits: ContainerLimits) -> Slot:
     """A started, unused container for one run (a waiting spare if there is one)."""
     key = (image, limits)
     with _lock:

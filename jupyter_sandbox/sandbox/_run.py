@@ -24,7 +24,7 @@ from .._errors import ContainerError, SandboxCancelled, SandboxTimeout
 from .._events import EventCallback, Output, Stream
 from . import _pool
 from ._io import OUTPUTS, extract_outputs
-from ._pool import Limits, Slot
+from ._pool import ContainerLimits, Slot
 from ._secrets import StreamMasker
 from ._spec import parse_size
 
@@ -206,7 +206,7 @@ def run_container(
     inputs_dir: Path,
     program_dir: Path,
     outputs_dir: Path | None,
-    limits: Limits,
+    limits: ContainerLimits,
     on_event: EventCallback,
     scrub: tuple[str, ...] = (),
     cancel: threading.Event | None = None,
@@ -274,7 +274,7 @@ def _archive_outputs(
     slot: Slot,
     dest: Path,
     names: Collection[str],
-    limits: Limits,
+    limits: ContainerLimits,
     deadline: float,
     cancel: threading.Event | None,
 ) -> ContainerError | None:

@@ -42,7 +42,7 @@ from ._io import (
     stage_inputs,
     stage_program,
 )
-from ._pool import Limits
+from ._pool import ContainerLimits
 from ._record import SandboxRun
 from ._run import RawRun, run_container
 from ._secrets import hide_values, mask_error
@@ -246,7 +246,7 @@ class Sandbox:
                     program_dir=work / "program",
                     outputs_dir=archive,
                     output_names=output_entries(self.mode, self.outputs),
-                    limits=Limits(self.timeout, self.resources, self.network),
+                    limits=ContainerLimits(self.timeout, self.resources, self.network),
                     on_event=emit,
                     scrub=run.secrets,
                     cancel=cancel,
