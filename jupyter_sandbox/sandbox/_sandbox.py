@@ -15,6 +15,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, get_args
 
@@ -66,43 +67,33 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _STDERR_TAIL = 20
 
 
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class Sandbox:
-    """A defined sandbox: call `run` (or `execute` for the full `SandboxRun`) once per input set."""
+    """A defined sandbox: call `run` (or `execute` for the full `SandboxRun`) once per input set.
 
-    def __init__(
-        self,
-        *,
-        name: str,
-        mode: Mode,
-        code: str | None,
-        command: list[str],
-        inputs: dict[str, str | None],
-        outputs: dict[str, str | None],
-        image_spec: ImageSpec,
-        image: str | None,
-        resources: Resources,
-        retries: int,
-        timeout: float,
-        env_vars: dict[str, str],
-        secrets: tuple[str, ...],
-        cache: CacheMode,
-        network: Network,
-    ) -> None:
-        self.name = name
-        self.mode = mode
-        self.code = code
-        self.command = command
-        self.inputs = inputs
-        self.outputs = outputs
-        self.image_spec = image_spec
-        self.image = image
-        self.resources = resources
-        self.retries = retries
-        self.timeout = timeout
-        self.env_vars = env_vars
-        self.secrets = secrets
-        self.cache = cache
-        self.network = network
+    Made by `create`, which checked every field: frozen, so a definition that passed the
+    checks stays the one that runs (a ``--name`` callable, a tool's stub and a cache key all
+    describe it). Two definitions are two sandboxes even when alike (``eq=False``)."""
+
+    name: str
+    mode: Mode
+    code: str | None
+    command: list[str]
+    """The program and its arguments (``code`` runs through the mode's runner)."""
+    inputs: dict[str, str | None]
+    """Name -> type tag (None: inferred from the value at each run)."""
+    outputs: dict[str, str | None]
+    image_spec: ImageSpec
+    image: str | None
+    """A prebuilt image run as is; None builds ``image_spec``."""
+    resources: Resources
+    retries: int
+    timeout: float
+    env_vars: dict[str, str]
+    secrets: tuple[str, ...]
+    """Names of host environment variables passed in at run time (values never stored)."""
+    cache: CacheMode
+    network: Network
 
     def __repr__(self) -> str:
         ins = ", ".join(self.inputs)
@@ -391,8 +382,75 @@ def _strings(value: Sequence[str] | None, what: str) -> list[str]:
     return list(value)
 
 
+def _mode(*, code: str | None, command: object, arguments: object, auto_io: bool) -> Mode:
+    """The run's mode, from the one of ``code`` and ``command`` given (and ``auto_io``)."""
+    if (code is None) == (command is None):
+        raise SandboxConfigError("give exactly one of code= and command=")
+    if arguments is not None and command is None:
+        raise SandboxConfigError("arguments= only goes with command=")
+    return "command" if command is not None else "auto" if auto_io else "verbatim"
+
+
+def _declared(
+    declared: Mapping[str, Any] | Iterable[str] | None, *, mode: Mode, what: str
+) -> dict[str, str | None]:
+    """Inputs or outputs as name -> type tag, names usable in ``mode``."""
+    types = normalise_types(_names(declared))
+    check_names(types, mode=mode, what=what)
+    return types
+
+
+def _check_prebuilt(image: str | None, base_image: str | None, *build: object) -> None:
+    """``image`` runs as is: nothing may ask to build on it. Both references well-formed."""
+    if image is not None and (any(build) or base_image):
+        raise SandboxConfigError(
+            "image= is prebuilt and never built on: drop packages/system_packages/"
+            "additional_commands/base_image, or use base_image= to build on it"
+        )
+    for what, reference in (("image", image), ("base_image", base_image)):
+        if reference is not None:
+            check_image(reference, what)
+
+
+def _check_choice(value: object, choices: Any, what: str) -> None:
+    """``value`` one of the ``Literal`` ``choices``."""
+    if value not in get_args(choices):
+        raise SandboxConfigError(f"{what} must be one of {get_args(choices)}, not {value!r}")
+
+
+def _environment(
+    env_vars: Mapping[str, str] | None, secrets: Sequence[str] | None
+) -> tuple[dict[str, str], tuple[str, ...]]:
+    """``env_vars`` and the secret names, as a container's environment can hold them."""
+    env = dict(env_vars or {})
+    secret_names = tuple(_strings(secrets, "secrets"))
+    for key in (*env, *secret_names):
+        if not _ENV_NAME.match(key):
+            raise SandboxConfigError(f"bad environment variable name {key!r}")
+    if not all(isinstance(v, str) for v in env.values()):
+        raise SandboxConfigError("env_vars values must be strings")
+    _check_exec_strings(env.values(), "env_vars")
+    return env, secret_names
+
+
+def _run_command(
+    mode: Mode, command: Sequence[str] | None, arguments: Sequence[str] | None
+) -> list[str]:
+    """The program the container runs: ``command`` + ``arguments``, or the mode's runner."""
+    run_command = (
+        _strings(command, "command") + _strings(arguments, "arguments")
+        if command is not None
+        else program_command(mode)
+    )
+    _check_exec_strings(run_command, "command")
+    if not run_command:
+        raise SandboxConfigError("command= is empty")
+    return run_command
+
+
 def create(
     name: str,
+    *,
     code: str | None = None,
     inputs: Mapping[str, Any] | Iterable[str] | None = None,
     outputs: Mapping[str, Any] | Iterable[str] | None = None,
@@ -409,66 +467,36 @@ def create(
     env_vars: Mapping[str, str] | None = None,
     secrets: Sequence[str] | None = None,
     cache: CacheMode = "disable",
-    *,
     base_image: str | None = None,
     network: Network = "none",
 ) -> Sandbox:
-    """Define a disposable Docker sandbox (parameter names as Flyte's ``flyte.sandbox.create``).
+    """Define a disposable Docker sandbox (parameters as Flyte's ``flyte.sandbox.create``:
+    ``name``, then keywords only).
 
     Modes: auto-IO (default: inputs are variables, outputs are read from variables),
     verbatim (``auto_io=False``: the script reads ``/var/inputs/<name>`` and writes
     ``/var/outputs/<name>``) and command (``command`` + ``arguments``, any program).
-    Extras of ours, keyword-only: ``base_image`` (default ``$JUPYTER_SANDBOX_BASE_IMAGE`` or
-    the local base) and ``network`` (``"none"`` or ``"bridge"``).
+    Extras of ours: ``base_image`` (default ``$JUPYTER_SANDBOX_BASE_IMAGE`` or the local
+    base) and ``network`` (``"none"`` or ``"bridge"``).
     Raises `SandboxConfigError` (or `InvalidPackageError` for a malformed package) at once.
     """
     if not isinstance(name, str) or not name.strip():
         raise SandboxConfigError("a sandbox needs a name")
-    if (code is None) == (command is None):
-        raise SandboxConfigError("give exactly one of code= and command=")
-    if arguments is not None and command is None:
-        raise SandboxConfigError("arguments= only goes with command=")
-    mode: Mode = "command" if command is not None else "auto" if auto_io else "verbatim"
-    in_types = normalise_types(_names(inputs))
-    out_types = normalise_types(_names(outputs))
-    check_names(in_types, mode=mode, what="input")
-    check_names(out_types, mode=mode, what="output")
-    if image is not None and (packages or system_packages or additional_commands or base_image):
-        raise SandboxConfigError(
-            "image= is prebuilt and never built on: drop packages/system_packages/"
-            "additional_commands/base_image, or use base_image= to build on it"
-        )
-    if cache not in get_args(CacheMode):
-        raise SandboxConfigError(f"cache must be one of {get_args(CacheMode)}, not {cache!r}")
-    if network not in get_args(Network):
-        raise SandboxConfigError(f"network must be one of {get_args(Network)}, not {network!r}")
+    mode = _mode(code=code, command=command, arguments=arguments, auto_io=auto_io)
+    in_types = _declared(inputs, mode=mode, what="input")
+    out_types = _declared(outputs, mode=mode, what="output")
+    _check_prebuilt(image, base_image, packages, system_packages, additional_commands)
+    _check_choice(cache, CacheMode, "cache")
+    _check_choice(network, Network, "network")
     bounded(retries, "retries", low=0, high=MAX_RETRIES, integer=True)
     if timeout is not None:
         check_timeout(timeout)
-    for what, reference in (("image", image), ("base_image", base_image)):
-        if reference is not None:
-            check_image(reference, what)
-    env = dict(env_vars or {})
-    secret_names = tuple(_strings(secrets, "secrets"))
-    for key in (*env, *secret_names):
-        if not _ENV_NAME.match(key):
-            raise SandboxConfigError(f"bad environment variable name {key!r}")
-    if not all(isinstance(v, str) for v in env.values()):
-        raise SandboxConfigError("env_vars values must be strings")
-    _check_exec_strings(env.values(), "env_vars")
-    run_command = (
-        _strings(command, "command") + _strings(arguments, "arguments")
-        if command is not None
-        else program_command(mode)
-    )
-    _check_exec_strings(run_command, "command")
-    if not run_command:
-        raise SandboxConfigError("command= is empty")
+    env, secret_names = _environment(env_vars, secrets)
     return Sandbox(
         name=name,
         mode=mode,
         code=code,
-        command=run_command,
+        command=_run_command(mode, command, arguments),
         inputs=in_types,
         outputs=out_types,
         image_spec=ImageSpec.normalise(
