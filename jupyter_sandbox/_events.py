@@ -30,7 +30,7 @@ class ToolCall:
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
     start: float
-    """Seconds since the run started (monotonic clock)."""
+    """Seconds since the run's code was handed to Monty (monotonic clock; see ``origin``)."""
     line: int | None = None
     """1-based line of the call in the cell, when Monty reports it."""
     column: int | None = None
@@ -44,15 +44,29 @@ class ToolCall:
     """True when the result was answered from a journal or cache instead of calling the tool."""
     children: list[dict[str, Any]] = field(default_factory=list)
     """Nested records (for example the container run of a sandbox used as a tool)."""
+    queued: float | None = 0.0
+    """Seconds the call waited for a free slot before it ran (a sandbox tool runs at most
+    ``concurrency`` containers at once); None while it still waits. The tool's own time runs
+    from ``start + queued`` to ``end``."""
+    cancelled: bool = False
+    """The run stopped before this call finished, and cancelled it (``error`` says so too;
+    a container it ran was stopped and removed, its record is in ``children``)."""
+    origin: float = 0.0
+    """The ``time.perf_counter()`` reading ``start``, ``end`` and ``queued`` count from (the
+    moment the run's code was handed to Monty), so a tool can time its part of the call
+    (not in the record)."""
 
     @property
     def duration(self) -> float | None:
-        return None if self.end is None else self.end - self.start
+        """The tool's own time: from when it got its slot to its end, queue time apart."""
+        return None if self.end is None else self.end - self.start - (self.queued or 0.0)
 
     @property
-    def status(self) -> Literal["running", "ok", "error"]:
+    def status(self) -> Literal["queued", "running", "ok", "error", "cancelled"]:
         if self.end is None:
-            return "running"
+            return "queued" if self.queued is None else "running"
+        if self.cancelled:
+            return "cancelled"
         return "error" if self.error is not None else "ok"
 
     def to_record(self, width: int = 200) -> dict[str, Any]:
@@ -70,6 +84,8 @@ class ToolCall:
             "line": self.line,
             "column": self.column,
             "replayed": self.replayed,
+            "queued": self.queued,
+            "cancelled": self.cancelled,
             "children": list(self.children),
         }
 

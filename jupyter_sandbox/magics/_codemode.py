@@ -6,7 +6,7 @@ from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, magics_class
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import Int, Unicode
 
 from .._errors import CodeModeError, SandboxConfigError
@@ -14,9 +14,11 @@ from ..codemode import CodeModeAgent
 from ..display import CodeModeView
 from ._common import (
     check_out,
+    help_option,
     inputs_option,
     lookup,
     out_option,
+    parse_options,
     select_tools,
     split_names,
     tools_option,
@@ -32,7 +34,8 @@ class CodeModeMagics(Magics):
     ).tag(config=True)
     max_attempts = Int(3, help="Model replies to try before giving up.").tag(config=True)
 
-    @magic_arguments()
+    @magic_arguments("%codemode")  # usage and help show %%codemode
+    @help_option
     @argument("--llm", metavar="NAME", help="notebook variable holding the model callable")
     @tools_option
     @inputs_option
@@ -56,7 +59,9 @@ class CodeModeMagics(Magics):
         """  # fmt: skip
         shell = self.shell
         assert shell is not None  # a registered magic always has its shell
-        args = parse_argstring(self.codemode, line)
+        args = parse_options(self.codemode, line)
+        if args is None:  # --help: printed, nothing runs
+            return None
         task = cell.strip()
         if not task:
             raise UsageError("%%codemode: the cell is the task; describe it in plain words")

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import keyword
 from collections.abc import Mapping
 from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
-from IPython.core.magic_arguments import argument
+from IPython.core.magic_arguments import argument, parse_argstring
 
 from .._errors import SandboxConfigError, SandboxError
 from ..orchestrate import Tool, registry
@@ -30,6 +31,21 @@ tools_option = argument(
     metavar="NAMES",
     help="only these registered tools (comma-separated); default: all",
 )
+help_option = argument(
+    "-h", "--help", action="store_true", help="show these options and run nothing"
+)
+"""Every cell magic's first option. IPython's parsers have no ``--help`` of their own."""
+
+
+def parse_options(magic: Any, line: str) -> argparse.Namespace | None:
+    """The options of ``magic`` (a cell magic decorated with ``@magic_arguments``) on ``line``;
+    None after printing its help when ``-h``/``--help`` is among them, whatever else the line
+    holds: a person asking for help gets it, not an error about another option."""
+    if {"-h", "--help"} & set(line.split()):
+        print(magic.parser.format_help().removeprefix("::\n\n").rstrip())
+        return None
+    args: argparse.Namespace = parse_argstring(magic, line)
+    return args
 
 
 def check_variable(name: str, option: str) -> None:

@@ -2,22 +2,27 @@
 
 from __future__ import annotations
 
+import ast
 import hashlib
+import sys
 from typing import Any
 
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics, cell_magic, magics_class
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import Bool, Float, Int
 
 from .._errors import OrchestrationError, SandboxConfigError
 from ..display import OrchestrateView
-from ..orchestrate import Journal, Limits, ToolCache, orchestrate
+from ..orchestrate import Limits, ToolCache, orchestrate
+from ..orchestrate._memo import Journals
 from ._common import (
     check_out,
+    help_option,
     inputs_option,
     lookup,
     out_option,
+    parse_options,
     select_tools,
     split_names,
     tools_option,
@@ -47,11 +52,12 @@ class OrchestrateMagics(Magics):
 
     def __init__(self, shell: InteractiveShell) -> None:
         super().__init__(shell=shell)
-        self._journals: dict[str, Journal] = {}
+        self._journals = Journals()
         self.tool_cache = ToolCache()
         """What ``--cache`` reads and fills; ``.clear()`` it to start over."""
 
-    @magic_arguments()
+    @magic_arguments("%orchestrate")  # usage and help show %%orchestrate
+    @help_option
     @inputs_option
     @out_option
     @tools_option
@@ -107,14 +113,22 @@ class OrchestrateMagics(Magics):
         """  # fmt: skip
         shell = self.shell
         assert shell is not None  # a registered magic always has its shell
-        args = parse_argstring(self.orchestrate, line)
+        args = parse_options(self.orchestrate, line)
+        if args is None:  # --help: printed, nothing runs
+            return None
         check_out(args.out)
         inputs = {name: lookup(shell, name, "--in") for name in split_names(args.inputs)}
         tools = select_tools(args.tools)
+        journal, resumable = self._journals.start(self._cell_key(cell), cell, resume=args.resume)
+        if args.resume and not resumable:
+            _warn(
+                "--resume: no earlier run of this cell, nor a failed run of the same code, "
+                "completed a tool call; running every call"
+            )
         view = OrchestrateView(quiet=args.quiet)
         try:
             result = orchestrate(
-                cell,
+                _with_out_value(cell, args.out),
                 tools=tools,
                 inputs=inputs,
                 limits=Limits(
@@ -131,7 +145,7 @@ class OrchestrateMagics(Magics):
                 max_output=args.max_output,
                 type_check=self.type_check and not args.no_type_check,
                 on_event=view.on_event,
-                journal=self._journals.setdefault(self._cell_key(cell), Journal()),
+                journal=journal,
                 resume=args.resume,
                 cache=self.tool_cache if args.cache else None,
             )
@@ -139,8 +153,12 @@ class OrchestrateMagics(Magics):
             raise usage_error(exc, {}) from None
         except OrchestrationError as exc:
             if exc.result is not None and not args.quiet:
+                exc.result.code = cell  # as written, without a line --out appended
                 view.finish(exc.result.to_record())
             raise
+        finally:
+            self._journals.finished(cell, journal)
+        result.code = cell
         if not args.quiet:  # a quiet view shows no record: skip previewing every call
             view.finish(result.to_record())
         if args.out:
@@ -154,3 +172,51 @@ class OrchestrateMagics(Magics):
         parent = kernel.get_parent() if kernel is not None else {}
         cell_id = parent.get("metadata", {}).get("cellId") if isinstance(parent, dict) else None
         return str(cell_id) if cell_id else hashlib.sha256(cell.encode()).hexdigest()
+
+
+def _with_out_value(code: str, out: str | None) -> str:
+    """The code to run for ``--out NAME``. A cell whose last statement assigns ``NAME``
+    (``m = f(x)``) means that value, as ``%%sandbox --out m`` reads ``m``: an expression
+    ``NAME`` is appended (after the last line, so line numbers stay the editor's). A cell
+    ending in another statement has no value to store: one line says so, the cell still runs
+    (and stores None)."""
+    if out is None:
+        return code
+    try:
+        body = ast.parse(code).body
+    except SyntaxError:  # Monty reports it, with its own line numbers
+        return code
+    last = body[-1] if body else None
+    if last is None or isinstance(last, ast.Expr):
+        return code
+    if out in _assigned(last):
+        return f"{code}\n{out}"
+    _warn(
+        f"--out {out}: the cell ends in a statement that does not assign {out}, so its value "
+        f"is None; end it with an expression or with {out} = ..."
+    )
+    return code
+
+
+def _assigned(statement: ast.stmt) -> set[str]:
+    """Names a top-level assignment statement binds (``a = b = 1``, ``a, b = ...``,
+    ``a: int = 1``, ``a += 1``)."""
+    if isinstance(statement, ast.Assign):
+        targets = statement.targets
+    elif isinstance(statement, ast.AugAssign) or (
+        isinstance(statement, ast.AnnAssign) and statement.value is not None
+    ):
+        targets = [statement.target]
+    else:
+        return set()
+    return {
+        node.id
+        for target in targets
+        for node in ast.walk(target)
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)
+    }
+
+
+def _warn(message: str) -> None:
+    """One line on the cell's stderr: the cell goes on."""
+    print(message, file=sys.stderr)

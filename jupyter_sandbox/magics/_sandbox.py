@@ -7,13 +7,14 @@ from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, magics_class
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import Float, Unicode
 
 from .._errors import ContainerError, SandboxConfigError
 from ..display import SandboxView
+from ..orchestrate._sandbox_tool import bind_inputs
 from ..sandbox import Resources, Sandbox, SandboxRun, create
-from ._common import check_variable, lookup, split_names, usage_error
+from ._common import check_variable, help_option, lookup, parse_options, split_names, usage_error
 
 _OPTIONS = {"cpu": "--cpus", "env_vars": "--env", "secrets": "--secret"}
 """`create` parameters whose option is spelled otherwise (the rest: ``base_image`` ->
@@ -64,7 +65,8 @@ class SandboxMagics(Magics):
     cpus = Float(1.0, help="CPUs per run.").tag(config=True)
     memory = Unicode("1g", help="Memory per run (e.g. 512m, 2g).").tag(config=True)
 
-    @magic_arguments()
+    @magic_arguments("%sandbox")  # usage and help show %%sandbox
+    @help_option
     @argument("--name", help="also define NAME in the notebook: NAME(x=...) runs it again")
     @argument(
         "--in", dest="inputs", action="append", metavar="NAME[:TYPE]", help="input variable(s)"
@@ -98,7 +100,9 @@ class SandboxMagics(Magics):
         """  # fmt: skip
         shell = self.shell
         assert shell is not None  # a registered magic always has its shell
-        args = parse_argstring(self.sandbox, line)
+        args = parse_options(self.sandbox, line)
+        if args is None:  # --help: printed, nothing runs
+            return None
         if args.verbatim and args.command:
             raise UsageError("--verbatim and --command are different modes: pick one")
         inputs = _declarations(args.inputs, "--in")
@@ -165,7 +169,13 @@ class ShownSandbox:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._sandbox, name)
 
-    def __call__(self, **inputs: Any) -> Any:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """``NAME(10.0, 20.0)`` or ``NAME(a=10.0, b=20.0)``: inputs in ``--in`` order, as the
+        same sandbox takes them as a tool inside ``%%orchestrate``."""
+        try:
+            inputs = bind_inputs(self._sandbox.name, list(self._sandbox.inputs), args, kwargs)
+        except TypeError as exc:
+            raise UsageError(str(exc)) from None
         return run_shown(self._sandbox, inputs, quiet=self._quiet).value
 
     def __repr__(self) -> str:

@@ -3,15 +3,20 @@
 Both answer a call without calling the tool, and the trace marks such calls ``replayed``.
 
 - `Journal`: the calls of one cell's last run, in the order they were made. Resuming re-runs
-  the code and answers call *i* from entry *i* while the tool and arguments match and the
-  call had succeeded; from the first difference on, tools are called again. That makes a run
-  that failed half-way (a tool raised, a limit, an interrupt) cheap to finish.
+  the code and answers call *i* from entry *i* while the tool and arguments match: a call
+  that had completed is answered, one that had failed or never finished (cancelled when the
+  run stopped) is made again and the replay goes on past it, so in ``gather(a, b, c)`` where
+  ``b`` failed after ``c`` finished, only ``b`` runs again. From the first call the code makes
+  differently on, tools are called again. That makes a run that failed half-way (a tool
+  raised, a limit, an interrupt) cheap to finish.
+- `Journals`: the journals ``%%orchestrate`` keeps, by cell and by code (see `Journals.start`).
 - `ToolCache`: results by tool and arguments, across cells and runs, for tools whose result
   depends only on their arguments. Opt-in: a cache must never hide a side effect by surprise.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,9 +32,69 @@ class Journal:
     """The calls of one cell's latest run (its trace). Pass the same object to each run."""
 
     calls: list[ToolCall] = field(default_factory=list)
+    failed: bool = False
+    """Whether that run failed (a tool raised, a limit, an interrupt)."""
 
     def __len__(self) -> int:
         return len(self.calls)
+
+    @property
+    def completed(self) -> int:
+        """Calls a resumed run can be answered with."""
+        return sum(call.status == "ok" for call in self.calls)
+
+
+class Journals:
+    """The journals of a notebook's cells, for ``--resume``.
+
+    A person resumes "the run that just failed": in the cell that failed, or in a copy of its
+    code below it (as a notebook teaches it, or after pasting). Cells are keyed by the
+    frontend's cell id, so a copy is another cell; `start` therefore falls back to the last
+    failed run of the same code. At most ``limit`` cells and codes are remembered (the
+    journals hold tool results): the least recently run are forgotten first.
+    """
+
+    def __init__(self, limit: int = 256) -> None:
+        self.limit = limit
+        self._cells: dict[str, Journal] = {}
+        self._failed: dict[str, Journal] = {}
+        """The last failed run of each code, by its hash."""
+
+    def start(self, cell: str, code: str, *, resume: bool) -> tuple[Journal, int]:
+        """The journal to run cell ``cell`` with, and how many completed calls it can answer
+        when resuming (0: nothing to resume from). The journal replayed is, in this order, the
+        cell's own last run if it failed, the last failed run of this code in any cell, the
+        cell's own last run."""
+        journal = self._cells.pop(cell, None)
+        if journal is None:
+            journal = Journal()
+        self._cells[cell] = journal  # now the most recently run
+        _trim(self._cells, self.limit)
+        if not resume:
+            return journal, 0
+        failed = self._failed.get(_digest(code))
+        if not journal.failed and failed is not None:
+            journal.calls, journal.failed = list(failed.calls), True
+        return journal, journal.completed
+
+    def finished(self, code: str, journal: Journal) -> None:
+        """After a run with ``journal``: remember it if it failed, as the last failed run of
+        ``code``."""
+        if journal.failed:
+            key = _digest(code)
+            self._failed.pop(key, None)
+            self._failed[key] = Journal(list(journal.calls), failed=True)
+            _trim(self._failed, self.limit)
+
+
+def _digest(code: str) -> str:
+    return hashlib.sha256(code.encode()).hexdigest()
+
+
+def _trim(entries: dict[str, Journal], limit: int) -> None:
+    """Drop the oldest entries (first inserted) beyond ``limit``."""
+    while len(entries) > limit:
+        del entries[next(iter(entries))]
 
 
 class ToolCache:

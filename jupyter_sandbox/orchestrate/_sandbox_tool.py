@@ -14,8 +14,10 @@ from __future__ import annotations
 import asyncio
 import datetime
 import inspect
+import threading
+import time
 import weakref
-from collections.abc import Awaitable, Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from .._errors import ContainerError, SandboxConfigError
@@ -34,7 +36,7 @@ class SandboxLike(Protocol):
     inputs: Mapping[str, str | None]
     outputs: Mapping[str, str | None]
 
-    def execute_async(self, inputs: Mapping[str, Any]) -> Awaitable[Any]: ...
+    def execute(self, inputs: Mapping[str, Any], *, cancel: threading.Event) -> Any: ...
 
 
 def is_sandbox(obj: object) -> bool:
@@ -76,27 +78,80 @@ class SandboxTool(Tool):
     async def _run(
         self, call: ToolCall | None, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
-        signature = self.signature
-        assert signature is not None
-        try:
-            inputs = dict(signature.bind(*args, **kwargs).arguments)
-        except TypeError as exc:
-            raise TypeError(f"{self.name}(): {exc}") from None
-
+        inputs = bind_inputs(self.name, list(self.sandbox.inputs), args, kwargs)
         loop = asyncio.get_running_loop()
         slots = self._slots.get(loop)
         if slots is None:
             slots = self._slots[loop] = asyncio.Semaphore(self._limit)
-        async with slots:
-            try:
-                run = await self.sandbox.execute_async(inputs)
-            except ContainerError as err:
-                if call is not None and err.record is not None:
-                    call.children.append(dict(err.record))
-                raise
-        if call is not None:
-            call.children.append(run.to_record())
+        await self._take_slot(slots, call)
+        try:
+            run = await self._execute(call, inputs)
+        finally:
+            slots.release()
+        _keep(call, run.to_record())
         return run.value
+
+    @staticmethod
+    async def _take_slot(slots: asyncio.Semaphore, call: ToolCall | None) -> None:
+        """Wait for one of the tool's ``concurrency`` slots. A call that waits is ``queued``
+        meanwhile and records how long it waited: that time is not the container's, and the
+        trace counts as running only the calls that hold a slot."""
+        if call is None or not slots.locked():
+            await slots.acquire()
+            return
+        call.queued = None
+        try:
+            await slots.acquire()
+        finally:  # cancelled while waiting too: it waited that long
+            call.queued = time.perf_counter() - call.origin - call.start
+
+    async def _execute(self, call: ToolCall | None, inputs: dict[str, Any]) -> Any:
+        """One container run on a worker thread, its record kept in ``call`` whatever the
+        outcome: a failure's, and a cancelled run's (the orchestration stopped: the container
+        is stopped and removed before the cancellation goes on). ``execute_async`` would drop
+        the cancelled run's record."""
+        cancel = threading.Event()
+        work = asyncio.ensure_future(asyncio.to_thread(self.sandbox.execute, inputs, cancel=cancel))
+        try:
+            return await asyncio.shield(work)
+        except asyncio.CancelledError:
+            cancel.set()
+            try:
+                _keep(call, (await work).to_record())  # it finished as it was cancelled
+            except ContainerError as err:  # SandboxCancelled, once the container is removed
+                _keep(call, err.record)
+            raise
+        except ContainerError as err:
+            _keep(call, err.record)
+            raise
+
+
+def _keep(call: ToolCall | None, record: dict[str, Any] | None) -> None:
+    """Nest a container run's record in the call that ran it (the trace shows it there)."""
+    if call is not None and record is not None:
+        call.children.append(dict(record))
+
+
+def bind_inputs(
+    name: str, declared: Sequence[str], args: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> dict[str, Any]:
+    """A sandbox call's arguments as its inputs: positional ones in declared order, then by
+    name. A call that does not fit is one `TypeError` line naming the inputs, the same from
+    orchestration code and from the notebook (``inspect``'s "too many positional arguments"
+    would not say which inputs there are)."""
+    inputs = dict(zip(declared, args, strict=False))
+    problems = [f"{len(args)} given by position"] if len(args) > len(declared) else []
+    problems += [f"{key!r} given twice" for key in kwargs if key in inputs]
+    problems += [f"no input named {key!r}" for key in kwargs if key not in declared]
+    inputs.update(kwargs)
+    problems += [f"{key!r} missing" for key in declared if key not in inputs]
+    if problems:
+        takes = ", ".join(declared) if declared else "no inputs"
+        raise TypeError(
+            f"{name}() takes {takes} (by position in that order, or by name): "
+            + "; ".join(problems)
+        )
+    return inputs
 
 
 def _python_type(tag: str | None) -> Any:
