@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from jupyter_sandbox import SandboxConfigError, Tool, create, orchestrate_local
+from jupyter_sandbox import LimitExceeded, SandboxConfigError, Tool, create, orchestrate_local
 
 P, K = Parameter.POSITIONAL_OR_KEYWORD, Parameter.KEYWORD_ONLY
 REQUIRED = Parameter.empty
@@ -62,9 +62,7 @@ OUR_EXTRAS = {"base_image", "network"}
 
 
 def shape(function: Any) -> dict[str, tuple[Any, Any]]:
-    return {
-        name: (p.kind, p.default) for name, p in inspect.signature(function).parameters.items()
-    }
+    return {name: (p.kind, p.default) for name, p in inspect.signature(function).parameters.items()}
 
 
 @pytest.mark.parametrize(
@@ -111,7 +109,7 @@ def test_flytes_orchestrate_local_example_runs() -> None:
 
 def test_timeout_ms_is_milliseconds_and_a_bad_one_is_named() -> None:
     slow = "n = 0\nwhile True:\n    n += 1"
-    with pytest.raises(Exception, match="time limit exceeded.* 0.2 s"):
+    with pytest.raises(LimitExceeded, match=r"time limit exceeded.* 0\.2 s"):
         asyncio.run(orchestrate_local(slow, inputs={}, timeout_ms=200))
     with pytest.raises(SandboxConfigError, match=r"^timeout_ms must be .* got -5$"):
         asyncio.run(orchestrate_local("1", inputs={}, timeout_ms=-5))
@@ -119,7 +117,7 @@ def test_timeout_ms_is_milliseconds_and_a_bad_one_is_named() -> None:
 
 def test_create_takes_only_the_name_positionally() -> None:
     with pytest.raises(TypeError):
-        create("s", "print(1)")  # type: ignore[misc]
+        create("s", "print(1)")  # type: ignore[call-arg]
 
 
 def test_a_sandbox_definition_is_frozen() -> None:

@@ -6,6 +6,7 @@ import json
 import re
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -81,3 +82,26 @@ def test_one_version_everywhere() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
     package = json.loads((ROOT / "labextension" / "package.json").read_text())["version"]
     assert jupyter_sandbox.__version__ == project == package
+
+
+def test_unload_gives_back_the_exception_handler_it_found(shell: Any) -> None:
+    seen: list[BaseException] = []
+
+    def handler(
+        shell: Any, etype: Any, value: BaseException, tb: Any, tb_offset: Any = None
+    ) -> list[str]:
+        seen.append(value)
+        return ["handled by the notebook's own handler"]
+
+    shell.run_line_magic("unload_ext", "jupyter_sandbox")
+    try:
+        shell.set_custom_exc((LookupError,), handler)
+        shell.run_line_magic("load_ext", "jupyter_sandbox")
+        assert shell.custom_exceptions == (errors.SandboxError,)
+        shell.run_line_magic("unload_ext", "jupyter_sandbox")
+        assert shell.custom_exceptions == (LookupError,)
+        shell.run_cell("{}['missing']")
+        assert [type(e) for e in seen] == [KeyError]
+    finally:
+        shell.set_custom_exc((), None)
+        shell.run_line_magic("load_ext", "jupyter_sandbox")

@@ -3,7 +3,8 @@ hand its events to a view and store results. Logic that grows here belongs in an
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+from weakref import WeakKeyDictionary
 
 from .._errors import SandboxError
 
@@ -11,6 +12,12 @@ if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
 
 CELL_MAGICS = ("orchestrate", "sandbox", "codemode")
+
+_previous_handlers: WeakKeyDictionary[InteractiveShell, tuple[tuple[type, ...], Any]] = (
+    WeakKeyDictionary()
+)
+"""Each shell's custom-exception handler from before `load` set ours (IPython keeps one):
+`unload` puts it back instead of leaving the shell with none."""
 
 
 def load(ipython: InteractiveShell) -> None:
@@ -23,6 +30,7 @@ def load(ipython: InteractiveShell) -> None:
     ipython.register_magics(SandboxMagics(shell=ipython))
     ipython.register_magics(CodeModeMagics(shell=ipython))
     _reap_in_background()
+    _previous_handlers.setdefault(ipython, (ipython.custom_exceptions, ipython.CustomTB))
     ipython.set_custom_exc((SandboxError,), show_error)
 
 
@@ -47,4 +55,6 @@ def _reap_in_background() -> None:
 def unload(ipython: InteractiveShell) -> None:
     for name in CELL_MAGICS:
         ipython.magics_manager.magics["cell"].pop(name, None)
-    ipython.set_custom_exc((), None)
+    previous = _previous_handlers.pop(ipython, None)
+    if previous is not None:
+        ipython.custom_exceptions, ipython.CustomTB = previous
