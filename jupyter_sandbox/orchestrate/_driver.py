@@ -226,11 +226,11 @@ class Driver:
             self._closed = True
             session = self._session
         self._stop_pending()
-        if self.journal is not None:
         self._end_pending()
+        if self.journal is not None:
             self.journal.calls = self.result.trace
-        self.result.duration = time.perf_counter() - self._t0
             self.journal.failed = self.result.error is not None
+        self.result.duration = time.perf_counter() - self._t0
         self.result.stdout = "".join(self._stdout)
         if session is not None:  # its worker may be dead (killed): the pool starts another
             session.__exit__(None, None, None)
@@ -286,12 +286,12 @@ class Driver:
         if self._killed.is_set():
             raise Interrupted("interrupted")
         inputs = {name: to_sandbox(value) for name, value in self.inputs.items()}
-        snap = session.feed_start(self.code, inputs=inputs, print_callback=self._print)
         # The trace's times count from here: building stubs and waiting for a worker are not
         # the code's. (Monty 1.4.0 type-checks inside this same feed, before the first
         # instruction, and reports no boundary: a checked cell's first tens of ms are the
         # checker's.)
         self._t0 = time.perf_counter()
+        snap = session.feed_start(self.code, inputs=inputs, print_callback=self._print)
         while True:
             if isinstance(snap, pm.FunctionSnapshot):
                 if snap.is_os_function:
@@ -334,15 +334,15 @@ class Driver:
             start=time.perf_counter() - self._t0,
             line=line,
             column=column,
-        )
             origin=self._t0,
+        )
         self.result.trace.append(call)
         if self._emitting:
             self.emit(CallStarted(call))
-        if self._remembers:
             # The view's work for the event (its first render in a fresh kernel) is not the
             # tool's: the call starts after it.
             call.start = time.perf_counter() - self._t0
+        if self._remembers:
             found, value = self._remembered(call)
             if found and tool.is_async:  # the code may gather it: it must stay awaitable
                 done: concurrent.futures.Future[Any] = concurrent.futures.Future()
@@ -399,7 +399,6 @@ class Driver:
         with contextlib.suppress(Exception):
             asyncio.run_coroutine_threadsafe(stop(), self.loop).result(timeout=_CLEANUP_WAIT)
 
-    def _later(
     def _end_pending(self) -> None:
         """Give every call the run stopped waiting for its end in the trace (and so in the
         journal): the outcome of one that finished unnoticed (a resumed run is answered with
@@ -415,6 +414,7 @@ class Driver:
             call.end = time.perf_counter() - self._t0
             self.emit(CallFinished(call))
 
+    def _later(
         self, call_id: int, future: concurrent.futures.Future[Any], call: ToolCall | None = None
     ) -> Any:
         """Answer with a sandbox future; `_settle` resolves it when ``future`` is done."""
@@ -458,11 +458,11 @@ class Driver:
                 and same(old.args, call.args)
                 and same(old.kwargs, call.kwargs)
             ):
-                call.replayed = True
                 if old.status != "ok":  # it failed or never finished: make it again, and
                     return False, None  # keep answering the calls after it
-                return True, old.result
+                call.replayed = True
                 call.children = list(old.children)  # the container run that answered it
+                return True, old.result
             self._replay = []  # the run took another path: call tools from here on
         if self.cache is not None:
             key = ToolCache.key(call.tool, call.args, call.kwargs)
