@@ -146,7 +146,8 @@ class OutOfMemory(ContainerError):
 
 
 class SandboxCancelled(ContainerError):
-    """The run was cancelled (its awaiting task was); its container was stopped and removed."""
+    """The run was cancelled (its awaiting task was) or interrupted (Ctrl-C, a kernel
+    interrupt); its container was stopped and removed, an image build in progress stopped."""
 
 
 class OutputLimitExceeded(ContainerError):

@@ -17,7 +17,7 @@ SandboxError                      base: catch this to catch anything of ours
     ├── SandboxTimeout            the container ran past its timeout
     ├── OutOfMemory               the container was killed for memory
     ├── OutputLimitExceeded       stdout+stderr, or /var/outputs, passed its cap
-    ├── SandboxCancelled          the awaiting task was cancelled; the container was removed
+    ├── SandboxCancelled          cancelled or interrupted (Ctrl-C); the container was removed
     ├── NonZeroExit               the code exited non-zero (``.exit_code``, ``.stderr_tail``)
     └── OutputError               a declared output is unusable (``.name`` names it)
         ├── MissingOutput         it was not written

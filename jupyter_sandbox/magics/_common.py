@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import keyword
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
+from IPython.core.magic import Magics
 from IPython.core.magic_arguments import argument, parse_argstring
 
-from .._errors import SandboxConfigError, SandboxError
+from .._errors import Interrupted, SandboxCancelled, SandboxConfigError, SandboxError
 from ..orchestrate import Tool, registry
 
 _MISSING = object()
@@ -72,6 +73,29 @@ def usage_error(exc: SandboxConfigError, options: Mapping[str, str]) -> UsageErr
     return UsageError(message)
 
 
+class CellMagics(Magics):
+    """What our cell magics share: the shell they are registered in, and engine config errors
+    as one-line usage errors naming the magic's own options."""
+
+    options: ClassVar[Mapping[str, str]] = {}
+    """Engine parameters this magic's options spell otherwise (``{"cpu": "--cpus"}``)."""
+    _shell: InteractiveShell | None = None
+
+    @property
+    def shell(self) -> InteractiveShell:
+        """The shell: a registered magic always has one (IPython types it optional)."""
+        assert self._shell is not None, "a cell magic runs only in the shell it is registered in"
+        return self._shell
+
+    @shell.setter
+    def shell(self, shell: InteractiveShell | None) -> None:
+        self._shell = shell
+
+    def usage_error(self, exc: SandboxConfigError) -> UsageError:
+        """`usage_error` naming this magic's `options`: raise it ``from None``."""
+        return usage_error(exc, self.options)
+
+
 def split_names(values: list[str] | None) -> list[str]:
     """``--in a,b --in c`` -> ["a", "b", "c"] (repeatable and comma-separated)."""
     return [n.strip() for v in values or [] for n in v.split(",") if n.strip()]
@@ -127,5 +151,8 @@ def show_error(
     The cell still fails (an ``error`` output, so "run all" stops and nbclient raises)."""
     if not isinstance(value, SandboxError):
         shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
+        return
+    if isinstance(value, Interrupted | SandboxCancelled):  # the message says it all
+        shell._showtraceback(etype, value, [str(value)])
         return
     shell._showtraceback(etype, value, format_error(value).splitlines())

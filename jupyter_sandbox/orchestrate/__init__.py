@@ -167,9 +167,12 @@ def orchestrate(
             # and removed on cancel).
             with contextlib.suppress(Exception):
                 future.result(timeout=_DRIVER_WAIT)
-        error = Interrupted("interrupted: the sandbox was stopped")
-        error.result = driver.result
-        raise error from None
+        # The driver's own account when it has settled (it names an abandoned call); the
+        # record says interrupted either way.
+        settled = future.exception() if future.done() else None
+        if isinstance(settled, Interrupted):
+            raise settled from None
+        raise driver._fail(Interrupted("interrupted: the sandbox was stopped")) from None
 
 
 async def orchestrate_async(

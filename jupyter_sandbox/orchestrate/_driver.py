@@ -206,10 +206,11 @@ class Driver:
                 call.error = "Abandoned: the run was interrupted while this call ran on the host"
         if call is not None:
             self.emit(CallFinished(call))
+        running = f"the call to {call.tool}()" if call is not None else "the wait for a worker"
         error = self._fail(
             Interrupted(
-                "interrupted: the sandbox was stopped and the tool call still running on "
-                "the host was abandoned (its thread finishes on its own)"
+                f"interrupted: the sandbox was stopped and {running}, still running on the"
+                " host, was abandoned (its thread finishes on its own)"
             )
         )
         self._close()
@@ -573,6 +574,7 @@ class Driver:
 
     def _fail(self, error: OrchestrationError) -> OrchestrationError:
         self.result.error = f"{type(error).__name__}: {error}"
+        self.result.interrupted = isinstance(error, Interrupted)
         self.result.sandbox_traceback = error.sandbox_traceback or None
         error.result = self.result
         return error

@@ -26,6 +26,8 @@ class OrchestrationResult:
     duration: float = 0.0
     error: str | None = None
     """``ExcType: message`` when the run failed."""
+    interrupted: bool = False
+    """Ctrl-C stopped the run: the record's status is ``interrupted``, not ``error``."""
     sandbox_traceback: str | None = None
 
     def to_record(self) -> dict[str, Any]:
@@ -34,7 +36,7 @@ class OrchestrationResult:
             "version": RECORD_VERSION,
             "kind": "orchestrate",
             "code": self.code,
-            "status": "error" if self.error else "ok",
+            "status": "interrupted" if self.interrupted else "error" if self.error else "ok",
             "value": None if self.error else preview(self.value),
             "stdout": self.stdout,
             "error": self.error,

@@ -54,13 +54,17 @@ class SandboxRun:
     cached: bool = False
     build: BuildInfo | None = None
     error: str | None = None
+    interrupted: bool = False
+    """Ctrl-C stopped the run (``error`` says where): the record's status is ``interrupted``."""
     secrets: tuple[str, ...] = field(default=(), repr=False)
     """The values of the run's secrets while it runs; `seal` turns them into ``hidden``."""
     hidden: frozenset[tuple[str, str]] = field(default=frozenset(), repr=False)
     """``("inputs" | "outputs", name)`` of each value that holds a secret."""
 
     @property
-    def status(self) -> Literal["ok", "error"]:
+    def status(self) -> Literal["ok", "error", "interrupted"]:
+        if self.interrupted:
+            return "interrupted"
         return "error" if self.error is not None else "ok"
 
     @property

@@ -26,6 +26,7 @@ from .._errors import (
     NonZeroExit,
     OutOfMemory,
     OutputLimitExceeded,
+    SandboxCancelled,
     SandboxConfigError,
     SandboxTimeout,
     UnusableImage,
@@ -138,7 +139,8 @@ class Sandbox:
     ) -> SandboxRun:
         """Run once and return the full record. A `ContainerError` carries ``.record``.
 
-        Setting ``cancel`` (from another thread) stops a running container: `SandboxCancelled`.
+        Setting ``cancel`` (from another thread) stops a running container: `SandboxCancelled`;
+        so does Ctrl-C (``KeyboardInterrupt``), and its record's status is ``interrupted``.
         """
         emit = on_event or ignore
         tags = self._bind(inputs)
@@ -157,6 +159,12 @@ class Sandbox:
                 self._execute(run, tags, env, emit, cancel)
             except ContainerError:
                 raise
+            except KeyboardInterrupt:
+                # Ctrl-C: `run_container` has removed the container on its way out, and the
+                # engine stops a build whose stream is dropped. One line and a record, not a
+                # traceback through our files.
+                run.interrupted = True
+                raise SandboxCancelled(self._interrupted(run)) from None
             except Exception as exc:
                 if not is_engine_error(exc):
                     raise
@@ -174,6 +182,14 @@ class Sandbox:
         run.seal()
         run.duration = time.monotonic() - start
         return run
+
+    def _interrupted(self, run: SandboxRun) -> str:
+        """Where Ctrl-C stopped the run, in the words the cell shows."""
+        if run.attempts:
+            return "interrupted: container stopped and removed"
+        if self.image is None and self.image_spec.needs_build and run.build is None:
+            return "interrupted: image build stopped; the code did not run"
+        return "interrupted before the code ran"
 
     def check(self, inputs: Mapping[str, Any]) -> None:
         """Raise `SandboxConfigError` for inputs or secrets a run would refuse, without Docker:

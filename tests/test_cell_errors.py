@@ -1,0 +1,163 @@
+"""Errors and interrupts as a person meets them in the cell (issue 9, items 1, 2, 6 and 7).
+
+Interrupts live in the kernel, so those tests run a real kernel (jupyter_client) and read its
+iopub messages: the error output, and the final display that replaces the live widget.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from jupyter_client.manager import start_new_kernel
+
+RUN_MIME = "application/vnd.jupyter-sandbox.run+json"
+TRACE_MIME = "application/vnd.jupyter-sandbox.trace+json"
+
+
+# -- a real kernel --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def kernel() -> Iterator[tuple[Any, Any]]:
+    manager, client = start_new_kernel(kernel_name="python3")
+    client.execute_interactive("%load_ext jupyter_sandbox", timeout=60)
+    try:
+        yield manager, client
+    finally:
+        manager.shutdown_kernel(now=True)
+        client.stop_channels()
+
+
+def _until(client: Any, msg_id: str, predicate: Callable[[dict[str, Any]], bool]) -> list[dict]:
+    """iopub messages of one request, up to the first for which ``predicate`` holds."""
+    seen = []
+    while True:
+        msg = client.get_iopub_msg(timeout=300)
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        seen.append(msg)
+        if predicate(msg):
+            return seen
+        assert not _idle(msg), f"the cell ended first: {seen}"
+
+
+def _idle(msg: dict[str, Any]) -> bool:
+    return msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle"
+
+
+def _interrupted(manager: Any, client: Any, msg_id: str) -> tuple[list[str], dict[str, Any]]:
+    """Interrupt the kernel; the cell's error lines and the last record it displayed."""
+    manager.interrupt_kernel()
+    rest = _until(client, msg_id, _idle)
+    errors = [m["content"]["traceback"] for m in rest if m["msg_type"] == "error"]
+    assert len(errors) == 1, errors
+    records = [
+        data[mime]
+        for m in rest
+        if m["msg_type"] in ("display_data", "update_display_data")
+        for data in [m["content"]["data"]]
+        for mime in (RUN_MIME, TRACE_MIME)
+        if mime in data
+    ]
+    assert records, "no record replaced the live view"
+    return errors[0], records[-1]
+
+
+def _ours(docker_engine: Any, manager: Any) -> list[Any]:
+    labels = [
+        "jupyter-sandbox.kind=run",
+        f"jupyter-sandbox.owner-pid={manager.provisioner.process.pid}",
+    ]
+    return docker_engine.containers.list(all=True, filters={"label": labels}, sparse=True)
+
+
+@pytest.mark.docker
+def test_interrupting_a_sandbox_run(kernel, docker_engine) -> None:
+    manager, client = kernel
+    msg_id = client.execute('%%sandbox --timeout 300\nprint("first", flush=True)\nimport time\n'
+                            "time.sleep(300)\n")  # fmt: skip
+    _until(client, msg_id, lambda m: "first" in m["content"].get("text", ""))
+    running = {c.id for c in _ours(docker_engine, manager) if _runs_code(docker_engine, c.id)}
+    assert running
+    error, record = _interrupted(manager, client, msg_id)
+    assert error == ["interrupted: container stopped and removed"]
+    assert record["status"] == "interrupted"
+    assert not running & {c.id for c in _ours(docker_engine, manager)}  # before the error
+    outputs = _execute(client, "%%sandbox --out x\nx = 2")  # the kernel goes on
+    assert not [m for m in outputs if m["msg_type"] == "error"]
+
+
+def _runs_code(docker_engine: Any, container_id: str) -> bool:
+    """Whether the container runs a cell (a spare started for the next run only waits)."""
+    processes = docker_engine.api.top(container_id)["Processes"] or []
+    return any("runner.py" in " ".join(p) for p in processes)
+
+
+def _build_containers(docker_engine: Any, nonce: str) -> list[Any]:
+    """Build-step containers of the build whose packages carry ``nonce``."""
+    every = docker_engine.api.containers(all=True)
+    return [c for c in every if nonce in (c.get("Command") or "")]
+
+
+@pytest.mark.docker
+def test_interrupting_a_sandbox_build(kernel, docker_engine) -> None:
+    manager, client = kernel
+    nonce = str(uuid.uuid4().int % 10**9)
+    msg_id = client.execute(f"%%sandbox --packages six!=0.0.{nonce}\nprint(1)")
+    step = re.compile(r"step \d+ of \d+: installing six")
+    _until(client, msg_id, lambda m: bool(step.search(json.dumps(m["content"]))))
+    error, record = _interrupted(manager, client, msg_id)
+    assert error == ["interrupted: image build stopped; the code did not run"]
+    assert record["status"] == "interrupted"
+    assert record["attempts"] == 0
+    assert not _ours(docker_engine, manager)
+    for _ in range(200):  # the engine removes the stopped step's container (forcerm)
+        if not _build_containers(docker_engine, nonce):
+            break
+        time.sleep(0.1)
+    assert not _build_containers(docker_engine, nonce)
+    images = docker_engine.images.list(filters={"label": "jupyter-sandbox.kind=env"})
+    assert not [i for i in images if nonce in json.dumps(i.labels)]  # the build did not finish
+
+
+BLOCKED_TOOL = """
+import threading
+from jupyter_sandbox import tool
+release = threading.Event()
+
+@tool
+def block(x: int) -> int:
+    print("blocked", flush=True)
+    release.wait()
+    return x
+"""
+
+
+def test_interrupting_orchestrate_in_a_sync_tool(kernel) -> None:
+    manager, client = kernel
+    client.execute_interactive(BLOCKED_TOOL, timeout=60)
+    msg_id = client.execute("%%orchestrate\ny = block(1)\ny + 1")
+    _until(client, msg_id, lambda m: "blocked" in m["content"].get("text", ""))
+    error, record = _interrupted(manager, client, msg_id)
+    assert error == [
+        "interrupted: the sandbox was stopped and the call to block(), still running on the "
+        "host, was abandoned (its thread finishes on its own)"
+    ]
+    assert record["status"] == "interrupted"
+    (call,) = record["calls"]
+    assert call["end"] is not None
+    assert call["error"].startswith("Abandoned:")
+    client.execute_interactive("release.set()", timeout=60)
+    outputs = _execute(client, "%%orchestrate\nblock(2)")  # the kernel goes on
+    assert not [m for m in outputs if m["msg_type"] == "error"]
+
+
+def _execute(client: Any, code: str) -> list[dict[str, Any]]:
+    msg_id = client.execute(code)
+    return _until(client, msg_id, _idle)
