@@ -189,7 +189,8 @@ def test_record_shape_is_json_safe():
     assert record["inputs"] == {"x": {"type": "int", "preview": "1"}}
     assert set(record) == {
         "version", "kind", "name", "image", "status", "error", "duration", "exit_code",
-        "attempts", "cached", "build", "stdout", "stderr", "outputs", "inputs",
+        "attempts", "cached", "build", "stdout", "stdout_chars", "stderr", "stderr_chars",
+        "outputs", "inputs",
     }  # fmt: skip
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._bounds import ToolStats, kept_calls, stream_fields
 from .._events import ToolCall
 from .._preview import preview
 
@@ -38,11 +39,24 @@ class OrchestrationResult:
             "code": self.code,
             "status": "interrupted" if self.interrupted else "error" if self.error else "ok",
             "value": None if self.error else preview(self.value),
-            "stdout": self.stdout,
+            **stream_fields("stdout", self.stdout),
             "error": self.error,
             "sandbox_traceback": self.sandbox_traceback,
             "duration": self.duration,
-            "calls": [_bounded(c.to_record()) for c in self.trace],
+            **self._calls_record(),
+        }
+
+    def _calls_record(self) -> dict[str, Any]:
+        """The calls a saved notebook keeps (see `_bounds`: a long trace keeps its ends and its
+        failures), how many it dropped, and the per-tool summary of all of them."""
+        kept = kept_calls(self.trace, lambda call: call.status == "ok")
+        stats = ToolStats()
+        for call in self.trace:
+            stats.add(call.tool, call.duration, call.error is not None)
+        return {
+            "calls": [_bounded(c.to_record()) for c in kept],
+            "dropped": len(self.trace) - len(kept),
+            "tools": stats.rows(),
         }
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .._bounds import stream_fields
 from ._build import BuildInfo
 from ._io import preview
 from ._secrets import HIDDEN, holds_secret
@@ -103,8 +104,8 @@ class SandboxRun:
             "attempts": self.attempts,
             "cached": self.cached,
             "build": None if self.build is None else self.build.to_record(),
-            "stdout": self.stdout,
-            "stderr": self.stderr,
+            **stream_fields("stdout", self.stdout),  # the cell's stream outputs hold it all
+            **stream_fields("stderr", self.stderr),
             "outputs": _describe(self.outputs, self.output_types, self._hidden("outputs")),
             "inputs": _describe(self.inputs, self.input_types, self._hidden("inputs")),
         }

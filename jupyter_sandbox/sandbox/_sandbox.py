@@ -31,7 +31,7 @@ from .._errors import (
     SandboxTimeout,
     UnusableImage,
 )
-from .._events import EventCallback, RunFinished, RunStarted, ignore
+from .._events import EventCallback, Output, RunFinished, RunStarted, ignore
 from .._owner import temp_prefix
 from . import _cache
 from ._client import client, engine_error_message, is_engine_error
@@ -281,6 +281,9 @@ class Sandbox:
         run.outputs, run.stdout, run.stderr = hit["outputs"], hit["stdout"], hit["stderr"]
         run.cached, run.exit_code = True, 0
         emit(RunStarted(self.name, run.image))
+        for stream in ("stdout", "stderr"):  # the cell shows a cached run's output as a run's:
+            if hit[stream]:  # streamed (the record keeps only a tail)
+                emit(Output(stream, hit[stream]))
         shown = hide_values(run.outputs, run.secrets)
         emit(RunFinished(self.name, 0, 0.0, outputs=shown, cached=True))
         return True
@@ -327,24 +330,48 @@ class Sandbox:
                 f"image {image} cannot start {program} ({reason}): {advice}", program=program
             )
         if raw.timed_out:
-            raise SandboxTimeout(f"timed out after {self.timeout:g} s")
+            raise SandboxTimeout(
+                f"timed out after {self.timeout:g} s (raise it with --timeout, timeout=)"
+            )
         if raw.flooded:
             raise OutputLimitExceeded(
                 f"output passed the {self.resources.output} cap; the run was stopped"
             )
         if raw.oom_killed:
-            raise OutOfMemory(f"out of memory: killed at the {self.resources.memory} limit")
+            raise OutOfMemory(
+                f"out of memory: killed at the {self.resources.memory} limit"
+                " (raise it with --memory, resources=Resources(memory=...))"
+            )
         if raw.outputs_error is not None:
             raise raw.outputs_error
         if raw.exit_code != 0:
             tail = "\n".join(raw.stderr.rstrip().splitlines()[-_STDERR_TAIL:])
             last = tail.splitlines()[-1] if tail else "(no stderr)"
             raise NonZeroExit(
-                f"exited with code {raw.exit_code}: {last}",
+                f"exited with code {raw.exit_code}: {last}{self._advice(tail)}",
                 exit_code=raw.exit_code if raw.exit_code is not None else -1,
                 stderr_tail=tail,
             )
 
+
+    def _advice(self, stderr: str) -> str:
+        """For a failure an option fixes, one sentence naming it."""
+        if self.network == "none" and _OFFLINE.search(stderr):
+            return (
+                "; the sandbox has no network: allow it with --network bridge"
+                " (network='bridge')"
+            )
+        missing = _NO_MODULE.search(stderr)
+        if missing:
+            return f"; install the package that provides {missing.group(1)!r} with --packages"
+        return ""
+
+
+_OFFLINE = re.compile(
+    r"Temporary failure in name resolution|Name or service not known|Network is unreachable"
+    r"|No address associated with hostname|Connection refused|No route to host"
+)
+_NO_MODULE = re.compile(r"ModuleNotFoundError: No module named '([^'.]+)")
 
 _CANNOT_START = (
     re.compile(r'exec: "([^"\n]+)": ([^:\n]+)'),  # runc (Docker): exec: "python3": not found
