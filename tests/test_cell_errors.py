@@ -161,3 +161,39 @@ def test_interrupting_orchestrate_in_a_sync_tool(kernel) -> None:
 def _execute(client: Any, code: str) -> list[dict[str, Any]]:
     msg_id = client.execute(code)
     return _until(client, msg_id, _idle)
+
+
+# -- %%sandbox errors through the real shell ------------------------------------------------
+
+
+def _run(shell: Any, capsys: Any, cell: str) -> tuple[BaseException | None, str]:
+    """Run a cell; its exception and everything the cell showed (stdout and stderr)."""
+    result = shell.run_cell(cell)
+    shown = capsys.readouterr()
+    return result.error_in_exec, shown.out + shown.err
+
+
+@pytest.mark.docker
+def test_sandbox_traceback_shows_the_users_line_not_the_runner(shell, capsys) -> None:
+    error, shown = _run(shell, capsys, "%%sandbox\nx = 1\nprint(y)")
+    assert 'File "<cell>", line 3, in <module>\n    print(y)\n' in shown  # the editor's line 3
+    assert "runner.py" not in shown
+    assert "NameError: name 'y' is not defined" in str(error)
+
+
+@pytest.mark.docker
+def test_sandbox_without_network_says_which_option(shell, capsys) -> None:
+    cell = '%%sandbox\nimport urllib.request\nurllib.request.urlopen("http://example.com")'
+    error, shown = _run(shell, capsys, cell)
+    assert str(error).endswith("the sandbox has no network: allow it with --network bridge"
+                               " (network='bridge')")  # fmt: skip
+    start = shown.index("Traceback")
+    traceback = shown[start : shown.index("URLError", start)]
+    assert "urllib/request.py" not in traceback  # the cell's own line only
+    assert 'line 3, in <module>\n    urllib.request.urlopen("http://example.com")' in traceback
+
+
+@pytest.mark.docker
+def test_sandbox_missing_module_says_which_option(shell, capsys) -> None:
+    error, _ = _run(shell, capsys, "%%sandbox\nimport yaml")
+    assert str(error).endswith("install the package that provides 'yaml' with --packages")

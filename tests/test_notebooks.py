@@ -142,7 +142,9 @@ def test_sandbox_notebook(tmp_path):
     )
     assert "  7    6" in cells["check-packages-print"]["stdout"]
     assert cells["check-files-back"]["stdout"].startswith("ada\n   ada #########\n")
-    assert cells["check-timeout"]["error"] == "SandboxTimeout: timed out after 2 s"
+    assert cells["check-timeout"]["error"] == (
+        "SandboxTimeout: timed out after 2 s (raise it with --timeout, timeout=)"
+    )
     assert cells["check-oom"]["error"].startswith("OutOfMemory: out of memory")
     assert cells["check-modes-back"]["result"] == "(31, '4\\n')"
     assert cells["check-env-back"]["result"] == (

@@ -113,7 +113,8 @@ class SandboxMagics(Magics):
         try:
             sandbox = create(
                 args.name or "sandbox",
-                code=None if args.command else cell,
+                # a leading newline: tracebacks count lines as the editor does (%% is line 1)
+                code=None if args.command else "\n" + cell,
                 command=["bash", "-c", cell] if args.command else None,
                 inputs=inputs,
                 outputs=outputs,

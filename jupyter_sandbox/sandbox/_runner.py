@@ -7,8 +7,10 @@ while inputs still never travel through argv or a shell.
 """
 
 import json
+import linecache
 import pathlib
 import sys
+import traceback
 
 RUN = pathlib.Path(__file__).parent
 
@@ -27,7 +29,15 @@ def main() -> None:
             str(path) if tag in codec.PATH_TAGS else codec.decode(tag, path.read_bytes())
         )
     code = (RUN / "main.py").read_text()
-    exec(compile(code, "<cell>", "exec"), namespace)
+    # Registered, so a traceback shows the cell's failing line, not just its number.
+    linecache.cache[CELL] = (len(code), None, code.splitlines(keepends=True), CELL)
+    try:
+        exec(compile(code, CELL, "exec"), namespace)
+    except BaseException as exc:
+        if isinstance(exc, SystemExit):
+            raise
+        _report(exc)
+        sys.exit(1)
     inferred = {}
     for name, tag in manifest["outputs"].items():
         if tag in codec.PATH_TAGS or name not in namespace:
@@ -50,5 +60,38 @@ def _write(name: str, data: bytes) -> None:
         path.unlink()
     path.write_bytes(data)
 
+
+def _report(exc: BaseException) -> None:
+    """The cell's traceback as Python would print it, minus this runner's frames: they are
+    ours, not the user's. A network failure in a sandbox without network is shown from the
+    cell's own lines only (the library frames under it run to 40 lines and say nothing the
+    last line does not)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename != CELL:
+        tb = tb.tb_next
+    if _offline(exc):
+        frames = [f for f in traceback.extract_tb(tb) if f.filename == CELL]
+        print("Traceback (most recent call last):", file=sys.stderr)
+        print("".join(traceback.format_list(frames)), end="", file=sys.stderr)
+        print("".join(traceback.format_exception_only(type(exc), exc)), end="", file=sys.stderr)
+        return
+    traceback.print_exception(type(exc), exc, tb)
+
+
+def _offline(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what caused it) is a failure to reach the network."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and NETWORK_ERRNOS & {current.errno, *current.args[:1]}:
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+CELL = "<cell>"
+NETWORK_ERRNOS = {-2, -3, -5, 101, 111, 113}
+"""socket.gaierror's EAI_NONAME/EAI_AGAIN/EAI_NODATA, ENETUNREACH, ECONNREFUSED, EHOSTUNREACH."""
 
 main()

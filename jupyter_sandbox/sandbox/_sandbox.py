@@ -373,6 +373,25 @@ _OFFLINE = re.compile(
 )
 _NO_MODULE = re.compile(r"ModuleNotFoundError: No module named '([^'.]+)")
 
+    def _advice(self, stderr: str) -> str:
+        """For a failure an option fixes, one sentence naming it."""
+        if self.network == "none" and _OFFLINE.search(stderr):
+            return (
+                "; the sandbox has no network: allow it with --network bridge"
+                " (network='bridge')"
+            )
+        missing = _NO_MODULE.search(stderr)
+        if missing:
+            return f"; install the package that provides {missing.group(1)!r} with --packages"
+        return ""
+
+
+_OFFLINE = re.compile(
+    r"Temporary failure in name resolution|Name or service not known|Network is unreachable"
+    r"|No address associated with hostname|Connection refused|No route to host"
+)
+_NO_MODULE = re.compile(r"ModuleNotFoundError: No module named '([^'.]+)")
+
 _CANNOT_START = (
     re.compile(r'exec: "([^"\n]+)": ([^:\n]+)'),  # runc (Docker): exec: "python3": not found
     re.compile(r"executable file `([^`\n]+)` (not found[^:\n]*)"),  # crun (Podman)
