@@ -4,17 +4,30 @@ containers that never outlive their kernel or their documented life (item 17).""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
 import tempfile
-from collections.abc import Iterator
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
+import docker.errors
 import nbformat
 import pytest
 from _jupyterlab import CHROMIUM, Lab, notebook_js
+from _processes import watchdog_of
+from jupyter_client import BlockingKernelClient
+from jupyter_client.manager import start_new_kernel
 
-from jupyter_sandbox import orchestrate
+from jupyter_sandbox import create, orchestrate
 from jupyter_sandbox._preview import ELLIPSIS, preview
 from jupyter_sandbox.display import RUN_MIME, TRACE_MIME, _html
+from jupyter_sandbox.sandbox import _pool, _watchdog
+from jupyter_sandbox.sandbox._client import owner_labels
 from jupyter_sandbox.sandbox._record import _describe
 
 playwright = pytest.importorskip("playwright.sync_api")
@@ -152,3 +165,132 @@ def test_jupyterlab_renders_previews_as_repr(browser) -> None:
                 page.screenshot(path=SCREENSHOTS / f"lab-previews-{name}.png")
         finally:
             lab.stop()
+
+
+# --- item 17: no container outlives its kernel, or its documented life ------------------------
+
+
+def containers_of(engine: Any, pid: int) -> list[dict[str, Any]]:
+    """Rows of the run containers labelled with owner ``pid`` (the list call only: containers
+    may vanish meanwhile), except those the engine is removing already."""
+    labels = ["jupyter-sandbox.kind=run", f"jupyter-sandbox.owner-pid={pid}"]
+    rows = engine.api.containers(all=True, filters={"label": labels})
+    return [row for row in rows if row["State"] != "removing"]
+
+
+def wait_until(condition: Callable[[], bool], what: str) -> None:
+    """Poll ``condition``; a generous bound only keeps a broken build from hanging the suite."""
+    deadline = time.monotonic() + 120
+    while not condition():
+        assert time.monotonic() < deadline, f"never happened: {what}"
+        time.sleep(0.2)
+
+
+def spare_after_a_run(engine: Any, timeout: float = 10) -> dict[str, Any]:
+    """Run a sandbox in this process; the spare started for the next run (its row)."""
+    create("spare", code="print('hi')", timeout=timeout).run()
+    _pool.quiesce()  # the used container is gone, the spare is up
+    (row,) = containers_of(engine, os.getpid())
+    return row
+
+
+@pytest.mark.usefixtures("no_leaked_containers")
+def test_a_spare_lives_no_longer_than_documented(docker_engine) -> None:
+    """The README's numbers: a spare waits up to 5 min, and its own ``sleep`` (the last resort
+    should kernel and watchdog both be gone) ends 5 min + the run's timeout + 30 s after start."""
+    row = spare_after_a_run(docker_engine, timeout=10)
+    command = docker_engine.api.inspect_container(row["Id"])["Config"]["Cmd"]
+    assert command == ["sleep", str(5 * 60 + 10 + 30)]
+    assert _pool._IDLE == 5 * 60
+
+
+@pytest.mark.usefixtures("no_leaked_containers")
+def test_a_spare_nobody_takes_is_removed_when_its_wait_is_over(docker_engine, monkeypatch) -> None:
+    monkeypatch.setattr(_pool, "_IDLE", 3.0)  # the README's 5 min, shortened for the test
+    row = spare_after_a_run(docker_engine)
+    wait_until(lambda: not containers_of(docker_engine, os.getpid()), "the idle spare went")
+    assert not _pool._spares
+    with pytest.raises(docker.errors.NotFound):
+        docker_engine.api.inspect_container(row["Id"])
+
+
+@pytest.mark.usefixtures("no_leaked_containers")
+def test_the_watchdog_removes_its_owners_containers_when_the_pipe_closes(docker_engine) -> None:
+    """This process plays the kernel and stays alive: no reaper removes a live owner's
+    containers, so only the watchdog can have removed them."""
+    spare_after_a_run(docker_engine)
+    read, write = os.pipe()
+    watchdog = subprocess.Popen(
+        _watchdog.command(owner_labels()), stdin=read, stderr=subprocess.PIPE, text=True
+    )
+    os.close(read)
+    assert containers_of(docker_engine, os.getpid())
+    os.close(write)  # what the operating system does when the kernel dies
+    _, errors = watchdog.communicate(timeout=120)
+    assert watchdog.returncode == 0, errors
+    assert not containers_of(docker_engine, os.getpid())
+    _pool.settle()  # forget the spare the watchdog removed
+
+
+def kernel_pid(client: Any) -> int:
+    """The kernel's own pid, asked from inside it (a reply: no wait for iopub to connect)."""
+    reply = client.execute_interactive(
+        "import os", user_expressions={"pid": "os.getpid()"}, timeout=120
+    )
+    return int(reply["content"]["user_expressions"]["pid"]["data"]["text/plain"])
+
+
+def run_a_sandbox_cell(client: Any, engine: Any) -> int:
+    """Load the extension and run a ``%%sandbox`` cell in the kernel; its pid, once the spare
+    for the next run is up."""
+    pid = kernel_pid(client)
+    client.execute_interactive("%load_ext jupyter_sandbox", timeout=60)
+    reply = client.execute_interactive("%%sandbox\nprint('hi')", timeout=300)
+    assert reply["content"]["status"] == "ok"
+    wait_until(lambda: containers_of(engine, pid), "the kernel's spare started")
+    return pid
+
+
+def test_a_killed_kernels_containers_go_without_another_load(docker_engine) -> None:
+    """The kernel's watchdog removes them. (Another session loading the extension meanwhile would
+    reap them too: the watchdog's own test above is the one no reaper can pass.)"""
+    manager, client = start_new_kernel(kernel_name="python3")
+    try:
+        pid = run_a_sandbox_cell(client, docker_engine)
+        assert watchdog_of(pid) is not None
+        os.kill(pid, signal.SIGKILL)  # no atexit handler runs; no kernel loads the extension
+        wait_until(lambda: not containers_of(docker_engine, pid), "the dead kernel's spare went")
+        wait_until(lambda: watchdog_of(pid) is None, "the watchdog saw the kernel die and ended")
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
+
+
+def test_jupyterlab_stopped_with_sigterm_leaves_no_container(docker_engine) -> None:
+    with tempfile.TemporaryDirectory(prefix="jupyter-sandbox-lab-") as tmp:
+        root, home = Path(tmp) / "root", Path(tmp) / "home"
+        root.mkdir()
+        lab = Lab(root, home)
+        try:
+            request = urllib.request.Request(
+                f"{lab.url}/api/kernels",
+                data=json.dumps({"name": "python3"}).encode(),
+                headers={"Authorization": f"token {lab.token}"},
+                method="POST",
+            )
+            with urllib.request.urlopen(request, timeout=60) as response:
+                kernel_id = json.loads(response.read())["id"]
+            client = BlockingKernelClient(
+                connection_file=str(home / "runtime" / f"kernel-{kernel_id}.json")
+            )
+            client.load_connection_file()
+            client.start_channels()
+            try:
+                pid = run_a_sandbox_cell(client, docker_engine)
+                assert watchdog_of(pid) is not None
+            finally:
+                client.stop_channels()
+        finally:
+            lab.stop()  # SIGTERM: the server shuts its kernels down
+        wait_until(lambda: not containers_of(docker_engine, pid), "the kernel's spare went")
+        wait_until(lambda: watchdog_of(pid) is None, "the watchdog saw the kernel end and ended")

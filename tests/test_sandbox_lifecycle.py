@@ -1,5 +1,6 @@
 """No container outlives its run: Ctrl-C, normal interpreter exit, and a kernel killed outright
-(its orphans are reaped by the next load)."""
+(its watchdog removes its containers; should the watchdog be killed too, the next load reaps
+them)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import threading
 import time
 
 import pytest
+from _processes import watchdog_of
 
 from jupyter_sandbox import create
 from jupyter_sandbox.sandbox import reap_orphans
@@ -45,6 +47,13 @@ def _wait_for_container(docker_engine, pid):
     raise AssertionError("the child never started its container")
 
 
+def _kill_watchdog(pid):
+    """SIGKILL the watchdog of process ``pid`` (see `sandbox._watchdog`), as a host crash would."""
+    watchdog = watchdog_of(pid)
+    assert watchdog is not None, f"process {pid} has no watchdog"
+    os.kill(watchdog, signal.SIGKILL)
+
+
 def test_ctrl_c_removes_the_container(docker_engine):
     sandbox = create("interrupted", code="import time\ntime.sleep(120)")
 
@@ -70,6 +79,7 @@ def test_interpreter_exit_removes_running_containers(docker_engine):
 def test_killed_kernel_leaves_an_orphan_that_load_reaps(docker_engine):
     child = subprocess.Popen([sys.executable, "-c", LONG_RUN, "120"], stdout=subprocess.PIPE)
     _wait_for_container(docker_engine, child.pid)
+    _kill_watchdog(child.pid)
     child.send_signal(signal.SIGKILL)
     child.wait(timeout=30)
     orphans = _containers_of(docker_engine, child.pid)
@@ -82,6 +92,7 @@ def test_killed_kernel_leaves_an_orphan_that_load_reaps(docker_engine):
 def test_load_ext_reaps_in_the_background(docker_engine, shell):
     child = subprocess.Popen([sys.executable, "-c", LONG_RUN, "120"], stdout=subprocess.PIPE)
     _wait_for_container(docker_engine, child.pid)
+    _kill_watchdog(child.pid)
     child.send_signal(signal.SIGKILL)
     child.wait(timeout=30)
     shell.run_line_magic("reload_ext", "jupyter_sandbox")

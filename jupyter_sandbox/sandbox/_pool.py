@@ -4,12 +4,18 @@ Starting a container costs most of a run (~0.3-0.4 s here, network namespace and
 a run takes a container, a fresh one for the same image and limits is started in the background
 and waits, unused, for the next run: a warm run then costs an exec, not a start. Every container
 still runs exactly one piece of code; a spare never used is just a clean container that sleeps.
+A spare not taken within `_IDLE` (5 min) is removed.
 
 The container's own process is ``sleep``; the code runs as an exec in it. That buys: outputs can
 live on a size-limited tmpfs and still be read back (an exec tars them), so a disk fill cannot
-reach the host; secrets go into the exec's environment, never the container's config; and a
-container whose kernel died removes itself when the sleep ends (``auto_remove``), even before
-the next kernel reaps it. Removal of a used container happens off the caller's path.
+reach the host; secrets go into the exec's environment, never the container's config.
+Removal of a used container happens off the caller's path.
+
+When the kernel dies without cleaning up (SIGKILL, a server that stops waiting), its watchdog
+(`_watchdog`, started with its first container) removes its containers at once. The sleep is the
+last resort, should the watchdog die too: it lasts `lifetime` (5 min idle + the run's timeout +
+30 s), the longest a container can be needed, and then the container removes itself
+(``auto_remove``), even if no kernel ever loads the extension again to reap it.
 
 Each container runs as a uid of its own, drawn from a range no host account has (`fresh_uid`):
 a process's environment (secrets included) is readable in ``/proc/<pid>/environ`` by every
@@ -57,14 +63,14 @@ SUBORDINATE_FILES = ("/etc/subuid", "/etc/subgid")
 _UID_TRIES = 1000
 """Random draws before `fresh_uid` gives up: only a range nearly all taken runs out."""
 _IDLE = 300.0
-"""Seconds a spare container waits for a run before it is no longer handed out."""
+"""Seconds a spare container waits for a run; then it is removed."""
 _MAX_SPARES = 4
 """Spares kept at most (one per image and limits): the least recently started goes first."""
 _START_WAIT = 5.0
 """Seconds a run waits for a spare already starting before it starts its own container."""
 _GONE_WAIT = 10.0
 _GRACE = 30.0
-"""Seconds the container's sleep outlives idle time plus timeout: then it removes itself."""
+"""Seconds the container's sleep outlives idle time plus timeout (see `lifetime`)."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +92,8 @@ class Slot:
     born: float
     limits: ContainerLimits
     uid: int
+    expiry: threading.Timer | None = None
+    """Removes the slot as a spare nobody took within `_IDLE` (cancelled when it is taken)."""
 
     @property
     def user(self) -> str:
@@ -164,7 +172,17 @@ def _host_uids(client: DockerClient) -> bool:
     return not any(o.startswith(("name=rootless", "name=userns")) for o in options)
 
 
+def lifetime(limits: ContainerLimits) -> int:
+    """Seconds a container's ``sleep`` lasts: the longest it can be needed (waiting as a spare,
+    then running for up to the timeout), plus a grace period. Past it the container is gone
+    even if neither its kernel nor the kernel's watchdog is left to remove it."""
+    return int(_IDLE + limits.timeout + _GRACE)
+
+
 def _start(client: DockerClient, image: str, limits: ContainerLimits) -> Slot:
+    from . import _watchdog  # here, not at the top: it also runs as ``python -m`` (no re-import)
+
+    _watchdog.ensure_started()
     res = limits.resources
     uid = fresh_uid() if _host_uids(client) else SANDBOX_UID
     memory = parse_size(res.memory)
@@ -176,7 +194,7 @@ def _start(client: DockerClient, image: str, limits: ContainerLimits) -> Slot:
     try:
         container = client.containers.create(
             image,
-            command=["sleep", str(int(_IDLE + limits.timeout + _GRACE))],
+            command=["sleep", str(lifetime(limits))],
             user=f"{uid}:{uid}",
             working_dir="/tmp",
             network_mode=limits.network,
@@ -227,9 +245,11 @@ def _refill(
                 keep = not _closing and key not in _spares
                 if keep:
                     while len(_spares) >= _MAX_SPARES:
-                        oldest = min(_spares, key=lambda k: _spares[k].born)
-                        evicted.append(_spares.pop(oldest))
+                        evicted.append(_take(min(_spares, key=lambda k: _spares[k].born)))
                     _spares[key] = slot
+                    slot.expiry = threading.Timer(_IDLE, _expire, (key, slot))
+                    slot.expiry.daemon = True
+                    slot.expiry.start()
             for extra in evicted if keep else [slot]:
                 remove(extra)
     finally:
@@ -238,15 +258,32 @@ def _refill(
         ready.set()
 
 
+def _take(key: tuple[str, ContainerLimits]) -> Slot:
+    """Pop the spare for ``key`` and cancel its expiry (call with `_lock` held)."""
+    slot = _spares.pop(key)
+    if slot.expiry is not None:
+        slot.expiry.cancel()
+    return slot
+
+
+def _expire(key: tuple[str, ContainerLimits], slot: Slot) -> None:
+    """An idle spare's time is up: remove it, unless a run took it meanwhile."""
+    with _lock:
+        if _spares.get(key) is not slot:
+            return
+        _take(key)
+    remove_later(slot)  # tracked, so `quiesce` waits for it
+
+
 def acquire(client: DockerClient, image: str, limits: ContainerLimits) -> Slot:
     """A started, unused container for one run (a waiting spare if there is one)."""
     key = (image, limits)
     with _lock:
-        slot = _spares.pop(key, None)
+        slot = _take(key) if key in _spares else None
         starting = _starting.get(key)
     if slot is None and starting is not None and starting.wait(_START_WAIT):
         with _lock:
-            slot = _spares.pop(key, None)
+            slot = _take(key) if key in _spares else None
     if slot is not None and time.monotonic() - slot.born > _IDLE:
         remove_later(slot)
         slot = None
@@ -314,8 +351,7 @@ def settle() -> None:
     check that; so does kernel exit)."""
     quiesce()
     with _lock:
-        spares = list(_spares.values())
-        _spares.clear()
+        spares = [_take(key) for key in list(_spares)]
     for slot in spares:
         remove(slot)
 
