@@ -18,7 +18,8 @@ import pytest
 from jupyter_client.manager import start_new_kernel
 
 from jupyter_sandbox import ImageBuildError, InvalidPackageError, create
-from jupyter_sandbox.display import SandboxView, _html, _text
+from jupyter_sandbox.display import RUN_MIME, _html, _text
+from jupyter_sandbox.display._live import LiveRun
 from jupyter_sandbox.events import BuildFinished, BuildLog, BuildStarted, BuildStep, Event
 from jupyter_sandbox.magics._common import format_error
 from jupyter_sandbox.sandbox._build import BuildInfo, LineSplitter
@@ -57,16 +58,14 @@ def _source_lines(chunks: list[dict[str, Any]]) -> set[str]:
     return {_ANSI.sub("", line).rstrip() for line in text.split("\n")}
 
 
-def _widget_texts(events: list[Event]) -> tuple[list[tuple[str, str]], Any]:
-    """The live widget's step label and current line after each event, and the widget."""
-    view = SandboxView(widgets=True)
+def _live_views(events: list[Event]) -> tuple[list[str], dict[str, Any]]:
+    """The live view (the live record's HTML) after each event, and the last live record."""
+    live = LiveRun()
     seen = []
     for event in events:
-        view.on_event(event)
-        live = view._live
-        live._throttle.flush()
-        seen.append((live.step.value, live.log_line.value))
-    return seen, view._live
+        live.on_event(event)
+        seen.append(_html.render(live.record()))
+    return seen, live.record()
 
 
 def _six_from_scratch(docker_engine: Any) -> ImageSpec:
@@ -143,10 +142,11 @@ class TestRealBuild:
         steps = [e.text for e in events if isinstance(e, BuildStep)]
         assert "installing six (uv)" in steps
         assert "installing six (uv)" in info.steps
-        seen, _ = _widget_texts(events)
-        assert any("installing six (uv)" in step for step, _ in seen)
-        for step, line in seen:
-            assert "SSL_CERT_FILE" not in step + line, (step, line)
+        seen, _ = _live_views(events)
+        live_step = re.compile(r"<div>step \d+ of \d+: installing six \(uv\)</div>")
+        assert any(live_step.search(html) for html in seen)
+        for html in seen:
+            assert "SSL_CERT_FILE" not in html
 
     def test_no_uv_warning_about_our_own_settings(self, six_build):
         _, info, _, chunks = six_build
@@ -170,8 +170,8 @@ class TestRealBuild:
         assert f'<progress max="{total}" value="{total}">' in _html.render(
             {"kind": "sandbox", "build": record}
         )
-        seen, _ = _widget_texts(events)
-        assert f"step {total} of {total}: labelling the image" in [s for s, _ in seen]
+        seen, _ = _live_views(events)
+        assert any(f"<div>step {total} of {total}: labelling the image</div>" in h for h in seen)
 
     def test_cached_image_says_cached(self, six_build):
         _, info, _, _ = six_build
@@ -191,10 +191,10 @@ class TestRealBuild:
         assert f"build {info.tag}: cached" in text.splitlines()
         html = _html.render(record)
         assert "cached" in html and "<progress" not in html
-        seen, live = _widget_texts(events)
-        assert all("step" not in step for step, _ in seen)
-        assert live.build_box.layout.display == "none"
-        for rendered in (text, html, live.status.value):
+        seen, live = _live_views(events)
+        assert live["build"]["steps"] == [] and live["build"]["cached"] is True
+        for rendered in (text, html, *seen):
+            assert "<progress" not in rendered
             assert "step 0" not in rendered and "0 steps" not in rendered
 
     def test_bad_package_is_one_line_naming_it(self, bad_package):
@@ -218,11 +218,10 @@ class TestRealBuild:
         log_block = html[html.index("<details><summary>build log</summary>") :]
         assert MISSING_LINE in log_block  # collapsed: a closed <details>
         assert html.count(str(err).replace("'", "&#x27;")) == 1
-        _, live = _widget_texts(events)
-        live.finish(record)
-        assert live.log_box.selected_index is None  # collapsed until opened
-        assert live.log.value.count(MISSING_LINE) == 1
-        assert BAD in live.log_line.value
+        seen, live = _live_views(events)
+        assert BAD in live["build"]["error"]
+        assert seen[-1].count(MISSING_LINE) == 1
+        assert "<details><summary>build log</summary>" in seen[-1]  # collapsed until opened
         assert format_error(err) == f"InvalidPackageError: {err}"
 
 
@@ -275,7 +274,7 @@ def _cell_messages(client: Any, code: str) -> list[dict[str, Any]]:
 def test_in_a_kernel_the_live_step_names_the_install_and_a_bad_package_is_one_line(
     docker_engine,
 ):
-    """What a notebook receives: the live widget's labels name the install (never our proxy
+    """What a notebook receives: the live record's step names the install (never our proxy
     settings), and a bad package's cell ends with a one-line error and its log once per view."""
     _six_from_scratch(docker_engine)
     manager, client = start_new_kernel(kernel_name="python3")
@@ -286,21 +285,21 @@ def test_in_a_kernel_the_live_step_names_the_install_and_a_bad_package_is_one_li
     finally:
         manager.shutdown_kernel(now=False)
         client.stop_channels()
-    labels = [
-        str(m["content"]["data"].get("state", {}).get("value", ""))
+    builds = [
+        m["content"]["data"][RUN_MIME]["build"]
         for m in good
-        if m["msg_type"] == "comm_msg"
+        if m["msg_type"] in ("display_data", "update_display_data")
     ]
-    live_step = re.compile(r"^step \d+ of \d+: installing six \(uv\)$")
-    assert any(live_step.match(label) for label in labels), labels
-    assert not any("SSL_CERT_FILE" in label for label in labels)
+    live = [b for b in builds if b and b.get("running") and b["steps"]]
+    assert "installing six (uv)" in [b["steps"][-1] for b in live], live
+    assert not any("SSL_CERT_FILE" in b["steps"][-1] + b["line"] for b in live)
     assert not [m for m in good if m["msg_type"] == "error"]
 
     (error,) = [m["content"] for m in bad if m["msg_type"] == "error"]
     assert error["ename"] == "InvalidPackageError"
     assert len(error["traceback"]) == 1 and repr(BAD) in error["traceback"][0]
     finals = [m["content"]["data"] for m in bad if m["msg_type"] == "update_display_data"]
-    assert finals, "the live widget was not replaced by the record"
+    assert finals, "the live record was not replaced by the final one"
     for mime in ("text/plain", "text/html"):
         assert finals[-1][mime].count(MISSING_LINE) == 1, mime
     assert "attempts" not in finals[-1]["text/plain"].splitlines()[0]

@@ -1,4 +1,4 @@
-"""Views inside a real kernel (nbclient): widget state, final bundles, output routing."""
+"""Views inside a real kernel: the live record updated in place, final bundles, output routing."""
 
 from __future__ import annotations
 
@@ -66,12 +66,7 @@ def run(*sources: str) -> nbformat.NotebookNode:
     return nb
 
 
-def widget_models(nb: nbformat.NotebookNode) -> list[dict]:
-    state = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
-    return [model["state"] for model in state.values()]
-
-
-def test_widgets_fill_in_then_give_way_to_the_record():
+def test_the_live_display_is_replaced_in_place_by_the_record():
     nb = run(
         ORCHESTRATE % json.dumps(trace_record()),
         SANDBOX % json.dumps(run_record()),
@@ -82,22 +77,43 @@ def test_widgets_fill_in_then_give_way_to_the_record():
     streams = [o for o in trace_cell.outputs if o.output_type == "stream"]
     assert [(o.name, o.text) for o in streams] == [("stdout", "from worker\n")]
     (final,) = [o for o in trace_cell.outputs if o.output_type == "display_data"]
-    assert final.data[TRACE_MIME]["calls"][0]["tool"] == "add"
-    assert {"text/html", "text/plain"} <= set(final.data)
-    assert "application/vnd.jupyter.widget-view+json" not in final.data
+    assert final.data[TRACE_MIME] == trace_record()
+    assert set(final.data) == {TRACE_MIME, "text/html", "text/plain"}
 
     (final,) = [o for o in sandbox_cell.outputs if o.output_type == "display_data"]
-    assert final.data[RUN_MIME]["name"] == "train"
+    assert final.data[RUN_MIME] == run_record()
     assert any(o.get("name") == "stderr" for o in sandbox_cell.outputs)
 
-    (only,) = quick_cell.outputs  # no events: no widget was ever shown, just the record
+    (only,) = quick_cell.outputs  # no events: nothing live was ever shown, just the record
     assert set(only.data) == {TRACE_MIME, "text/html", "text/plain"}
+    assert "widgets" not in nb.metadata  # no widget state to save, none to load
 
-    models = widget_models(nb)
-    html = [m["value"] for m in models if m["_model_name"] == "HTMLModel"]
-    assert any("3 tool calls, 1 failed" in v for v in html)  # the trace's final state
-    (bar,) = [m for m in models if m["_model_name"] == "IntProgressModel"]
-    assert (bar["value"], bar["max"], bar["bar_style"]) == (2, 2, "success")
+
+def test_a_frontend_receives_the_live_record_then_its_update_and_no_comms():
+    """What JupyterLab is sent: a display of the running record under a display id, updates
+    of that id (the last one the final record), and no widget comm at all."""
+    from jupyter_client.manager import start_new_kernel
+
+    manager, client = start_new_kernel(kernel_name="python3")
+    try:
+        client.execute_interactive(SETUP, timeout=60)
+        messages: list[dict] = []
+        code = SANDBOX % json.dumps(run_record())
+        reply = client.execute_interactive(code, output_hook=messages.append, timeout=60)
+        assert reply["content"]["status"] == "ok"
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=False)
+    displays = [m for m in messages if m["msg_type"] in ("display_data", "update_display_data")]
+    first, *updates = displays
+    assert first["msg_type"] == "display_data"
+    live = first["content"]["data"][RUN_MIME]
+    assert live["status"] == "running" and live["build"]["tag"] == "jupyter-sandbox:abc123"
+    display_id = first["content"]["transient"]["display_id"]
+    assert updates and {m["msg_type"] for m in updates} == {"update_display_data"}
+    assert {m["content"]["transient"]["display_id"] for m in updates} == {display_id}
+    assert updates[-1]["content"]["data"][RUN_MIME] == run_record()
+    assert not [m for m in messages if m["msg_type"].startswith("comm_")]
 
 
 def test_output_from_a_thread_stays_with_the_cell_that_started_it():

@@ -1,4 +1,4 @@
-"""Views outside a kernel: text fallbacks, quiet mode, widget state, update throttling."""
+"""Views outside a kernel: text fallbacks, quiet mode, the live record, update throttling."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import threading
 import pytest
 from _display_samples import run_record, trace_record
 
-from jupyter_sandbox.display import OrchestrateView, SandboxView
+from jupyter_sandbox.display import RUN_MIME, TRACE_MIME, OrchestrateView, SandboxView
 from jupyter_sandbox.display._throttle import Throttle
 from jupyter_sandbox.events import (
     BuildFinished,
@@ -56,7 +56,7 @@ def test_text_mode_reports_build_progress_on_stderr(capsys):
 
 @pytest.mark.parametrize("view_class", [OrchestrateView, SandboxView])
 def test_quiet_shows_only_the_codes_own_output(capsys, view_class):
-    view = view_class(quiet=True, widgets=True)
+    view = view_class(quiet=True, live=True)
     for event in build_events():
         view.on_event(event)
     view.on_event(Output("stdout", "just this\n"))
@@ -65,64 +65,98 @@ def test_quiet_shows_only_the_codes_own_output(capsys, view_class):
     assert (out, err) == ("just this\n", "")
 
 
-def test_trace_widget_fills_in_as_calls_arrive():
-    view = OrchestrateView(widgets=True)
-    assert view._live is None  # nothing shown before the engine does anything
+class Shown:
+    """Stands in for the cell: what the view displayed and updated, by display id."""
+
+    def __init__(self, view) -> None:
+        self.sent: list[tuple[str, dict]] = []
+        view._route.show = lambda data, display_id=None: self.sent.append(("show", data))
+        view._route.replace = lambda data, display_id: self.sent.append(("update", data))
+
+    def last(self, mime: str) -> dict:
+        return self.sent[-1][1][mime]
+
+
+def test_live_trace_is_the_record_growing_then_the_record():
+    view = OrchestrateView(live=True)
+    shown = Shown(view)
     first = ToolCall(1, "add", (1, 2), {}, start=0.0)
     second = ToolCall(2, "fetch", ("<page>",), {"retries": 3}, start=0.01)
     for call in (first, second):
         view.on_event(CallStarted(call))
-    live = view._live
     first.end, first.result = 0.05, 3
     view.on_event(CallFinished(first))
-    live._throttle.flush()
-    assert "2 tool calls (1 running, 0 failed)" in live.summary.value
-    assert live.table.value.count('class="jsb-call ') == 2
-    assert "fetch(&#x27;&lt;page&gt;&#x27;, retries=3)" in live.table.value
-    assert 'class="jsb-call jsb-running"' in live.table.value
+    view._throttle.flush()
+    live = shown.last(TRACE_MIME)
+    assert live["status"] == "running"
+    assert "2 tool calls (1 running, 0 failed)" in live["live"]["summary"]
+    assert [c["tool"] for c in live["calls"]] == ["add", "fetch"]
+    html = shown.last("text/html")
+    assert html.count('class="jsb-call ') == 2
+    assert "fetch(&#x27;&lt;page&gt;&#x27;, retries=3)" in html
+    assert 'class="jsb-call jsb-running"' in html
+    assert 'aria-label="starts at 10 ms, still running"' in html
+    assert "2 tool calls (1 running" in shown.last("text/plain")
 
     second.end, second.error, second.host_traceback = 0.2, "KeyError: 'x'", "Traceback: ..."
     view.on_event(CallFinished(second))
     view.finish(trace_record())
-    assert "3 tool calls, 1 failed" in live.summary.value
-    assert live.table.value.count('class="jsb-call ') == 3
+    assert shown.sent[0][0] == "show"
+    assert {kind for kind, _ in shown.sent[1:]} == {"update"}  # one display, updated in place
+    assert shown.last(TRACE_MIME) == trace_record()
+    view.on_event(CallStarted(ToolCall(3, "late", (), {}, start=0.5)))  # an abandoned thread
+    view._throttle.flush()
+    assert shown.last(TRACE_MIME) == trace_record()
 
 
-def test_sandbox_widget_tracks_build_and_run():
-    view = SandboxView(widgets=True)
+def test_live_run_shows_the_build_then_the_run():
+    view = SandboxView(live=True)
+    shown = Shown(view)
     events = list(build_events())
     for event in events[:4]:
         view.on_event(event)
-    live = view._live
-    live._throttle.flush()
-    assert (live.progress.value, live.progress.max) == (1, 2)
-    assert live.step.value == "step 2 of 2: installing numpy (uv)"
-    assert live.log_line.value == "Collecting numpy"  # the step's latest output line
+    view._throttle.flush()
+    build = shown.last(RUN_MIME)["build"]
+    assert (build["running"], build["steps"], build["total_steps"]) == (
+        True,
+        ["starting from base", "installing numpy (uv)"],
+        2,
+    )
+    assert build["line"] == "Collecting numpy"  # the step's latest output line
+    html = shown.last("text/html")
+    assert '<progress max="2" value="1">' in html
+    assert "step 2 of 2: installing numpy (uv)" in html
+    assert "building: step 2 of 2" in shown.last("text/plain")
     for event in events[4:]:
         view.on_event(event)
     view.on_event(RunStarted("train", "jupyter-sandbox:abc123"))
     view.on_event(RunFinished("train", 0, 3.5, outputs={"score": 0.93}))
-    live._throttle.flush()
-    assert (live.progress.value, live.progress.bar_style) == (2, "success")
-    assert "train finished in 3.50 s (exit 0)" in live.status.value
-    assert "<td>score</td><td>float</td>" in live.run.value
-    assert "Collecting numpy" in live.log.value
+    view._throttle.flush()
+    live = shown.last(RUN_MIME)
+    assert (live["build"]["running"], live["build"]["seconds"]) == (False, 12.5)
+    assert '<progress max="2" value="2">' in shown.last("text/html")
+    assert "train finished in 3.50 s (exit 0)" in live["live"]["summary"]
+    assert live["outputs"] == {"score": {"type": "float", "preview": "0.93"}}
+    assert "Collecting numpy" in live["build"]["log"]
     view.finish(run_record())
-    assert "sandbox &#x27;train&#x27; ok" in live.status.value
+    assert shown.last(RUN_MIME) == run_record()
 
 
-def test_sandbox_widget_says_a_failed_build_in_one_line_with_its_log_collapsed():
-    view = SandboxView(widgets=True)
+def test_live_run_says_a_failed_build_once_with_its_log_collapsed():
+    view = SandboxView(live=True)
+    shown = Shown(view)
     error = "package 'numpy' does not exist on the package index"
     for event in build_events(error=error):
         view.on_event(event)
+    view._throttle.flush()
+    build = shown.last(RUN_MIME)["build"]
+    assert (build["error"], build["line"], build["running"]) == (error, "", False)
+    html = shown.last("text/html")
+    assert html.count("does not exist") == 1
+    assert html.count("No matching distribution") == 1
+    assert "<details><summary>build log</summary>" in html  # collapsed
     view.finish(run_record(build_error=error))
-    live = view._live
-    assert live.progress.bar_style == "danger"
-    assert live.log_line.value == error
-    assert live.log_box.selected_index is None
-    assert live.log.value.count("No matching distribution") == 1
-    assert "sandbox &#x27;train&#x27; error" in live.status.value
+    assert "sandbox &#x27;train&#x27; error" in shown.last("text/html")
 
 
 def test_throttle_coalesces_bursts_and_flush_renders_the_last_state():
@@ -139,7 +173,8 @@ def test_throttle_coalesces_bursts_and_flush_renders_the_last_state():
 
 
 def test_events_from_many_threads_are_all_counted():
-    view = OrchestrateView(widgets=True)
+    view = OrchestrateView(live=True)
+    shown = Shown(view)
 
     def worker(base: int) -> None:
         for i in range(500):
@@ -153,5 +188,9 @@ def test_events_from_many_threads_are_all_counted():
         t.start()
     for t in threads:
         t.join()
-    view._live._throttle.flush()
-    assert "2000 tool calls (0 running, 0 failed, showing the last 100)" in view._live.summary.value
+    view._throttle.flush()
+    live = shown.last(TRACE_MIME)
+    assert live["live"]["summary"].endswith(
+        "2000 tool calls (0 running, 0 failed, showing the last 100)"
+    )
+    assert len(live["calls"]) == 100

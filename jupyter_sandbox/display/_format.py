@@ -62,7 +62,10 @@ def call_duration(call: dict[str, Any]) -> float | None:
 
 def build_state(build: dict[str, Any]) -> str:
     """``cached``, ``built in 12.30 s (6 steps)`` or ``failed after 3.00 s at step 4 of 6``: the
-    build's final word. A cached image ran no step, so it has no count to show."""
+    build's final word. A cached image ran no step, so it has no count to show. A live record's
+    build that is still going: ``building: step 3 of 6``."""
+    if build.get("running"):
+        return f"building: step {len(build.get('steps', []))} of {build_steps(build)}"
     if build.get("error"):
         failed = f"failed after {seconds(build.get('seconds'))}"
         steps = build_steps(build)
@@ -87,6 +90,8 @@ def build_log_tail(build: dict[str, Any]) -> tuple[list[str], int]:
 
 
 def orchestrate_summary(record: dict[str, Any]) -> str:
+    if record.get("live"):  # a running cell's record (display._live) says its own headline
+        return str(record["live"]["summary"])
     calls = record.get("calls", [])
     errors = sum(1 for c in calls if c.get("error") is not None)
     noun = "call" if len(calls) == 1 else "calls"
@@ -97,6 +102,8 @@ def orchestrate_summary(record: dict[str, Any]) -> str:
 
 
 def sandbox_summary(record: dict[str, Any]) -> str:
+    if record.get("live"):
+        return str(record["live"]["summary"])
     exit_code = record.get("exit_code")
     bits = [f"image {record.get('image', '?')}"]
     if exit_code is not None:

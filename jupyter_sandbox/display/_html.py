@@ -1,8 +1,11 @@
 """Records as static HTML: the fallback for nbconvert, papermill, GitHub and JupyterLab without
-our extension, and the body of the live trace widget (so live and saved views look the same).
+our extension, and of the live record a running cell shows (see `_live`).
 
 Everything is escaped; styling is inline or in one small ``<style>`` block scoped by ``jsb-``
 classes, because sanitizers in untrusted notebooks may drop either and the text must still read.
+nbconvert's and JupyterLab's rendered-HTML rules (``:not(.jp-RenderedMarkdown)
+.jp-RenderedHTMLCommon td``: right-aligned, striped, centred tables) outrank a scoped class, so
+the table layout we set is ``!important``; colours are the theme's variables, with fallbacks.
 """
 
 from __future__ import annotations
@@ -13,15 +16,20 @@ from typing import Any
 from . import _format as fmt
 
 STYLE = """<style>
-.jsb{font-family:var(--jp-code-font-family,monospace);font-size:12px}
-.jsb table{border-collapse:collapse}
-.jsb th,.jsb td{padding:1px 8px;text-align:left;vertical-align:top}
-.jsb .jsb-error{color:#c62828}
+.jsb{font-family:var(--jp-code-font-family,monospace);font-size:var(--jp-code-font-size,12px)}
+.jsb table{border-collapse:collapse!important;table-layout:auto!important;margin:0!important;
+font-size:inherit!important;color:inherit!important}
+.jsb tr,.jsb tr:hover{background:transparent!important}
+.jsb th,.jsb td{padding:1px 8px!important;text-align:left!important;vertical-align:top!important;
+border:0!important;border-bottom:1px solid var(--jp-border-color2,#e0e0e0)!important}
+.jsb .jsb-error{color:var(--jp-error-color1,#c62828)}
 .jsb .jsb-timeline{width:200px;min-width:200px;position:relative}
-.jsb .jsb-bar{height:10px;background:#1976d2;min-width:2px;margin-top:3px}
-.jsb .jsb-bar.jsb-error{background:#c62828}
-.jsb .jsb-bar.jsb-running{background:#9e9e9e}
+.jsb .jsb-bar{height:10px;background:var(--jp-brand-color1,#1976d2);min-width:2px;margin-top:3px}
+.jsb .jsb-bar.jsb-error{background:var(--jp-error-color1,#c62828)}
+.jsb .jsb-bar.jsb-running{background:var(--jp-layout-color4,#9e9e9e)}
+.jsb .jsb-muted{color:var(--jp-content-font-color2,#616161)}
 .jsb pre{margin:2px 0;max-height:300px;overflow:auto}
+.jsb code,.jsb .jsb-calls td{white-space:pre-wrap}
 </style>"""
 
 
@@ -29,7 +37,6 @@ def render(record: dict[str, Any]) -> str:
     """The whole record as one HTML fragment; dispatches on ``kind``."""
     body = _orchestrate(record) if record.get("kind") == "orchestrate" else _sandbox(record)
     return f'{STYLE}<div class="jsb">{body}</div>'
-.jsb code,.jsb .jsb-calls td{white-space:pre-wrap}
 
 
 def calls_table(calls: list[dict[str, Any]], span: float) -> str:
@@ -54,9 +61,12 @@ def _call_row(call: dict[str, Any], span: float) -> str:
     start = call.get("start", 0.0)
     end = call.get("end")
     width = (span if end is None else end) - start
+    label = f"starts at {fmt.seconds(start)}, " + (
+        "still running" if end is None else f"takes {fmt.seconds(width)}"
+    )
     bar = (
-        f'<div class="jsb-bar jsb-{status}" title="{fmt.seconds(start)} + '
-        f'{fmt.seconds(width)}" style="margin-left:{100 * start / span:.2f}%;'
+        f'<div class="jsb-bar jsb-{status}" role="img" title="{label}" aria-label="{label}" '
+        f'style="margin-left:{100 * start / span:.2f}%;'
         f'width:{100 * width / span:.2f}%"></div>'
     )
     if call.get("error") is not None:
@@ -144,9 +154,14 @@ def _build(build: dict[str, Any]) -> str:
         return f'<div class="jsb-build">{head}</div>'
     steps = build.get("steps", [])
     total = fmt.build_steps(build)
-    done = max(len(steps) - 1, 0) if build.get("error") else len(steps)
+    current = build.get("error") or build.get("running")  # the last step reached is not done
+    done = max(len(steps) - 1, 0) if current else len(steps)
     bar = f'<progress max="{max(total, 1)}" value="{done}"></progress>'
     step_list = "".join(f"<li>{escape(fmt.clip(step, 160))}</li>" for step in steps)
-    return f'<div class="jsb-build">{head} {bar}</div>' + _details(
+    live = ""
+    if build.get("running") and steps:  # a live record: what the build does right now
+        live = f"<div>step {len(steps)} of {total}: {escape(fmt.clip(steps[-1], 160))}</div>"
+        live += f'<div class="jsb-muted">{escape(fmt.clip(build.get("line") or "", 160))}</div>'
+    return f'<div class="jsb-build">{head} {bar}</div>{live}' + _details(
         "steps", None, f"<ol>{step_list}</ol>"
     )

@@ -71,8 +71,12 @@ class CellRoute:
             display(data, raw=True, display_id=display_id)  # type: ignore[no-untyped-call]
 
     def replace(self, data: dict[str, Any], display_id: str) -> None:
-        """Swap what an earlier `show` displayed (the live widget) for ``data``."""
+        """Swap what an earlier `show` under ``display_id`` displayed (the live record) for
+        ``data``; without IPython, print it again (a terminal cannot redraw)."""
         with self.pinned():
+            if self._shell is None:
+                print(data.get("text/plain", ""))
+                return
             from IPython.display import update_display
 
             update_display(data, raw=True, display_id=display_id)  # type: ignore[no-untyped-call]

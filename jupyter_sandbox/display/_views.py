@@ -4,12 +4,12 @@ Contract: create the view when the cell starts (on the cell's thread), call ``on
 each engine event from any thread, call ``finish(record)`` once at the end, success or failure.
 
 - The code's own stdout/stderr (`Output` events) always stream live into the cell.
-- With a kernel, a live widget shows progress from the first engine event on; ``finish``
-  replaces it in the output by the final MIME bundle (the JSON record plus HTML and text), so
-  the live view and the saved notebook show the same run, once, and reopening the notebook
-  needs no kernel and no widget state. The widget's models are then closed: a kernel running
-  thousands of cells keeps none of them. Events arriving after ``finish`` (a tool thread that
-  was abandoned on interrupt and ends later) no longer touch the view.
+- With a kernel, the live view is the final display's own MIME bundle built from a live
+  record (`_live`): shown on the first engine event under a display id, replaced at most
+  every 0.2 s (`Throttle`) and, by ``finish``, with the final bundle. Every frontend draws the
+  running and the finished cell alike (JupyterLab with our renderer, others with the HTML or
+  text), and reopening the notebook needs no kernel and no widget state. Events arriving after
+  ``finish`` (a tool thread that was abandoned on interrupt and ends later) change nothing.
 - Without a kernel (terminal IPython, plain Python) progress lines go to stderr and ``finish``
   displays (or prints) the text rendering.
 - ``quiet=True`` shows only the code's own output: no progress, no trace, no final bundle.
@@ -25,50 +25,52 @@ from typing import Any, Protocol
 from jupyter_sandbox._events import BuildFinished, BuildStarted, BuildStep, Event, Output
 
 from . import _format as fmt
+from ._live import LiveRun, LiveTrace
 from ._mime import bundle
 from ._route import CellRoute, kernel_present
+from ._throttle import Throttle
 
 
-class _Live(Protocol):
-    root: Any
+class _LiveRecord(Protocol):
+    def on_event(self, event: Event) -> bool: ...
 
-    def on_event(self, event: Event) -> None: ...
-
-    def finish(self, record: dict[str, Any]) -> None: ...
-
-    def close(self) -> None: ...
+    def record(self) -> dict[str, Any]: ...
 
 
 class _View:
-    """What both views share: routing, quiet mode, the live widget and the final bundle."""
+    """What both views share: routing, quiet mode, the live display and the final bundle."""
 
-    _placeholder = "jupyter-sandbox: running (live view needs ipywidgets)"
-
-    def __init__(self, quiet: bool = False, *, widgets: bool | None = None) -> None:
+    def __init__(self, quiet: bool = False, *, live: bool | None = None) -> None:
         self.quiet = quiet
         self._route = CellRoute()
-        self._widgets = (kernel_present() if widgets is None else widgets) and not quiet
-        self._live: _Live | None = None
+        self._live_display = (kernel_present() if live is None else live) and not quiet
+        self._state = self._live_record()
+        self._shown = False
         self._finished = False
         self._lock = threading.Lock()
         self._display_id = f"jupyter-sandbox-{uuid.uuid4().hex}"
+        self._throttle = Throttle(self._render)
 
-    def _make_live(self) -> _Live:
+    def _live_record(self) -> _LiveRecord:
         raise NotImplementedError
 
-    def _live_view(self) -> _Live | None:
-        """The widget, displayed on the first engine event: a run that fails before doing
-        anything (bad arguments) leaves no empty widget behind, only its error. None once the
-        view is finished and no widget was made."""
-        if self._live is None:
-            with self._lock:
-                if self._live is None and not self._finished:
-                    from ._widgets import widget_bundle
+    def live_record(self) -> dict[str, Any]:
+        """The record the live display shows now (what the next render sends)."""
+        return self._state.record()
 
-                    live = self._make_live()
-                    self._route.show(widget_bundle(live.root, self._placeholder), self._display_id)
-                    self._live = live
-        return self._live
+    def _render(self) -> None:
+        """Send the live record: shown the first time (a run that fails before doing anything
+        leaves no empty view behind, only its error), replaced afterwards; never after
+        ``finish`` (the lock orders the two)."""
+        with self._lock:
+            if self._finished:
+                return
+            data = bundle(self._state.record())
+            if self._shown:
+                self._route.replace(data, self._display_id)
+            else:
+                self._route.show(data, self._display_id)
+                self._shown = True
 
     def _text_event(self, event: Event) -> None:
         """Progress in text mode; most events only matter in the final record."""
@@ -76,10 +78,12 @@ class _View:
     def on_event(self, event: Event) -> None:
         if isinstance(event, Output):
             self._route.write(event.stream, event.text)
-        elif self._widgets and not self._finished:
-            live = self._live_view()
-            if live is not None:
-                live.on_event(event)
+        elif self._live_display:
+            if not self._finished and self._state.on_event(event):
+                if self._shown:
+                    self._throttle.request()
+                else:  # shown at once, in order with the output around it
+                    self._render()
         elif not self.quiet:
             self._text_event(event)
 
@@ -87,31 +91,25 @@ class _View:
         if self.quiet:
             return
         with self._lock:
-            self._finished = True  # no widget is made (nor updated) after this point
-        if self._live is not None:
-            self._live.finish(record)
-            self._route.replace(bundle(record), self._display_id)
-            self._live.close()
-        else:
-            self._route.show(bundle(record))
+            self._finished = True
+            if self._shown:
+                self._route.replace(bundle(record), self._display_id)
+                return
+        self._route.show(bundle(record))
 
 
 class OrchestrateView(_View):
     """Live call trace for `%%orchestrate`; the final display is the trace record."""
 
-    def _make_live(self) -> _Live:
-        from ._widgets import TraceWidget
-
-        return TraceWidget()
+    def _live_record(self) -> _LiveRecord:
+        return LiveTrace()
 
 
 class SandboxView(_View):
     """Build progress and run status for `%%sandbox`; the final display is the run record."""
 
-    def _make_live(self) -> _Live:
-        from ._widgets import SandboxWidget
-
-        return SandboxWidget()
+    def _live_record(self) -> _LiveRecord:
+        return LiveRun()
 
     def _text_event(self, event: Event) -> None:
         if isinstance(event, BuildStarted):

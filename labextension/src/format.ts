@@ -44,9 +44,11 @@ export function plain(text: string): string {
   return text.replace(ANSI, '');
 }
 
-/** A collapsed block for tracebacks and logs: there when wanted, out of the way otherwise. */
+/** A collapsed block for tracebacks and logs: there when wanted, out of the way otherwise.
+ * Keyed by class and summary, so a live re-render keeps it open once opened (see keep.ts). */
 export function details(summary: string, body: string, open = false, className = ''): HTMLElement {
   const node = el('details', className);
+  node.dataset.jsbKey = `${className}:${summary}`;
   node.open = open;
   node.appendChild(el('summary', '', summary));
   node.appendChild(el('pre', 'jsb-pre', plain(body)));

@@ -1,11 +1,15 @@
 /**
  * MIME renderer extension for jupyter-sandbox records. A `mimeExtension` renders outputs that
  * were saved in the notebook, so traces and runs show with no kernel and no widget state.
+ * It also draws a running cell: the live view is the same record, growing, replaced through
+ * `update_display`, and JupyterLab hands each update to the same renderer (`renderModel`), so
+ * the cell looks the same while it runs and once it is saved.
  */
 
 import { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 import { Widget } from '@lumino/widgets';
 
+import { ISortState, defaultSort, keep, restore } from './keep';
 import { IRecord } from './records';
 import { renderRun } from './run';
 import { renderTrace } from './trace';
@@ -13,11 +17,16 @@ import { renderTrace } from './trace';
 export const TRACE_MIME = 'application/vnd.jupyter-sandbox.trace+json';
 export const RUN_MIME = 'application/vnd.jupyter-sandbox.run+json';
 
-export function renderRecord(record: IRecord): HTMLElement {
-  return record.kind === 'orchestrate' ? renderTrace(record, renderRecord) : renderRun(record);
+export function renderRecord(record: IRecord, sort: ISortState = defaultSort()): HTMLElement {
+  return record.kind === 'orchestrate'
+    ? renderTrace(record, child => renderRecord(child), sort)
+    : renderRun(record);
 }
 
 class RecordRenderer extends Widget implements IRenderMime.IRenderer {
+  /** The sort order outlives each rendering: a live trace keeps the order the person chose. */
+  private readonly sort = defaultSort();
+
   constructor(private readonly mimeType: string) {
     super();
     this.addClass('jsb-output');
@@ -25,7 +34,9 @@ class RecordRenderer extends Widget implements IRenderMime.IRenderer {
 
   renderModel(model: IRenderMime.IMimeModel): Promise<void> {
     const record = model.data[this.mimeType] as unknown as IRecord;
-    this.node.replaceChildren(renderRecord(record));
+    const kept = keep(this.node);
+    this.node.replaceChildren(renderRecord(record, this.sort));
+    restore(this.node, kept);
     return Promise.resolve();
   }
 }
@@ -36,10 +47,10 @@ const rendererFactory: IRenderMime.IRendererFactory = {
   createRenderer: options => new RecordRenderer(options.mimeType)
 };
 
-/** Rank 20: ahead of the text/html fallback (50), behind live widgets (-10). */
+/** Rank 20: ahead of the text/html fallback (50). */
 const extension: IRenderMime.IExtension = {
   id: 'jupyter-sandbox:records',
-  description: 'Renders jupyter-sandbox call traces and sandbox runs.',
+  description: 'Renders jupyter-sandbox call traces and sandbox runs, live and saved.',
   rendererFactory,
   rank: 20,
   dataType: 'json'

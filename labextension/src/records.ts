@@ -1,5 +1,14 @@
 /** The JSON records the Python engines write (see the README for the full shapes). */
 
+/** Present while the cell runs (jupyter_sandbox/display/_live.py): the live headline. The
+ * live record is bounded: the latest calls only, counted here. */
+export interface ILive {
+  summary: string;
+  calls?: number;
+  running?: number;
+  failed?: number;
+}
+
 export interface ICallRecord {
   call_id: number;
   tool: string;
@@ -20,13 +29,14 @@ export interface ITraceRecord {
   version: number;
   kind: 'orchestrate';
   code: string;
-  status: 'ok' | 'error';
+  status: 'ok' | 'error' | 'running';
   value: string | null;
   stdout: string;
   error: string | null;
   sandbox_traceback: string | null;
   duration: number;
   calls: ICallRecord[];
+  live?: ILive;
 }
 
 export interface IBuildRecord {
@@ -38,6 +48,9 @@ export interface IBuildRecord {
   total_steps?: number;
   log: string;
   error: string | null;
+  /** Live records only: the build is still going, and its latest whole output line. */
+  running?: boolean;
+  line?: string;
 }
 
 export interface ITypedValue {
@@ -50,7 +63,7 @@ export interface IRunRecord {
   kind: 'sandbox';
   name: string;
   image: string;
-  status: 'ok' | 'error';
+  status: 'ok' | 'error' | 'running';
   error: string | null;
   duration: number;
   exit_code: number | null;
@@ -61,6 +74,7 @@ export interface IRunRecord {
   stderr: string;
   outputs: Record<string, ITypedValue>;
   inputs: Record<string, ITypedValue>;
+  live?: ILive;
 }
 
 export type IRecord = ITraceRecord | IRunRecord;

@@ -11,9 +11,13 @@ function buildSteps(build: IBuildRecord): number {
   return build.total_steps || (build.steps ?? []).length;
 }
 
-/** The build's final word, as in the Python renderers. A cached image ran no step: no count. */
+/** The build's final word, as in the Python renderers. A cached image ran no step: no count.
+ * A live record's build that is still going says how far it is. */
 export function buildState(build: IBuildRecord): string {
   const steps = buildSteps(build);
+  if (build.running) {
+    return `building: step ${(build.steps ?? []).length} of ${steps}`;
+  }
   if (build.error) {
     const failed = `failed after ${seconds(build.seconds)}`;
     return steps ? `${failed} at step ${(build.steps ?? []).length} of ${steps}` : failed;
@@ -26,6 +30,9 @@ export function buildState(build: IBuildRecord): string {
 }
 
 export function runSummary(record: IRunRecord): string {
+  if (record.live) {
+    return record.live.summary; // a running cell: what it does right now
+  }
   const bits = [`image ${record.image}`];
   if (record.exit_code !== null && record.exit_code !== undefined) {
     bits.push(`exit ${record.exit_code}`);
@@ -88,11 +95,18 @@ function renderBuild(build: IBuildRecord): HTMLElement {
     return box;
   }
   const steps = build.steps ?? [];
-  const done = build.error ? Math.max(steps.length - 1, 0) : steps.length;
+  // the last step reached is not done while it runs, nor when it failed
+  const done = build.error || build.running ? Math.max(steps.length - 1, 0) : steps.length;
   const progress = el('progress', 'jsb-build-progress');
   progress.max = Math.max(buildSteps(build), 1);
   progress.value = done;
   line.appendChild(progress);
+  if (build.running && steps.length > 0) {
+    // a live record: the step in progress, and the latest whole line it printed
+    const step = `step ${steps.length} of ${buildSteps(build)}: ${steps[steps.length - 1]}`;
+    box.appendChild(el('div', 'jsb-build-step', step));
+    box.appendChild(el('div', 'jsb-build-current', plain(build.line ?? '')));
+  }
   if (steps.length > 0) {
     box.appendChild(details('steps', steps.map((s, i) => `${i + 1}. ${s}`).join('\n')));
   }

@@ -5,6 +5,7 @@
  */
 
 import { details, el, seconds } from './format';
+import { ISortState } from './keep';
 import { ICallRecord, IRecord, ITraceRecord, callDuration, callStatus } from './records';
 
 /** Rows drawn at once; "show all" draws the rest (100k-call traces stay responsive). */
@@ -44,6 +45,9 @@ function signature(call: ICallRecord): string {
 }
 
 export function traceSummary(record: ITraceRecord): string {
+  if (record.live) {
+    return record.live.summary; // a running cell: counts of every call, not just those listed
+  }
   const failed = record.calls.filter(c => c.error !== null && c.error !== undefined).length;
   const noun = record.calls.length === 1 ? 'call' : 'calls';
   return (
@@ -54,12 +58,13 @@ export function traceSummary(record: ITraceRecord): string {
 
 export function renderTrace(
   record: ITraceRecord,
-  renderChild: (child: IRecord) => HTMLElement
+  renderChild: (child: IRecord) => HTMLElement,
+  sort: ISortState
 ): HTMLElement {
   const root = el('div', `jsb-trace jsb-status-${record.status}`);
   root.appendChild(el('div', 'jsb-summary', traceSummary(record)));
   if (record.calls.length > 0) {
-    root.appendChild(new CallTable(record, renderChild).node);
+    root.appendChild(new CallTable(record, renderChild, sort).node);
   }
   if (record.value !== null && record.value !== undefined) {
     const value = el('div', 'jsb-value', 'value: ');
@@ -82,13 +87,11 @@ class CallTable {
   private readonly body: HTMLTableSectionElement;
   private readonly more: HTMLButtonElement;
   private readonly span: number;
-  private sortKey: SortKey = 'call_id';
-  private ascending = true;
-  private limit = ROW_LIMIT;
 
   constructor(
     private readonly record: ITraceRecord,
-    private readonly renderChild: (child: IRecord) => HTMLElement
+    private readonly renderChild: (child: IRecord) => HTMLElement,
+    private readonly sort: ISortState
   ) {
     const ends = record.calls.map(c => c.end ?? c.start);
     this.span = Math.max(record.duration || 0, ...ends, 1e-9);
@@ -96,46 +99,62 @@ class CallTable {
     const table = el('table', 'jsb-calls');
     const head = el('tr');
     for (const column of COLUMNS) {
-      const th = el('th', column.key ? 'jsb-sortable' : '', column.title);
-      if (column.key) {
-        const key = column.key;
-        th.dataset.key = key;
-        th.addEventListener('click', () => this.sortBy(key));
-      }
-      head.appendChild(th);
+      head.appendChild(this.header(column));
     }
     table.appendChild(el('thead')).appendChild(head);
     this.body = table.appendChild(el('tbody'));
     this.node.appendChild(table);
     this.more = el('button', 'jsb-more');
+    this.more.type = 'button';
+    this.more.dataset.jsbKey = 'more';
     this.more.addEventListener('click', () => {
-      this.limit = Number.POSITIVE_INFINITY;
+      this.sort.showAll = true;
       this.draw();
     });
     this.node.appendChild(this.more);
     this.draw();
   }
 
+  /** A sortable column's title is a button (Tab reaches it, Enter and Space sort); the th
+   * says the order to assistive tech with `aria-sort`. */
+  private header(column: IColumn): HTMLTableCellElement {
+    const th = el('th');
+    th.scope = 'col';
+    if (!column.key) {
+      th.textContent = column.title;
+      return th;
+    }
+    const key = column.key;
+    th.dataset.key = key;
+    const button = el('button', 'jsb-sort', column.title);
+    button.type = 'button';
+    button.dataset.jsbKey = `sort-${key}`;
+    button.addEventListener('click', () => this.sortBy(key));
+    th.appendChild(button);
+    return th;
+  }
+
   private sortBy(key: SortKey): void {
-    this.ascending = this.sortKey === key ? !this.ascending : true;
-    this.sortKey = key;
+    this.sort.ascending = this.sort.key === key ? !this.sort.ascending : true;
+    this.sort.key = key;
     this.draw();
   }
 
   private draw(): void {
-    const key = this.sortKey;
-    const sign = this.ascending ? 1 : -1;
+    const key = this.sort.key as SortKey;
+    const sign = this.sort.ascending ? 1 : -1;
     const calls = [...this.record.calls].sort((a, b) => {
       const x = sortValue(a, key);
       const y = sortValue(b, key);
       return x < y ? -sign : x > y ? sign : a.call_id - b.call_id;
     });
-    this.node.querySelectorAll('th').forEach(th => {
-      th.classList.toggle('jsb-sorted', th.dataset.key === key);
-      th.classList.toggle('jsb-descending', th.dataset.key === key && !this.ascending);
+    this.node.querySelectorAll<HTMLElement>('th[data-key]').forEach(th => {
+      const order = this.sort.ascending ? 'ascending' : 'descending';
+      th.setAttribute('aria-sort', th.dataset.key === key ? order : 'none');
     });
-    this.body.replaceChildren(...calls.slice(0, this.limit).map(c => this.row(c)));
-    const hidden = calls.length - Math.min(calls.length, this.limit);
+    const limit = this.sort.showAll ? Number.POSITIVE_INFINITY : ROW_LIMIT;
+    this.body.replaceChildren(...calls.slice(0, limit).map(c => this.row(c)));
+    const hidden = calls.length - Math.min(calls.length, limit);
     this.more.textContent = `show all (${hidden} more calls)`;
     this.more.hidden = hidden <= 0;
   }
@@ -146,8 +165,9 @@ class CallTable {
     tr.appendChild(el('td', '', String(call.call_id)));
     tr.appendChild(el('td', 'jsb-tool', call.tool));
     const sig = el('td', 'jsb-signature', signature(call));
-    for (const child of call.children ?? []) {
+    for (const [index, child] of (call.children ?? []).entries()) {
       const box = el('details', 'jsb-child');
+      box.dataset.jsbKey = `child-${call.call_id}-${index}`;
       box.appendChild(el('summary', '', `${child.kind} record`));
       box.appendChild(this.renderChild(child));
       sig.appendChild(box);
@@ -155,9 +175,10 @@ class CallTable {
     tr.appendChild(sig);
     const result = el('td', 'jsb-result');
     if (status === 'error') {
-      result.appendChild(
-        details(call.error ?? '', call.host_traceback || call.error || '', false, 'jsb-error')
-      );
+      const error = details(call.error ?? '', call.host_traceback || call.error || '', false);
+      error.classList.add('jsb-error');
+      error.dataset.jsbKey = `call-${call.call_id}`;
+      result.appendChild(error);
     } else if (status === 'ok') {
       result.textContent = call.result ?? 'None';
     }
@@ -169,7 +190,15 @@ class CallTable {
     const end = call.end ?? this.span;
     bar.style.marginLeft = `${(100 * call.start) / this.span}%`;
     bar.style.width = `${(100 * (end - call.start)) / this.span}%`;
-    bar.title = `${seconds(call.start)} to ${seconds(end)}`;
+    // the bar's text: where it starts and how long it takes, for a screen reader and a tooltip
+    const label =
+      `starts at ${seconds(call.start)}, ` +
+      (call.end === null || call.end === undefined
+        ? 'still running'
+        : `takes ${seconds(end - call.start)}`);
+    bar.setAttribute('role', 'img');
+    bar.setAttribute('aria-label', label);
+    bar.title = label;
     timeline.appendChild(bar);
     tr.appendChild(timeline);
     return tr;

@@ -1,0 +1,220 @@
+"""Live records: the record a run will end with, growing as its events arrive.
+
+A cell's live view is the same MIME bundle as its final display (our record type, ``text/html``,
+``text/plain``), shown under a display id and replaced with ``update_display`` (see `_views`).
+JupyterLab therefore draws the running cell and the saved one with one renderer, so nothing
+jumps when the cell ends; other frontends take their richest type (HTML in VS Code and
+nbconvert, text in a terminal); and no widget model exists that could be left open. A notebook
+saved mid-run (or whose kernel died) keeps the last live record, which renders without a kernel.
+
+A live record has the final record's keys, ``status: "running"`` and ``live.summary`` (the
+headline while it runs, shared by every renderer). It stays bounded however long the run: the
+last `LIVE_CALLS` calls plus counts, the last `LOG_TAIL` build log lines. Events update plain
+Python state under a lock (microseconds, any thread); `record` builds the dict when the
+throttle asks for a render.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from typing import Any
+
+from jupyter_sandbox._events import (
+    BuildFinished,
+    BuildLog,
+    BuildStarted,
+    BuildStep,
+    CallFinished,
+    CallStarted,
+    Event,
+    RunFinished,
+    RunStarted,
+    ToolCall,
+)
+from jupyter_sandbox._preview import preview
+
+from . import _format as fmt
+
+LIVE_CALLS = 100
+"""Most recent calls a live trace holds: enough to watch, bounded however long the run."""
+
+LOG_TAIL = 400
+"""Build log lines a live record holds; the final record has the whole log."""
+
+TRACEBACK_TAIL = 4000
+"""Characters of a host traceback a live call keeps (its end, where the error is)."""
+
+
+class LiveTrace:
+    """`%%orchestrate` while it runs: counts of all calls, records of the latest ones."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._recent: deque[ToolCall] = deque(maxlen=LIVE_CALLS)
+        self._started = 0
+        self._finished = 0
+        self._failed = 0
+        self._t0 = time.monotonic()
+
+    def on_event(self, event: Event) -> bool:
+        """Fold in one event; False when it changes nothing this view shows."""
+        if isinstance(event, CallStarted):
+            with self._lock:
+                self._started += 1
+                self._recent.append(event.call)
+        elif isinstance(event, CallFinished):
+            with self._lock:
+                self._finished += 1
+                self._failed += event.call.error is not None
+        else:
+            return False
+        return True
+
+    def record(self) -> dict[str, Any]:
+        with self._lock:
+            calls = [_live_call(c) for c in self._recent]
+            started, running, failed = self._started, self._started - self._finished, self._failed
+        span = max([time.monotonic() - self._t0] + [c["end"] or c["start"] for c in calls])
+        shown = f", showing the last {len(calls)}" if started > len(calls) else ""
+        noun = "call" if started == 1 else "calls"
+        summary = (
+            f"orchestrate running {fmt.seconds(span)}: {started} tool {noun} "
+            f"({running} running, {failed} failed{shown})"
+        )
+        return {
+            "version": 1,
+            "kind": "orchestrate",
+            "code": "",
+            "status": "running",
+            "value": None,
+            "stdout": "",
+            "error": None,
+            "sandbox_traceback": None,
+            "duration": span,
+            "calls": calls,
+            "live": {"summary": summary, "calls": started, "running": running, "failed": failed},
+        }
+
+
+def _live_call(call: ToolCall) -> dict[str, Any]:
+    record = call.to_record()
+    traceback = record.get("host_traceback")
+    if traceback and len(traceback) > TRACEBACK_TAIL:
+        record["host_traceback"] = "\u2026" + traceback[-TRACEBACK_TAIL:]
+    return record
+
+
+class LiveRun:
+    """`%%sandbox` while it runs: the image build (steps, current line, log tail), then the run."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._t0 = time.monotonic()
+        self._built_at = self._t0
+        self._log: deque[str] = deque(maxlen=LOG_TAIL)
+        self._build: dict[str, Any] | None = None
+        self._run: dict[str, Any] = {
+            "name": "?",
+            "image": "?",
+            "error": None,
+            "exit_code": None,
+            "attempts": 0,
+            "cached": False,
+            "outputs": {},
+        }
+        self._headline = "sandbox: starting"
+
+    def on_event(self, event: Event) -> bool:
+        with self._lock:
+            return self._apply(event)
+
+    def _apply(self, event: Event) -> bool:
+        """The line under the step is the step's latest whole output line; a finished build's
+        error is the record's (renderers show it once, in the error's place); a cached image
+        has no steps: renderers draw no progress for it."""
+        if isinstance(event, BuildStarted):
+            self._built_at = time.monotonic()
+            self._build = _build(event.tag, total_steps=event.total_steps, running=True)
+            self._run["image"] = event.tag
+            self._headline = f"building image {event.tag}"
+        elif isinstance(event, BuildStep) and self._build is not None:
+            self._build["steps"].append(event.text)
+            self._build.update(total_steps=event.total, line="")
+            self._log.append(f"step {event.index} of {event.total}: {event.text}")
+        elif isinstance(event, BuildLog) and self._build is not None:
+            self._log.append(fmt.plain(event.line))
+            self._build["line"] = event.line
+        elif isinstance(event, BuildFinished):
+            build = self._build or _build(event.tag, total_steps=0, running=False)
+            build.update(
+                cached=event.cached, seconds=event.seconds, error=event.error, running=False
+            )
+            build["line"] = ""
+            self._build = build
+            self._run["image"] = event.tag
+            self._headline = f"image {event.tag}: {fmt.build_state(build)}"
+        elif isinstance(event, RunStarted):
+            self._run.update(name=event.name, image=event.image, attempts=event.attempt)
+            self._headline = f"running {event.name} in {event.image} (attempt {event.attempt})"
+        elif isinstance(event, RunFinished):
+            outputs = {
+                name: {"type": type(value).__name__, "preview": preview(value)}
+                for name, value in event.outputs.items()
+            }
+            self._run.update(
+                exit_code=event.exit_code, error=event.error, cached=event.cached, outputs=outputs
+            )
+            self._headline = _run_line(event)
+        else:
+            return False
+        return True
+
+    def record(self) -> dict[str, Any]:
+        with self._lock:
+            build = None if self._build is None else dict(self._build, log="\n".join(self._log))
+            run = dict(self._run)
+            headline = self._headline
+        now = time.monotonic()
+        if build is not None and build["running"]:
+            build["seconds"] = now - self._built_at
+        duration = now - self._t0
+        return {
+            "version": 1,
+            "kind": "sandbox",
+            **run,
+            "status": "running",
+            "duration": duration,
+            "build": build,
+            "stdout": "",
+            "stderr": "",
+            "inputs": {},
+            "live": {"summary": f"{headline} ({fmt.seconds(duration)})"},
+        }
+
+
+def _build(tag: str, *, total_steps: int, running: bool) -> dict[str, Any]:
+    """A build record as `BuildInfo.to_record` makes it, plus the live keys ``running`` and
+    ``line`` (the current output line)."""
+    return {
+        "tag": tag,
+        "cached": False,
+        "seconds": 0.0,
+        "steps": [],
+        "total_steps": total_steps,
+        "log": "",
+        "error": None,
+        "running": running,
+        "line": "",
+    }
+
+
+def _run_line(event: RunFinished) -> str:
+    verdict = "failed" if event.error or event.exit_code not in (0, None) else "finished"
+    cached = ", cached result" if event.cached else ""
+    error = f": {event.error}" if event.error else ""
+    return (
+        f"{event.name} {verdict} in {fmt.seconds(event.seconds)} "
+        f"(exit {event.exit_code}{cached}){error}"
+    )
