@@ -352,10 +352,10 @@ def test_quiet_shows_only_prints(nb, capsys):
     [
         ("", "no model: pass --llm NAME"),
         ("--llm missing", "--llm missing: no variable 'missing'"),
-        ("--llm basket", "llm must be a callable"),
+        ("--llm basket", "--llm must be a callable"),
         ("--llm model --in nowhere", "--in nowhere: no variable 'nowhere'"),
         ("--llm model --tools nope", "--tools: nope not registered"),
-        ("--llm model --max-attempts 0", "max_attempts must be at least 1"),
+        ("--llm model --max-attempts 0", "--max-attempts must be at least 1"),
         ("--llm model --out 1x", "--out 1x: not a valid Python variable name"),
         ("--llm model --bogus", "unrecognized arguments: --bogus"),
     ],

@@ -49,9 +49,13 @@ class CodeModeAgent:
         type_check: bool = True,
     ) -> None:
         if not callable(llm):
-            raise SandboxConfigError(f"llm must be a callable, got {type(llm).__name__}")
+            raise SandboxConfigError(
+                f"llm must be a callable, got {type(llm).__name__}", parameter="llm"
+            )
         if max_attempts < 1:
-            raise SandboxConfigError(f"max_attempts must be at least 1, got {max_attempts}")
+            raise SandboxConfigError(
+                f"max_attempts must be at least 1, got {max_attempts}", parameter="max_attempts"
+            )
         self.llm = llm
         self.tools = resolve_tools(tools)
         self.inputs = dict(inputs or {})

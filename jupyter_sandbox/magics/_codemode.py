@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, cell_magic, magics_class
+from IPython.core.magic import cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import Int, Unicode
 
@@ -13,6 +13,7 @@ from .._errors import CodeModeError, SandboxConfigError
 from ..codemode import CodeModeAgent
 from ..display import CodeModeView
 from ._common import (
+    CellMagics,
     check_out,
     help_option,
     inputs_option,
@@ -26,7 +27,7 @@ from ._common import (
 
 
 @magics_class
-class CodeModeMagics(Magics):
+class CodeModeMagics(CellMagics):
     """Defaults are configurable: ``%config CodeModeMagics.llm = 'my_llm'``."""
 
     llm = Unicode(
@@ -58,7 +59,6 @@ class CodeModeMagics(Magics):
             Fetch the temperature of each city and return the warmest.
         """  # fmt: skip
         shell = self.shell
-        assert shell is not None  # a registered magic always has its shell
         args = parse_options(self.codemode, line)
         if args is None:  # --help: printed, nothing runs
             return None
@@ -80,7 +80,7 @@ class CodeModeMagics(Magics):
                 max_attempts=self.max_attempts if args.max_attempts is None else args.max_attempts,
             )
         except SandboxConfigError as exc:
-            raise UsageError(f"%%codemode: {exc}") from None
+            raise self.usage_error(exc) from None
         try:
             result = agent.run(task, on_event=CodeModeView(quiet=args.quiet).on_event)
         except CodeModeError as exc:
@@ -93,7 +93,7 @@ class CodeModeMagics(Magics):
 
     def _insert(self, args: Any, code: str | None) -> None:
         """``--insert``: the code as a new ``%%orchestrate`` cell that runs as this one did."""
-        if not args.insert or code is None or self.shell is None:
+        if not args.insert or code is None:
             return
         options = [
             f"--{option} {','.join(split_names(values))}"

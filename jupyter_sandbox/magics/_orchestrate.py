@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from IPython.core.interactiveshell import InteractiveShell
-from IPython.core.magic import Magics, cell_magic, magics_class
+from IPython.core.magic import cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import Bool, Float, Int
 
@@ -17,6 +17,7 @@ from ..display import OrchestrateView
 from ..orchestrate import Limits, ToolCache, orchestrate
 from ..orchestrate._memo import Journals
 from ._common import (
+    CellMagics,
     check_out,
     help_option,
     inputs_option,
@@ -26,7 +27,6 @@ from ._common import (
     select_tools,
     split_names,
     tools_option,
-    usage_error,
 )
 
 _DEFAULTS = Limits()
@@ -34,7 +34,7 @@ _DEFAULTS = Limits()
 
 
 @magics_class
-class OrchestrateMagics(Magics):
+class OrchestrateMagics(CellMagics):
     """Defaults are configurable: ``%config OrchestrateMagics.timeout = 60``."""
 
     timeout = Float(_DEFAULTS.timeout, help="Seconds of Monty compute time per cell.").tag(
@@ -112,7 +112,6 @@ class OrchestrateMagics(Magics):
             add(x, y) * 2
         """  # fmt: skip
         shell = self.shell
-        assert shell is not None  # a registered magic always has its shell
         args = parse_options(self.orchestrate, line)
         if args is None:  # --help: printed, nothing runs
             return None
@@ -150,7 +149,7 @@ class OrchestrateMagics(Magics):
                 cache=self.tool_cache if args.cache else None,
             )
         except SandboxConfigError as exc:
-            raise usage_error(exc, {}) from None
+            raise self.usage_error(exc) from None
         except OrchestrationError as exc:
             if exc.result is not None and not args.quiet:
                 exc.result.code = cell  # as written, without a line --out appended

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, ClassVar
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, cell_magic, magics_class
+from IPython.core.magic import cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import Float, Unicode
 
@@ -14,11 +14,15 @@ from .._errors import ContainerError, SandboxConfigError
 from ..display import SandboxView
 from ..orchestrate._sandbox_tool import bind_inputs
 from ..sandbox import Resources, Sandbox, SandboxRun, create
-from ._common import check_variable, help_option, lookup, parse_options, split_names, usage_error
-
-_OPTIONS = {"cpu": "--cpus", "env_vars": "--env", "secrets": "--secret"}
-"""`create` parameters whose option is spelled otherwise (the rest: ``base_image`` ->
-``--base-image``)."""
+from ._common import (
+    CellMagics,
+    check_variable,
+    help_option,
+    lookup,
+    parse_options,
+    split_names,
+    usage_error,
+)
 
 
 def _declarations(values: list[str] | None, option: str) -> dict[str, str | None]:
@@ -56,8 +60,16 @@ def _env(pairs: list[str] | None) -> dict[str, str]:
 
 
 @magics_class
-class SandboxMagics(Magics):
+class SandboxMagics(CellMagics):
     """Defaults are configurable: ``%config SandboxMagics.base_image = "python:3.12-slim"``."""
+
+    options: ClassVar[Mapping[str, str]] = {
+        "cpu": "--cpus",
+        "env_vars": "--env",
+        "secrets": "--secret",
+    }
+    """`create` parameters whose option is spelled otherwise (the rest: ``base_image`` ->
+    ``--base-image``)."""
 
     base_image = Unicode(
         "", help="Image environments build on (default: $JUPYTER_SANDBOX_BASE_IMAGE or local)."
@@ -99,7 +111,6 @@ class SandboxMagics(Magics):
             result = x * 2
         """  # fmt: skip
         shell = self.shell
-        assert shell is not None  # a registered magic always has its shell
         args = parse_options(self.sandbox, line)
         if args is None:  # --help: printed, nothing runs
             return None
@@ -135,7 +146,7 @@ class SandboxMagics(Magics):
                 network=args.network,
             )
         except SandboxConfigError as exc:
-            raise usage_error(exc, _OPTIONS) from None
+            raise self.usage_error(exc) from None
         if args.name:
             shell.user_ns[args.name] = ShownSandbox(sandbox, quiet=args.quiet)
         shell.user_ns.update(run_shown(sandbox, values, quiet=args.quiet).outputs)
@@ -146,7 +157,7 @@ def run_shown(sandbox: Sandbox, values: dict[str, Any], *, quiet: bool) -> Sandb
     try:
         sandbox.check(values)  # bad input: one line, before any progress is shown
     except SandboxConfigError as exc:
-        raise usage_error(exc, _OPTIONS) from None
+        raise usage_error(exc, SandboxMagics.options) from None
     view = SandboxView(quiet=quiet)
     try:
         run = sandbox.execute(values, on_event=view.on_event)
