@@ -74,6 +74,8 @@ def test_orchestrate_notebook(tmp_path):
     assert "warmest: Lima" in cells["check-handle"]["stdout"]
     resumed = cells["check-resume"][TRACE]["calls"]
     assert [c["replayed"] for c in resumed] == [True, True, False]
+    # What the notebook's comment says: step(0) and step(1) ran once, step(2) twice.
+    assert cells["check-resumed-attempts"]["result"] == "[0, 1, 2, 2]"
     assert cells["check-api"]["result"].startswith("(39.56, [('temperature', ('Oslo',), 4.2)")
 
 
@@ -143,7 +145,7 @@ def test_sandbox_notebook(tmp_path):
     assert "  7    6" in cells["check-packages-print"]["stdout"]
     assert cells["check-files-back"]["stdout"].startswith("ada\n   ada #########\n")
     assert cells["check-timeout"]["error"] == (
-        "SandboxTimeout: timed out after 2 s (raise it with --timeout, timeout=)"
+        "SandboxTimeout: timed out after 2 s (raise it with --timeout)"
     )
     assert cells["check-oom"]["error"].startswith("OutOfMemory: out of memory")
     assert cells["check-modes-back"]["result"] == "(31, '4\\n')"
