@@ -1,9 +1,17 @@
 """The Docker engine behind ``%%sandbox`` and `jupyter_sandbox.create` (no IPython here).
 
-Layers, low to high: `_spec` (normalised definition, image hash, Dockerfile), `_build` and
-`_image` (streamed builds), `_io` and `_codec` (typed values as files), `_run` (one safe
-container run), `_cache` (results), `_sandbox` (`create`, `Sandbox`). ``docker`` is imported
-lazily by `_client`, so importing this package does not need an engine.
+Layers, low to high:
+
+- `_client` (the engine connection, our labels; imports ``docker`` lazily, so importing this
+  package needs no engine), `_types` and `_codec` (declared types, values as files; `_runner`
+  is the auto-IO program that runs inside the container);
+- `_spec` (normalised definition, image hash, Dockerfile), `_hostcfg` (what a build borrows
+  from the host), `_build`, `_image` and `_baseimage` (streamed builds, the local base);
+- `_pool` (containers started ahead, confined, always removed), `_watchdog` (removes them when
+  the kernel dies), `_io` (staging inputs, collecting outputs), `_secrets` (masking), `_run`
+  (one run in one container);
+- `_cache` (results), `_record` (`SandboxRun`, the run's record), `_sandbox` (`create`,
+  `Sandbox`: every entry point's one path); `_manage` (list, prune, reap) stands beside them.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """A Python base image built on the host, with no container registry.
 
-Air-gapped machines (and this one) cannot pull ``python:3.x-slim``, so the base is bootstrapped
-from the Debian mirror apt already uses: ``debootstrap`` a minimal root filesystem, import it as
-an image, then finish it with a short offline build (a venv with ``uv`` from a wheel the host
-downloads, a non-root user, an environment without the host's). Built once per machine: when
-the tag exists, nothing happens.
+A host without registry access (air-gapped, or behind a proxy) cannot pull ``python:3.x-slim``,
+so the base is bootstrapped from the Debian mirror apt already uses: ``debootstrap`` a minimal
+root filesystem, import it as an image, then finish it with a short offline build (a venv with
+``uv`` from a wheel the host downloads, a non-root user, an environment without the host's).
+Built once per engine: when the tag exists, nothing happens.
 """
 
 from __future__ import annotations

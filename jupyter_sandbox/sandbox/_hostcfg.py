@@ -1,7 +1,7 @@
 """What a build borrows from the host: its CA bundle and its package-index settings.
 
-This machine (like many corporate ones) sits behind a TLS-inspecting proxy, so installs inside a
-build only work when they trust the host's CA bundle. Only these settings cross into a build, as
+A host behind a TLS-inspecting proxy (as many corporate ones are) builds only when the installs
+inside a build trust the host's CA bundle. Only these settings cross into a build, as
 build arguments that never reach the final image's environment; nothing else from the host
 environment enters a build or a run.
 """

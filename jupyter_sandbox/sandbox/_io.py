@@ -47,8 +47,8 @@ _BLOCK = 1 << 16
 _ZEROS = bytes(_BLOCK)
 ENTRY_COST = 4096
 """Bytes each entry of ``/var/outputs`` counts against the limit besides its size (a disk
-block's worth): empty files are not free to unpack (creating one took ~1-2 ms on this host's
-ext4 under load), so the default 256 MiB admits at most 65,536 entries."""
+block's worth): empty files are not free to unpack (creating one took ~1-2 ms on the
+development host's ext4 under load), so the default 256 MiB admits at most 65,536 entries."""
 _STREAM_SLACK = 1 << 20
 _SHOWN = 120
 """Characters of an entry's name shown in an error."""

@@ -1,6 +1,6 @@
 """Containers' lives: created confined, started ahead of need, used once, always removed.
 
-Starting a container costs most of a run (~0.3-0.4 s here, network namespace and all). So after
+Starting a container costs most of a run (~0.3-0.4 s measured, network namespace and all). After
 a run takes a container, a fresh one for the same image and limits is started in the background
 and waits, unused, for the next run: a warm run then costs an exec, not a start. Every container
 still runs exactly one piece of code; a spare never used is just a clean container that sleeps.
