@@ -146,7 +146,7 @@ def test_interrupting_orchestrate_in_a_sync_tool(kernel) -> None:
     _until(client, msg_id, lambda m: "blocked" in m["content"].get("text", ""))
     error, record = _interrupted(manager, client, msg_id)
     assert error == [
-        "interrupted: the sandbox was stopped and the call to block(), still running on the "
+        "interrupted: the interpreter was stopped and the call to block(), still running on the "
         "host, was abandoned (its thread finishes on its own)"
     ]
     assert record["status"] == "interrupted"

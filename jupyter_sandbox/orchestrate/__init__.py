@@ -172,7 +172,7 @@ def orchestrate(
         settled = future.exception() if future.done() else None
         if isinstance(settled, Interrupted):
             raise settled from None
-        raise driver._fail(Interrupted("interrupted: the sandbox was stopped")) from None
+        raise driver._fail(Interrupted("interrupted: the interpreter was stopped")) from None
 
 
 async def orchestrate_async(

@@ -170,7 +170,7 @@ class Driver:
         except RecursionError:  # Monty's conversion of a deeply nested value recurses
             raise self._fail(
                 OrchestrationError(
-                    "a value crossing the sandbox boundary is nested too deeply for Monty "
+                    "a value crossing into Monty is nested too deeply for it "
                     f"to convert; keep results and tool arguments under {MAX_DEPTH} levels"
                 )
             ) from None
@@ -209,7 +209,7 @@ class Driver:
         running = f"the call to {call.tool}()" if call is not None else "the wait for a worker"
         error = self._fail(
             Interrupted(
-                f"interrupted: the sandbox was stopped and {running}, still running on the"
+                f"interrupted: the interpreter was stopped and {running}, still running on the"
                 " host, was abandoned (its thread finishes on its own)"
             )
         )

@@ -44,14 +44,14 @@ def translate(
 ) -> OrchestrationError:
     """Turn Monty's error into ours, naming the limit or the tool when there is one."""
     if interrupted:
-        return Interrupted("interrupted: the sandbox was stopped")
+        return Interrupted("interrupted: the interpreter was stopped")
     if isinstance(exc, pm.MontyTypingError):
         return TypeCheckError(
             "type check failed (no tool was called; --no-type-check skips it):\n"
             + exc.display().strip()
         )
     if isinstance(exc, pm.MontyCrashedError):
-        return OrchestrationError(f"the sandbox worker crashed: {exc}")
+        return OrchestrationError(f"the Monty worker crashed: {exc}")
     if not isinstance(exc, pm.MontyRuntimeError | pm.MontySyntaxError):
         return OrchestrationError(str(exc))
     inner = exc.exception()
