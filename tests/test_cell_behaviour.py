@@ -233,6 +233,9 @@ def test_help_prints_the_options_and_runs_nothing(shell, capsys, magic):
     assert "--quiet" in shown
     shell.run_cell(f"%%{magic}?")  # IPython's own help shows the cell magic, with %%
     assert f"%%{magic} [-h]" in capsys.readouterr().out
+    # Alone in a cell, as a person asks (IPython refuses a cell magic without a body).
+    assert shell.run_cell(f"%%{magic} -h").success
+    assert capsys.readouterr().out.lstrip().startswith(f"%%{magic} [-h]")
 
 
 # -- 11. --out of a last-line assignment -----------------------------------------------------

@@ -22,13 +22,15 @@ _previous_handlers: WeakKeyDictionary[InteractiveShell, tuple[tuple[type, ...], 
 
 def load(ipython: InteractiveShell) -> None:
     from ._codemode import CodeModeMagics
-    from ._common import show_error
+    from ._common import help_alone, show_error
     from ._orchestrate import OrchestrateMagics
     from ._sandbox import SandboxMagics
 
     ipython.register_magics(OrchestrateMagics(shell=ipython))
     ipython.register_magics(SandboxMagics(shell=ipython))
     ipython.register_magics(CodeModeMagics(shell=ipython))
+    if help_alone not in ipython.input_transformers_cleanup:
+        ipython.input_transformers_cleanup.append(help_alone)
     _reap_in_background()
     _previous_handlers.setdefault(ipython, (ipython.custom_exceptions, ipython.CustomTB))
     ipython.set_custom_exc((SandboxError,), show_error)
@@ -53,6 +55,10 @@ def _reap_in_background() -> None:
 
 
 def unload(ipython: InteractiveShell) -> None:
+    from ._common import help_alone
+
+    if help_alone in ipython.input_transformers_cleanup:
+        ipython.input_transformers_cleanup.remove(help_alone)
     for name in CELL_MAGICS:
         ipython.magics_manager.magics["cell"].pop(name, None)
     previous = _previous_handlers.pop(ipython, None)

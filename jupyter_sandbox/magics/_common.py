@@ -14,6 +14,7 @@ from IPython.core.magic_arguments import argument, parse_argstring
 
 from .._errors import Interrupted, SandboxCancelled, SandboxConfigError, SandboxError
 from ..orchestrate import Tool, registry
+from . import CELL_MAGICS
 
 _MISSING = object()
 
@@ -47,6 +48,18 @@ def parse_options(magic: Any, line: str) -> argparse.Namespace | None:
         return None
     args: argparse.Namespace = parse_argstring(magic, line)
     return args
+
+
+def help_alone(lines: list[str]) -> list[str]:
+    """An IPython input transformer: ``%%sandbox --help`` alone in a cell gets an empty comment
+    as its body. IPython refuses a cell magic with no body ("the cell body is empty") before
+    the magic sees its options, and a person asking for help writes no code first."""
+    first, rest = (lines[0], lines[1:]) if lines else ("", [])
+    name, _, options = first.removeprefix("%%").partition(" ")
+    asks = first.startswith("%%") and {"-h", "--help"} & set(options.split())
+    if asks and name in CELL_MAGICS and not "".join(rest).strip():
+        return [first.rstrip("\n") + "\n", "#\n"]
+    return lines
 
 
 def check_variable(name: str, option: str) -> None:
