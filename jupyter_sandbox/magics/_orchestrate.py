@@ -95,7 +95,8 @@ class OrchestrateMagics(CellMagics):
     @argument(
         "--resume",
         action="store_true",
-        help="answer the calls this cell's last run completed from its journal",
+        help="answer the calls completed by this cell's last run (or, if it has no failed"
+        " run, the last failed run of the same code) from the journal",
     )
     @argument(
         "--cache",
