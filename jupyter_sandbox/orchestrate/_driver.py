@@ -454,17 +454,18 @@ class Driver:
         if self._replay:
             old = self._replay[index] if index < len(self._replay) else None
             if (
-                old is not None
-                and old.tool == call.tool
-                and same(old.args, call.args)
-                and same(old.kwargs, call.kwargs)
+                old is None
+                or old.tool != call.tool
+                or not same(old.args, call.args)
+                or not same(old.kwargs, call.kwargs)
             ):
-                if old.status != "ok":  # it failed or never finished: make it again, and
-                    return False, None  # keep answering the calls after it
+                self._replay = []  # the run took another path: call tools from here on
+            elif old.status == "ok":
                 call.replayed = True
                 call.children = list(old.children)  # the container run that answered it
                 return True, old.result
-            self._replay = []  # the run took another path: call tools from here on
+            # else it failed or never finished: made again (or taken from the cache), and the
+            # calls after it are still answered
         if self.cache is not None:
             key = ToolCache.key(call.tool, call.args, call.kwargs)
             found, value = self.cache.get(key) if key is not None else (False, None)
