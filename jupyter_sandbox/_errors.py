@@ -44,7 +44,11 @@ class OrchestrationError(SandboxError):
 
 
 class TypeCheckError(OrchestrationError):
-    """The type checker rejected the code; no tool was called."""
+    """The type checker rejected the code; no tool was called. The message shows each finding
+    at its line with a caret; ``diagnostics`` lists them in the checker's own words
+    (``error[rule] message``), for a program that sorts them."""
+
+    diagnostics: tuple[str, ...] = ()
 
 
 class ToolError(OrchestrationError):

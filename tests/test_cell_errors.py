@@ -185,8 +185,7 @@ def test_sandbox_traceback_shows_the_users_line_not_the_runner(shell, capsys) ->
 def test_sandbox_without_network_says_which_option(shell, capsys) -> None:
     cell = '%%sandbox\nimport urllib.request\nurllib.request.urlopen("http://example.com")'
     error, shown = _run(shell, capsys, cell)
-    assert str(error).endswith("the sandbox has no network: allow it with --network bridge"
-                               " (network='bridge')")  # fmt: skip
+    assert str(error).endswith("the sandbox has no network: allow it with --network bridge")
     start = shown.index("Traceback")
     traceback = shown[start : shown.index("URLError", start)]
     assert "urllib/request.py" not in traceback  # the cell's own line only
@@ -197,3 +196,52 @@ def test_sandbox_without_network_says_which_option(shell, capsys) -> None:
 def test_sandbox_missing_module_says_which_option(shell, capsys) -> None:
     error, _ = _run(shell, capsys, "%%sandbox\nimport yaml")
     assert str(error).endswith("install the package that provides 'yaml' with --packages")
+
+
+# -- %%orchestrate errors through the real shell: each once, at the editor's line -----------
+
+TOOLS = """
+from jupyter_sandbox import tool
+
+@tool
+def add(a: int, b: int) -> int:
+    return a + b
+
+@tool
+async def stats(xs: list[float]) -> tuple[float, int]:
+    return (sum(xs), len(xs))
+
+@tool
+def boom(x: int) -> int:
+    raise ValueError(f"bad {x}")
+"""
+
+
+@pytest.fixture
+def tools(shell: Any) -> Any:
+    assert shell.run_cell(TOOLS).success
+    return shell
+
+
+def test_type_check_error_once_with_caret_at_the_editors_line(tools, capsys) -> None:
+    error, shown = _run(tools, capsys, '%%orchestrate\nx = 1\ny = add("a", 2)\ny')
+    assert error is not None
+    block = '  File "<cell>", line 3\n    y = add("a", 2)\n            ^^^\n'
+    assert shown.count(block) == 1  # %%orchestrate is line 1, as in the editor
+    assert shown.count("Argument to function `add` is incorrect") == 1
+    assert "cell.py" not in shown
+
+
+def test_async_tool_called_without_await_says_so(tools, capsys) -> None:
+    _, shown = _run(tools, capsys, "%%orchestrate\nstats([1.0, 2.0])\n1")
+    assert shown.count("`stats(...)` is async: write `await stats(...)`") == 1
+    assert "CoroutineType" not in shown
+
+
+def test_tool_error_is_one_traceback_through_the_tool(tools, capsys) -> None:
+    _, shown = _run(tools, capsys, "%%orchestrate\nx = 1\nboom(x)")
+    assert shown.count('raise ValueError(f"bad {x}")') == 1
+    cell_frame = shown.index('File "<cell>", line 3, in <module>\n    boom(x)')
+    assert cell_frame < shown.index(", in boom\n")  # the cell's frame, then the tool's
+    assert shown.count("ValueError: bad 1") == 2  # the trace's row and the error's last line
+    assert shown.rstrip().endswith("ToolError: tool 'boom' raised ValueError: bad 1")

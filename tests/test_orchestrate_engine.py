@@ -159,7 +159,7 @@ def test_type_check_rejects_bad_call_before_any_tool_runs():
     with pytest.raises(TypeCheckError) as info:
         orchestrate('record(1)\nrecord("a")', tools=[record])
     assert calls == []
-    assert "cell.py:2:" in str(info.value)
+    assert 'File "<cell>", line 2\n    record("a")\n           ^^^\n' in str(info.value)
     assert "record" in str(info.value)
 
 

@@ -69,7 +69,7 @@ def test_uncaught_tool_error_is_one_readable_error(nb, capsys):
     failed = cell(nb, "", "a = 1\nexplode('now')")
     assert not failed.success
     out = capsys.readouterr().out
-    assert 'File "<cell>", line 2' in out  # the cell's own line numbers
+    assert 'File "<cell>", line 3' in out  # the editor's line numbers (%%orchestrate is 1)
     assert 'raise RuntimeError("tool blew up: " + reason)' in out  # the host traceback
     assert "ToolError: tool 'explode' raised RuntimeError: tool blew up: now" in out
     assert "_driver.py" not in out
@@ -79,7 +79,7 @@ def test_uncaught_tool_error_is_one_readable_error(nb, capsys):
 def test_type_error_is_rejected_before_tools_run(nb, capsys):
     failed = cell(nb, "", "add(1, 2)\nadd('a', 2)")
     assert not failed.success
-    assert "cell.py:2:5" in capsys.readouterr().out
+    assert 'File "<cell>", line 3\n    add(\'a\', 2)\n        ^^^\n' in capsys.readouterr().out
 
 
 def test_limit_error_names_the_limit_and_next_cell_works(nb, capsys):

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 import sys
 import time
 from dataclasses import dataclass
@@ -32,7 +31,6 @@ from ._probes import PROBES, Kind, Probe
 
 TABLE = Path(__file__).with_name("capabilities.json")
 _PROBE_TOOL = "probe"
-_POSITION = re.compile(r"^\S+:\d+:\d+: ")
 
 
 @dataclass(frozen=True)
@@ -116,9 +114,9 @@ def _verdict(probe: Probe) -> Verdict:
 
 def _summary(exc: OrchestrationError) -> str:
     """One line: the first diagnostic of a type-check failure, else the error message."""
+    if isinstance(exc, TypeCheckError) and exc.diagnostics:
+        return "type check: " + exc.diagnostics[0]
     lines = str(exc).splitlines()
-    if isinstance(exc, TypeCheckError) and len(lines) > 1:
-        return "type check: " + _POSITION.sub("", lines[1].strip())
     return lines[0] if lines else type(exc).__name__
 
 

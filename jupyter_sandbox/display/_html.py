@@ -104,7 +104,7 @@ def _orchestrate(record: dict[str, Any]) -> str:
         parts.append(calls_table(calls, record.get("duration") or 0.0))
     if record.get("value") is not None:
         parts.append(f"<div>value: <code>{escape(record['value'])}</code></div>")
-    if record.get("error"):
+    if record.get("error") and not record.get("raised"):  # raised: the error output has it
         parts.append(
             _details(
                 f'<span class="jsb-error">{escape(record["error"])}</span>',

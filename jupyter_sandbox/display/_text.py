@@ -29,10 +29,10 @@ def _orchestrate(record: dict[str, Any]) -> str:
         lines.append(f"  ... {len(calls) - fmt.MAX_ROWS} more calls in the JSON record")
     if record.get("value") is not None:
         lines.append(f"value: {record['value']}")
-    if record.get("error"):
+    if record.get("error") and not record.get("raised"):  # raised: the error output has it
         lines.append(f"error: {record['error']}")
-    if record.get("sandbox_traceback"):
-        lines.append(record["sandbox_traceback"].rstrip())
+        if record.get("sandbox_traceback"):
+            lines.append(record["sandbox_traceback"].rstrip())
     return "\n".join(lines)
 
 

@@ -138,9 +138,12 @@ def format_error(exc: SandboxError) -> str:
     """One readable block: what failed, where in the cell, and the host side when it matters."""
     parts: list[str] = []
     sandbox_tb = getattr(exc, "sandbox_traceback", "")
+    host_tb = getattr(exc, "host_traceback", "")
+    through = _through_the_tool(sandbox_tb, host_tb, f"{type(exc).__name__}: {exc}")
+    if through is not None:
+        return through
     if sandbox_tb:
         parts.append(sandbox_tb.rstrip())
-    host_tb = getattr(exc, "host_traceback", "")
     if host_tb:
         parts.append(
             f"The tool {getattr(exc, 'tool', '')!r} raised, on the host:\n{host_tb.rstrip()}"
@@ -150,6 +153,35 @@ def format_error(exc: SandboxError) -> str:
         parts.append(f"Build log (last lines):\n{log.rstrip()}")
     parts.append(f"{type(exc).__name__}: {exc}")
     return "\n\n".join(parts)
+
+
+_HEADER = "Traceback (most recent call last):"
+
+
+def _through_the_tool(sandbox_tb: str, host_tb: str, last: str) -> str | None:
+    """A tool's failure as one traceback, the way Python shows a call that raised: the cell's
+    frames, then the tool's frames on the host, then our one line (which names the tool's
+    exception, so neither side's own exception line is repeated). None when either side is
+    not a single plain traceback (a chained host exception keeps both in full)."""
+    if not sandbox_tb or not host_tb or host_tb.count(_HEADER) != 1:
+        return None
+    frames = [_frames(sandbox_tb), _frames(host_tb)]
+    if not all(frames):
+        return None
+    return "\n".join([_HEADER, *frames[0], *frames[1], last])
+
+
+def _frames(tb: str) -> list[str]:
+    """The frame lines of a traceback (indented, between its header and its exception)."""
+    lines = tb.strip().splitlines()
+    if not lines or lines[0] != _HEADER:
+        return []
+    frames = []
+    for line in lines[1:]:
+        if not line.startswith(" "):
+            break
+        frames.append(line)
+    return frames
 
 
 def show_error(

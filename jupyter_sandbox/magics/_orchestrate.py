@@ -128,7 +128,8 @@ class OrchestrateMagics(CellMagics):
         view = OrchestrateView(quiet=args.quiet)
         try:
             result = orchestrate(
-                _with_out_value(cell, args.out),
+                # a leading newline: errors count lines as the editor does (%% is line 1)
+                "\n" + _with_out_value(cell, args.out),
                 tools=tools,
                 inputs=inputs,
                 limits=Limits(
@@ -154,7 +155,8 @@ class OrchestrateMagics(CellMagics):
         except OrchestrationError as exc:
             if exc.result is not None and not args.quiet:
                 exc.result.code = cell  # as written, without a line --out appended
-                view.finish(exc.result.to_record())
+                # the cell's error output shows the error in full: the record does not repeat it
+                view.finish({**exc.result.to_record(), "raised": True})
             raise
         finally:
             self._journals.finished(cell, journal)

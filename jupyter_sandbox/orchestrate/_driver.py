@@ -160,6 +160,7 @@ class Driver:
             raise self._fail(
                 translate(
                     exc,
+                    code=self.code,
                     limits=self.limits,
                     interrupted=self._killed.is_set(),
                     last_tool_error=self._last_tool_error,
@@ -273,7 +274,7 @@ class Driver:
             },
             type_check=self.type_check,
             type_check_stubs=stubs,
-            type_check_format="concise",
+            type_check_format="json",  # `type_check_error` draws it as a traceback
             os_policy={"sleep_system_max": float("inf")},
         )
         with self._on_host(None):  # checking a worker out waits while the pool is busy
@@ -320,7 +321,7 @@ class Driver:
         if self._calls > self.limits.max_calls:
             raise LimitExceeded(
                 f"tool-call limit exceeded: more than {self.limits.max_calls} calls "
-                "(raise it with --max-calls / max_calls=)",
+                "(raise it with --max-calls)",
                 limit="calls",
             )
         args, kwargs = snap.args, snap.kwargs

@@ -7,6 +7,9 @@ traceback, not a wrapper's name.
 
 from __future__ import annotations
 
+import json
+import re
+
 import pydantic_monty as pm
 
 from .._errors import (
@@ -38,6 +41,7 @@ _MONTY_EXC_TYPES = frozenset(
 def translate(
     exc: pm.MontyError,
     *,
+    code: str,
     limits: Limits,
     interrupted: bool,
     last_tool_error: tuple[BaseException, ToolCall] | None,
@@ -46,10 +50,7 @@ def translate(
     if interrupted:
         return Interrupted("interrupted: the interpreter was stopped")
     if isinstance(exc, pm.MontyTypingError):
-        return TypeCheckError(
-            "type check failed (no tool was called; --no-type-check skips it):\n"
-            + exc.display().strip()
-        )
+        return type_check_error(exc.display(), code)
     if isinstance(exc, pm.MontyCrashedError):
         return OrchestrationError(f"the Monty worker crashed: {exc}")
     if not isinstance(exc, pm.MontyRuntimeError | pm.MontySyntaxError):
@@ -65,8 +66,8 @@ def translate(
          f"memory limit exceeded: the cell used more than {limits.max_memory} MB "
          "(raise it with --max-memory)"),
         (RuntimeError, "suspension limit", "calls",
-         "too many host round trips (tool calls, name lookups, OS calls and sleeps); "
-         "raise --max-calls"),
+         "too many host round trips (tool calls, name lookups, OS calls and sleeps): "
+         "raise it with --max-calls"),
     ):  # fmt: skip
         if isinstance(inner, kind) and marker in message:
             return LimitExceeded(explanation, limit=limit, sandbox_traceback=tb)
@@ -80,6 +81,52 @@ def translate(
                 host_traceback=call.host_traceback or "",
             )
     return OrchestrationError(f"{type(inner).__name__}: {message}", sandbox_traceback=tb)
+
+
+def type_check_error(diagnostics: str, code: str) -> TypeCheckError:
+    """The checker's diagnostics (ty's ``json`` format) as a traceback reads: each one at its
+    line of the cell (``<cell>``, the lines a traceback counts), with the excerpt and a caret
+    under the span, then what is wrong, said once."""
+    lines = code.splitlines()
+    blocks = []
+    found_all = json.loads(diagnostics)
+    for found in found_all:
+        row, col = found["location"]["row"], found["location"]["column"]
+        end = found["end_location"]
+        source = lines[row - 1] if 0 < row <= len(lines) else ""
+        stop = end["column"] if end["row"] == row else len(source) + 1
+        span = source[col - 1 : stop - 1]
+        indent = len(source) - len(source.lstrip())
+        blocks.append(
+            f'  File "<cell>", line {row}\n    {source.strip()}\n'
+            f"    {' ' * (col - 1 - indent)}{'^' * max(stop - col, 1)}\n"
+            f"{_explain(found['message'], span)} [{found['code']}]"
+        )
+    error = TypeCheckError(
+        "type check failed; no tool was called (--no-type-check skips the check):\n"
+        + "\n".join(blocks)
+    )
+    error.diagnostics = tuple(f"error[{d['code']}] {d['message']}" for d in found_all)
+    return error
+
+
+_COROUTINE = re.compile(r"`CoroutineType\[[^`]*\]`")
+_CALL = re.compile(r"^\s*(?:await\s+)?([A-Za-z_][\w.]*)\s*\(")
+
+
+def _explain(message: str, span: str) -> str:
+    """The checker's words, except where they name a type a person never wrote: an async
+    tool called without ``await`` is a ``CoroutineType[...]`` to the checker."""
+    if not _COROUTINE.search(message):
+        return message
+    call = _CALL.match(span)
+    if call:
+        name = call.group(1)
+        return f"`{name}(...)` is async: write `await {name}(...)`"
+    return (
+        f"`{span}` uses the result of an async call that was not awaited:"
+        " write `await` before the call"
+    )
 
 
 def describe(exc: BaseException) -> str:

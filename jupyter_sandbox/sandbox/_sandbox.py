@@ -330,9 +330,7 @@ class Sandbox:
                 f"image {image} cannot start {program} ({reason}): {advice}", program=program
             )
         if raw.timed_out:
-            raise SandboxTimeout(
-                f"timed out after {self.timeout:g} s (raise it with --timeout, timeout=)"
-            )
+            raise SandboxTimeout(f"timed out after {self.timeout:g} s (raise it with --timeout)")
         if raw.flooded:
             raise OutputLimitExceeded(
                 f"output passed the {self.resources.output} cap; the run was stopped"
@@ -340,7 +338,7 @@ class Sandbox:
         if raw.oom_killed:
             raise OutOfMemory(
                 f"out of memory: killed at the {self.resources.memory} limit"
-                " (raise it with --memory, resources=Resources(memory=...))"
+                " (raise it with --memory)"
             )
         if raw.outputs_error is not None:
             raise raw.outputs_error
@@ -357,29 +355,7 @@ class Sandbox:
     def _advice(self, stderr: str) -> str:
         """For a failure an option fixes, one sentence naming it."""
         if self.network == "none" and _OFFLINE.search(stderr):
-            return (
-                "; the sandbox has no network: allow it with --network bridge"
-                " (network='bridge')"
-            )
-        missing = _NO_MODULE.search(stderr)
-        if missing:
-            return f"; install the package that provides {missing.group(1)!r} with --packages"
-        return ""
-
-
-_OFFLINE = re.compile(
-    r"Temporary failure in name resolution|Name or service not known|Network is unreachable"
-    r"|No address associated with hostname|Connection refused|No route to host"
-)
-_NO_MODULE = re.compile(r"ModuleNotFoundError: No module named '([^'.]+)")
-
-    def _advice(self, stderr: str) -> str:
-        """For a failure an option fixes, one sentence naming it."""
-        if self.network == "none" and _OFFLINE.search(stderr):
-            return (
-                "; the sandbox has no network: allow it with --network bridge"
-                " (network='bridge')"
-            )
+            return "; the sandbox has no network: allow it with --network bridge"
         missing = _NO_MODULE.search(stderr)
         if missing:
             return f"; install the package that provides {missing.group(1)!r} with --packages"

@@ -29,11 +29,13 @@ export interface ITraceRecord {
   version: number;
   kind: 'orchestrate';
   code: string;
-  status: 'ok' | 'error' | 'running';
+  status: 'ok' | 'error' | 'interrupted' | 'running';
   value: string | null;
   stdout: string;
   error: string | null;
   sandbox_traceback: string | null;
+  /** The magic raised the error: the cell's error output shows it, so the record does not. */
+  raised?: boolean;
   duration: number;
   calls: ICallRecord[];
   live?: ILive;
@@ -63,7 +65,7 @@ export interface IRunRecord {
   kind: 'sandbox';
   name: string;
   image: string;
-  status: 'ok' | 'error' | 'running';
+  status: 'ok' | 'error' | 'interrupted' | 'running';
   error: string | null;
   duration: number;
   exit_code: number | null;

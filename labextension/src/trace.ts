@@ -71,7 +71,8 @@ export function renderTrace(
     value.appendChild(el('code', '', record.value));
     root.appendChild(value);
   }
-  if (record.error) {
+  if (record.error && !record.raised) {
+    // raised: the cell's error output shows the error; the record does not repeat it
     root.appendChild(
       details(record.error, record.sandbox_traceback || record.error, true, 'jsb-error')
     );
