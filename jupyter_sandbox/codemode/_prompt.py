@@ -12,7 +12,8 @@ from typing import Any
 
 from .._errors import OrchestrationError
 from .._preview import preview
-from ..orchestrate import Tool, Tools, build_stubs
+from ..orchestrate import Tool, Tools
+from ..orchestrate._stubs import stubs
 from ..orchestrate._tools import resolve_tools
 from ..orchestrate._values import is_plain
 from ._capabilities import Capabilities, Verdict, capabilities
@@ -71,18 +72,12 @@ def feedback(error: OrchestrationError) -> str:
     return "\n\n".join(parts)
 
 
-def _stub_lines(tools: Mapping[str, Tool], inputs: Mapping[str, Any]) -> list[str]:
-    """The declarations `build_stubs` renders for these tools and inputs, header dropped."""
-    header = build_stubs({}, {})
-    return [line for line in build_stubs(tools, inputs)[len(header) :].splitlines() if line]
-
-
 def _tools_section(tools: Mapping[str, Tool], inputs: Mapping[str, Any]) -> str:
     if not tools:
         return "There are no tools: the code can only compute with its inputs."
-    lines = _stub_lines(tools, inputs)
-    handles = [line for line in lines if line.startswith("class ")]
-    functions = [_with_doc(line, tools) for line in lines if _tool_name(line) in tools]
+    declared = stubs(tools, inputs)
+    handles = declared.classes
+    functions = [_with_doc(line, tools[name]) for name, line in declared.functions.items()]
     text = "Tools (call only these):\n```python\n" + "\n\n".join(functions) + "\n```"
     if handles:
         text += (
@@ -93,7 +88,7 @@ def _tools_section(tools: Mapping[str, Tool], inputs: Mapping[str, Any]) -> str:
 
 
 def _inputs_section(tools: Mapping[str, Tool], inputs: Mapping[str, Any]) -> str:
-    declared = {line.split(":", 1)[0]: line for line in _stub_lines(tools, inputs)}
+    declared = stubs(tools, inputs).inputs
     lines = [
         f"{declared[name]}  # {preview(value, 80) if is_plain(value) else 'opaque handle'}"
         for name, value in inputs.items()
@@ -101,13 +96,8 @@ def _inputs_section(tools: Mapping[str, Tool], inputs: Mapping[str, Any]) -> str
     return "Inputs, already defined as global variables:\n```python\n" + "\n".join(lines) + "\n```"
 
 
-def _tool_name(stub_line: str) -> str:
-    head = stub_line.removeprefix("async ")
-    return head[4 : head.find("(")] if head.startswith("def ") else ""
-
-
-def _with_doc(stub_line: str, tools: Mapping[str, Tool]) -> str:
-    doc = tools[_tool_name(stub_line)].doc.replace('"""', r"\"\"\"")
+def _with_doc(stub_line: str, tool: Tool) -> str:
+    doc = tool.doc.replace('"""', r"\"\"\"")
     if not doc:
         return stub_line
     head = stub_line.removesuffix(" ...")

@@ -13,6 +13,7 @@ import inspect
 import types
 import typing
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ._tools import Tool
@@ -105,13 +106,37 @@ class _StubWriter:
         return f"{prefix} {tool.name}({', '.join(params)}) -> {returns}: ..."
 
 
+@dataclass(frozen=True)
+class Stubs:
+    """The declarations, by kind: the checker reads `source`, code mode shows the model each
+    tool's declaration beside its docstring (no re-parsing of the text)."""
+
+    classes: list[str]
+    """``class Frame: ...`` for each opaque handle type."""
+    functions: dict[str, str]
+    """Tool name -> ``def add(x: int, y: int) -> int: ...``."""
+    inputs: dict[str, str]
+    """Input name -> ``x: int``."""
+
+    @property
+    def source(self) -> str:
+        return "\n".join(
+            [_HEADER, *self.classes, *self.functions.values(), *self.inputs.values(), ""]
+        )
+
+
+def stubs(tools: Mapping[str, Tool], inputs: Mapping[str, Any]) -> Stubs:
+    """The stubs declaring ``tools`` and the types of ``inputs``."""
+    writer = _StubWriter()
+    functions = {name: writer.function(t) for name, t in tools.items()}
+    declared = {
+        name: f"{name}: {type_name(value) if is_plain(value) else writer.render(type(value))}"
+        for name, value in inputs.items()
+    }
+    classes = [f"class {name}: ..." for name in writer.classes]
+    return Stubs(classes, functions, declared)
+
+
 def build_stubs(tools: Mapping[str, Tool], inputs: Mapping[str, Any]) -> str:
     """Stub source declaring ``tools`` and the types of ``inputs``."""
-    writer = _StubWriter()
-    functions = [writer.function(t) for t in tools.values()]
-    globals_ = [
-        f"{name}: {type_name(value) if is_plain(value) else writer.render(type(value))}"
-        for name, value in inputs.items()
-    ]
-    classes = [f"class {name}: ..." for name in writer.classes]
-    return "\n".join([_HEADER, *classes, *functions, *globals_, ""])
+    return stubs(tools, inputs).source
