@@ -20,10 +20,11 @@ import nbformat
 import pytest
 from _jupyterlab import CHROMIUM, Lab, notebook_js
 from _processes import watchdog_of
+from IPython.utils.capture import capture_output
 from jupyter_client import BlockingKernelClient
 from jupyter_client.manager import start_new_kernel
 
-from jupyter_sandbox import create, orchestrate
+from jupyter_sandbox import ScriptedLLM, create, orchestrate
 from jupyter_sandbox._preview import ELLIPSIS, preview
 from jupyter_sandbox.display import RUN_MIME, TRACE_MIME, _html
 from jupyter_sandbox.sandbox import _pool, _watchdog
@@ -294,3 +295,98 @@ def test_jupyterlab_stopped_with_sigterm_leaves_no_container(docker_engine) -> N
             lab.stop()  # SIGTERM: the server shuts its kernels down
         wait_until(lambda: not containers_of(docker_engine, pid), "the kernel's spare went")
         wait_until(lambda: watchdog_of(pid) is None, "the watchdog saw the kernel end and ended")
+
+
+# --- item 15: %%codemode attempts are code; --insert does not stack copies ---------------------
+
+TOOL = "from jupyter_sandbox import tool\n@tool\ndef double(x: int) -> int:\n    return 2 * x"
+LOOP = "total = 0\nfor n in [1, 2]:\n    total += double(n)\ntotal"
+
+
+def reply(code: str) -> str:
+    return f"Here you go:\n```python\n{code}\n```"
+
+
+def run_codemode(shell: Any, replies: list[str], task: str) -> tuple[Any, list[Any], str]:
+    """Run a ``%%codemode --insert`` cell with a scripted model: (result, displays, stdout)."""
+    shell.user_ns["model"] = ScriptedLLM(replies)
+    shell.rl_next_input = None
+    with capture_output() as captured:
+        result = shell.run_cell(f"%%codemode --llm model --tools double --insert\n{task}")
+    return result, captured.outputs, captured.stdout
+
+
+def test_attempts_are_markdown_code_blocks(shell) -> None:
+    """A fenced ``python`` block (highlighted by every frontend) and no HTML, which JupyterLab
+    would prefer and draw unhighlighted."""
+    assert shell.run_cell(TOOL).success
+    result, shown, _ = run_codemode(shell, [reply("double('x')"), reply(LOOP)], "Sum doubles.")
+    assert result.result == 6
+    attempts = [o.data for o in shown if "Attempt" in o.data.get("text/plain", "")]
+    assert [a["text/markdown"].split("\n", 2)[2] for a in attempts[::2]] == [
+        "```python\ndouble('x')\n```",
+        f"```python\n{LOOP}\n```",
+    ]
+    assert not any("text/html" in a for a in attempts)
+
+
+def test_rerunning_an_insert_cell_does_not_stack_copies(shell) -> None:
+    assert shell.run_cell(TOOL).success
+    task = "Sum the doubles of 1 and 2 (a task only this test asks)."
+    run_codemode(shell, [reply(LOOP)], task)
+    inserted = shell.rl_next_input
+    header, mark, body = inserted.split("\n", 2)
+    assert header == "%%orchestrate --tools double" and body == LOOP
+    assert mark.startswith("# inserted by %%codemode, cell ")
+    assert shell.run_cell(inserted).result == 6  # the inserted cell runs as is, mark and all
+
+    _, _, printed = run_codemode(shell, [reply(LOOP)], task)  # the same code again
+    assert shell.rl_next_input is None
+    assert f"--insert: not inserted again: the cell below marked `{mark}` has this code" in printed
+
+    _, _, printed = run_codemode(shell, [reply("double(3)")], task)  # new code
+    assert shell.rl_next_input == f"{header}\n{mark}\ndouble(3)"
+    assert f"the older cell marked `{mark}` further down holds the previous code" in printed
+
+    run_codemode(shell, [reply(LOOP)], task.replace("only", "just"))  # another cell: its own mark
+    assert shell.rl_next_input.split("\n")[1] != mark
+
+
+def test_jupyterlab_highlights_the_attempts(shell, browser) -> None:
+    """The attempts a real run displayed, saved and opened in JupyterLab (no kernel): the
+    code's keywords are coloured apart from its plain text, light and dark."""
+    assert shell.run_cell(TOOL).success
+    _, shown, _ = run_codemode(shell, [reply(LOOP)], "Sum doubles for the browser.")
+    outputs = [nbformat.v4.new_output("display_data", data=o.data) for o in shown]
+    with tempfile.TemporaryDirectory(prefix="jupyter-sandbox-lab-") as tmp:
+        root = Path(tmp) / "root"
+        root.mkdir()
+        nb = nbformat.v4.new_notebook()
+        nb.cells = [nbformat.v4.new_code_cell("%%codemode --llm model\nSum.", outputs=outputs)]
+        nbformat.write(nb, root / "codemode.ipynb")
+        lab = Lab(root, Path(tmp) / "home", starts_kernel=False)
+        try:
+            page = browser.new_page(viewport={"width": 1100, "height": 600})
+            lab.open(page, "codemode.ipynb")
+            code = page.locator(".jp-OutputArea .jp-RenderedMarkdown pre code").first
+            code.wait_for(timeout=60_000)
+            for theme, name in (("JupyterLab Light", "light"), ("JupyterLab Dark", "dark")):
+                notebook_js(
+                    page,
+                    "return app.commands.execute('apputils:change-theme', arg);",
+                    {"theme": theme},
+                )
+                page.wait_for_function(
+                    "(t) => document.body.dataset.jpThemeName === t", arg=theme, timeout=30_000
+                )
+                page.wait_for_selector("#jupyterlab-splash", state="detached", timeout=60_000)
+                assert code.inner_text() == LOOP
+                colours = code.evaluate(
+                    "(c) => Object.fromEntries([...c.querySelectorAll('span')].map("
+                    "s => [s.textContent, getComputedStyle(s).color]).concat("
+                    "[['(plain text)', getComputedStyle(c).color]]))"
+                )
+                assert colours["for"] != colours["(plain text)"], colours
+                page.screenshot(path=SCREENSHOTS / f"lab-codemode-attempt-{name}.png")
+        finally:
+            lab.stop()

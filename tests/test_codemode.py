@@ -316,7 +316,9 @@ def test_insert_puts_the_final_code_in_a_new_orchestrate_cell(nb):
     scripted(nb, GOOD)
     assert codemode(nb, "--llm model --in basket --out total --insert").success
     code = extract_code(GOOD)
-    assert nb.rl_next_input == f"%%orchestrate --in basket --out total\n{code}"
+    header, mark, body = nb.rl_next_input.split("\n", 2)  # the mark: see test_cell_details
+    assert (header, body) == ("%%orchestrate --in basket --out total", code)
+    assert mark.startswith("# inserted by %%codemode, cell ")
     assert nb.run_cell(nb.rl_next_input).result == 1.25  # and it runs as is
 
 
@@ -324,7 +326,8 @@ def test_insert_after_exhaustion_offers_the_last_try_to_fix_by_hand(nb, capsys):
     scripted(nb, fence("price('kiwi')"))
     result = codemode(nb, "--llm model --max-attempts 1 --insert")
     assert isinstance(result.error_in_exec, CodeModeError)
-    assert nb.rl_next_input == "%%orchestrate\nprice('kiwi')"
+    header, _, body = nb.rl_next_input.split("\n", 2)
+    assert (header, body) == ("%%orchestrate", "price('kiwi')")
     err = capsys.readouterr()
     assert "CodeModeError: no working code after 1 attempt(s)" in err.out + err.err
 

@@ -1,20 +1,19 @@
 """`CodeModeView`: the agent loop in a cell, one block per attempt.
 
-Each attempt shows the code the model wrote (Markdown and HTML code block, plain-text
-fallback), then that code's run through an ordinary `OrchestrateView` (live trace, final
-record), then, if it failed, one line saying the error went back to the model. A reader of the
-saved notebook thus sees every attempt and why the next one exists.
+Each attempt shows the code the model wrote as a fenced ``python`` Markdown block, which
+frontends draw as highlighted code (JupyterLab, Notebook 7, VS Code, nbconvert's HTML), then
+that code's run through an ordinary `OrchestrateView` (live trace, final record), then, if it
+failed, one line saying the error went back to the model. A reader of the saved notebook thus
+sees every attempt and why the next one exists.
 """
 
 from __future__ import annotations
 
 import re
-from html import escape
 from typing import Any
 
 from jupyter_sandbox._events import AttemptFinished, AttemptStarted, Event, Output
 
-from ._html import STYLE
 from ._route import CellRoute
 from ._views import OrchestrateView
 
@@ -53,7 +52,8 @@ class CodeModeView:
 
 
 def code_bundle(event: AttemptStarted) -> dict[str, Any]:
-    """The attempt's code as Markdown, HTML and text (frontends pick the richest they render)."""
+    """The attempt's code as Markdown and text. No HTML: frontends prefer HTML to Markdown,
+    and JupyterLab highlights the code of a Markdown block but not of an HTML ``<code>``."""
     title = f"Attempt {event.number} of {event.max_attempts}"
     if event.code is None:
         text = f"{title}: the reply held no Python code"
@@ -61,10 +61,6 @@ def code_bundle(event: AttemptStarted) -> dict[str, Any]:
     fence = "`" * max([3, *(len(m) + 1 for m in _BACKTICKS.findall(event.code))])
     return {
         "text/markdown": f"**{title}**\n\n{fence}python\n{event.code}\n{fence}",
-        "text/html": (
-            f'{STYLE}<div class="jsb"><b>{title}</b>'
-            f'<pre><code class="language-python">{escape(event.code)}</code></pre></div>'
-        ),
         "text/plain": f"{title}:\n{event.code}",
     }
 

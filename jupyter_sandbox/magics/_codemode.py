@@ -1,10 +1,20 @@
-"""``%%codemode``: the cell is a task in plain words; a model writes the code, Monty runs it."""
+"""``%%codemode``: the cell is a task in plain words; a model writes the code, Monty runs it.
+
+``--insert`` puts the final code into a new ``%%orchestrate`` cell below, whose second line
+marks where it came from (``# inserted by %%codemode, cell 3f2a9c1d``). A kernel can neither see
+nor edit other cells (Jupyter's ``set_next_input`` only inserts below, or replaces the running
+cell itself), so re-running cannot replace the earlier copy. What it can do, it does: within
+one kernel session, a re-run whose code is the one already inserted inserts nothing and says
+so in one line; new code is inserted with one line naming the older copy's mark, to delete.
+"""
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import Int, Unicode
@@ -25,6 +35,9 @@ from ._common import (
     tools_option,
 )
 
+INSERT_MARK = "# inserted by %%codemode, cell"
+"""The second line of an inserted cell, before a short hash of the source cell's id."""
+
 
 @magics_class
 class CodeModeMagics(CellMagics):
@@ -34,6 +47,11 @@ class CodeModeMagics(CellMagics):
         "", help="Name of the notebook variable holding the model (messages -> text)."
     ).tag(config=True)
     max_attempts = Int(3, help="Model replies to try before giving up.").tag(config=True)
+
+    def __init__(self, shell: InteractiveShell | None = None, **kwargs: Any) -> None:
+        super().__init__(shell=shell, **kwargs)
+        self._inserted: dict[str, str] = {}
+        """The cell ``--insert`` put below each source cell this session, by its mark."""
 
     @magic_arguments("%codemode")  # usage and help show %%codemode
     @help_option
@@ -84,17 +102,20 @@ class CodeModeMagics(CellMagics):
         try:
             result = agent.run(task, on_event=CodeModeView(quiet=args.quiet).on_event)
         except CodeModeError as exc:
-            self._insert(args, exc.attempts[-1].code)  # the last try, for a person to fix
+            self._insert(args, exc.attempts[-1].code, line, cell)  # the last try, to fix by hand
             raise
-        self._insert(args, result.code)
+        self._insert(args, result.code, line, cell)
         if args.out:
             shell.user_ns[args.out] = result.value
         return result.value
 
-    def _insert(self, args: Any, code: str | None) -> None:
-        """``--insert``: the code as a new ``%%orchestrate`` cell that runs as this one did."""
+    def _insert(self, args: Any, code: str | None, line: str, cell: str) -> None:
+        """``--insert``: the code as a new ``%%orchestrate`` cell that runs as this one did,
+        marked with its source cell; not again if this session inserted the same already."""
         if not args.insert or code is None:
             return
+        source = self.frontend_cell_id() or f"{line}\n{cell}"
+        mark = f"{INSERT_MARK} {hashlib.sha256(source.encode()).hexdigest()[:8]}"
         options = [
             f"--{option} {','.join(split_names(values))}"
             for option, values in (("in", args.inputs), ("tools", args.tools))
@@ -102,4 +123,18 @@ class CodeModeMagics(CellMagics):
         ]
         if args.out:
             options.append(f"--out {args.out}")
-        self.shell.set_next_input(" ".join(["%%orchestrate", *options]) + f"\n{code}")
+        text = " ".join(["%%orchestrate", *options]) + f"\n{mark}\n{code}"
+        earlier = self._inserted.get(mark)
+        if earlier == text:
+            print(
+                f"--insert: not inserted again: the cell below marked `{mark}` has this code "
+                "(if you deleted it, copy the code from the last attempt above)"
+            )
+            return
+        self.shell.set_next_input(text)
+        self._inserted[mark] = text
+        if earlier is not None:
+            print(
+                f"--insert: new code inserted below; the older cell marked `{mark}` further "
+                "down holds the previous code: delete it"
+            )

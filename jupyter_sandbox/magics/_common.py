@@ -108,6 +108,14 @@ class CellMagics(Magics):
         """`usage_error` naming this magic's `options`: raise it ``from None``."""
         return usage_error(exc, self.options)
 
+    def frontend_cell_id(self) -> str | None:
+        """The notebook's id for the running cell when the frontend sends one (JupyterLab and
+        Notebook 7 do, in the request's metadata); None elsewhere (a terminal, nbclient)."""
+        kernel = getattr(self.shell, "kernel", None)
+        parent = kernel.get_parent() if kernel is not None else {}
+        cell_id = parent.get("metadata", {}).get("cellId") if isinstance(parent, dict) else None
+        return str(cell_id) if cell_id else None
+
 
 def split_names(values: list[str] | None) -> list[str]:
     """``--in a,b --in c`` -> ["a", "b", "c"] (repeatable and comma-separated)."""

@@ -170,10 +170,7 @@ class OrchestrateMagics(CellMagics):
     def _cell_key(self, cell: str) -> str:
         """The notebook's id for this cell when the frontend sends one (JupyterLab does), so an
         edited cell keeps its journal; else the code itself."""
-        kernel = getattr(self.shell, "kernel", None)
-        parent = kernel.get_parent() if kernel is not None else {}
-        cell_id = parent.get("metadata", {}).get("cellId") if isinstance(parent, dict) else None
-        return str(cell_id) if cell_id else hashlib.sha256(cell.encode()).hexdigest()
+        return self.frontend_cell_id() or hashlib.sha256(cell.encode()).hexdigest()
 
 
 def _with_out_value(code: str, out: str | None) -> str:
