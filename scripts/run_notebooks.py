@@ -25,7 +25,6 @@ def run_notebook(path: Path, out_dir: Path, timeout: int = 600) -> Path:
         timeout=timeout,
         kernel_name="python3",
         store_widget_state=True,
-        coalesce_streams=True,  # live output arrives in many small chunks; save it as one
         resources={"metadata": {"path": str(path.parent)}},
     )
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -5,10 +5,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from jupyter_sandbox._bounds import KEEP_EDGE, KEEP_FAILED, SUMMARY_MIN_CALLS, ToolStats
+
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 MAX_ROWS = 200
-"""Calls listed in text/HTML fallbacks; the JSON record (and the labextension) keeps them all."""
+"""Calls listed in text/HTML fallbacks; the labextension draws every call the record keeps."""
 
 LOG_TAIL = 40
 """Build log lines a failed build shows in text: the failing step's end; the record has all."""
@@ -92,12 +94,63 @@ def build_log_tail(build: dict[str, Any]) -> tuple[list[str], int]:
 def orchestrate_summary(record: dict[str, Any]) -> str:
     if record.get("live"):  # a running cell's record (display._live) says its own headline
         return str(record["live"]["summary"])
-    calls = record.get("calls", [])
-    errors = sum(1 for c in calls if c.get("error") is not None)
-    noun = "call" if len(calls) == 1 else "calls"
+    total = call_count(record)
+    errors = sum(row["errors"] for row in tool_rows(record))
+    noun = "call" if total == 1 else "calls"
     return (
         f"orchestrate {record.get('status', '?')} in {seconds(record.get('duration'))}: "
-        f"{len(calls)} tool {noun}, {errors} failed"
+        f"{total} tool {noun}, {errors} failed"
+    )
+
+
+def call_count(record: dict[str, Any]) -> int:
+    """Every call the run made: those the record lists plus those it dropped (see `_bounds`); a
+    live record lists the latest calls and counts them all."""
+    if record.get("live"):
+        return int(record["live"].get("calls") or 0)
+    return len(record.get("calls", [])) + int(record.get("dropped") or 0)
+
+
+def tool_rows(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """The per-tool summary (calls, errors, total, p50, p95) over every call: the record's own,
+    or computed from its calls for a record saved before records kept one."""
+    if record.get("tools") is not None:
+        return list(record["tools"])
+    stats = ToolStats()
+    for call in record.get("calls", []):
+        stats.add(str(call.get("tool")), call_duration(call), call.get("error") is not None)
+    return stats.rows()
+
+
+TOOL_COLUMNS = ("tool", "calls", "errors", "total", "p50", "p95")
+
+
+def tool_cells(row: dict[str, Any]) -> list[str]:
+    """A per-tool summary row as every renderer words it, in `TOOL_COLUMNS` order."""
+    return [
+        str(row.get("tool")),
+        f"{row.get('calls', 0):,}",
+        f"{row.get('errors', 0):,}",
+        seconds(row.get("total")),
+        seconds(row.get("p50")),
+        seconds(row.get("p95")),
+    ]
+
+
+def shows_tools(record: dict[str, Any]) -> bool:
+    """Whether a renderer shows the per-tool summary: a short trace's table says it all."""
+    return call_count(record) >= SUMMARY_MIN_CALLS
+
+
+def dropped_note(record: dict[str, Any]) -> str | None:
+    """What a bounded record left out, in one line (None when it kept every call)."""
+    dropped = int(record.get("dropped") or 0)
+    if not dropped:
+        return None
+    return (
+        f"{dropped:,} of {call_count(record):,} calls not kept in the record: it lists the first "
+        f"and last {KEEP_EDGE} and up to {KEEP_FAILED} more that did not end ok; "
+        "the counts and times above cover every call"
     )
 
 

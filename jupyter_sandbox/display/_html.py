@@ -29,6 +29,8 @@ border:0!important;border-bottom:1px solid var(--jp-border-color2,#e0e0e0)!impor
 .jsb .jsb-bar.jsb-running{background:var(--jp-layout-color4,#9e9e9e)}
 .jsb .jsb-muted{color:var(--jp-content-font-color2,#616161)}
 .jsb pre{margin:2px 0;max-height:300px;overflow:auto}
+.jsb .jsb-scroll th{position:sticky;top:0;background:var(--jp-layout-color1,#fff)}
+.jsb .jsb-tools td+td,.jsb .jsb-tools th+th{text-align:right!important}
 .jsb code,.jsb .jsb-calls td{white-space:pre-wrap}
 </style>"""
 
@@ -39,11 +41,13 @@ def render(record: dict[str, Any]) -> str:
     return f'{STYLE}<div class="jsb">{body}</div>'
 
 
-def calls_table(calls: list[dict[str, Any]], span: float) -> str:
-    """One row per call with a timeline column: bars placed on ``[0, span]`` show overlap.
+SCROLL = 'class="jsb-scroll" style="max-height:400px;overflow:auto"'
+"""A long trace scrolls in a box of bounded height (inline: a sanitizer may drop ``<style>``)."""
 
-    Used for the final record and, with the calls seen so far, by the live trace widget.
-    """
+
+def calls_table(calls: list[dict[str, Any]], span: float) -> str:
+    """One row per call with a timeline column (bars placed on ``[0, span]`` show overlap), in a
+    scroll box: 800 calls are 20 rows of the page, not 9,000 px of it."""
     span = max(span, 1e-9)
     rows = [
         "<tr><th>#</th><th>tool</th><th>call</th><th>result</th>"
@@ -53,7 +57,17 @@ def calls_table(calls: list[dict[str, Any]], span: float) -> str:
         rows.append(_call_row(call, span))
     more = len(calls) - fmt.MAX_ROWS
     tail = f"<p>&hellip; {more} more calls in the JSON record</p>" if more > 0 else ""
-    return f'<table class="jsb-calls">{"".join(rows)}</table>{tail}'
+    return f'<div {SCROLL}><table class="jsb-calls">{"".join(rows)}</table></div>{tail}'
+
+
+def tools_table(rows: list[dict[str, Any]]) -> str:
+    """The per-tool summary: calls, errors, total and p50/p95 time of each tool."""
+    head = "".join(f"<th>{title}</th>" for title in fmt.TOOL_COLUMNS)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{escape(cell)}</td>" for cell in fmt.tool_cells(row)) + "</tr>"
+        for row in rows
+    )
+    return f'<table class="jsb-tools"><tr>{head}</tr>{body}</table>'
 
 
 def _call_row(call: dict[str, Any], span: float) -> str:
@@ -99,6 +113,11 @@ def _details(summary: str, text: str | None, html: str = "") -> str:
 def _orchestrate(record: dict[str, Any]) -> str:
     status_class = "jsb-error" if record.get("status") == "error" else ""
     parts = [f'<b class="{status_class}">{escape(fmt.orchestrate_summary(record))}</b>']
+    if fmt.shows_tools(record):
+        parts.append(tools_table(fmt.tool_rows(record)))
+    note = fmt.dropped_note(record)
+    if note:
+        parts.append(f'<div class="jsb-muted">{escape(note)}</div>')
     calls = record.get("calls", [])
     if calls:
         parts.append(calls_table(calls, record.get("duration") or 0.0))
@@ -111,9 +130,7 @@ def _orchestrate(record: dict[str, Any]) -> str:
                 record.get("sandbox_traceback") or record["error"],
             )
         )
-    if record.get("stdout"):
-        parts.append(_details("stdout", record["stdout"]))
-    return "".join(parts)
+    return "".join(parts)  # no stdout: the cell's stream outputs show it, once
 
 
 def _sandbox(record: dict[str, Any]) -> str:
@@ -139,10 +156,7 @@ def _sandbox(record: dict[str, Any]) -> str:
         parts.append(f'<div class="jsb-error">{escape(fmt.plain(error))}</div>')
     if build.get("error"):
         parts.append(log)  # collapsed below the one-line error: the log once, when wanted
-    for stream in ("stdout", "stderr"):
-        if record.get(stream):
-            parts.append(_details(stream, record[stream]))
-    return "".join(parts)
+    return "".join(parts)  # no stdout/stderr: the cell's stream outputs show them, once
 
 
 def _build(build: dict[str, Any]) -> str:

@@ -21,6 +21,7 @@ import time
 from collections import deque
 from typing import Any
 
+from jupyter_sandbox._bounds import ToolStats
 from jupyter_sandbox._events import (
     BuildFinished,
     BuildLog,
@@ -56,6 +57,7 @@ class LiveTrace:
         self._started = 0
         self._finished = 0
         self._failed = 0
+        self._stats = ToolStats()  # the per-tool summary of every finished call, not the last few
         self._t0 = time.monotonic()
 
     def on_event(self, event: Event) -> bool:
@@ -68,6 +70,7 @@ class LiveTrace:
             with self._lock:
                 self._finished += 1
                 self._failed += event.call.error is not None
+                self._stats.add(event.call.tool, event.call.duration, event.call.error is not None)
         else:
             return False
         return True
@@ -76,6 +79,7 @@ class LiveTrace:
         with self._lock:
             calls = [_live_call(c) for c in self._recent]
             started, running, failed = self._started, self._started - self._finished, self._failed
+            tools = self._stats.rows()
         span = max([time.monotonic() - self._t0] + [c["end"] or c["start"] for c in calls])
         shown = f", showing the last {len(calls)}" if started > len(calls) else ""
         noun = "call" if started == 1 else "calls"
@@ -94,6 +98,7 @@ class LiveTrace:
             "sandbox_traceback": None,
             "duration": span,
             "calls": calls,
+            "tools": tools,
             "live": {"summary": summary, "calls": started, "running": running, "failed": failed},
         }
 

@@ -55,10 +55,19 @@ class CellRoute:
                 target.reset_thread_parent(token)
 
     def write(self, stream: Stream, text: str) -> None:
+        """Write a chunk of the code's output to our cell.
+
+        In a kernel the chunk is only buffered: ipykernel's stream keeps a buffer per parent
+        and sends it every 0.2 s, so the cell still fills in live, but a loop of prints is one
+        stream message (and one saved output in nbconvert or papermill), not one per chunk.
+        Without a kernel each chunk is flushed at once, as a terminal expects. (ipykernel also
+        sends what is buffered before any display or update, so output keeps its place.)
+        """
         with self.pinned():
             target = sys.stdout if stream == "stdout" else sys.stderr
             target.write(text)
-            target.flush()
+            if not self._parent:
+                target.flush()
 
     def show(self, data: dict[str, Any], display_id: str | None = None) -> None:
         """Display a raw MIME bundle (printed as text when there is no IPython at all)."""

@@ -16,6 +16,11 @@ def render(record: dict[str, Any]) -> str:
 
 def _orchestrate(record: dict[str, Any]) -> str:
     lines = [fmt.orchestrate_summary(record)]
+    if fmt.shows_tools(record):
+        lines += _tools(fmt.tool_rows(record))
+    note = fmt.dropped_note(record)
+    if note:
+        lines.append(note)
     calls = record.get("calls", [])
     for call in calls[: fmt.MAX_ROWS]:
         result = call.get("error") if call.get("error") is not None else call.get("result")
@@ -34,6 +39,18 @@ def _orchestrate(record: dict[str, Any]) -> str:
         if record.get("sandbox_traceback"):
             lines.append(record["sandbox_traceback"].rstrip())
     return "\n".join(lines)
+
+
+def _tools(rows: list[dict[str, Any]]) -> list[str]:
+    """The per-tool summary as an aligned table: tool names left, numbers right."""
+    table = [list(fmt.TOOL_COLUMNS), *(fmt.tool_cells(row) for row in rows)]
+    widths = [max(len(line[i]) for line in table) for i in range(len(fmt.TOOL_COLUMNS))]
+    return [
+        "  "
+        + line[0].ljust(widths[0])
+        + "".join(f"  {c:>{w}}" for c, w in zip(line[1:], widths[1:], strict=True))
+        for line in table
+    ]
 
 
 def _sandbox(record: dict[str, Any]) -> str:

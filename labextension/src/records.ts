@@ -25,6 +25,16 @@ export interface ICallRecord {
   children: IRecord[];
 }
 
+/** One tool's calls over the whole run (jupyter_sandbox/_bounds.py `ToolStats`). */
+export interface IToolRow {
+  tool: string;
+  calls: number;
+  errors: number;
+  total: number;
+  p50: number | null;
+  p95: number | null;
+}
+
 export interface ITraceRecord {
   version: number;
   kind: 'orchestrate';
@@ -38,6 +48,12 @@ export interface ITraceRecord {
   raised?: boolean;
   duration: number;
   calls: ICallRecord[];
+  /** Calls a long trace did not keep (its ends and failures are kept); absent before 0.1. */
+  dropped?: number;
+  /** The per-tool summary over every call, dropped ones included; absent in older records. */
+  tools?: IToolRow[];
+  /** Size of the whole stdout; `stdout` is its tail (the cell's stream outputs hold it). */
+  stdout_chars?: number;
   live?: ILive;
 }
 
@@ -74,6 +90,9 @@ export interface IRunRecord {
   build: IBuildRecord | null;
   stdout: string;
   stderr: string;
+  /** Sizes of the whole streams; `stdout`/`stderr` are their tails. */
+  stdout_chars?: number;
+  stderr_chars?: number;
   outputs: Record<string, ITypedValue>;
   inputs: Record<string, ITypedValue>;
   live?: ILive;

@@ -75,13 +75,7 @@ export function renderRun(record: IRunRecord): HTMLElement {
     // collapsed below the one-line error: the log once, when wanted
     root.appendChild(details('build log', build.log, false, 'jsb-build-log'));
   }
-  // Collapsed: the cell already shows both streams, live; the record keeps them for export.
-  if (record.stdout) {
-    root.appendChild(details('stdout', record.stdout, false, 'jsb-stdout'));
-  }
-  if (record.stderr) {
-    root.appendChild(details('stderr', record.stderr, false, 'jsb-stderr'));
-  }
+  // no stdout/stderr: the cell's stream outputs show them, once (the record keeps a tail)
   return root;
 }
 

@@ -1,15 +1,31 @@
 /**
- * The `%%orchestrate` trace: summary, a sortable call table whose last column is a timeline
+ * The `%%orchestrate` trace: summary, a per-tool summary (count, errors, total, p50/p95) when
+ * the trace is long, a sortable call table in a scroll box whose last column is a timeline
  * (bars on the run's time axis, so overlapping calls are visible), errors expandable to the
- * host traceback, and nested records (a sandbox used as a tool) rendered inline.
+ * host traceback, and nested records (a sandbox used as a tool) rendered inline. The code's
+ * stdout is not repeated here: the cell's stream outputs show it.
  */
 
 import { details, el, seconds } from './format';
 import { ISortState } from './keep';
-import { ICallRecord, IRecord, ITraceRecord, callDuration, callStatus } from './records';
+import {
+  ICallRecord,
+  IRecord,
+  IToolRow,
+  ITraceRecord,
+  callDuration,
+  callStatus
+} from './records';
 
 /** Rows drawn at once; "show all" draws the rest (100k-call traces stay responsive). */
 const ROW_LIMIT = 500;
+
+/** As `SUMMARY_MIN_CALLS` in jupyter_sandbox/_bounds.py: shorter traces show no tool summary. */
+const SUMMARY_MIN_CALLS = 10;
+
+/** As `KEEP_EDGE` and `KEEP_FAILED` there: what a long trace's record keeps. */
+const KEEP_EDGE = 100;
+const KEEP_FAILED = 100;
 
 type SortKey = 'call_id' | 'tool' | 'duration' | 'status' | 'start';
 
@@ -48,11 +64,88 @@ export function traceSummary(record: ITraceRecord): string {
   if (record.live) {
     return record.live.summary; // a running cell: counts of every call, not just those listed
   }
-  const failed = record.calls.filter(c => c.error !== null && c.error !== undefined).length;
-  const noun = record.calls.length === 1 ? 'call' : 'calls';
+  const total = callCount(record);
+  const failed = toolRows(record).reduce((sum, row) => sum + row.errors, 0);
+  const noun = total === 1 ? 'call' : 'calls';
   return (
     `orchestrate ${record.status} in ${seconds(record.duration)}: ` +
-    `${record.calls.length} tool ${noun}, ${failed} failed`
+    `${total} tool ${noun}, ${failed} failed`
+  );
+}
+
+/** Every call the run made: those listed plus those the record dropped. */
+function callCount(record: ITraceRecord): number {
+  return record.live?.calls ?? record.calls.length + (record.dropped ?? 0);
+}
+
+/** The record's per-tool summary, or one computed from its calls (records saved before). */
+export function toolRows(record: ITraceRecord): IToolRow[] {
+  if (record.tools) {
+    return record.tools;
+  }
+  const rows = new Map<string, IToolRow & { durations: number[] }>();
+  for (const call of record.calls) {
+    let row = rows.get(call.tool);
+    if (!row) {
+      row = { tool: call.tool, calls: 0, errors: 0, total: 0, p50: null, p95: null, durations: [] };
+      rows.set(call.tool, row);
+    }
+    row.calls += 1;
+    row.errors += call.error !== null && call.error !== undefined ? 1 : 0;
+    const duration = callDuration(call);
+    if (duration !== null) {
+      row.durations.push(duration);
+    }
+  }
+  return [...rows.values()]
+    .map(({ durations, ...row }) => {
+      durations.sort((a, b) => a - b);
+      const total = durations.reduce((sum, d) => sum + d, 0);
+      return { ...row, total, p50: percentile(durations, 0.5), p95: percentile(durations, 0.95) };
+    })
+    .sort((a, b) => b.total - a.total || (a.tool < b.tool ? -1 : 1));
+}
+
+/** Nearest rank, as in Python: a duration some call really took. */
+function percentile(ordered: number[], q: number): number | null {
+  if (ordered.length === 0) {
+    return null;
+  }
+  return ordered[Math.max(Math.ceil(q * ordered.length) - 1, 0)];
+}
+
+function toolsTable(rows: IToolRow[]): HTMLElement {
+  const table = el('table', 'jsb-tools');
+  const head = el('tr');
+  for (const title of ['tool', 'calls', 'errors', 'total', 'p50', 'p95']) {
+    const th = el('th', '', title);
+    th.scope = 'col';
+    head.appendChild(th);
+  }
+  table.appendChild(el('thead')).appendChild(head);
+  const body = table.appendChild(el('tbody'));
+  for (const row of rows) {
+    const tr = body.appendChild(el('tr'));
+    tr.appendChild(el('td', 'jsb-tool', row.tool));
+    const cells = [row.calls.toLocaleString('en'), row.errors.toLocaleString('en')];
+    cells.push(seconds(row.total), seconds(row.p50), seconds(row.p95));
+    for (const text of cells) {
+      tr.appendChild(el('td', 'jsb-number', text));
+    }
+  }
+  return table;
+}
+
+/** What a bounded record left out, in one line, as the Python renderers say it. */
+function droppedNote(record: ITraceRecord): string | null {
+  const dropped = record.dropped ?? 0;
+  if (!dropped) {
+    return null;
+  }
+  return (
+    `${dropped.toLocaleString('en')} of ${callCount(record).toLocaleString('en')} calls not ` +
+    `kept in the record: it lists the first and last ${KEEP_EDGE} and up to ${KEEP_FAILED} ` +
+    'more that did not end ok; the counts and times above cover every call'
   );
 }
 
@@ -63,6 +156,13 @@ export function renderTrace(
 ): HTMLElement {
   const root = el('div', `jsb-trace jsb-status-${record.status}`);
   root.appendChild(el('div', 'jsb-summary', traceSummary(record)));
+  if (callCount(record) >= SUMMARY_MIN_CALLS) {
+    root.appendChild(toolsTable(toolRows(record)));
+  }
+  const note = droppedNote(record);
+  if (note) {
+    root.appendChild(el('div', 'jsb-muted', note));
+  }
   if (record.calls.length > 0) {
     root.appendChild(new CallTable(record, renderChild, sort).node);
   }
@@ -76,9 +176,6 @@ export function renderTrace(
     root.appendChild(
       details(record.error, record.sandbox_traceback || record.error, true, 'jsb-error')
     );
-  }
-  if (record.stdout) {
-    root.appendChild(details('stdout', record.stdout));
   }
   return root;
 }
@@ -104,8 +201,11 @@ class CallTable {
     }
     table.appendChild(el('thead')).appendChild(head);
     this.body = table.appendChild(el('tbody'));
-    this.node.appendChild(table);
     this.more = el('button', 'jsb-more');
+    // a scroll box of bounded height: 800 calls are 20 rows of the page, not 9,000 px of it
+    const scroll = this.node.appendChild(el('div', 'jsb-scroll'));
+    scroll.dataset.jsbKey = 'calls-scroll';
+    scroll.appendChild(table);
     this.more.type = 'button';
     this.more.dataset.jsbKey = 'more';
     this.more.addEventListener('click', () => {

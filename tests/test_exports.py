@@ -1,0 +1,329 @@
+"""What a headless run saves: notebooks executed by nbclient (as ``nbconvert --execute`` and
+papermill do), with no help from the caller, in a real kernel with real Monty workers and a real
+Docker engine.
+
+- streamed output is a few stream outputs per stream, not one per chunk, and still live;
+- the code's stdout is stored once (as stream outputs), not again in the record;
+- a very long trace keeps a bounded record with a per-tool summary over every call.
+"""
+
+from __future__ import annotations
+
+import copy
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+from jupyter_client.manager import KernelManager
+from nbclient import NotebookClient
+
+from jupyter_sandbox._bounds import KEEP_EDGE, STREAM_TAIL
+from jupyter_sandbox.display import RUN_MIME, TRACE_MIME
+
+LOAD = "%load_ext jupyter_sandbox"
+
+TOOLS = """
+import os, time
+from jupyter_sandbox import tool
+
+@tool
+def add(x: int, y: int) -> int:
+    return x + y
+
+@tool
+def wait_for(path: str) -> bool:
+    \"\"\"Block until ``path`` exists (False after 120 s, so a broken test ends).\"\"\"
+    deadline = time.monotonic() + 120
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+"""
+
+ORCHESTRATE_300 = """%%orchestrate
+for chunk in range(10):
+    for i in range(30):
+        print(f"orchestrate line {chunk * 30 + i}")
+    add(chunk, 1)
+"""
+"""Monty hands over what was printed at each tool call: 10 chunks of 30 lines, written as they
+come (each was a stream output of its own when every write was flushed)."""
+
+SANDBOX_300 = """%%sandbox
+import sys
+for i in range(300):
+    print(f"sandbox line {i}")
+    print(f"sandbox error {i}", file=sys.stderr)
+"""
+
+
+def execute(*sources: str) -> nbformat.NotebookNode:
+    """Run the cells as nbconvert --execute does: nbclient's defaults, no stream coalescing."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(s) for s in (LOAD, TOOLS, *sources)]
+    NotebookClient(nb, timeout=300, kernel_name="python3").execute()
+    return nb
+
+
+def streams(cell: Any, name: str) -> list[str]:
+    return [o.text for o in cell.outputs if o.output_type == "stream" and o.name == name]
+
+
+def record(cell: Any, mime: str) -> dict[str, Any]:
+    (data,) = [o.data[mime] for o in cell.outputs if mime in o.get("data", {})]
+    return dict(data)
+
+
+@pytest.mark.docker
+def test_printed_lines_are_saved_as_a_few_stream_outputs(docker_engine):
+    nb = execute(ORCHESTRATE_300, SANDBOX_300)
+    orchestrate, sandbox = nb.cells[2], nb.cells[3]
+
+    out = streams(orchestrate, "stdout")
+    assert 1 <= len(out) <= 2, len(out)
+    assert "".join(out) == "".join(f"orchestrate line {i}\n" for i in range(300))
+
+    for name, word in (("stdout", "line"), ("stderr", "error")):
+        out = streams(sandbox, name)
+        assert 1 <= len(out) <= 2, (name, len(out))
+        assert "".join(out) == "".join(f"sandbox {word} {i}\n" for i in range(300))
+    # the record is still shown, once, after the streamed output that came before it
+    assert record(orchestrate, TRACE_MIME)["status"] == "ok"
+    assert record(sandbox, RUN_MIME)["status"] == "ok"
+
+
+def test_a_print_reaches_the_frontend_while_the_cell_still_runs(tmp_path: Path):
+    """The cell prints, then a tool waits for a file the test writes only once the print has
+    arrived on iopub: the cell can end (with True) only if its output was sent live."""
+    flag = tmp_path / "seen"
+    km = KernelManager(kernel_name="python3")
+    km.start_kernel()
+    client = km.client()
+    client.start_channels()
+    try:
+        client.wait_for_ready(timeout=60)
+        for code in (LOAD, TOOLS):
+            client.execute_interactive(code, timeout=60)
+        msg_id = client.execute(f'%%orchestrate\nprint("before the wait")\nwait_for({str(flag)!r})')
+        seen = ""
+        while "before the wait" not in seen:
+            msg = client.get_iopub_msg(timeout=60)  # the tool gives up at 120 s: fails here
+            if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "stream":
+                seen += msg["content"]["text"]
+        flag.touch()
+        reply = client.get_shell_msg(timeout=60)
+        assert reply["content"]["status"] == "ok"
+        data: list[dict[str, Any]] = []
+        while True:
+            msg = client.get_iopub_msg(timeout=60)
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+                break
+            if msg["msg_type"] in ("display_data", "update_display_data"):
+                data.append(msg["content"]["data"])
+        final = [d[TRACE_MIME] for d in data if TRACE_MIME in d][-1]  # live records, then this
+        assert final["status"] == "ok"
+        assert final["value"] == "True"  # the tool saw the file: the cell outlived the print
+    finally:
+        client.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+ORCHESTRATE_3000 = """%%orchestrate
+add(1, 2)
+for i in range(3000):
+    print(f"orchestrate stdout {i:05} " + "x" * 150)
+"""
+
+SANDBOX_3000 = """%%sandbox
+import sys
+for i in range(3000):
+    print(f"sandbox stdout {i:05} " + "x" * 150)
+    print(f"sandbox stderr {i:05}", file=sys.stderr)
+"""
+
+
+@pytest.mark.docker
+def test_printed_output_is_stored_once(docker_engine):
+    """The stream outputs are the copy a person reads; the record keeps a short tail and the
+    size, and neither its HTML nor its text repeats the output."""
+    nb = execute(ORCHESTRATE_3000, SANDBOX_3000)
+    saved = nbformat.writes(nb)
+    for line in ("orchestrate stdout 01500", "sandbox stdout 01500", "sandbox stderr 01500"):
+        assert saved.count(line) == 1, line  # only in the stream outputs
+
+    orchestrate = record(nb.cells[2], TRACE_MIME)
+    assert orchestrate["stdout_chars"] == 3000 * len("orchestrate stdout 00000 " + "x" * 150 + "\n")
+    assert orchestrate["stdout"].startswith("orchestrate stdout ")  # whole lines
+    assert orchestrate["stdout"].endswith("orchestrate stdout 02999 " + "x" * 150 + "\n")
+    assert len(orchestrate["stdout"]) <= STREAM_TAIL
+
+    run = record(nb.cells[3], RUN_MIME)
+    assert run["stderr_chars"] == 3000 * len("sandbox stderr 00000\n")
+    assert run["stderr"].endswith("sandbox stderr 02999\n")
+    assert len(run["stdout"]) <= STREAM_TAIL and len(run["stderr"]) <= STREAM_TAIL
+    for cell in nb.cells[2:]:
+        (shown,) = [o for o in cell.outputs if o.output_type == "display_data"]
+        assert "02999" not in shown.data["text/html"] + shown.data["text/plain"]
+    # what the records add to the notebook is small beside the 1.1 MB printed (once)
+    streams_only = copy.deepcopy(nb)
+    for cell in streams_only.cells:
+        cell.outputs = [o for o in cell.outputs if o.output_type == "stream"]
+    added = len(saved) - len(nbformat.writes(streams_only))
+    assert added < 40_000, added
+
+
+LONG_TRACE = """%%orchestrate
+for i in range(5000):
+    try:
+        add(i, 1) if i % 1000 != 500 else fail(i)
+    except ValueError:
+        pass
+"""
+
+FAIL = """
+@tool
+def fail(i: int) -> int:
+    raise ValueError(f"call {i} failed")
+"""
+
+
+def test_a_long_trace_keeps_a_bounded_record_with_a_summary_of_every_call():
+    nb = execute(FAIL, LONG_TRACE)
+    cell = nb.cells[3]
+    trace = record(cell, TRACE_MIME)
+    ids = [call["call_id"] for call in trace["calls"]]
+    failed = [call["call_id"] for call in trace["calls"] if call["error"]]
+    assert len(ids) == 2 * KEEP_EDGE + 5  # the two ends and the five failures between them
+    assert ids[:KEEP_EDGE] == sorted(ids[:KEEP_EDGE]) and trace["dropped"] == 5000 - len(ids)
+    assert len(failed) == 5 and all("failed" in c["error"] for c in trace["calls"] if c["error"])
+    assert max(ids) == ids[-1] and ids == sorted(ids)
+
+    tools = {row["tool"]: row for row in trace["tools"]}
+    assert (tools["add"]["calls"], tools["add"]["errors"]) == (4995, 0)
+    assert (tools["fail"]["calls"], tools["fail"]["errors"]) == (5, 5)
+    for row in tools.values():
+        assert 0 < row["p50"] <= row["p95"] <= row["total"]
+
+    (shown,) = [o for o in cell.outputs if o.output_type == "display_data"]
+    text, html = shown.data["text/plain"], shown.data["text/html"]
+    assert text.splitlines()[0].endswith("5000 tool calls, 5 failed")
+    assert "4,995" in text and "4,995" in html  # the summary counts what the record dropped
+    assert f"{trace['dropped']:,} of 5,000 calls not kept" in text
+    assert 'class="jsb-scroll" style="max-height:400px;overflow:auto"' in html
+    assert len(nbformat.writes(nb)) < 400_000
+
+
+# --- what a person sees of a long trace: contained, summarised, live and saved ------------------
+
+
+def long_trace(n_calls: int) -> dict[str, Any]:
+    """A real run's record: ``n_calls`` calls of two tools, every 100th call failing."""
+    from jupyter_sandbox import orchestrate
+
+    def add(x: int, y: int) -> int:
+        return x + y
+
+    def check(i: int) -> int:
+        if i % 100 == 50:
+            raise ValueError(f"call {i} failed")
+        return i
+
+    code = (
+        f"for i in range({n_calls // 2}):\n"
+        "    add(i, 1)\n"
+        "    try:\n"
+        "        check(i)\n"
+        "    except ValueError:\n"
+        "        pass\n"
+    )
+    return orchestrate(code, tools=[add, check], max_calls=n_calls).to_record()
+
+
+def test_the_live_record_summarises_every_finished_call():
+    """The live view shows the latest calls only; its per-tool summary counts all of them."""
+    from jupyter_sandbox._events import CallFinished, CallStarted, ToolCall
+    from jupyter_sandbox.display import _html, _text
+    from jupyter_sandbox.display._live import LIVE_CALLS, LiveTrace
+
+    live = LiveTrace()
+    for i in range(3 * LIVE_CALLS):
+        call = ToolCall(i + 1, "add" if i % 3 else "fetch", (i,), {}, start=i * 0.01)
+        live.on_event(CallStarted(call))
+        call.end, call.error = i * 0.01 + 0.005, ("ValueError: no" if i % 30 == 0 else None)
+        live.on_event(CallFinished(call))
+    record = live.record()
+    assert len(record["calls"]) == LIVE_CALLS
+    tools = {row["tool"]: (row["calls"], row["errors"]) for row in record["tools"]}
+    assert tools == {"add": (200, 0), "fetch": (100, 10)}
+    assert "<td>fetch</td><td>100</td><td>10</td>" in _html.render(record)
+    assert any(
+        line.split()[:3] == ["fetch", "100", "10"] for line in _text.render(record).split("\n")
+    )
+
+
+@pytest.mark.browser
+def test_a_long_trace_is_contained_in_jupyterlab_and_the_html_export():
+    """800 calls drew 500 rows inline (9,222 px). Now: a tool summary, a one-line note of what
+    the record dropped, and the call table in a scroll box, in the saved view (JupyterLab, our
+    renderer, no kernel; light and dark) and in the static HTML export."""
+    from _jupyterlab import CHROMIUM, Lab, notebook_js
+
+    from jupyter_sandbox.display import _html
+    from jupyter_sandbox.display._mime import bundle
+
+    playwright = pytest.importorskip("playwright.sync_api")
+    record_ = long_trace(800)
+    assert record_["dropped"] > 0
+    shots = Path(__file__).resolve().parent.parent / "artifacts" / "screenshots"
+    shots.mkdir(parents=True, exist_ok=True)
+    with playwright.sync_playwright() as p, tempfile.TemporaryDirectory() as tmp:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1200, "height": 900})
+        page.set_content(_html.render(record_))
+        assert_contained(page, ".jsb", ".jsb-scroll", ".jsb-tools")
+        page.screenshot(path=shots / "export-long-trace.png", full_page=True)
+
+        root = Path(tmp) / "root"
+        root.mkdir()
+        nb = nbformat.v4.new_notebook()
+        output = nbformat.v4.new_output("display_data", data=bundle(record_))
+        nb.cells = [nbformat.v4.new_code_cell("%%orchestrate\n...", outputs=[output])]
+        nbformat.write(nb, root / "long.ipynb")
+        lab = Lab(root, Path(tmp) / "home", starts_kernel=False)
+        try:
+            lab.open(page, "long.ipynb")
+            page.wait_for_selector(".jsb-trace .jsb-tools", timeout=60_000)
+            assert_contained(page, ".jsb-trace", ".jsb-scroll", ".jsb-tools")
+            assert "800 tool calls, 4 failed" in page.locator(".jsb-summary").inner_text()
+            for theme, name in (("JupyterLab Light", "light"), ("JupyterLab Dark", "dark")):
+                notebook_js(
+                    page,
+                    "return app.commands.execute('apputils:change-theme', arg);",
+                    {"theme": theme},
+                )
+                page.wait_for_function(
+                    "(t) => document.body.dataset.jpThemeName === t", arg=theme, timeout=30_000
+                )
+                page.wait_for_selector("#jupyterlab-splash", state="detached", timeout=60_000)
+                page.screenshot(path=shots / f"lab-long-trace-{name}.png")
+        finally:
+            lab.stop()
+            browser.close()
+
+
+def assert_contained(page: Any, root: str, scroll: str, tools: str) -> None:
+    """The tool summary lists both tools with every call counted; the call table scrolls in
+    its box; the whole trace is a screenful, not thousands of pixels."""
+    rows = page.locator(f"{tools} tr").all_inner_texts()
+    assert any(r.split()[:3] == ["add", "400", "0"] for r in rows), rows
+    assert any(r.split()[:3] == ["check", "400", "4"] for r in rows), rows
+    assert "calls not kept in the record" in page.locator(root).first.inner_text()
+    box = page.locator(scroll).first
+    height, scrolls = box.evaluate("(n) => [n.clientHeight, n.scrollHeight > n.clientHeight]")
+    assert height <= 400 and scrolls
+    assert page.locator(root).first.bounding_box()["height"] < 900
