@@ -168,7 +168,8 @@ def main() -> None:
     soak.shutdown()
     containers, folders = leftovers(first["pid"])
     print(f"after the kernel's shutdown: {containers} containers, {folders} temp folders left")
-    from jupyter_sandbox.sandbox._manage import reap_folders, reap_orphans
+    from jupyter_sandbox.sandbox import reap_orphans
+    from jupyter_sandbox.sandbox._manage import reap_folders
 
     reap_orphans()
     reap_folders()

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from jupyter_sandbox._owner import Owner, me, temp_prefix
-from jupyter_sandbox.sandbox import _client
-from jupyter_sandbox.sandbox._manage import reap_folders, reap_orphans
+from jupyter_sandbox.sandbox import _client, reap_orphans
+from jupyter_sandbox.sandbox._manage import reap_folders
 
 BASE = "jupyter-sandbox/base:bookworm"
 

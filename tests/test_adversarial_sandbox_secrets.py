@@ -27,7 +27,7 @@ import pytest
 
 from jupyter_sandbox import ContainerError, InvalidOutput, NonZeroExit, SandboxCancelled, create
 from jupyter_sandbox._preview import preview
-from jupyter_sandbox.display._mime import bundle
+from jupyter_sandbox.display import bundle
 from jupyter_sandbox.events import Output, RunFinished
 from jupyter_sandbox.sandbox import _client, _pool
 from jupyter_sandbox.sandbox._secrets import HIDDEN, StreamMasker, holds_secret

@@ -20,8 +20,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_sandbox import ContainerError, create
-from jupyter_sandbox.sandbox import _client, _pool
-from jupyter_sandbox.sandbox._image import default_base_image
+from jupyter_sandbox.sandbox import _client, _pool, default_base_image
 
 BASE_IMAGE = default_base_image()
 _BOUND = 120.0

@@ -22,9 +22,9 @@ from jupyter_sandbox.display import RUN_MIME, _html, _text
 from jupyter_sandbox.display._live import LiveRun
 from jupyter_sandbox.events import BuildFinished, BuildLog, BuildStarted, BuildStep, Event
 from jupyter_sandbox.magics._common import format_error
-from jupyter_sandbox.sandbox._build import BuildInfo, LineSplitter
-from jupyter_sandbox.sandbox._image import default_base_image, ensure_image
-from jupyter_sandbox.sandbox._spec import ImageSpec
+from jupyter_sandbox.sandbox import BuildInfo, ImageSpec, default_base_image
+from jupyter_sandbox.sandbox._build import LineSplitter
+from jupyter_sandbox.sandbox._image import ensure_image
 
 BAD = "jsbx-no-such-package-4242"
 MISSING_LINE = f"Because {BAD} was not found in the package registry"

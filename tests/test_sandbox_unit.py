@@ -18,8 +18,8 @@ from jupyter_sandbox import (
     SandboxConfigError,
     create,
 )
-from jupyter_sandbox.sandbox import _codec, _hostcfg
-from jupyter_sandbox.sandbox._spec import ImageSpec, parse_size
+from jupyter_sandbox.sandbox import ImageSpec, _codec, _hostcfg
+from jupyter_sandbox.sandbox._spec import parse_size
 from jupyter_sandbox.sandbox._types import infer_tag, type_tag
 
 NASTY = "a'b\"c\n$(rm -rf /); `id` && echo pwned | cat ; \\ \t é 🐍 \x00 %s {x}"
