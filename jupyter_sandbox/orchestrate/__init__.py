@@ -118,10 +118,9 @@ def orchestrate(
     every tool registered with ``@tool``. ``inputs`` are bound as globals. The value of the
     last expression is ``result.value``; prints go to ``result.stdout`` and, as they happen,
     to ``on_event`` as `Output` events, along with `CallStarted`/`CallFinished` for each call.
-    ``limits`` bounds the run (`Limits()` when None: 30 s of Monty compute time, 256 MB,
-    100000 calls, 16 MB of value written out, 8 MB printed); ``timeout``, ``max_memory``,
-    ``max_calls``, ``max_result`` and ``max_output`` set one field each, and win over the
-    same field of ``limits``.
+    ``limits`` bounds the run (`Limits()`, the defaults, when None); ``timeout``,
+    ``max_memory``, ``max_calls``, ``max_result`` and ``max_output`` set one field each and
+    win over the same field of ``limits``.
     Raises an `OrchestrationError` subclass on failure; Ctrl-C stops the run within a second,
     even while a sync tool runs: that call is recorded as abandoned and its thread left to
     finish on its own (Python cannot stop a thread), while its worker goes back to the pool.
