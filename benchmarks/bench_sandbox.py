@@ -70,7 +70,7 @@ def cache_hit() -> Callable[[], object]:
 
 def build_seconds(packages: list[str], installer: str) -> float:
     docker = client()
-    spec = ImageSpec.normalise(DEFAULT_BASE_IMAGE, packages, installer=installer)  # type: ignore[arg-type]
+    spec = ImageSpec.normalise(DEFAULT_BASE_IMAGE, packages=packages, installer=installer)  # type: ignore[arg-type]
     tag = spec.tag(str(docker.images.get(DEFAULT_BASE_IMAGE).id))
     with contextlib.suppress(ImageNotFound):  # not built yet
         docker.images.remove(tag, force=True)

@@ -115,20 +115,26 @@ def test_unsupported_types_fail(declared):
 
 
 def test_spec_hash_ignores_package_order_case_and_spelling():
-    a = ImageSpec.normalise("base", ["Requests>=2", "six", "zope.interface"], ["jq", "curl"])
+    a = ImageSpec.normalise(
+        "base", packages=["Requests>=2", "six", "zope.interface"], system_packages=["jq", "curl"]
+    )
     b = ImageSpec.normalise(
-        "base", ["zope_interface", "six", "requests >= 2", "six"], ["curl", "jq"]
+        "base",
+        packages=["zope_interface", "six", "requests >= 2", "six"],
+        system_packages=["curl", "jq"],
     )
     assert a == b
     assert a.tag("sha256:1") == b.tag("sha256:1")
 
 
 def test_spec_hash_changes_with_what_shapes_the_image():
-    base = ImageSpec.normalise("base", ["six"])
+    base = ImageSpec.normalise("base", packages=["six"])
     assert base.tag("sha256:1") != base.tag("sha256:2")  # rebuilt base
-    assert base.tag("x") != ImageSpec.normalise("base", ["six==1.16"]).tag("x")
-    assert base.tag("x") != ImageSpec.normalise("base", ["six"], ["jq"]).tag("x")
-    assert base.tag("x") != ImageSpec.normalise("base", ["six"], commands=["true"]).tag("x")
+    assert base.tag("x") != ImageSpec.normalise("base", packages=["six==1.16"]).tag("x")
+    jq = ImageSpec.normalise("base", packages=["six"], system_packages=["jq"])
+    assert base.tag("x") != jq.tag("x")
+    true = ImageSpec.normalise("base", packages=["six"], commands=["true"])
+    assert base.tag("x") != true.tag("x")
 
 
 def test_no_packages_means_no_build():
@@ -136,7 +142,7 @@ def test_no_packages_means_no_build():
 
 
 def test_dockerfile_keeps_host_settings_out_of_the_image_env():
-    text = ImageSpec.normalise("base", ["six"]).dockerfile(
+    text = ImageSpec.normalise("base", packages=["six"]).dockerfile(
         with_ca=True, build_args=["UV_INDEX_URL"]
     )
     assert "ENV" not in text  # build ARGs only: gone from the final image's environment

@@ -539,9 +539,9 @@ def create(
         outputs=out_types,
         image_spec=ImageSpec.normalise(
             base_image or default_base_image(),
-            _strings(packages, "packages"),
-            _strings(system_packages, "system_packages"),
-            _strings(additional_commands, "additional_commands"),
+            packages=_strings(packages, "packages"),
+            system_packages=_strings(system_packages, "system_packages"),
+            commands=_strings(additional_commands, "additional_commands"),
         ),
         image=image,
         resources=Resources.coerce(resources),

@@ -151,6 +151,7 @@ class ImageSpec:
     def normalise(
         cls,
         base: str,
+        *,
         packages: Iterable[str] | None = None,
         system_packages: Iterable[str] | None = None,
         commands: Iterable[str] | None = None,
