@@ -258,7 +258,12 @@ def test_a_killed_kernels_containers_go_without_another_load(docker_engine) -> N
     manager, client = start_new_kernel(kernel_name="python3")
     try:
         pid = run_a_sandbox_cell(client, docker_engine)
-        assert watchdog_of(pid) is not None
+        watchdog = watchdog_of(pid)
+        assert watchdog is not None
+        assert os.getsid(watchdog) == watchdog  # a session of its own: no Ctrl-C, no killpg
+        held = {fd.name: os.readlink(fd) for fd in Path(f"/proc/{watchdog}/fd").iterdir()}
+        assert held["0"].startswith("pipe:") and held["1"] == held["2"] == os.devnull
+        assert set(held) == {"0", "1", "2"}, held  # nothing else of the kernel's
         os.kill(pid, signal.SIGKILL)  # no atexit handler runs; no kernel loads the extension
         wait_until(lambda: not containers_of(docker_engine, pid), "the dead kernel's spare went")
         wait_until(lambda: watchdog_of(pid) is None, "the watchdog saw the kernel die and ended")

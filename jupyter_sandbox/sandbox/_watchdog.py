@@ -29,6 +29,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 from ._client import KIND, OWNER_HOST, OWNER_PID, OWNER_START, owner_labels
 
@@ -49,6 +50,15 @@ def command(labels: dict[str, str]) -> list[str]:
     return [sys.executable, "-m", __name__, *owner]
 
 
+def _environment() -> dict[str, str]:
+    """The kernel's environment (``DOCKER_HOST``, ``TMPDIR``), with this package's folder first
+    on ``PYTHONPATH``: a kernel that found us through its own ``sys.path`` edits still has a
+    watchdog that imports."""
+    root = str(Path(__file__).resolve().parents[2])
+    paths = [root, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+
+
 def ensure_started() -> None:
     """Start this process' watchdog unless it runs already. Never raises: without a watchdog
     the reaper at the next load and each container's own ``sleep`` still remove containers."""
@@ -66,6 +76,7 @@ def ensure_started() -> None:
                 stderr=subprocess.DEVNULL,
                 close_fds=True,
                 start_new_session=True,
+                env=_environment(),
             )
         except OSError:
             os.close(write)
