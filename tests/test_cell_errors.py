@@ -179,6 +179,7 @@ def test_sandbox_traceback_shows_the_users_line_not_the_runner(shell, capsys) ->
     assert 'File "<cell>", line 3, in <module>\n    print(y)\n' in shown  # the editor's line 3
     assert "runner.py" not in shown
     assert "NameError: name 'y' is not defined" in str(error)
+    assert shown.count("exited with code 1") == 1  # the error output's; the record has none
 
 
 @pytest.mark.docker

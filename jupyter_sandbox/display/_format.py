@@ -169,3 +169,12 @@ def sandbox_summary(record: dict[str, Any]) -> str:
         f"sandbox {record.get('name', '?')!r} {record.get('status', '?')} in "
         f"{seconds(record.get('duration'))} ({', '.join(bits)})"
     )
+
+
+def record_error(record: dict[str, Any]) -> str | None:
+    """The error line a sandbox record shows: its build's (the heading of the build log below
+    it), else the run's unless the magic raised it (``raised``: the cell's error output shows
+    it, and the record does not repeat it)."""
+    build = record.get("build") or {}
+    error = build.get("error") or (None if record.get("raised") else record.get("error"))
+    return str(error) if error else None

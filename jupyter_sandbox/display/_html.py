@@ -151,7 +151,7 @@ def _sandbox(record: dict[str, Any]) -> str:
                 for name, v in values.items()
             )
             parts.append(f'<div>{label}</div><table class="jsb-{label}">{rows}</table>')
-    error = record.get("error") or build.get("error")
+    error = fmt.record_error(record)
     if error:
         parts.append(f'<div class="jsb-error">{escape(fmt.plain(error))}</div>')
     if build.get("error"):

@@ -61,7 +61,7 @@ def _sandbox(record: dict[str, Any]) -> str:
     for label in ("inputs", "outputs"):
         for name, value in record.get(label, {}).items():
             lines.append(f"{label[:-1]} {name}: {value.get('type')} = {value.get('preview')}")
-    error = record.get("error") or build.get("error")
+    error = fmt.record_error(record)
     if error:
         lines.append(f"error: {fmt.plain(error)}")
     if build.get("error"):  # below its one line, the log it came from, once

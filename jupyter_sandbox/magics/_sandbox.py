@@ -162,8 +162,8 @@ def run_shown(sandbox: Sandbox, values: dict[str, Any], *, quiet: bool) -> Sandb
     try:
         run = sandbox.execute(values, on_event=view.on_event)
     except ContainerError as exc:
-        if exc.record is not None:
-            view.finish(exc.record)
+        if exc.record is not None:  # the error output shows the error: the record says raised
+            view.finish({**exc.record, "raised": True})
         raise
     view.finish(run.to_record())
     return run

@@ -83,6 +83,8 @@ export interface IRunRecord {
   image: string;
   status: 'ok' | 'error' | 'interrupted' | 'running';
   error: string | null;
+  /** The magic raised the error: the cell's error output shows it, so the record does not. */
+  raised?: boolean;
   duration: number;
   exit_code: number | null;
   attempts: number;

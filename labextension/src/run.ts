@@ -67,7 +67,9 @@ export function renderRun(record: IRunRecord): HTMLElement {
       root.appendChild(valuesTable(values, `jsb-${label}`));
     }
   }
-  const error = record.error || build?.error;
+  // a raised run error is the cell's error output, not repeated here; a build's error stays
+  // here as the heading of its log (as `record_error` in jupyter_sandbox/display/_format.py)
+  const error = build?.error || (record.raised ? null : record.error);
   if (error) {
     root.appendChild(el('pre', 'jsb-pre jsb-error', plain(error)));
   }
