@@ -18,7 +18,7 @@ from typing import Any
 import docker.errors
 import nbformat
 import pytest
-from _jupyterlab import CHROMIUM, Lab, notebook_js
+from _jupyterlab import CHROMIUM, Lab, notebook_js, wait_kernel_ready
 from _processes import watchdog_of
 from IPython.utils.capture import capture_output
 from jupyter_client import BlockingKernelClient
@@ -351,7 +351,7 @@ def test_rerunning_an_insert_cell_does_not_stack_copies(shell) -> None:
 
     _, _, printed = run_codemode(shell, [reply("double(3)")], task)  # new code
     assert shell.rl_next_input == f"{header}\n{mark}\ndouble(3)"
-    assert f"the older cell marked `{mark}` further down holds the previous code" in printed
+    assert f"in place of the older cell marked `{mark}`" in printed
 
     run_codemode(shell, [reply(LOOP)], task.replace("only", "just"))  # another cell: its own mark
     assert shell.rl_next_input.split("\n")[1] != mark
@@ -393,5 +393,81 @@ def test_jupyterlab_highlights_the_attempts(shell, browser) -> None:
                 )
                 assert colours["for"] != colours["(plain text)"], colours
                 page.screenshot(path=SCREENSHOTS / f"lab-codemode-attempt-{name}.png")
+        finally:
+            lab.stop()
+
+
+SETUP_CELL = """%load_ext jupyter_sandbox
+from jupyter_sandbox import ScriptedLLM, tool
+@tool
+def double(x: int) -> int:
+    return 2 * x
+fence = "`" * 3
+model = ScriptedLLM([f"{fence}python\\ndouble({n})\\n{fence}" for n in (1, 2, 2)])"""
+CODEMODE_CELL = "%%codemode --llm model --tools double --insert\nDouble a number."
+
+
+def run_cell(page: Any, index: int) -> None:
+    """Run cell ``index`` in place and wait for its reply (the prompt's new count)."""
+    before = notebook_js(page, "return panel.content.widgets[arg].model.executionCount;", index)
+    notebook_js(
+        page,
+        "panel.content.activeCellIndex = arg; void app.commands.execute('notebook:run-cell');",
+        index,
+    )
+    page.wait_for_function(
+        "([i, before]) => { const c = window.jupyterapp.shell.currentWidget.content.widgets[i];"
+        " return c.model.executionCount !== before"
+        " && c.promptNode.textContent.indexOf('*') < 0; }",
+        arg=[index, before],
+        timeout=120_000,
+    )
+
+
+def sources(page: Any) -> list[str]:
+    return notebook_js(page, "return panel.content.widgets.map(c => c.model.sharedModel.source);")
+
+
+def test_jupyterlab_rerun_replaces_the_inserted_cell(browser) -> None:
+    """A real kernel in JupyterLab: the second run's new code takes the first copy's place,
+    the third run (the same code again) inserts nothing and says so."""
+    with tempfile.TemporaryDirectory(prefix="jupyter-sandbox-lab-") as tmp:
+        root = Path(tmp) / "root"
+        root.mkdir()
+        nb = nbformat.v4.new_notebook()
+        nb.cells = [nbformat.v4.new_code_cell(s) for s in (SETUP_CELL, CODEMODE_CELL)]
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+        nbformat.write(nb, root / "insert.ipynb")
+        lab = Lab(root, Path(tmp) / "home")
+        try:
+            page = browser.new_page(viewport={"width": 1100, "height": 800})
+            lab.open(page, "insert.ipynb")
+            wait_kernel_ready(page)
+            run_cell(page, 0)
+            run_cell(page, 1)
+            first = sources(page)
+            assert len(first) == 3 and first[2].endswith("\ndouble(1)")
+            mark = first[2].split("\n")[1]
+            run_cell(page, 1)  # new code: it replaces the copy below
+            page.wait_for_function(
+                "() => window.jupyterapp.shell.currentWidget.content.widgets.length === 3",
+                timeout=30_000,
+            )
+            assert sources(page)[2] == first[2].replace("double(1)", "double(2)")
+            run_cell(page, 1)  # the same code again: nothing inserted, one line says so
+            assert len(sources(page)) == 3
+            said = page.locator(".jp-Cell").nth(1).locator(".jp-OutputArea").inner_text()
+            assert f"not inserted again: the cell below marked `{mark}`" in said
+            for theme, name in (("JupyterLab Light", "light"), ("JupyterLab Dark", "dark")):
+                notebook_js(
+                    page,
+                    "return app.commands.execute('apputils:change-theme', arg);",
+                    {"theme": theme},
+                )
+                page.wait_for_function(
+                    "(t) => document.body.dataset.jpThemeName === t", arg=theme, timeout=30_000
+                )
+                page.wait_for_selector("#jupyterlab-splash", state="detached", timeout=60_000)
+                page.screenshot(path=SCREENSHOTS / f"lab-codemode-insert-{name}.png")
         finally:
             lab.stop()

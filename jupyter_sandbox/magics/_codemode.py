@@ -3,9 +3,11 @@
 ``--insert`` puts the final code into a new ``%%orchestrate`` cell below, whose second line
 marks where it came from (``# inserted by %%codemode, cell 3f2a9c1d``). A kernel can neither see
 nor edit other cells (Jupyter's ``set_next_input`` only inserts below, or replaces the running
-cell itself), so re-running cannot replace the earlier copy. What it can do, it does: within
-one kernel session, a re-run whose code is the one already inserted inserts nothing and says
-so in one line; new code is inserted with one line naming the older copy's mark, to delete.
+cell itself), so re-running cannot replace the earlier copy from here. Within one kernel
+session, a re-run whose code is the one already inserted inserts nothing and says so in one
+line (a person's edits to that cell stay). New code is inserted below; our JupyterLab extension
+(JupyterLab, Notebook 7) then deletes the older copy with the same mark (``insert.ts``), and
+one line names that mark for frontends without it.
 """
 
 from __future__ import annotations
@@ -135,6 +137,6 @@ class CodeModeMagics(CellMagics):
         self._inserted[mark] = text
         if earlier is not None:
             print(
-                f"--insert: new code inserted below; the older cell marked `{mark}` further "
-                "down holds the previous code: delete it"
+                f"--insert: new code inserted below, in place of the older cell marked `{mark}` "
+                "(JupyterLab removes that one; elsewhere, delete it)"
             )

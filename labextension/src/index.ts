@@ -8,6 +8,8 @@
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 
+import codemodeInsert from './insert';
+
 const SHELL = 'text/x-sh';
 const PYTHON = 'text/x-python';
 
@@ -53,4 +55,4 @@ const plugin: JupyterFrontEndPlugin<void> = {
   }
 };
 
-export default plugin;
+export default [plugin, codemodeInsert];
