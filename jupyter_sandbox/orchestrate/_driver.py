@@ -61,6 +61,9 @@ _running: contextvars.ContextVar[Driver | None] = contextvars.ContextVar(
 task that inherits the context of that thread."""
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _SCRIPT = "cell.py"
+_CHECKED = "jupyter_sandbox_type_checked"
+"""The call that stops the type check's own feed before the code runs (see `_checked_apart`)."""
+_CHECKED_STUB = f"\n\ndef {_CHECKED}() -> None: ...\n"
 
 
 class Driver:
@@ -262,7 +265,7 @@ class Driver:
 
     def _run_session(self) -> Any:
         limits = self.limits
-        stubs = build_stubs(self.tools, self.inputs) if self.type_check else None
+        stubs = build_stubs(self.tools, self.inputs) + _CHECKED_STUB if self.type_check else None
         session = pool(self.depth).checkout(
             script_name=_SCRIPT,
             limits={
@@ -288,12 +291,13 @@ class Driver:
         if self._killed.is_set():
             raise Interrupted("interrupted")
         inputs = {name: to_sandbox(value) for name, value in self.inputs.items()}
-        # The trace's times count from here: building stubs and waiting for a worker are not
-        # the code's. (Monty 1.4.0 type-checks inside this same feed, before the first
-        # instruction, and reports no boundary: a checked cell's first tens of ms are the
-        # checker's.)
+        checked = self.type_check and self._checked_apart(session)
+        # The trace's times count from here: building stubs, waiting for a worker and the
+        # type check are not the code's.
         self._t0 = time.perf_counter()
-        snap = session.feed_start(self.code, inputs=inputs, print_callback=self._print)
+        snap = session.feed_start(
+            self.code, inputs=inputs, print_callback=self._print, skip_type_check=checked
+        )
         while True:
             if isinstance(snap, pm.FunctionSnapshot):
                 if snap.is_os_function:
@@ -311,6 +315,27 @@ class Driver:
                 snap = snap.resume(self._settle(snap.pending_call_ids))
             else:
                 snap = self._name_lookup(snap)
+
+    def _checked_apart(self, session: pm.MontySession) -> bool:
+        """Type-check the code in a feed of its own; True when it passed. Monty checks inside
+        the feed that runs the code and reports no boundary, so a run's trace would start
+        with the check (40-500 ms here, growing with the code). The check feed is the code
+        behind a call to `_CHECKED`, answered with an exception: none of the code runs. A
+        rejected cell returns False: the code's own feed checks it again, so its errors name
+        the cell's own lines."""
+        try:
+            first = session.feed_start(f"{_CHECKED}()\n{self.code}", print_callback=self._print)
+            while isinstance(first, pm.FunctionSnapshot) and first.is_os_function:
+                first = first.resume_not_handled()  # the checker asking for a module's stubs
+        except pm.MontyError:
+            if self._killed.is_set():
+                raise
+            return False
+        if not (isinstance(first, pm.FunctionSnapshot) and first.function_name == _CHECKED):
+            raise OrchestrationError(f"the type check feed stopped at {first!r}, not its start")
+        with contextlib.suppress(pm.MontyRuntimeError):
+            first.resume({"exception": RuntimeError("type-checked")})
+        return True
 
     def _tool_call(self, snap: pm.FunctionSnapshot) -> pm.SyncSnapshot:
         name = snap.function_name

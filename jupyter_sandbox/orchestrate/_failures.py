@@ -22,7 +22,9 @@ from .._errors import (
 from .._events import ToolCall
 from ._limits import Limits
 
-_MONTY_FILENAME = "<python-input-0>"
+_MONTY_FILENAME = re.compile(r"<python-input-\d+>")
+"""Monty's name for the code of a session's nth feed (the driver's type check is a feed of
+its own, so the code may be the second)."""
 
 # Builtin exception types Monty reproduces; a tool's own exception class is sent as its
 # nearest ancestor among these, with the class name kept in the message.
@@ -56,7 +58,7 @@ def translate(
     if not isinstance(exc, pm.MontyRuntimeError | pm.MontySyntaxError):
         return OrchestrationError(str(exc))
     inner = exc.exception()
-    tb = exc.display().replace(_MONTY_FILENAME, "<cell>")
+    tb = _MONTY_FILENAME.sub("<cell>", exc.display())
     message = str(inner)
     for kind, marker, limit, explanation in (
         (TimeoutError, "time limit exceeded", "time",
