@@ -16,7 +16,7 @@ from IPython.core.error import UsageError
 from jupyter_client.manager import KernelManager
 
 from jupyter_sandbox import create, tool
-from jupyter_sandbox.errors import ToolError
+from jupyter_sandbox.errors import ToolError, TypeCheckError
 from jupyter_sandbox.events import CallFinished, CallStarted, Event
 from jupyter_sandbox.orchestrate import Journal, Tool, orchestrate
 
@@ -300,6 +300,23 @@ def test_a_calls_start_comes_after_the_views_work_for_it():
     result = orchestrate("probe()", tools=[probe], on_event=on_event)
     call = result.trace[0]
     assert handled[0] <= call.origin + call.start <= entered[0]
+
+
+def test_the_type_check_is_not_in_the_trace_and_runs_none_of_the_code():
+    """The check has a feed of its own before the run's time origin: the code still runs
+    exactly once (its print, its calls) and a rejected cell still names its own line."""
+    made: list[int] = []
+
+    def probe(n: int) -> int:
+        made.append(n)
+        return n
+
+    result = orchestrate("print('once')\nprobe(1)\nprobe(2)", tools=[probe])
+    assert result.stdout == "once\n" and made == [1, 2]
+    with pytest.raises(TypeCheckError) as rejected:
+        orchestrate("probe(1)\nprobe('two')", tools=[probe])
+    assert made == [1, 2]
+    assert "File \"<cell>\", line 2\n    probe('two')" in str(rejected.value)
 
 
 @pytest.mark.docker
