@@ -566,7 +566,7 @@ class Driver:
             text = text[: self._output_left]
             self._over_limit = LimitExceeded(
                 f"output limit exceeded: the cell printed more than {self.limits.max_output} "
-                "MB (raise it with --max-output / max_output=)",
+                "MB (raise it with --max-output)",
                 limit="output",
             )
             if self._worker_pid is not None:
@@ -585,7 +585,7 @@ class Driver:
             raise LimitExceeded(
                 f"result limit exceeded: the cell's value writes out to more than "
                 f"{self.limits.max_result} MB (a shared reference counts each time it "
-                "appears); return less, or raise it with --max-result / max_result=",
+                "appears); return less, or raise it with --max-result",
                 limit="result",
             )
         if too_deep(value):
