@@ -63,7 +63,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 _SCRIPT = "cell.py"
 _CHECKED = "jupyter_sandbox_type_checked"
 """The call that stops the type check's own feed before the code runs (see `_checked_apart`)."""
-_CHECKED_STUB = f"\n\ndef {_CHECKED}() -> None: ...\n"
+_CHECKED_STUB = f"\n\ndef {_CHECKED}() -> int: ...\n"
 
 
 class Driver:
