@@ -1,11 +1,14 @@
-"""JupyterLab in Debian's Chromium: live widgets, our MIME renderer, magic-cell highlighting,
-and the saved notebook reopened by a fresh server that starts no kernel.
+"""JupyterLab in Debian's Chromium: the live view and the saved record drawn by our MIME
+renderer, magic-cell highlighting, keyboard sorting and contrast, the saved notebook reopened by
+a fresh server that starts no kernel, and the notebook's HTML export.
 
-Screenshots go to artifacts/screenshots/. Needs chromium, Docker and the base image.
+Screenshots go to artifacts/screenshots/ (light and dark). Needs chromium, Docker and the base
+image.
 """
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +19,6 @@ from _jupyterlab import (
     CHROMIUM,
     Lab,
     notebook_js,
-    run_all,
     save,
     wait_all_executed,
     wait_kernel_ready,
@@ -31,6 +33,8 @@ SCREENSHOTS = Path(__file__).resolve().parent.parent / "artifacts" / "screenshot
 PACKAGE = "six"
 """Installed by the %%sandbox cell; its image is removed first so the build really runs."""
 
+THEMES = (("JupyterLab Light", "light"), ("JupyterLab Dark", "dark"))
+
 CELLS = [
     """%load_ext jupyter_sandbox
 import asyncio
@@ -42,7 +46,7 @@ def add(x: int, y: int) -> int:
 
 @tool
 async def slow(x: int) -> int:
-    await asyncio.sleep(0.3)
+    await asyncio.sleep(1.5)
     return x
 
 @tool
@@ -53,19 +57,22 @@ n = 21""",
     """%%orchestrate
 import asyncio
 a = add(1, 2)
-b, c = await asyncio.gather(slow(10), slow(20))
 try:
     fail("boom from the tool")
 except ValueError:
     pass
+b, c = await asyncio.gather(slow(10), slow(20))
 a + b + c""",
     f"""%%sandbox --packages {PACKAGE} --in n --out total:int
-import six
-print("six", six.__version__)
+import six, time
+print("six", six.__version__, flush=True)
+time.sleep(4)  # the live view, just before the cell finishes
 total = n * 2""",
     """%%sandbox --command
 echo "hello from bash in $(uname -s)\"""",
 ]
+"""The orchestrate cell fails a call before its slow calls, so its live view shows every kind
+of row; the sandbox cell waits after printing, so its live view can be seen before it ends."""
 
 
 def forget_image(package: str) -> None:
@@ -119,42 +126,231 @@ def test_run_save_and_reopen_without_kernel(workspace: Path, tmp_home: Path, bro
         mimetypes = notebook_js(page, "return panel.content.widgets.map(c => c.model.mimeType);")
         assert mimetypes[1:] == ["text/x-python", "text/x-python", "text/x-sh"]
 
-        run_all(page)
-        page.wait_for_selector(".jsb-trace .jsb-call", timeout=120_000)
-        page.wait_for_selector(".widget-hprogress", timeout=120_000)  # the live build
-        page.screenshot(path=SCREENSHOTS / "lab-live-build.png")
+        run_cell(page, 0)
+        watch_live_builds(page)
+        live = see_live_views(page, "light")
+        run_cell(page, 3)
         wait_all_executed(page, timeout_ms=300_000)
-        page.wait_for_selector(".jsb-run .jsb-build-progress")
+        assert_live_build_seen(page)
         page.screenshot(path=SCREENSHOTS / "lab-finished.png", full_page=True)
         assert_rendered(page)
+        assert_same_look(live, look(page))
+        assert page.locator(".jupyter-widgets").count() == 0  # no widget, live or saved
         save(page)
+        shutil.copy(workspace / "demo.ipynb", workspace / "saved.ipynb")
+
+        set_theme(page, "JupyterLab Dark")  # the live views once more, dark (image now cached)
+        dark = see_live_views(page, "dark", build=False)
+        assert_same_look(dark, look(page))
     finally:
         lab.stop()
 
-    saved = nbformat.read(workspace / "demo.ipynb", as_version=4)
-    (trace,) = [
-        o.data[TRACE_MIME] for o in saved.cells[1].outputs if TRACE_MIME in o.get("data", {})
-    ]
-    assert [c["tool"] for c in trace["calls"]] == ["add", "slow", "slow", "fail"]
-    (run,) = [o.data[RUN_MIME] for o in saved.cells[2].outputs if RUN_MIME in o.get("data", {})]
+    saved = nbformat.read(workspace / "saved.ipynb", as_version=4)
+    (trace,) = records(saved.cells[1], TRACE_MIME)
+    assert [c["tool"] for c in trace["calls"]] == ["add", "fail", "slow", "slow"]
+    (run,) = records(saved.cells[2], RUN_MIME)
     assert run["build"]["cached"] is False
     assert run["outputs"]["total"]["preview"] == "42"
+    for cell, record in ((saved.cells[1], trace), (saved.cells[2], run)):
+        # the live display was replaced in place: one display, the final record
+        assert [o.output_type for o in cell.outputs].count("display_data") == 1
+        assert record["status"] == "ok" and "live" not in record
+    assert "widgets" not in saved.metadata
 
     lab = Lab(workspace, tmp_home / "home-reopen", starts_kernel=False)
     try:
         page = browser.new_page(viewport={"width": 1400, "height": 1100})
-        lab.open(page, "demo.ipynb")
+        lab.open(page, "saved.ipynb")
         page.wait_for_selector(".jsb-trace .jsb-call", timeout=60_000)
         assert lab.api("kernels") == []
         assert_rendered(page)
-        sort_by_duration_and_expand_error(page)
-        page.screenshot(path=SCREENSHOTS / "lab-reopened-no-kernel.png", full_page=True)
+        assert_same_look(live, look(page))
+        sort_with_the_keyboard_and_expand_error(page)
+        assert_bars_have_text(page)
+        for theme, name in THEMES:
+            set_theme(page, theme)
+            assert_contrast(page)
+            page.screenshot(path=SCREENSHOTS / f"lab-reopened-no-kernel-{name}.png", full_page=True)
+            for index, what in ((1, "trace"), (2, "run")):
+                cell = page.locator(".jp-Cell").nth(index).locator(".jp-OutputArea")
+                cell.screenshot(path=SCREENSHOTS / f"lab-saved-{what}-{name}.png")
     finally:
         lab.stop()
 
 
+def test_html_export_keeps_its_layout(tmp_home: Path, browser) -> None:
+    """nbconvert's table CSS (right-aligned, striped, centred) does not reach our tables."""
+    from _display_samples import run_record, trace_record
+    from nbconvert import HTMLExporter
+
+    from jupyter_sandbox.display import bundle
+
+    nb = nbformat.v4.new_notebook()
+    for record in (trace_record(6), run_record()):
+        cell = nbformat.v4.new_code_cell("%%orchestrate")
+        cell.outputs = [nbformat.v4.new_output("display_data", data=bundle(record))]
+        nb.cells.append(cell)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    for theme, name in (("light", "light"), ("dark", "dark")):
+        html, _ = HTMLExporter(theme=theme).from_notebook_node(nb)
+        path = tmp_home / f"export-{name}.html"
+        path.write_text(html)
+        page = browser.new_page(viewport={"width": 1200, "height": 900})
+        page.goto(path.as_uri())
+        cells = page.locator(".jsb-calls td")
+        assert cells.count() == 6 * 7
+        styles = page.evaluate(
+            """() => Array.from(document.querySelectorAll('.jsb tr')).map(tr => [
+                getComputedStyle(tr).backgroundColor,
+                ...Array.from(tr.children).map(c => getComputedStyle(c).textAlign)])"""
+        )
+        assert {row[0] for row in styles} == {"rgba(0, 0, 0, 0)"}  # no stripes
+        assert {align for row in styles for align in row[1:]} == {"left"}
+        table = page.locator(".jsb-calls").bounding_box()
+        output = page.locator(".jsb").first.bounding_box()
+        assert table["x"] == output["x"]  # not centred
+        assert_contrast(page)
+        page.screenshot(path=SCREENSHOTS / f"export-{name}.png", full_page=True)
+        page.close()
+
+
 def records(cell, mime: str) -> list[dict]:
     return [o.data[mime] for o in cell.outputs if mime in o.get("data", {})]
+
+
+def set_theme(page, theme: str) -> None:
+    notebook_js(
+        page, "return app.commands.execute('apputils:change-theme', arg);", {"theme": theme}
+    )
+    page.wait_for_function(
+        "(t) => document.body.dataset.jpThemeName === t", arg=theme, timeout=30_000
+    )
+
+
+def run_cell(page, index: int) -> None:
+    """Start running one cell; returns at once."""
+    notebook_js(
+        page,
+        "panel.content.activeCellIndex = arg; void app.commands.execute('notebook:run-cell');",
+        index,
+    )
+
+
+def wait_cell_done(page, index: int) -> None:
+    page.wait_for_function(
+        "(i) => { const c = window.jupyterapp.shell.currentWidget.content.widgets[i];"
+        " return c.model.executionCount !== null"
+        " && c.promptNode.textContent.indexOf('*') < 0; }",
+        arg=index,
+        timeout=300_000,
+    )
+
+
+WATCH_JS = """() => {
+    window.jsbBuilds = [];
+    new MutationObserver(() => {
+        for (const run of document.querySelectorAll('.jsb-run.jsb-status-running')) {
+            const step = run.querySelector('.jsb-build-step');
+            const bar = run.querySelector('.jsb-build-progress');
+            if (!step || !bar) continue;
+            const seen = [step.textContent, bar.value, bar.max,
+                run.querySelector('.jsb-build-line').textContent];
+            const last = window.jsbBuilds[window.jsbBuilds.length - 1];
+            if (!last || last.join() !== seen.join()) window.jsbBuilds.push(seen);
+        }
+    }).observe(document.body, {subtree: true, childList: true, characterData: true});
+}"""
+
+
+def watch_live_builds(page) -> None:
+    """Record every live build state the page draws (steps can be shorter than a poll)."""
+    page.evaluate(WATCH_JS)
+
+
+def assert_live_build_seen(page) -> None:
+    """The live build, as drawn: the step that installs the package, on a partly filled bar."""
+    seen = page.evaluate("() => window.jsbBuilds")
+    installing = [s for s in seen if s[0].endswith(": installing six (uv)")]
+    assert installing, seen
+    for step, value, top, line in installing:
+        assert step.startswith(f"step {value + 1} of {top}: ")  # the step running is not done
+        assert f"building: step {value + 1} of {top}" in line
+
+
+def see_live_views(page, name: str, *, build: bool = True) -> dict:
+    """Run the trace and the sandbox cell and look at them while they run: drawn by our renderer
+    from the live record (class ``jsb-status-running``), the sandbox cell just before it ends."""
+    run_cell(page, 1)
+    trace = page.locator(".jp-Cell").nth(1).locator(".jp-OutputArea")
+    trace.locator(".jsb-trace.jsb-status-running .jsb-call.jsb-running").first.wait_for(
+        timeout=120_000
+    )
+    looks = {"trace": look_of(trace)}
+    trace.screenshot(path=SCREENSHOTS / f"lab-live-trace-{name}.png")
+    assert "orchestrate running" in trace.locator(".jsb-summary").inner_text()
+    wait_cell_done(page, 1)
+
+    run_cell(page, 2)
+    run = page.locator(".jp-Cell").nth(2).locator(".jp-OutputArea")
+    if build:
+        run.locator(".jsb-run.jsb-status-running .jsb-build-step").wait_for(timeout=300_000)
+        run.screenshot(path=SCREENSHOTS / f"lab-live-build-{name}.png")
+        page.screenshot(path=SCREENSHOTS / "lab-live-build.png")
+    # built, printed, still running: the printed line sits where it will stay
+    run.locator(".jp-OutputArea-output", has_text="six 1.").wait_for(timeout=300_000)
+    live = run.locator(".jsb-run.jsb-status-running")
+    if not live.count():
+        pytest.fail("the sandbox cell ended before its live view was seen")
+    looks["run"] = look_of(run)
+    run.screenshot(path=SCREENSHOTS / f"lab-live-run-{name}.png")
+    wait_cell_done(page, 2)
+    return looks
+
+
+LOOK_JS = """root => {
+    const style = n => { const s = getComputedStyle(n);
+        return [s.fontFamily, s.fontSize, s.fontWeight, s.color].join(' '); };
+    const classes = new Set();
+    root.querySelectorAll('.jsb-output *').forEach(n => n.classList.forEach(c => classes.add(c)));
+    const outputs = Array.from(root.querySelectorAll('.jp-OutputArea-output')).map(o =>
+        o.querySelector('.jsb-output') ? 'record' : o.getAttribute('data-mime-type'));
+    const row = root.querySelector('.jsb-call');
+    return {
+        classes: Array.from(classes).filter(c => !/^jsb-(status-)?(running|ok|error)$/.test(c)),
+        outputs: outputs,
+        summary: style(root.querySelector('.jsb-summary')),
+        cells: row ? Array.from(row.children).map(c => c.className) : [],
+        row: row ? [style(row.querySelector('.jsb-tool')), row.getBoundingClientRect().height] : [],
+        build: Array.from(root.querySelectorAll('.jsb-build-line, .jsb-build-progress'))
+            .map(n => [n.className, style(n), n.getBoundingClientRect().height]),
+    };
+}"""
+
+
+def look_of(output_area) -> dict:
+    """What the eye compares: fonts, element classes, row and build-line sizes, and the order
+    of the cell's outputs (the record, then the printed text)."""
+    return output_area.evaluate(LOOK_JS)
+
+
+def look(page) -> dict:
+    cells = page.locator(".jp-Cell")
+    return {
+        "trace": look_of(cells.nth(1).locator(".jp-OutputArea")),
+        "run": look_of(cells.nth(2).locator(".jp-OutputArea")),
+    }
+
+
+def assert_same_look(live: dict, saved: dict) -> None:
+    """The live view and the saved record are one renderer's work: the same fonts, row cells and
+    sizes, the same build line; the saved one only adds what the end brings (value, outputs)."""
+    for what in ("trace", "run"):
+        before, after = live[what], saved[what]
+        assert before["summary"] == after["summary"], what
+        assert set(before["classes"]) <= set(after["classes"]), what
+        assert before["cells"] == after["cells"] and before["row"] == after["row"], what
+        assert before["outputs"] == after["outputs"][: len(before["outputs"])], what
+    assert live["run"]["build"] == saved["run"]["build"] or not live["run"]["build"]
 
 
 def assert_rendered(page) -> None:
@@ -172,14 +368,87 @@ def assert_rendered(page) -> None:
     assert "hello from bash" in page.locator(".jp-Cell").nth(3).inner_text()
 
 
-def sort_by_duration_and_expand_error(page) -> None:
+def sort_with_the_keyboard_and_expand_error(page) -> None:
+    """Tab reaches the sortable titles (buttons), Enter sorts, the th says the order."""
     tools = page.locator(".jsb-trace .jsb-call .jsb-tool")
-    assert tools.all_inner_texts() == ["add", "slow", "slow", "fail"]
-    header = page.locator(".jsb-trace th[data-key='duration']")
-    header.click()
-    header.click()  # descending: the two slow calls first
+    assert tools.all_inner_texts() == ["add", "fail", "slow", "slow"]
+    headers = page.locator(".jsb-trace th[data-key]")
+    assert headers.evaluate_all("hs => hs.map(h => h.getAttribute('aria-sort'))") == [
+        "ascending",
+        "none",
+        "none",
+        "none",
+        "none",
+    ]
+    page.locator(".jsb-trace th[data-key='call_id'] button").focus()
+    focused = [page.evaluate("() => document.activeElement.textContent")]
+    for _ in range(2):
+        page.keyboard.press("Tab")  # 'call' and 'result' do not sort: Tab skips them
+        focused.append(page.evaluate("() => document.activeElement.textContent"))
+    assert focused == ["#", "tool", "duration"]
+    page.keyboard.press("Enter")
+    page.keyboard.press("Enter")  # descending: the two slow calls first
+    duration = page.locator(".jsb-trace th[data-key='duration']")
+    assert duration.get_attribute("aria-sort") == "descending"
+    assert headers.first.get_attribute("aria-sort") == "none"
     assert tools.all_inner_texts()[:2] == ["slow", "slow"]
+    assert page.evaluate("() => document.activeElement.textContent") == "duration"
+    page.screenshot(path=SCREENSHOTS / "lab-reopened-sorted-by-keyboard.png")
     error = page.locator(".jsb-trace .jsb-call.jsb-error details")
-    error.locator("summary").click()
+    error.locator("summary").focus()
+    page.keyboard.press("Enter")
     assert "boom from the tool" in error.locator("pre").inner_text()
     assert error.get_attribute("open") is not None
+
+
+def assert_bars_have_text(page) -> None:
+    labels = page.locator(".jsb-trace .jsb-bar").evaluate_all(
+        "bars => bars.map(b => [b.getAttribute('role'), b.getAttribute('aria-label'), b.title])"
+    )
+    assert len(labels) == 4
+    for role, label, title in labels:
+        assert role == "img" and label == title
+        assert label.startswith("starts at ") and ", takes " in label
+
+
+CONTRAST_JS = """() => {
+    const rgb = c => c.match(/[\\d.]+/g).map(Number);
+    const background = n => {
+        for (; n; n = n.parentElement) {
+            const c = rgb(getComputedStyle(n).backgroundColor);
+            if (c.length < 4 || c[3] > 0) return c.slice(0, 3);
+        }
+        return [255, 255, 255];
+    };
+    const pick = '.jsb td, .jsb-error > summary, .jsb-summary, .jsb-sort, .jsb-build-current';
+    return Array.from(document.querySelectorAll(pick)).filter(n => n.offsetParent).map(n => {
+        const fg = rgb(getComputedStyle(n).color);
+        const bg = background(n);
+        const alpha = fg.length > 3 ? fg[3] : 1;  // a translucent colour drawn over its background
+        const shown = fg.slice(0, 3).map((c, i) => c * alpha + bg[i] * (1 - alpha));
+        return [n.className, n.closest('.jsb-error') !== null, shown, bg];
+    });
+}"""
+
+
+def wcag_ratio(fg: list[float], bg: list[float]) -> float:
+    """WCAG 2 contrast ratio of two sRGB colours (0-255 channels)."""
+
+    def luminance(rgb: list[float]) -> float:
+        linear = [
+            c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+            for c in (v / 255 for v in rgb)
+        ]
+        return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+    light, dark = sorted((luminance(fg), luminance(bg)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
+def assert_contrast(page) -> None:
+    """Text we colour (error rows and summaries, titles, headers) is >= 4.5:1 on what it is
+    drawn over, measured from the rendered colours."""
+    measured = page.evaluate(CONTRAST_JS)
+    assert any(error for _, error, _, _ in measured)  # the error text is among them
+    ratios = [(name, fg, bg, wcag_ratio(fg, bg)) for name, _, fg, bg in measured]
+    assert [item for item in ratios if item[3] < 4.5] == []

@@ -8,10 +8,11 @@ nbconvert, text in a terminal); and no widget model exists that could be left op
 saved mid-run (or whose kernel died) keeps the last live record, which renders without a kernel.
 
 A live record has the final record's keys, ``status: "running"`` and ``live.summary`` (the
-headline while it runs, shared by every renderer). It stays bounded however long the run: the
-last `LIVE_CALLS` calls plus counts, the last `LOG_TAIL` build log lines. Events update plain
-Python state under a lock (microseconds, any thread); `record` builds the dict when the
-throttle asks for a render.
+headline while it runs, shared by every renderer; no clock in it: it is redrawn only when
+something happens, and a clock that stops would say the run stopped). It stays bounded
+however long the run: the last `LIVE_CALLS` calls plus counts, the last `LOG_TAIL` build log
+lines. Events update plain Python state under a lock (microseconds, any thread); `record`
+builds the dict when the throttle asks for a render.
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ class LiveTrace:
         shown = f", showing the last {len(calls)}" if started > len(calls) else ""
         noun = "call" if started == 1 else "calls"
         summary = (
-            f"orchestrate running {fmt.seconds(span)}: {started} tool {noun} "
+            f"orchestrate running: {started} tool {noun} "
             f"({running} running, {failed} failed{shown})"
         )
         return {
@@ -195,7 +196,7 @@ class LiveRun:
             "stdout": "",
             "stderr": "",
             "inputs": {},
-            "live": {"summary": f"{headline} ({fmt.seconds(duration)})"},
+            "live": {"summary": headline},
         }
 
 

@@ -36,6 +36,13 @@ export function el<K extends keyof HTMLElementTagNameMap>(
   return node;
 }
 
+/** Keys pressed on `node` (Enter, Space) act on it: JupyterLab's command-mode shortcuts
+ * (Enter = edit the cell) would otherwise take them from a focused button or summary. */
+export function ownKeys<T extends HTMLElement>(node: T): T {
+  node.setAttribute('data-lm-suppress-shortcuts', '');
+  return node;
+}
+
 // eslint-disable-next-line no-control-regex
 const ANSI = /\x1b\[[0-9;?]*[A-Za-z]/g;
 
@@ -50,7 +57,7 @@ export function details(summary: string, body: string, open = false, className =
   const node = el('details', className);
   node.dataset.jsbKey = `${className}:${summary}`;
   node.open = open;
-  node.appendChild(el('summary', '', summary));
+  node.appendChild(ownKeys(el('summary', '', summary)));
   node.appendChild(el('pre', 'jsb-pre', plain(body)));
   return node;
 }

@@ -6,7 +6,7 @@
  * stdout is not repeated here: the cell's stream outputs show it.
  */
 
-import { details, el, seconds } from './format';
+import { details, el, ownKeys, seconds } from './format';
 import { ISortState } from './keep';
 import {
   ICallRecord,
@@ -201,11 +201,11 @@ class CallTable {
     }
     table.appendChild(el('thead')).appendChild(head);
     this.body = table.appendChild(el('tbody'));
-    this.more = el('button', 'jsb-more');
     // a scroll box of bounded height: 800 calls are 20 rows of the page, not 9,000 px of it
     const scroll = this.node.appendChild(el('div', 'jsb-scroll'));
     scroll.dataset.jsbKey = 'calls-scroll';
     scroll.appendChild(table);
+    this.more = ownKeys(el('button', 'jsb-more'));
     this.more.type = 'button';
     this.more.dataset.jsbKey = 'more';
     this.more.addEventListener('click', () => {
@@ -227,7 +227,7 @@ class CallTable {
     }
     const key = column.key;
     th.dataset.key = key;
-    const button = el('button', 'jsb-sort', column.title);
+    const button = ownKeys(el('button', 'jsb-sort', column.title));
     button.type = 'button';
     button.dataset.jsbKey = `sort-${key}`;
     button.addEventListener('click', () => this.sortBy(key));
@@ -269,7 +269,7 @@ class CallTable {
     for (const [index, child] of (call.children ?? []).entries()) {
       const box = el('details', 'jsb-child');
       box.dataset.jsbKey = `child-${call.call_id}-${index}`;
-      box.appendChild(el('summary', '', `${child.kind} record`));
+      box.appendChild(ownKeys(el('summary', '', `${child.kind} record`)));
       box.appendChild(this.renderChild(child));
       sig.appendChild(box);
     }
