@@ -23,6 +23,7 @@ from jupyter_sandbox._bounds import KEEP_EDGE, STREAM_TAIL
 from jupyter_sandbox.display import RUN_MIME, TRACE_MIME
 
 LOAD = "%load_ext jupyter_sandbox"
+SHOTS = Path(__file__).resolve().parent.parent / "artifacts" / "screenshots"
 
 TOOLS = """
 import os, time
@@ -271,7 +272,7 @@ def test_a_long_trace_is_contained_in_jupyterlab_and_the_html_export():
     """800 calls drew 500 rows inline (9,222 px). Now: a tool summary, a one-line note of what
     the record dropped, and the call table in a scroll box, in the saved view (JupyterLab, our
     renderer, no kernel; light and dark) and in the static HTML export."""
-    from _jupyterlab import CHROMIUM, Lab, notebook_js
+    from _jupyterlab import CHROMIUM, Lab
 
     from jupyter_sandbox.display import _html
     from jupyter_sandbox.display._mime import bundle
@@ -279,14 +280,13 @@ def test_a_long_trace_is_contained_in_jupyterlab_and_the_html_export():
     playwright = pytest.importorskip("playwright.sync_api")
     record_ = long_trace(800)
     assert record_["dropped"] > 0
-    shots = Path(__file__).resolve().parent.parent / "artifacts" / "screenshots"
-    shots.mkdir(parents=True, exist_ok=True)
+    SHOTS.mkdir(parents=True, exist_ok=True)
     with playwright.sync_playwright() as p, tempfile.TemporaryDirectory() as tmp:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         page = browser.new_page(viewport={"width": 1200, "height": 900})
         page.set_content(_html.render(record_))
         assert_contained(page, ".jsb", ".jsb-scroll", ".jsb-tools")
-        page.screenshot(path=shots / "export-long-trace.png", full_page=True)
+        page.screenshot(path=SHOTS / "export-long-trace.png", full_page=True)
 
         root = Path(tmp) / "root"
         root.mkdir()
@@ -300,20 +300,79 @@ def test_a_long_trace_is_contained_in_jupyterlab_and_the_html_export():
             page.wait_for_selector(".jsb-trace .jsb-tools", timeout=60_000)
             assert_contained(page, ".jsb-trace", ".jsb-scroll", ".jsb-tools")
             assert "800 tool calls, 4 failed" in page.locator(".jsb-summary").inner_text()
-            for theme, name in (("JupyterLab Light", "light"), ("JupyterLab Dark", "dark")):
-                notebook_js(
-                    page,
-                    "return app.commands.execute('apputils:change-theme', arg);",
-                    {"theme": theme},
-                )
-                page.wait_for_function(
-                    "(t) => document.body.dataset.jpThemeName === t", arg=theme, timeout=30_000
-                )
-                page.wait_for_selector("#jupyterlab-splash", state="detached", timeout=60_000)
-                page.screenshot(path=shots / f"lab-long-trace-{name}.png")
+            screenshots(page, "lab-long-trace")
         finally:
             lab.stop()
             browser.close()
+
+
+LIVE_TRACE = """%%orchestrate --in FLAG
+for i in range(300):
+    add(i, 1)
+wait_for(FLAG)
+"""
+
+
+@pytest.mark.browser
+def test_a_long_trace_is_contained_while_it_runs_in_jupyterlab():
+    """The live view (the growing record, drawn by our renderer) of a cell that made 300 calls
+    and waits on a tool: the per-tool summary counts all 300, the latest calls scroll in their
+    box. The test then lets the tool return and sees the final record."""
+    from _jupyterlab import CHROMIUM, Lab, run_all, wait_all_executed, wait_kernel_ready
+
+    playwright = pytest.importorskip("playwright.sync_api")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with playwright.sync_playwright() as p, tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "root"
+        root.mkdir()
+        flag = Path(tmp) / "flag"
+        nb = nbformat.v4.new_notebook()
+        setup = f"{LOAD}\n{TOOLS}\nFLAG = {str(flag)!r}"
+        nb.cells = [nbformat.v4.new_code_cell(setup), nbformat.v4.new_code_cell(LIVE_TRACE)]
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+        nbformat.write(nb, root / "live.ipynb")
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        lab = Lab(root, Path(tmp) / "home")
+        try:
+            page = browser.new_page(viewport={"width": 1200, "height": 900})
+            lab.open(page, "live.ipynb")
+            wait_kernel_ready(page)
+            run_all(page)
+            page.wait_for_function(
+                "() => [...document.querySelectorAll('.jsb-status-running .jsb-tools tr')]"
+                ".some(r => r.innerText.split(/\\s+/).slice(0, 2).join(' ') === 'add 300')",
+                timeout=120_000,
+            )
+            summary = page.locator(".jsb-summary").inner_text()
+            assert "301 tool calls (1 running, 0 failed, showing the last 100)" in summary
+            box = page.locator(".jsb-scroll").first
+            height, scrolls = box.evaluate(
+                "(n) => [n.clientHeight, n.scrollHeight > n.clientHeight]"
+            )
+            assert height <= 400 and scrolls
+            screenshots(page, "lab-live-long-trace")
+            flag.touch()
+            wait_all_executed(page, timeout_ms=120_000)
+            page.wait_for_selector(".jsb-trace.jsb-status-ok .jsb-tools")
+            assert "301 tool calls, 0 failed" in page.locator(".jsb-summary").inner_text()
+        finally:
+            lab.stop()
+            browser.close()
+
+
+def screenshots(page: Any, name: str) -> None:
+    """``artifacts/screenshots/<name>-light.png`` and ``-dark.png`` of the page as it is."""
+    from _jupyterlab import notebook_js
+
+    for theme, suffix in (("JupyterLab Light", "light"), ("JupyterLab Dark", "dark")):
+        notebook_js(
+            page, "return app.commands.execute('apputils:change-theme', arg);", {"theme": theme}
+        )
+        page.wait_for_function(
+            "(t) => document.body.dataset.jpThemeName === t", arg=theme, timeout=30_000
+        )
+        page.wait_for_selector("#jupyterlab-splash", state="detached", timeout=60_000)
+        page.screenshot(path=SHOTS / f"{name}-{suffix}.png")
 
 
 def assert_contained(page: Any, root: str, scroll: str, tools: str) -> None:
