@@ -11,6 +11,7 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from html import escape as html_escape
 from typing import Any
 
 import pytest
@@ -269,3 +270,35 @@ def test_limit_errors_name_their_option(tools, capsys, options, body, option) ->
     error, _ = _run(tools, capsys, f"%%orchestrate {options}\n{body}")
     assert f"raise it with {option}" in str(error)
     assert "=" not in str(error).split("raise it with")[1]  # the option, not "/ max_calls="
+
+
+def test_saved_notebook_shows_each_error_once() -> None:
+    """A notebook run headless (nbclient) and saved: the failed cell's record and its error
+    output do not repeat each other, and the error output has the caret at the editor's line."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell("%load_ext jupyter_sandbox\n" + TOOLS),
+        nbformat.v4.new_code_cell('%%orchestrate\nx = 1\ny = add("a", 2)'),
+        nbformat.v4.new_code_cell("%%orchestrate\nx = 1\nboom(x)"),
+    ]
+    NotebookClient(nb, kernel_name="python3", allow_errors=True, timeout=120).execute()
+    for cell, said in ((nb.cells[1], "Argument to function `add`"), (nb.cells[2], "bad {x}")):
+        (error,) = [o for o in cell.outputs if o.output_type == "error"]
+        records = [o for o in cell.outputs if TRACE_MIME in o.get("data", {})]
+        assert records and records[-1].data[TRACE_MIME]["raised"] is True
+        assert said not in records[-1].data["text/plain"]  # the record leaves it to the error
+        html = records[-1].data["text/html"]
+        # in HTML only a failed call's own host traceback, collapsed in its row (a caught tool
+        # error has no error output: the row is its home)
+        for found in re.finditer(re.escape(html_escape(said)), html):
+            opened = html.rfind("<details", 0, found.start())
+            assert opened > html.rfind("</details>", 0, found.start())
+            assert not html[opened:].startswith("<details open")
+        assert "\n".join(error.traceback).count(said) == 1
+    (typed,) = [o for o in nb.cells[1].outputs if o.output_type == "error"]
+    assert '  File "<cell>", line 3\n    y = add("a", 2)\n            ^^^' in "\n".join(
+        typed.traceback
+    )
