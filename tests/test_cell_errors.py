@@ -204,6 +204,12 @@ def test_sandbox_without_network_says_which_option(shell, capsys) -> None:
 
 
 @pytest.mark.docker
+def test_sandbox_timeout_says_which_option(shell, capsys) -> None:
+    error, _ = _run(shell, capsys, "%%sandbox --timeout 1\nimport time\ntime.sleep(60)")
+    assert str(error) == "timed out after 1 s (raise it with --timeout)"
+
+
+@pytest.mark.docker
 def test_sandbox_missing_module_says_which_option(shell, capsys) -> None:
     error, _ = _run(shell, capsys, "%%sandbox\nimport yaml")
     assert str(error).endswith("install the package that provides 'yaml' with --packages")
