@@ -124,6 +124,21 @@ def test_the_html_export_keeps_spaces_and_order(browser) -> None:
     assert "echo('two  spaces,   three and\\ta tab')" in page.locator(".jsb-calls").inner_text()
 
 
+def in_both_themes(page: Any) -> Iterator[str]:
+    """Switch JupyterLab to its light, then its dark theme; yields "light", "dark" once each
+    theme is drawn (switching reloads the theme's CSS behind a splash screen)."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    for theme, name in (("JupyterLab Light", "light"), ("JupyterLab Dark", "dark")):
+        notebook_js(
+            page, "return app.commands.execute('apputils:change-theme', arg);", {"theme": theme}
+        )
+        page.wait_for_function(
+            "(t) => document.body.dataset.jpThemeName === t", arg=theme, timeout=120_000
+        )
+        page.wait_for_selector("#jupyterlab-splash", state="detached", timeout=120_000)
+        yield name
+
+
 def test_jupyterlab_renders_previews_as_repr(browser) -> None:
     """The saved records in JupyterLab (our MIME renderer, no kernel): the value line and the
     value tables show repr's spaces and order, light and dark."""
@@ -147,22 +162,12 @@ def test_jupyterlab_renders_previews_as_repr(browser) -> None:
         try:
             page = browser.new_page(viewport={"width": 1100, "height": 700})
             lab.open(page, "previews.ipynb")
-            page.wait_for_selector(".jsb-run .jsb-preview", timeout=60_000)
+            page.wait_for_selector(".jsb-run .jsb-preview", timeout=120_000)
             assert page.locator(".jsb-value code").inner_text() == "{'b': 'b  b', 'a': 1}"
             shown = page.locator(".jsb-run .jsb-preview").all_inner_texts()
             assert shown == [repr(SPACED), repr(unsorted())]
             assert repr(SPACED) in page.locator(".jsb-trace .jsb-signature").first.inner_text()
-            SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-            for theme, name in (("JupyterLab Light", "light"), ("JupyterLab Dark", "dark")):
-                notebook_js(
-                    page,
-                    "return app.commands.execute('apputils:change-theme', arg);",
-                    {"theme": theme},
-                )
-                page.wait_for_function(
-                    "(t) => document.body.dataset.jpThemeName === t", arg=theme, timeout=30_000
-                )
-                page.wait_for_selector("#jupyterlab-splash", state="detached", timeout=60_000)
+            for name in in_both_themes(page):
                 page.screenshot(path=SCREENSHOTS / f"lab-previews-{name}.png")
         finally:
             lab.stop()
@@ -374,17 +379,8 @@ def test_jupyterlab_highlights_the_attempts(shell, browser) -> None:
             page = browser.new_page(viewport={"width": 1100, "height": 600})
             lab.open(page, "codemode.ipynb")
             code = page.locator(".jp-OutputArea .jp-RenderedMarkdown pre code").first
-            code.wait_for(timeout=60_000)
-            for theme, name in (("JupyterLab Light", "light"), ("JupyterLab Dark", "dark")):
-                notebook_js(
-                    page,
-                    "return app.commands.execute('apputils:change-theme', arg);",
-                    {"theme": theme},
-                )
-                page.wait_for_function(
-                    "(t) => document.body.dataset.jpThemeName === t", arg=theme, timeout=30_000
-                )
-                page.wait_for_selector("#jupyterlab-splash", state="detached", timeout=60_000)
+            code.wait_for(timeout=120_000)
+            for name in in_both_themes(page):
                 assert code.inner_text() == LOOP
                 colours = code.evaluate(
                     "(c) => Object.fromEntries([...c.querySelectorAll('span')].map("
@@ -458,16 +454,7 @@ def test_jupyterlab_rerun_replaces_the_inserted_cell(browser) -> None:
             assert len(sources(page)) == 3
             said = page.locator(".jp-Cell").nth(1).locator(".jp-OutputArea").inner_text()
             assert f"not inserted again: the cell below marked `{mark}`" in said
-            for theme, name in (("JupyterLab Light", "light"), ("JupyterLab Dark", "dark")):
-                notebook_js(
-                    page,
-                    "return app.commands.execute('apputils:change-theme', arg);",
-                    {"theme": theme},
-                )
-                page.wait_for_function(
-                    "(t) => document.body.dataset.jpThemeName === t", arg=theme, timeout=30_000
-                )
-                page.wait_for_selector("#jupyterlab-splash", state="detached", timeout=60_000)
+            for name in in_both_themes(page):
                 page.screenshot(path=SCREENSHOTS / f"lab-codemode-insert-{name}.png")
         finally:
             lab.stop()
