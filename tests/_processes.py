@@ -13,7 +13,9 @@ def watchdog_of(pid: int) -> int | None:
             state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except (OSError, IndexError):
             continue
-        ours = b"jupyter_sandbox.sandbox._watchdog" in args and str(pid).encode() in args
+        ours = any(b"jupyter_sandbox.sandbox._watchdog" in a for a in args) and (
+            str(pid).encode() in args
+        )
         if ours and state != "Z":  # a zombie watchdog has ended: its parent has not waited yet
             return int(entry.name)
     return None

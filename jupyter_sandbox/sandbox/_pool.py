@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING
 
 from .._errors import ContainerError
 from .._owner import temp_prefix
+from . import _watchdog
 from ._baseimage import SANDBOX_UID
 from ._client import KIND, LABEL, owner_labels
 from ._io import INPUTS, OUTPUTS, PROGRAM
@@ -180,8 +181,6 @@ def lifetime(limits: ContainerLimits) -> int:
 
 
 def _start(client: DockerClient, image: str, limits: ContainerLimits) -> Slot:
-    from . import _watchdog  # here, not at the top: it also runs as ``python -m`` (no re-import)
-
     _watchdog.ensure_started()
     res = limits.resources
     uid = fresh_uid() if _host_uids(client) else SANDBOX_UID

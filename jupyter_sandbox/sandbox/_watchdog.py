@@ -5,13 +5,14 @@ killed with SIGKILL, by the OOM killer, or by a Jupyter server that stops waitin
 handler: its spare and running containers would stay until another kernel loads the extension
 (the reaper in ``_manage``) or their own ``sleep`` ends (minutes later).
 
-So the first container a process starts also starts this watchdog: ``python -m
-jupyter_sandbox.sandbox._watchdog <pid> <token> <host>``. Its stdin is the read end of a pipe
-whose write end only the kernel holds (a pipe's ends are not inherited by the programs a kernel
-runs: Python opens them close-on-exec). The kernel never writes; when it ends by any means the
-operating system closes the write end, the watchdog's read returns end-of-file, and it removes
-the containers labelled with that kernel's identity (`_client.owner_labels`) and the temp
-folders of dead kernels (`_manage.reap_folders`), then exits. At a clean exit the atexit handler
+So the first container a process starts also starts this watchdog: a bare Python running
+`WAITER`, which imports nothing until it is needed (~8 MB while it waits, where this package's
+imports take ~34 MB). Its stdin is the read end of a pipe whose write end only the kernel holds
+(a pipe's ends are not inherited by the programs a kernel runs: Python opens them
+close-on-exec). The kernel never writes; when it ends by any means the operating system closes
+the write end, the watchdog's read returns end-of-file, and `clean_up` removes the containers
+labelled with that kernel's identity (`_client.owner_labels`) and the temp folders of dead
+kernels (`_manage.reap_folders`); then the watchdog exits. At a clean exit the atexit handler
 has removed everything already and the watchdog finds nothing.
 
 The watchdog runs in a session of its own, so neither a terminal's Ctrl-C nor a server
@@ -44,10 +45,21 @@ _held: list[object] = []
 """The watchdog's `Popen` and the pipe's write end: kept open for the life of the process."""
 
 
+WAITER = f"""import os, sys
+while os.read(0, 4096):
+    pass
+from {__name__} import clean_up
+clean_up(*sys.argv[1:])
+"""
+"""The watchdog's program: wait for end-of-file on stdin, then import and clean up."""
+
+
 def command(labels: dict[str, str]) -> list[str]:
-    """The watchdog's command line for the owner ``labels`` name (`_client.owner_labels`)."""
+    """The watchdog's command line for the owner ``labels`` name (`_client.owner_labels`).
+    ``-P``: the kernel's working folder is not put on the watchdog's ``sys.path``, where a
+    notebook's own ``docker.py`` would shadow the SDK."""
     owner = (labels[OWNER_PID], labels[OWNER_START], labels[OWNER_HOST])
-    return [sys.executable, "-m", __name__, *owner]
+    return [sys.executable, "-P", "-c", WAITER, *owner]
 
 
 def _environment() -> dict[str, str]:
@@ -105,10 +117,8 @@ def sweep(pid: str, token: str, host: str) -> list[str]:
     return removed
 
 
-def main(pid: str, token: str, host: str) -> None:
-    """Wait for end-of-file on stdin (the kernel has gone), then clean up after it."""
-    while os.read(0, 4096):
-        pass
+def clean_up(pid: str, token: str, host: str) -> None:
+    """The kernel has gone: remove its containers, and dead kernels' temp folders."""
     from ._manage import reap_folders
 
     with contextlib.suppress(Exception):  # nobody to tell: stderr is /dev/null
@@ -117,7 +127,3 @@ def main(pid: str, token: str, host: str) -> None:
         sweep(pid, token, host)
     with contextlib.suppress(OSError):
         reap_folders()
-
-
-if __name__ == "__main__":
-    main(*sys.argv[1:4])
