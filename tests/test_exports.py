@@ -386,3 +386,21 @@ def assert_contained(page: Any, root: str, scroll: str, tools: str) -> None:
     height, scrolls = box.evaluate("(n) => [n.clientHeight, n.scrollHeight > n.clientHeight]")
     assert height <= 400 and scrolls
     assert page.locator(root).first.bounding_box()["height"] < 900
+
+
+@pytest.mark.docker
+def test_a_sandbox_tools_output_shows_once_in_its_run_record(docker_engine):
+    """A sandbox used as a tool does not stream into the cell: its run's record (nested in the
+    call) is where its output is, as a tail that says how much it was."""
+    from jupyter_sandbox import create, orchestrate, tool
+    from jupyter_sandbox.display import _html
+
+    code = "for i in range(3000):\n    print(f'tool line {i:04}')\nresult = x"
+    echo = tool(create("echo", code=code, inputs={"x": int}, outputs={"result": int}))
+    result = orchestrate("await echo(7)", tools=[echo])
+    ((child,),) = [call["children"] for call in result.to_record()["calls"]]
+    assert child["stdout_chars"] == 3000 * len("tool line 0000\n")
+    assert child["stdout"].endswith("tool line 2999\n") and "tool line 0000" not in child["stdout"]
+    html = _html.render(result.to_record())
+    assert html.count("tool line 2999") == 1
+    assert f"stdout (last {len(child['stdout']):,} of 45,000 characters)" in html

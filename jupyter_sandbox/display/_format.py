@@ -103,6 +103,20 @@ def orchestrate_summary(record: dict[str, Any]) -> str:
     )
 
 
+def stream_tails(record: dict[str, Any]) -> list[tuple[str, str]]:
+    """``(label, text)`` of each stream a record keeps, for a run nested in a trace (a sandbox
+    used as a tool): its output never streamed into the cell, so the record's tail is the only
+    copy. The label says when the tail is not all of it."""
+    tails = []
+    for name in ("stdout", "stderr"):
+        text = str(record.get(name) or "")
+        size = int(record.get(f"{name}_chars") or len(text))
+        if text:
+            cut = f" (last {len(text):,} of {size:,} characters)" if size > len(text) else ""
+            tails.append((name + cut, text))
+    return tails
+
+
 def call_count(record: dict[str, Any]) -> int:
     """Every call the run made: those the record lists plus those it dropped (see `_bounds`); a
     live record lists the latest calls and counts them all."""

@@ -91,7 +91,12 @@ def _call_row(call: dict[str, Any], span: float) -> str:
     else:
         result = escape(fmt.clip(str(call.get("result")))) if end is not None else ""
     children = "".join(
-        _details(f"{escape(child.get('kind', 'record'))} record", None, render(child))
+        _details(
+            f"{escape(child.get('kind', 'record'))} record",
+            None,
+            render(child)
+            + "".join(_details(label, text) for label, text in fmt.stream_tails(child)),
+        )
         for child in call.get("children", [])
     )
     replayed = " (replayed)" if call.get("replayed") else ""

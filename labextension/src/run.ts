@@ -81,6 +81,25 @@ export function renderRun(record: IRunRecord): HTMLElement {
   return root;
 }
 
+/** A run's streams as its record keeps them (a tail), collapsed: for a run nested in a trace (a
+ * sandbox used as a tool), whose output never streamed into the cell. As `stream_tails` in
+ * jupyter_sandbox/display/_format.py. */
+export function streamTails(record: IRunRecord): HTMLElement[] {
+  const tails: HTMLElement[] = [];
+  for (const name of ['stdout', 'stderr'] as const) {
+    const text = record[name] ?? '';
+    const size = record[`${name}_chars`] ?? text.length;
+    if (text) {
+      const cut =
+        size > text.length
+          ? ` (last ${text.length.toLocaleString('en')} of ${size.toLocaleString('en')} characters)`
+          : '';
+      tails.push(details(name + cut, text, false, `jsb-${name}`));
+    }
+  }
+  return tails;
+}
+
 /** State, a progress bar on Docker's step count and the steps reached; the log goes below
  * the run's error (see `renderRun`) so a failed build shows its one line first. */
 function renderBuild(build: IBuildRecord): HTMLElement {

@@ -8,6 +8,7 @@
 
 import { details, el, ownKeys, seconds } from './format';
 import { ISortState } from './keep';
+import { streamTails } from './run';
 import {
   ICallRecord,
   IRecord,
@@ -271,6 +272,9 @@ class CallTable {
       box.dataset.jsbKey = `child-${call.call_id}-${index}`;
       box.appendChild(ownKeys(el('summary', '', `${child.kind} record`)));
       box.appendChild(this.renderChild(child));
+      if (child.kind === 'sandbox') {
+        box.append(...streamTails(child)); // a tool's run did not stream into the cell
+      }
       sig.appendChild(box);
     }
     tr.appendChild(sig);
