@@ -287,6 +287,7 @@ def see_live_views(page, name: str, *, build: bool = True) -> dict:
     )
     looks = {"trace": look_of(trace)}
     trace.screenshot(path=SCREENSHOTS / f"lab-live-trace-{name}.png")
+    assert_contrast(page)  # the live error row, in this theme
     assert "orchestrate running" in trace.locator(".jsb-summary").inner_text()
     wait_cell_done(page, 1)
 
@@ -295,6 +296,7 @@ def see_live_views(page, name: str, *, build: bool = True) -> dict:
     if build:
         run.locator(".jsb-run.jsb-status-running .jsb-build-step").wait_for(timeout=300_000)
         run.screenshot(path=SCREENSHOTS / f"lab-live-build-{name}.png")
+        assert_contrast(page)  # the live build's current line too
         page.screenshot(path=SCREENSHOTS / "lab-live-build.png")
     # built, printed, still running: the printed line sits where it will stay
     run.locator(".jp-OutputArea-output", has_text="six 1.").wait_for(timeout=300_000)
@@ -420,7 +422,8 @@ CONTRAST_JS = """() => {
         }
         return [255, 255, 255];
     };
-    const pick = '.jsb td, .jsb-error > summary, .jsb-summary, .jsb-sort, .jsb-build-current';
+    const pick = ['.jsb td', 'tr.jsb-error td', '.jsb-error > summary', '.jsb-summary',
+        '.jsb-sort', '.jsb-build-current', '.jsb-muted'].join(', ');
     return Array.from(document.querySelectorAll(pick)).filter(n => n.offsetParent).map(n => {
         const fg = rgb(getComputedStyle(n).color);
         const bg = background(n);

@@ -6,7 +6,8 @@ The magics create a view per cell and feed it engine events::
     view.on_event(event)                  # any thread
     view.finish(record)                   # once, with the engine's JSON record
 
-Engines never import this package; it imports IPython and ipywidgets only when they are live.
+Engines never import this package; it imports IPython only when it is live. No widget is made:
+the live view is the final display's own MIME bundle, updated in place (see `_live`).
 """
 
 from __future__ import annotations
