@@ -16,7 +16,7 @@ import time
 import pytest
 from _processes import watchdog_of
 
-from jupyter_sandbox import create
+from jupyter_sandbox import SandboxCancelled, create
 from jupyter_sandbox.sandbox import reap_orphans
 from jupyter_sandbox.sandbox._pool import settle
 
@@ -63,7 +63,7 @@ def test_ctrl_c_removes_the_container(docker_engine):
         _thread.interrupt_main()
 
     threading.Thread(target=interrupt_when_running, daemon=True).start()
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(SandboxCancelled, match="interrupted: container stopped and removed"):
         sandbox.run()
     settle()  # only the spare started for a next run may remain: remove it
     assert not _containers_of(docker_engine, os.getpid())

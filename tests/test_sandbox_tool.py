@@ -108,7 +108,7 @@ def test_sandbox_magic_name_then_tool_in_orchestrate(shell):
 
 
 def test_calling_without_await_is_a_type_error(double):
-    with pytest.raises(OrchestrationError, match="not awaited"):
+    with pytest.raises(OrchestrationError, match=r"is async: write `await double\(\.\.\.\)`"):
         orchestrate("double(1)", tools=[double])
 
 
