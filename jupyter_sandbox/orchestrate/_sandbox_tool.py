@@ -79,6 +79,8 @@ class SandboxTool(Tool):
         self, call: ToolCall | None, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
         inputs = bind_inputs(self.name, list(self.sandbox.inputs), args, kwargs)
+        if call is not None:  # from orchestration code (the notebook may name its own paths)
+            _check_paths(self.name, self.sandbox.inputs, inputs)
         loop = asyncio.get_running_loop()
         slots = self._slots.get(loop)
         if slots is None:
@@ -152,6 +154,23 @@ def bind_inputs(
             + "; ".join(problems)
         )
     return inputs
+
+
+def _check_paths(name: str, declared: Mapping[str, str | None], inputs: Mapping[str, Any]) -> None:
+    """A `File`/`Dir` input takes a `File`/`Dir` the host made (a handle the code got from a
+    tool or an input), never a path the code wrote: ``create()`` reads a ``str`` there as a
+    host path, so ``await cat(json.loads('"/etc/shadow"'))`` (``Any`` passes the type check)
+    handed orchestration code every host file the kernel can read. A `TypeError` line, as for
+    any call that does not fit."""
+    from ..sandbox import Dir, File  # the Docker side: only sandbox tools get here
+
+    for key, tag in declared.items():
+        kind = File if tag == "file" else Dir if tag == "dir" else None
+        if kind is not None and not isinstance(inputs[key], kind):
+            raise TypeError(
+                f"{name}() input {key!r} takes a {kind.__name__} from a tool or an input, not a "
+                f"{type(inputs[key]).__name__}: orchestration code cannot name host paths"
+            )
 
 
 def _python_type(tag: str | None) -> Any:

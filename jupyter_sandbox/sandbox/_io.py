@@ -55,6 +55,10 @@ _SHOWN = 120
 _MAX_LINK = 4096
 _MAX_HOPS = 40
 """Links followed in one resolution, as the kernel allows."""
+MAX_DEPTH = 100
+"""Folders an input or output may nest. Python's own tree walkers recurse once or twice per
+level (``shutil.rmtree`` of a failed run's temp folder, ``copytree``, ``rglob``), so a
+1,200-deep output raised a raw `RecursionError` and left its folder behind."""
 _ODD = re.compile(r"[\x00-\x1f\x7f\udc80-\udcff]")
 """Control characters (terminal escapes) and undecodable bytes are refused in output names."""
 
@@ -188,37 +192,56 @@ def _copy_dir(name: str, root: Path, dest: Path) -> None:
 
     Each folder is opened from its parent's descriptor without following links, so a folder
     swapped for a link while the copy runs is refused instead of copied from elsewhere.
+
+    Depth first, one open folder per level (at most `MAX_DEPTH`): opening every subfolder of
+    a listing at once ran out of descriptors (``EMFILE``, a raw `OSError`) on a folder of 600
+    subfolders under a 512-descriptor limit.
     """
     dirs = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
     os.mkdir(dest)
     os.chmod(dest, 0o755)
-    pending = [(os.open(root, dirs | os.O_NOFOLLOW), root, dest)]
+    stack: list[tuple[int, Iterator[os.DirEntry[str]], Path, Path]] = []
+
+    def enter(fd: int, source_dir: Path, dest_dir: Path) -> None:
+        try:
+            with os.scandir(fd) as listing:
+                entries = list(listing)
+        except BaseException:
+            os.close(fd)
+            raise
+        stack.append((fd, iter(entries), source_dir, dest_dir))
+
     try:
-        while pending:
-            fd, source_dir, dest_dir = pending.pop()
-            try:
-                with os.scandir(fd) as listing:
-                    entries = list(listing)
-                for entry in entries:
-                    source, target = source_dir / entry.name, dest_dir / entry.name
-                    label = repr(f"{name}/{source.relative_to(root)}")
-                    if entry.is_symlink():
-                        _copy_link(name, root, source, target, label)
-                    elif entry.is_dir(follow_symlinks=False):
-                        os.mkdir(target)
-                        os.chmod(target, 0o755)
-                        pending.append((_open_in(fd, entry.name, dirs, label), source, target))
-                    elif entry.is_file(follow_symlinks=False):
-                        _copy_file(entry.name, target, label=label, dir_fd=fd)
-                    else:
-                        raise SandboxConfigError(
-                            f"input {name!r}: {label} is not a file, directory or link "
-                            "(a FIFO, socket or device cannot be sent)"
-                        )
-            finally:
+        enter(os.open(root, dirs | os.O_NOFOLLOW), root, dest)
+        while stack:
+            fd, entries, source_dir, dest_dir = stack[-1]
+            entry = next(entries, None)
+            if entry is None:
+                stack.pop()
                 os.close(fd)
+                continue
+            source, target = source_dir / entry.name, dest_dir / entry.name
+            label = repr(f"{name}/{source.relative_to(root)}")
+            if entry.is_symlink():
+                _copy_link(name, root, source, target, label)
+            elif entry.is_dir(follow_symlinks=False):
+                if len(stack) > MAX_DEPTH:
+                    raise SandboxConfigError(
+                        f"input {name!r}: {label[:_SHOWN]} is nested more than {MAX_DEPTH} "
+                        "folders deep"
+                    )
+                os.mkdir(target)
+                os.chmod(target, 0o755)
+                enter(_open_in(fd, entry.name, dirs, label), source, target)
+            elif entry.is_file(follow_symlinks=False):
+                _copy_file(entry.name, target, label=label, dir_fd=fd)
+            else:
+                raise SandboxConfigError(
+                    f"input {name!r}: {label} is not a file, directory or link "
+                    "(a FIFO, socket or device cannot be sent)"
+                )
     except BaseException:
-        for fd, _source, _dest in pending:
+        for fd, *_rest in stack:
             os.close(fd)
         raise
 
@@ -376,6 +399,8 @@ class _Tree:
 
         if any(p == ".." or _ODD.search(p) for p in parts):
             raise invalid("has a '..', control character or undecodable byte in its name")
+        if len(parts) > MAX_DEPTH + 1:
+            raise invalid(f"is nested more than {MAX_DEPTH} folders deep")
         if any(parts[:i] in self.links for i in range(1, len(parts))):
             raise invalid("lies under a link (the link would lead elsewhere)")
         path = self.root.joinpath(*parts)

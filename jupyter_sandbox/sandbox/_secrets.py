@@ -13,6 +13,7 @@ should not; code that means to leak a secret can always encode it first (base64,
 from __future__ import annotations
 
 import codecs
+import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -21,10 +22,38 @@ HIDDEN = "*** (holds a secret value)"
 """The preview of a value that holds a secret."""
 
 
+def forms(secrets: Iterable[str]) -> tuple[str, ...]:
+    """Each secret, plus the escaped spellings honest code prints it in without meaning to.
+
+    A secret holding a backslash, a quote, a newline or a control character reaches a
+    traceback as Python's ``repr`` writes it (``int(token)`` fails with
+    ``invalid literal for int(): 'pa\\ss'``), and reaches our own errors the same way (an
+    output that does not parse is quoted): masking only the raw text left those showing in
+    full. So the ``repr`` of the text and of its UTF-8 bytes (in both quote styles) and its
+    JSON escaping are masked too. A plain secret has no other form.
+    """
+    found: dict[str, None] = {}
+    for secret in secrets:
+        if not secret:
+            continue
+        found[secret] = None
+        for quoted in (repr(secret + "'\""), repr((secret + "'\"").encode())):
+            single = quoted[quoted.index("'") + 1 : -4]  # the ' style, with ' escaped
+            found[single] = None
+            found[single.replace("\\'", "'")] = None  # the " style Python picks for it's
+        found[json.dumps(secret)[1:-1]] = None
+        found[json.dumps(secret, ensure_ascii=False)[1:-1]] = None
+    return tuple(found)
+
+
 def mask(text: str, secrets: Iterable[str]) -> str:
-    """``text`` with every occurrence of each secret replaced (longest first, so a secret that
-    contains another is masked whole)."""
-    for secret in sorted(secrets, key=len, reverse=True):
+    """``text`` with every occurrence of each secret (in each of its `forms`) replaced, longest
+    first, so a secret that contains another is masked whole."""
+    return _mask(text, forms(secrets))
+
+
+def _mask(text: str, spellings: Iterable[str]) -> str:
+    for secret in sorted(spellings, key=len, reverse=True):
         text = text.replace(secret, MASK)
     return text
 
@@ -44,6 +73,7 @@ def holds_secret(value: Any, secrets: tuple[str, ...]) -> bool:
     """
     if not secrets:
         return False
+    secrets = forms(secrets)
     encoded = [s.encode() for s in secrets]
     todo, seen = [value], set()
     while todo:
@@ -93,20 +123,20 @@ class StreamMasker:
     """
 
     def __init__(self, secrets: tuple[str, ...]) -> None:
-        self.secrets = tuple(s for s in secrets if s)
+        self.secrets = forms(secrets)
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._pending = ""
 
     def feed(self, data: bytes) -> str:
         """The text of ``data`` that can be shown now, masked."""
-        text = mask(self._pending + self._decoder.decode(data), self.secrets)
+        text = _mask(self._pending + self._decoder.decode(data), self.secrets)
         keep = self._held(text)
         self._pending = text[len(text) - keep :]
         return text[: len(text) - keep]
 
     def flush(self) -> str:
         """The rest, at the end of the stream (a secret's prefix alone is not the secret)."""
-        text = mask(self._pending + self._decoder.decode(b"", final=True), self.secrets)
+        text = _mask(self._pending + self._decoder.decode(b"", final=True), self.secrets)
         self._pending = ""
         return text
 

@@ -1,0 +1,194 @@
+"""An adversarial review of the Docker side after issue 8's hardening: each test is an attack
+that broke (or degraded) a promise of the README's safety section, against the real engine.
+
+The attacks: orchestration code naming a host path for a sandbox tool's `File` input; a
+secret holding a backslash, quote or newline, which Python escapes in tracebacks and our
+errors quote; a `Dir` output nested 1,200 folders deep (a raw `RecursionError` from the temp
+folder's cleanup, which then stayed behind); a `Dir` input of more subfolders than the
+process may open files; a secret cut in half by the truncation of an error message.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jupyter_sandbox import (
+    ContainerError,
+    Dir,
+    File,
+    InvalidOutput,
+    NonZeroExit,
+    SandboxConfigError,
+    ToolError,
+    create,
+)
+from jupyter_sandbox.events import Output
+from jupyter_sandbox.orchestrate import orchestrate
+from jupyter_sandbox.orchestrate._tools import as_tool
+from jupyter_sandbox.sandbox._io import MAX_DEPTH
+from jupyter_sandbox.sandbox._pool import settle
+
+pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("no_leaked_containers")]
+
+CANARY = "root-only-canary-review-41c9"
+TOKEN = "TOKEN_UNDER_REVIEW"
+ESCAPABLE = "pa\\ss\nw\"o'rd-9"
+"""A secret with what ``repr`` escapes: a backslash, a newline and both quotes."""
+
+
+@pytest.fixture
+def host_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A private temp folder for every folder the engine makes on the host."""
+    private = tmp_path / "host-tmp"
+    private.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(private))
+    yield private
+    settle()
+
+
+def left_behind(host_tmp: Path) -> list[str]:
+    settle()
+    return sorted(p.name for p in host_tmp.iterdir())
+
+
+@pytest.fixture
+def canary(tmp_path: Path) -> Path:
+    path = tmp_path / "private" / "shadow"
+    path.parent.mkdir(mode=0o700)
+    path.write_text(CANARY)
+    os.chmod(path, 0o600)
+    return path
+
+
+def test_orchestration_code_cannot_name_a_host_path_for_a_sandbox_tools_file_input(canary):
+    """``json.loads`` returns ``Any``, which passes the type check: the string went to
+    ``create()``'s input staging as a host path and the container returned the file."""
+    cat = as_tool(
+        create("cat", code="content = open(f).read()", inputs={"f": File}, outputs={"c": str})
+    )
+    code = f"import json\nawait cat(json.loads('\"{canary}\"'))"
+    with pytest.raises(ToolError, match="takes a File from a tool or an input, not a str") as err:
+        orchestrate(code, tools=[cat])
+    assert CANARY not in str(err.value)
+    # the handles the host made still cross: an input, and a tool's own output
+    mine = canary.parent.parent / "mine.txt"
+    mine.write_text("mine")
+    echo = as_tool(
+        create(
+            "echo", code="content = open(f).read()", inputs={"f": File}, outputs={"content": str}
+        )
+    )
+    assert orchestrate("await echo(f)", tools=[echo], inputs={"f": File(mine)}).value == "mine"
+
+
+def _with_secret(monkeypatch: pytest.MonkeyPatch, **kwargs: Any) -> tuple[Any, list[str]]:
+    monkeypatch.setenv(TOKEN, ESCAPABLE)
+    shown: list[str] = []
+
+    def on_event(event: object) -> None:
+        if isinstance(event, Output):
+            shown.append(event.text)
+
+    sandbox = create("leak", secrets=[TOKEN], **kwargs)
+    with pytest.raises(ContainerError) as err:
+        sandbox.execute({}, on_event=on_event)
+    return err.value, shown
+
+
+def _escaped_forms() -> list[str]:
+    return [repr(ESCAPABLE)[1:-1], repr(ESCAPABLE.encode())[2:-1], "pa\\\\ss"]
+
+
+def test_a_secret_python_escapes_in_a_traceback_is_masked_there(monkeypatch):
+    """Honest code, ``int(token)``: the traceback quotes the token as ``repr`` writes it."""
+    error, shown = _with_secret(monkeypatch, code=f"import os\nint(os.environ[{TOKEN!r}])")
+    assert isinstance(error, NonZeroExit)
+    seen = "".join(shown) + str(error) + repr(error.record) + error.stderr_tail
+    assert "invalid literal for int()" in seen and "***" in seen
+    for form in _escaped_forms():
+        assert form not in seen
+
+
+def test_a_secret_our_error_quotes_for_an_unparsable_output_is_masked_there(monkeypatch):
+    code = f"import os\nopen('/var/outputs/x', 'w').write(os.environ[{TOKEN!r}])"
+    error, _shown = _with_secret(monkeypatch, code=code, outputs={"x": bool}, auto_io=False)
+    assert isinstance(error, InvalidOutput) and "not a bool" in str(error)
+    for form in _escaped_forms():
+        assert form not in str(error) + repr(error.record)
+
+
+DEEP = "p=/var/outputs/d; for i in $(seq 1200); do p=$p/a; done; mkdir -p $p && echo x > $p/f"
+
+
+def test_an_output_nested_past_the_depth_limit_is_one_line_and_leaves_no_folder(host_tmp):
+    """A 1,200-deep `Dir` next to a missing output: the failed run's temp folder could not be
+    removed (``shutil.rmtree`` recursed past Python's limit), a raw `RecursionError`."""
+    sandbox = create("deep", command=["sh", "-c", DEEP], outputs={"d": Dir, "m": File})
+    with pytest.raises(InvalidOutput, match=f"nested more than {MAX_DEPTH} folders deep") as err:
+        sandbox.run()
+    assert "\n" not in str(err.value)
+    assert left_behind(host_tmp) == []
+
+
+def test_an_output_within_the_depth_limit_comes_back_whole(host_tmp):
+    levels = MAX_DEPTH - 1  # folders under the output, then a file: MAX_DEPTH below it
+    script = f"p=/var/outputs/d; for i in $(seq {levels}); do p=$p/a; done; mkdir -p $p"
+    tree = create("ok", command=["sh", "-c", script + " && echo x > $p/f"], outputs={"d": Dir})
+    assert tree.run().path.joinpath(*["a"] * levels, "f").read_text() == "x\n"
+
+
+def test_a_dir_input_nested_past_the_depth_limit_is_one_config_line(tmp_path, host_tmp):
+    deep = tmp_path / "deep"
+    deep.joinpath(*["a"] * (MAX_DEPTH + 1)).mkdir(parents=True)
+    sandbox = create("count", command=["true"], inputs={"d": Dir})
+    with pytest.raises(SandboxConfigError, match=f"nested more than {MAX_DEPTH} folders deep"):
+        sandbox.run(d=Dir(deep))
+    assert left_behind(host_tmp) == []
+
+
+@pytest.fixture
+def few_descriptors() -> Iterator[int]:
+    """This process may open 256 files, as a kernel under a small ``ulimit -n`` may."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+    yield 256
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_a_dir_input_of_more_subfolders_than_open_files_allowed_is_copied(
+    tmp_path, few_descriptors
+):
+    """Every subfolder of a listing was opened at once: ``EMFILE`` as a raw `OSError`."""
+    wide = tmp_path / "wide"
+    for i in range(few_descriptors + 100):
+        (wide / f"s{i}").mkdir(parents=True)
+    (wide / "s7" / "f").write_text("in s7")
+    script = "ls /var/inputs/d | wc -l; cat /var/inputs/d/s7/f"
+    sandbox = create("count", command=["sh", "-c", script], inputs={"d": Dir})
+    assert sandbox.execute({"d": Dir(wide)}).stdout.split() == [
+        str(few_descriptors + 100),
+        "in",
+        "s7",
+    ]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="error text is cut to a bound (Python's int() at 200 characters, ours at 40/120) "
+    "before it is masked: a secret straddling the cut shows its first part, which masking "
+    "cannot recognise; open finding",
+)
+def test_a_secret_cut_by_a_truncated_error_never_shows_its_first_part(monkeypatch):
+    monkeypatch.setenv(TOKEN, "SECRETVALUE-0123456789")
+    code = f"import os\nopen('/var/outputs/x', 'w').write('1' * 190 + os.environ[{TOKEN!r}])"
+    sandbox = create("cut", code=code, outputs={"x": int}, secrets=[TOKEN], auto_io=False)
+    with pytest.raises(InvalidOutput) as err:
+        sandbox.run()
+    assert "SECRETVAL" not in str(err.value) + repr(err.value.record)
