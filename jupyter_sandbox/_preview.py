@@ -70,9 +70,17 @@ _repr = _OrderedRepr()
 
 
 def preview(value: object, limit: int = 200) -> str:
-    """``repr(value)`` cut to ``limit`` characters; never raises."""
+    """``repr(value)`` cut to ``limit`` characters; never raises, whatever a tool's object
+    raises from its ``__repr__`` (``SystemExit`` too, and an exception whose own repr fails),
+    except ``KeyboardInterrupt``: that may be the person's Ctrl-C, and stays theirs."""
     try:
         text = _repr.repr(value)
-    except Exception as exc:  # a user object's __repr__ may raise anything
-        text = f"<{type(value).__name__} (repr failed: {exc!r})>"
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # a user object's __repr__ may raise anything
+        try:
+            why = repr(exc)
+        except BaseException:
+            why = type(exc).__name__
+        text = f"<{type(value).__name__} (repr failed: {why})>"
     return text if len(text) <= limit else text[: limit - 1] + ELLIPSIS

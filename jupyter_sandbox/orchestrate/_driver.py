@@ -521,7 +521,10 @@ class Driver:
         tb = exc.__traceback__
         while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_HERE):
             tb = tb.tb_next
-        call.host_traceback = "".join(traceback.format_exception(type(exc), exc, tb))
+        try:  # it calls the exception's `__str__`, which may raise even SystemExit
+            call.host_traceback = "".join(traceback.format_exception(type(exc), exc, tb))
+        except BaseException:  # the run's thread: no Ctrl-C arrives here
+            call.host_traceback = call.error + "\n"
         self._last_tool_error = (exc, call)
         self.emit(CallFinished(call))
         return {"exception": for_sandbox(exc)}

@@ -54,6 +54,12 @@ def translate(
     if isinstance(exc, pm.MontyTypingError):
         return type_check_error(exc.display(), code)
     if isinstance(exc, pm.MontyCrashedError):
+        if exc.timed_out:  # one native step (``10**10**8``) outran the feed's own clock
+            return LimitExceeded(
+                f"time limit exceeded: the cell computed for more than {limits.timeout:g} s "
+                "(raise it with --timeout)",
+                limit="time",
+            )
         return OrchestrationError(f"the Monty worker crashed: {exc}")
     if not isinstance(exc, pm.MontyRuntimeError | pm.MontySyntaxError):
         return OrchestrationError(str(exc))
@@ -133,10 +139,12 @@ def _explain(message: str, span: str) -> str:
 
 def describe(exc: BaseException) -> str:
     """``ExcType: message`` for traces and errors; never raises, even when the exception's own
-    ``__str__`` does (a tool's exception is arbitrary code)."""
+    ``__str__`` does (a tool's exception is arbitrary code), ``SystemExit`` included: it runs
+    on a run's thread or the tool loop's, where no Ctrl-C arrives, and a raise there would
+    escape `orchestrate` raw or stop the tool loop."""
     try:
         message = str(exc)
-    except Exception as failure:
+    except BaseException as failure:  # see above
         message = f"<str() of the exception failed: {type(failure).__name__}>"
     return f"{type(exc).__name__}: {message}"
 

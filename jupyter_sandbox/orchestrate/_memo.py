@@ -140,14 +140,15 @@ def _same(a: Any, b: Any, depth: int, compared: set[tuple[int, int]]) -> bool:
         return True
     if type(a) is not type(b):
         return False
-    if isinstance(a, dict | list | tuple):
+    kind = type(a)  # not isinstance: it asks a handle's own `__class__`, which may raise
+    if issubclass(kind, dict | list | tuple):
         if depth >= MAX_DEPTH or len(a) != len(b):
             return False
         pair = (id(a), id(b))
         if pair in compared:  # equal when first compared, or the walk has already stopped
             return True
         compared.add(pair)
-        if isinstance(a, dict):
+        if issubclass(kind, dict):
             return a.keys() == b.keys() and all(_same(a[k], b[k], depth + 1, compared) for k in a)
         return all(_same(x, y, depth + 1, compared) for x, y in zip(a, b, strict=True))
     return is_plain(a) and bool(a == b)

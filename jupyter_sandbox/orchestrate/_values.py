@@ -35,6 +35,9 @@ _SCALARS: frozenset[type] = frozenset(
     }
 )
 _CONTAINERS: frozenset[type] = frozenset({list, tuple, set, frozenset})
+_WRITTEN_BY_REPR: frozenset[type] = _SCALARS - {type(None), bool, int, str, bytes}
+"""Data whose written-out size `data_size` takes from its repr (each is short to compute, and
+the walk stops at the limit, so ``[d] * 10**6`` costs at most the limit's worth)."""
 MAX_DEPTH = 64
 """Nesting levels that cross as data; deeper parts cross as handles (Monty's conversion
 recurses, and a 5000-deep list would overflow it)."""
@@ -73,7 +76,11 @@ def _plain(value: object, depth: int, seen: dict[int, bool]) -> bool:
 
 
 def _is_namedtuple(value: object) -> bool:
-    return isinstance(value, tuple) and hasattr(value, "_fields")
+    """Told by the type alone: ``isinstance`` and ``hasattr`` ask the object itself (its
+    ``__class__``, its ``__getattr__``), and a proxy a tool returns (a lazy object, an unbound
+    context-local) may raise there, or claim to be a tuple and iterate without end."""
+    kind = type(value)
+    return issubclass(kind, tuple) and hasattr(kind, "_fields")
 
 
 def to_sandbox(value: Any) -> Any:
@@ -119,9 +126,10 @@ def _to_sandbox(value: Any, depth: int, plain: dict[int, bool], done: dict[int, 
 def data_size(value: object, limit: int) -> int:
     """Roughly the bytes ``value`` takes once written out (its repr, JSON, a display
     message), counting shared references each time they appear, as writing them out does:
-    characters of text and bytes, `_HANDLE_SIZE` for anything else. Stops counting past
-    ``limit`` (and returns what it has, more than ``limit``), so a value that would write out
-    to gigabytes, or a cycle, costs only ``limit`` worth of walking."""
+    characters of text and bytes, digits of numbers, and `_HANDLE_SIZE` more for each item
+    (all a handle counts). Stops counting past ``limit`` (and returns what it has, more than
+    ``limit``), so a value that would write out to gigabytes, or a cycle, costs only
+    ``limit`` worth of walking."""
     total = 0
     stack = [value]
     while stack and total <= limit:
@@ -130,6 +138,10 @@ def data_size(value: object, limit: int) -> int:
         total += _HANDLE_SIZE
         if kind is str or kind is bytes:
             total += len(item)  # type: ignore[arg-type]
+        elif kind is int:  # its digits, without writing them (past 4300 `repr` refuses)
+            total += item.bit_length() * 3 // 10  # type: ignore[attr-defined]
+        elif kind in _WRITTEN_BY_REPR:  # a 4000-digit Decimal or a long path is no 8 bytes
+            total += len(repr(item))
         elif kind is dict or kind in _CONTAINERS or _is_namedtuple(item):
             if total + _HANDLE_SIZE * len(item) > limit:  # type: ignore[arg-type]
                 return total + _HANDLE_SIZE * len(item)  # type: ignore[arg-type]
