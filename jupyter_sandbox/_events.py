@@ -152,6 +152,9 @@ class RunStarted:
     name: str
     image: str
     attempt: int = 1
+    inputs: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Type and preview of each input, as the run's record shows them (a value holding a
+    secret shows as hidden): a live view shows them from the start, not only at the end."""
 
 
 @dataclass(frozen=True, slots=True)

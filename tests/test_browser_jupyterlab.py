@@ -304,6 +304,7 @@ def see_live_views(page, name: str) -> dict:
     if not live.count():
         pytest.fail("the sandbox cell ended before its live view was seen")
     looks["run"] = look_of(run)
+    assert "jsb-inputs" in looks["run"]["classes"]  # the inputs show from the start
     run.screenshot(path=SCREENSHOTS / f"lab-live-run-{name}.png")
     wait_cell_done(page, 2)
     return looks

@@ -129,7 +129,10 @@ def test_live_run_shows_the_build_then_the_run():
     assert "building: step 2 of 2" in shown.last("text/plain")
     for event in events[4:]:
         view.on_event(event)
-    view.on_event(RunStarted("train", "jupyter-sandbox:abc123"))
+    inputs = {"data": {"type": "list[int]", "preview": "[1, 2, 3]"}}
+    view.on_event(RunStarted("train", "jupyter-sandbox:abc123", inputs=inputs))
+    view._throttle.flush()
+    assert shown.last(RUN_MIME)["inputs"] == inputs  # shown from the start, as saved
     view.on_event(RunFinished("train", 0, 3.5, outputs={"score": 0.93}))
     view._throttle.flush()
     live = shown.last(RUN_MIME)
@@ -194,3 +197,22 @@ def test_events_from_many_threads_are_all_counted():
         "2000 tool calls (0 running, 0 failed, showing the last 100)"
     )
     assert len(live["calls"]) == 100
+
+
+def test_live_inputs_hide_a_secret_as_the_record_does():
+    from jupyter_sandbox.sandbox._record import SandboxRun
+
+    run = SandboxRun(
+        name="x",
+        image="i",
+        inputs={"token": "tok-s3cr3t-1", "n": 2},
+        input_types={"token": None, "n": "int"},
+        secrets=("s3cr3t",),
+    )
+    view = SandboxView(live=True)
+    shown = Shown(view)
+    view.on_event(RunStarted("x", "i", inputs=run.described_inputs()))
+    live = shown.last(RUN_MIME)["inputs"]
+    assert "s3cr3t" not in repr(shown.sent)
+    run.seal()
+    assert live == run.to_record()["inputs"]

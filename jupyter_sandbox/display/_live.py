@@ -129,6 +129,7 @@ class LiveRun:
             "attempts": 0,
             "cached": False,
             "outputs": {},
+            "inputs": {},
         }
         self._headline = "sandbox: starting"
 
@@ -162,7 +163,9 @@ class LiveRun:
             self._run["image"] = event.tag
             self._headline = f"image {event.tag}: {fmt.build_state(build)}"
         elif isinstance(event, RunStarted):
-            self._run.update(name=event.name, image=event.image, attempts=event.attempt)
+            self._run.update(
+                name=event.name, image=event.image, attempts=event.attempt, inputs=event.inputs
+            )
             self._headline = f"running {event.name} in {event.image} (attempt {event.attempt})"
         elif isinstance(event, RunFinished):
             outputs = {
@@ -195,7 +198,6 @@ class LiveRun:
             "build": build,
             "stdout": "",
             "stderr": "",
-            "inputs": {},
             "live": {"summary": headline},
         }
 

@@ -88,6 +88,11 @@ class SandboxRun:
         )
         self.secrets = ()
 
+    def described_inputs(self) -> dict[str, dict[str, str]]:
+        """The inputs as `to_record` shows them, before `seal` (``secrets`` still known)."""
+        hidden = {name for name, value in self.inputs.items() if holds_secret(value, self.secrets)}
+        return _describe(self.inputs, self.input_types, hidden)
+
     def _hidden(self, label: str) -> set[str]:
         return {name for kind, name in self.hidden if kind == label}
 

@@ -242,7 +242,7 @@ class Sandbox:
                     return
             for attempt in range(1, self.retries + 2):
                 run.attempts = attempt
-                emit(RunStarted(self.name, run.image, attempt))
+                emit(RunStarted(self.name, run.image, attempt, run.described_inputs()))
                 archive = work / f"outputs-{attempt}" if self.outputs else None
                 raw = run_container(
                     docker,
@@ -280,7 +280,7 @@ class Sandbox:
             return False
         run.outputs, run.stdout, run.stderr = hit["outputs"], hit["stdout"], hit["stderr"]
         run.cached, run.exit_code = True, 0
-        emit(RunStarted(self.name, run.image))
+        emit(RunStarted(self.name, run.image, inputs=run.described_inputs()))
         for stream in ("stdout", "stderr"):  # the cell shows a cached run's output as a run's:
             if hit[stream]:  # streamed (the record keeps only a tail)
                 emit(Output(stream, hit[stream]))
