@@ -179,6 +179,35 @@ def test_a_dir_input_of_more_subfolders_than_open_files_allowed_is_copied(
     ]
 
 
+@pytest.mark.parametrize("raw", [b"\xff\xfeTAIL-of-secret", b"x" * (128 * 1024 + 1)])
+def test_a_secret_no_program_can_receive_is_one_config_line_that_never_shows_it(monkeypatch, raw):
+    """Undecodable bytes in the host's variable (``os.environ`` holds them as surrogates) were
+    a raw `UnicodeEncodeError` from the engine client; one past 128 KiB a bare exit 126."""
+    monkeypatch.setitem(os.environb, TOKEN.encode(), raw)
+    sandbox = create("s", command=["true"], secrets=[TOKEN])
+    with pytest.raises(SandboxConfigError, match=f"secret '{TOKEN}': its value must be") as err:
+        sandbox.run()
+    assert "TAIL" not in str(err.value) and "xxxx" not in str(err.value)
+
+
+def test_the_container_holds_no_secret_socket_or_writable_program_beyond_its_exec(monkeypatch):
+    """What the code can reach besides its own exec (these held): the container's main
+    process (``sleep``) has no secret in ``/proc/1/environ``, there is no engine socket, the
+    program and input mounts are read-only, and the uid is not one of the image's."""
+    monkeypatch.setenv(TOKEN, "S3CR3T-in-exec-only")
+    script = (
+        "tr '\\0' '\\n' < /proc/1/environ | grep -c S3CR3T;"
+        " ls /var/run/docker.sock /run/docker.sock 2>/dev/null | wc -l;"
+        " touch /opt/jupyter-sandbox/x /var/inputs/x 2>/dev/null || echo read-only;"
+        " id -u"
+    )
+    control = f"printenv {TOKEN} | grep -c S3CR3T;"  # the exec itself has it: the probe works
+    sandbox = create("look", command=["sh", "-c", control + script], secrets=[TOKEN])
+    lines = sandbox.execute({}).stdout.split()
+    assert lines[:4] == ["1", "0", "0", "read-only"]
+    assert int(lines[4]) >= 2_100_000_000
+
+
 @pytest.mark.xfail(
     strict=True,
     reason="error text is cut to a bound (Python's int() at 200 characters, ours at 40/120) "

@@ -300,6 +300,11 @@ class Sandbox:
         for secret in self.secrets:
             if secret not in os.environ:
                 raise SandboxConfigError(f"secret {secret!r} is not set in the host environment")
+            if not _passable(os.environ[secret]):  # named, never shown
+                raise SandboxConfigError(
+                    f"secret {secret!r}: its value must be UTF-8 text of at most 128 KiB"
+                    " (what Linux and the engine can pass to a program)"
+                )
             env[secret] = os.environ[secret]
         return env
 
@@ -395,13 +400,24 @@ def _check_exec_strings(values: Iterable[str], what: str) -> None:
     """What the kernel's ``execve`` would refuse (a NUL byte, a string over 128 KiB), refused
     here: in the container it failed as a bare "exited with code 126" that blamed the code."""
     for value in values:
-        if "\x00" in value or len(value.encode(errors="surrogateescape")) > _MAX_EXEC_STRING:
+        if not _passable(value):
             shown = value[:40] + ("..." if len(value) > 40 else "")
             raise SandboxConfigError(
-                f"{what} value {shown!r}: no NUL bytes and at most 128 KiB per string"
-                " (what Linux can pass to a program)",
+                f"{what} value {shown!r}: UTF-8 text, no NUL bytes and at most 128 KiB per"
+                " string (what Linux and the engine can pass to a program)",
                 parameter=what,
             )
+
+
+def _passable(value: str) -> bool:
+    """Whether ``value`` can reach a program's argv or environment: the engine takes UTF-8
+    JSON, so a lone surrogate (what ``os.environ`` makes of an undecodable byte) was a raw
+    `UnicodeEncodeError` from the client; ``execve`` refuses NUL and strings over 128 KiB."""
+    try:
+        data = value.encode()
+    except UnicodeEncodeError:
+        return False
+    return b"\x00" not in data and len(data) <= _MAX_EXEC_STRING
 
 
 def _names(declared: Mapping[str, Any] | Iterable[str] | None) -> dict[str, Any]:
