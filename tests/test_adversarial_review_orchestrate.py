@@ -17,7 +17,8 @@ from typing import Any, ClassVar
 import pytest
 
 from jupyter_sandbox import LimitExceeded, OrchestrationError, ToolError
-from jupyter_sandbox.orchestrate import Journal, ToolCache, orchestrate, tool
+from jupyter_sandbox.orchestrate import Journal, ToolCache, orchestrate, orchestrate_async, tool
+from jupyter_sandbox.orchestrate._runtime import WORKERS
 
 SECRET = "s3cret-attr-91c4"
 HANG_GUARD = 60.0
@@ -236,3 +237,43 @@ def test_a_result_sharing_a_handle_with_a_long_repr_is_refused_by_max_result():
     # 10,000 references: 40 MB once written out, past a 1 MB --max-result.
     with pytest.raises(LimitExceeded, match="--max-result"):
         orchestrate("b = blob()\n[[b] * 1000] * 10", tools=[blob], max_result=1)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: nesting is counted through a context variable, which a plain thread does "
+    "not inherit; a tool that runs orchestrate() on a thread of its own (an executor, "
+    "run_in_executor) nests on the cells' pool and deadlocks it once every worker is held",
+)
+def test_orchestrate_nested_through_a_tools_own_thread_works_or_fails_at_once():
+    levels = WORKERS  # one run per worker, and one more that can only wait for a worker
+
+    def nest(level: int) -> Any:
+        code = "1" if level == levels else f"nest({level + 1})"
+        done: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+        def target() -> None:
+            try:
+                done.set_result(orchestrate(code, tools=[nest]).value)
+            except BaseException as exc:
+                done.set_exception(exc)
+
+        threading.Thread(target=target, daemon=True).start()
+        return done.result()
+
+    async def scenario() -> Any:
+        run = asyncio.ensure_future(orchestrate_async("nest(1)", tools=[nest]))
+        try:
+            # Generous for four runs of `1`; a deadlock would wait forever.
+            return (await asyncio.wait_for(asyncio.shield(run), 10.0)).value
+        except LimitExceeded as exc:
+            return exc.limit
+        except TimeoutError:
+            run.cancel()  # frees the cell's worker: the waiting run takes it and all unwind
+            with pytest.raises(asyncio.CancelledError):
+                await run
+            return "hung"
+
+    outcome = asyncio.run(scenario())
+    assert bounded(lambda: orchestrate("1 + 1").value) == 2  # the cancel freed the workers
+    assert outcome in (1, "nesting")
