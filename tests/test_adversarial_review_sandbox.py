@@ -254,3 +254,22 @@ def test_a_json_output_never_costs_the_kernel_many_times_its_size():
     growth, items = map(int, done.stdout.split())
     assert items == 16 * 2**20 // 3
     assert growth < 8 * 16 * 2**20
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a sandbox tool returns its output's real value to the orchestration (as create() "
+    "does to the notebook), and nothing on the orchestrate side knows the sandbox's secrets: "
+    "the call's result preview, the printed stream and the record's value show it unmasked "
+    "(the sandbox's own record hides it); open finding",
+)
+def test_a_secret_a_sandbox_tool_returns_never_shows_in_the_orchestration_record(monkeypatch):
+    import json
+
+    monkeypatch.setenv(TOKEN, "S3CR3T-through-a-tool")
+    code = f"import os\nt = os.environ[{TOKEN!r}]"
+    tok = as_tool(create("tok", code=code, outputs={"t": str}, secrets=[TOKEN]))
+    result = orchestrate("t = await tok()\nprint('got', t)\nt", tools=[tok])
+    assert result.value == "S3CR3T-through-a-tool"  # the value itself is the code's to use
+    shown = json.dumps(result.to_record(), default=repr) + result.stdout
+    assert "S3CR3T" not in shown
