@@ -73,3 +73,35 @@ def test_ansi_colours_are_stripped_from_logs():
     assert "\x1b" not in data["text/plain"]
     assert "\x1b" not in data["text/html"]
     assert "ERROR: boom" in data["text/plain"]
+
+
+def test_a_queued_or_cancelled_call_says_so_and_its_duration_is_the_tools_own():
+    """A sandbox tool's call that waited 2 s for a slot ran for 1 s: every view says 1 s, and a
+    call still waiting or cancelled is neither "running" nor an "error"."""
+    from jupyter_sandbox.display._format import call_duration, call_status
+
+    record = trace_record()
+    waited, waiting, stopped = (dict(record["calls"][0]) for _ in range(3))
+    waited.update(start=0.0, queued=2.0, end=3.0, error=None, call_id=7)
+    waiting.update(start=0.0, queued=None, end=None, error=None, call_id=8)
+    stopped.update(start=0.0, queued=0.0, end=0.5, error="cancelled", cancelled=True, call_id=9)
+    assert [call_status(c) for c in (waited, waiting, stopped)] == ["ok", "queued", "cancelled"]
+    assert call_duration(waited) == 1.0
+    record["calls"] = [waited, waiting, stopped]
+    html, text = bundle(record)["text/html"], bundle(record)["text/plain"]
+    assert "queued 2.00 s, starts at 2.00 s, takes 1.00 s" in html
+    assert "waiting for a slot" in html
+    assert "cancelled" in text and "queued" in text
+
+
+def test_the_live_count_tells_queued_calls_from_running_ones():
+    from jupyter_sandbox.display._live import LiveTrace
+    from jupyter_sandbox.events import CallStarted, ToolCall
+
+    live = LiveTrace()
+    for call_id, queued in enumerate([0.0, None, None]):
+        call = ToolCall(call_id, "double", (call_id,), {}, start=0.0, queued=queued)
+        live.on_event(CallStarted(call))
+    summary = live.record()["live"]
+    assert (summary["running"], summary["queued"]) == (1, 2)
+    assert "1 running, 2 queued" in summary["summary"]

@@ -51,15 +51,19 @@ def call_signature(call: dict[str, Any]) -> str:
 
 
 def call_status(call: dict[str, Any]) -> str:
-    """``running``, ``ok`` or ``error``: the same rule as `ToolCall.status`, on a record."""
+    """``queued``, ``running``, ``ok``, ``error`` or ``cancelled``: the same rule as
+    `ToolCall.status`, on a record (records from before ``queued`` existed count as running)."""
     if call.get("end") is None:
-        return "running"
+        return "queued" if "queued" in call and call["queued"] is None else "running"
+    if call.get("cancelled"):
+        return "cancelled"
     return "error" if call.get("error") is not None else "ok"
 
 
 def call_duration(call: dict[str, Any]) -> float | None:
+    """The tool's own time: a sandbox call's wait for a concurrency slot is not in it."""
     end = call.get("end")
-    return None if end is None else end - call.get("start", 0.0)
+    return None if end is None else end - call.get("start", 0.0) - (call.get("queued") or 0.0)
 
 
 def build_state(build: dict[str, Any]) -> str:

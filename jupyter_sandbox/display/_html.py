@@ -27,6 +27,8 @@ border:0!important;border-bottom:1px solid var(--jp-border-color2,#e0e0e0)!impor
 .jsb .jsb-bar{height:10px;background:var(--jp-brand-color1,#1976d2);min-width:2px;margin-top:3px}
 .jsb .jsb-bar.jsb-error{background:var(--jp-error-color1,#c62828)}
 .jsb .jsb-bar.jsb-running{background:var(--jp-layout-color4,#9e9e9e)}
+.jsb .jsb-bar.jsb-queued{background:var(--jp-layout-color3,#bdbdbd)}
+.jsb .jsb-bar.jsb-cancelled{background:var(--jp-warn-color1,#f57c00)}
 .jsb .jsb-muted{color:var(--jp-content-font-color2,#616161)}
 .jsb pre{margin:2px 0;max-height:300px;overflow:auto}
 .jsb .jsb-scroll th{position:sticky;top:0;background:var(--jp-layout-color1,#fff)}
@@ -72,10 +74,13 @@ def tools_table(rows: list[dict[str, Any]]) -> str:
 
 def _call_row(call: dict[str, Any], span: float) -> str:
     status = fmt.call_status(call)
-    start = call.get("start", 0.0)
+    queued = call.get("queued") or 0.0
+    start = call.get("start", 0.0) + queued  # the bar is the tool's own time
     end = call.get("end")
-    width = (span if end is None else end) - start
-    label = f"starts at {fmt.seconds(start)}, " + (
+    width = max((span if end is None else end) - start, 0.0)
+    waited = "waiting for a slot, " if status == "queued" else ""
+    waited = waited or (f"queued {fmt.seconds(queued)}, " if queued else "")
+    label = f"{waited}starts at {fmt.seconds(start)}, " + (
         "still running" if end is None else f"takes {fmt.seconds(width)}"
     )
     bar = (

@@ -55,6 +55,7 @@ class LiveTrace:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._recent: deque[ToolCall] = deque(maxlen=LIVE_CALLS)
+        self._open: dict[int, ToolCall] = {}  # unfinished calls, to tell queued from running
         self._started = 0
         self._finished = 0
         self._failed = 0
@@ -67,9 +68,11 @@ class LiveTrace:
             with self._lock:
                 self._started += 1
                 self._recent.append(event.call)
+                self._open[id(event.call)] = event.call
         elif isinstance(event, CallFinished):
             with self._lock:
                 self._finished += 1
+                self._open.pop(id(event.call), None)
                 self._failed += event.call.error is not None
                 self._stats.add(event.call.tool, event.call.duration, event.call.error is not None)
         else:
@@ -79,14 +82,17 @@ class LiveTrace:
     def record(self) -> dict[str, Any]:
         with self._lock:
             calls = [_live_call(c) for c in self._recent]
-            started, running, failed = self._started, self._started - self._finished, self._failed
+            started, failed = self._started, self._failed
+            queued = sum(call.status == "queued" for call in self._open.values())
+            running = self._started - self._finished - queued  # only calls holding a slot
             tools = self._stats.rows()
         span = max([time.monotonic() - self._t0] + [c["end"] or c["start"] for c in calls])
         shown = f", showing the last {len(calls)}" if started > len(calls) else ""
         noun = "call" if started == 1 else "calls"
+        waiting = f", {queued} queued" if queued else ""
         summary = (
             f"orchestrate running: {started} tool {noun} "
-            f"({running} running, {failed} failed{shown})"
+            f"({running} running{waiting}, {failed} failed{shown})"
         )
         return {
             "version": 1,
@@ -100,7 +106,13 @@ class LiveTrace:
             "duration": span,
             "calls": calls,
             "tools": tools,
-            "live": {"summary": summary, "calls": started, "running": running, "failed": failed},
+            "live": {
+                "summary": summary,
+                "calls": started,
+                "running": running,
+                "queued": queued,
+                "failed": failed,
+            },
         }
 
 

@@ -19,6 +19,10 @@ export interface ICallRecord {
   host_traceback: string | null;
   start: number;
   end: number | null;
+  /** Seconds a sandbox tool's call waited for a concurrency slot (null: still waiting). */
+  queued?: number | null;
+  /** The run stopped before this call finished. */
+  cancelled?: boolean;
   line: number | null;
   column: number | null;
   replayed: boolean;
@@ -102,13 +106,22 @@ export interface IRunRecord {
 
 export type IRecord = ITraceRecord | IRunRecord;
 
-export function callStatus(call: ICallRecord): 'running' | 'ok' | 'error' {
+export type CallStatus = 'queued' | 'running' | 'ok' | 'error' | 'cancelled';
+
+/** The same rule as `ToolCall.status` (records from before `queued` count as running). */
+export function callStatus(call: ICallRecord): CallStatus {
   if (call.end === null || call.end === undefined) {
-    return 'running';
+    return call.queued === null ? 'queued' : 'running';
+  }
+  if (call.cancelled) {
+    return 'cancelled';
   }
   return call.error !== null && call.error !== undefined ? 'error' : 'ok';
 }
 
+/** The tool's own time: a wait for a concurrency slot is not in it. */
 export function callDuration(call: ICallRecord): number | null {
-  return call.end === null || call.end === undefined ? null : call.end - call.start;
+  return call.end === null || call.end === undefined
+    ? null
+    : call.end - call.start - (call.queued ?? 0);
 }

@@ -279,7 +279,7 @@ class CallTable {
     }
     tr.appendChild(sig);
     const result = el('td', 'jsb-result');
-    if (status === 'error') {
+    if (status === 'error' || status === 'cancelled') {
       const error = details(call.error ?? '', call.host_traceback || call.error || '', false);
       error.classList.add('jsb-error');
       error.dataset.jsbKey = `call-${call.call_id}`;
@@ -293,14 +293,17 @@ class CallTable {
     const timeline = el('td', 'jsb-timeline');
     const bar = el('div', `jsb-bar jsb-${status}`);
     const end = call.end ?? this.span;
-    bar.style.marginLeft = `${(100 * call.start) / this.span}%`;
-    bar.style.width = `${(100 * (end - call.start)) / this.span}%`;
+    const begins = call.start + (call.queued ?? 0); // the bar is the tool's own time
+    bar.style.marginLeft = `${(100 * Math.min(begins, end)) / this.span}%`;
+    bar.style.width = `${(100 * Math.max(end - begins, 0)) / this.span}%`;
     // the bar's text: where it starts and how long it takes, for a screen reader and a tooltip
+    const waited = call.queued ? `queued ${seconds(call.queued)}, ` : '';
     const label =
-      `starts at ${seconds(call.start)}, ` +
+      (status === 'queued' ? 'waiting for a slot, ' : waited) +
+      `starts at ${seconds(begins)}, ` +
       (call.end === null || call.end === undefined
         ? 'still running'
-        : `takes ${seconds(end - call.start)}`);
+        : `takes ${seconds(end - begins)}`);
     bar.setAttribute('role', 'img');
     bar.setAttribute('aria-label', label);
     bar.title = label;
