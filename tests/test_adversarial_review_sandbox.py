@@ -153,6 +153,20 @@ def test_a_dir_input_nested_past_the_depth_limit_is_one_config_line(tmp_path, ho
     assert left_behind(host_tmp) == []
 
 
+@pytest.mark.parametrize("special", ["/dev/zero", "/dev/null", "fifo", "folder"])
+def test_a_file_input_that_is_no_regular_file_is_one_line_saying_so(tmp_path, special):
+    """Nothing is read from it (a FIFO would block, /dev/zero never ends); the line used to
+    say "no such file" of a path that exists."""
+    path = Path(special) if special.startswith("/") else tmp_path / special
+    if special == "fifo":
+        os.mkfifo(path)
+    elif special == "folder":
+        path.mkdir()
+    sandbox = create("cat", command=["true"], inputs={"f": File})
+    with pytest.raises(SandboxConfigError, match="is not a regular file"):
+        sandbox.run(f=File(path))
+
+
 @pytest.fixture
 def few_descriptors() -> Iterator[int]:
     """This process may open 256 files, as a kernel under a small ``ulimit -n`` may."""

@@ -87,6 +87,11 @@ def check_input(name: str, tag: str, value: Any) -> None:
     path = Path(os.fspath(value))
     if not (path.is_file() if tag == "file" else path.is_dir()):
         what = "file" if tag == "file" else "directory"
+        if tag == "file" and path.exists():  # /dev/zero said "no such file", which it is not
+            raise SandboxConfigError(
+                f"input {name!r}: {path} is not a regular file (a FIFO, socket, device or "
+                "directory cannot be sent as a File)"
+            )
         raise SandboxConfigError(f"input {name!r}: no such {what} {path}")
 
 
