@@ -79,7 +79,7 @@ def test_uncaught_tool_error_is_one_readable_error(nb, capsys):
 def test_type_error_is_rejected_before_tools_run(nb, capsys):
     failed = cell(nb, "", "add(1, 2)\nadd('a', 2)")
     assert not failed.success
-    assert 'File "<cell>", line 3\n    add(\'a\', 2)\n        ^^^\n' in capsys.readouterr().out
+    assert "File \"<cell>\", line 3\n    add('a', 2)\n        ^^^\n" in capsys.readouterr().out
 
 
 def test_limit_error_names_the_limit_and_next_cell_works(nb, capsys):

@@ -356,7 +356,6 @@ class Sandbox:
                 stderr_tail=tail,
             )
 
-
     def _advice(self, stderr: str) -> str:
         """For a failure an option fixes, one sentence naming it."""
         if self.network == "none" and _OFFLINE.search(stderr):
