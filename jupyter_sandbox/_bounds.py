@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import TypeVar
+
+from .records import ToolRow
 
 STREAM_TAIL = 2000
 """Characters of each stream a record keeps (the end, where a failure's last words are)."""
@@ -34,16 +36,16 @@ SUMMARY_MIN_CALLS = 10
 Call = TypeVar("Call")
 
 
-def stream_fields(name: str, text: str) -> dict[str, Any]:
-    """``{name: tail, name_chars: size}`` for a record: the tail starts at a line when a line
-    starts within it, so it does not open with half a line."""
+def stream_tail(text: str) -> str:
+    """What a record keeps of a stream (its ``name_chars`` is ``len(text)``): the tail starts
+    at a line when a line starts within it, so it does not open with half a line."""
     tail = text
     if len(text) > STREAM_TAIL:
         tail = text[-STREAM_TAIL:]
         newline = tail.find("\n")
         if 0 <= newline < len(tail) - 1:
             tail = tail[newline + 1 :]
-    return {name: tail, f"{name}_chars": len(text)}
+    return tail
 
 
 def kept_calls(calls: Sequence[Call], ok: Callable[[Call], bool]) -> list[Call]:
@@ -75,9 +77,9 @@ class ToolStats:
             self._totals[tool] = self._totals.get(tool, 0.0) + duration
             self._durations.setdefault(tool, []).append(duration)
 
-    def rows(self) -> list[dict[str, Any]]:
+    def rows(self) -> list[ToolRow]:
         """One row per tool, most total time first: where the run's time went."""
-        rows = []
+        rows: list[ToolRow] = []
         for tool, count in self._calls.items():
             durations = self._durations.get(tool, [])
             durations.sort()

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ._text import printable
+from .records import RunRecord
 
 if TYPE_CHECKING:
     from .codemode import Attempt
@@ -106,7 +107,7 @@ class ContainerError(SandboxError):
     The message is made printable (`_text.printable`) whoever raises it: it often quotes what
     the container wrote, and a terminal must not act on escape codes in it."""
 
-    record: dict[str, object] | None = None
+    record: RunRecord | None = None
 
     def __init__(self, message: str = "", *args: object) -> None:
         super().__init__(printable(message), *args)

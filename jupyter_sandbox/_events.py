@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ._preview import preview
+from .records import CallRecord, Record, TraceRecord, TypedValue
 
 Stream = Literal["stdout", "stderr"]
 
@@ -42,7 +43,7 @@ class ToolCall:
     """The tool's traceback on the host: Monty drops it, so the trace keeps it."""
     replayed: bool = False
     """True when the result was answered from a journal or cache instead of calling the tool."""
-    children: list[dict[str, Any]] = field(default_factory=list)
+    children: list[Record] = field(default_factory=list)
     """Nested records (for example the container run of a sandbox used as a tool)."""
     queued: float | None = 0.0
     """Seconds the call waited for a free slot before it ran (a sandbox tool runs at most
@@ -69,7 +70,7 @@ class ToolCall:
             return "cancelled"
         return "error" if self.error is not None else "ok"
 
-    def to_record(self, width: int = 200) -> dict[str, Any]:
+    def to_record(self, width: int = 200) -> CallRecord:
         """JSON-safe: values become previews of at most ``width`` characters."""
         return {
             "call_id": self.call_id,
@@ -152,7 +153,7 @@ class RunStarted:
     name: str
     image: str
     attempt: int = 1
-    inputs: dict[str, dict[str, str]] = field(default_factory=dict)
+    inputs: dict[str, TypedValue] = field(default_factory=dict)
     """Type and preview of each input, as the run's record shows them (a value holding a
     secret shows as hidden): a live view shows them from the start, not only at the end."""
 
@@ -183,7 +184,7 @@ class AttemptStarted:
 @dataclass(frozen=True, slots=True)
 class AttemptFinished:
     number: int
-    record: dict[str, Any] | None
+    record: TraceRecord | None
     """The orchestration's trace record, or None when there was no code to run."""
     error: str | None = None
     """``ExcType: message`` when the attempt failed (its feedback goes to the model next)."""

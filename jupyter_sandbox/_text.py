@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import re
 
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+"""An ANSI colour (SGR) or cursor code, as docker build logs and tools emit them: what build
+log lines and the views drop (``labextension/src/format.ts`` has the same pattern)."""
+
 _ESCAPES = re.compile(
     r"\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC ... BEL or ST (clipboard, title, links)
     r"|\x1b[P_^X][^\x1b]*(?:\x1b\\)?"  # DCS, APC, PM, SOS strings

@@ -14,6 +14,7 @@ from .._events import AttemptFinished, AttemptStarted, EventCallback, ignore
 from ..orchestrate import Limits, Tools, orchestrate
 from ..orchestrate._limits import resolve_limits
 from ..orchestrate._tools import resolve_tools
+from ..records import TraceRecord
 from ._extract import extract_code
 from ._prompt import NO_CODE, feedback, system_prompt
 from ._result import AgentResult, Attempt, Message
@@ -129,7 +130,7 @@ class CodeModeAgent:
             attempt.feedback = feedback(exc)
 
 
-def _record(attempt: Attempt) -> dict[str, Any] | None:
+def _record(attempt: Attempt) -> TraceRecord | None:
     return None if attempt.result is None else attempt.result.to_record()
 
 

@@ -12,8 +12,10 @@ the live view is the final display's own MIME bundle, updated in place (see `_li
 
 from __future__ import annotations
 
+from jupyter_sandbox.records import RUN_MIME, TRACE_MIME
+
 from ._codemode import CodeModeView
-from ._mime import RUN_MIME, TRACE_MIME, bundle
+from ._mime import bundle
 from ._views import OrchestrateView, SandboxView
 
 __all__ = ["RUN_MIME", "TRACE_MIME", "CodeModeView", "OrchestrateView", "SandboxView", "bundle"]

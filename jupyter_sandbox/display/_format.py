@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-import re
-from typing import Any
-
 from jupyter_sandbox._bounds import KEEP_EDGE, KEEP_FAILED, SUMMARY_MIN_CALLS, ToolStats
-
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+from jupyter_sandbox._text import ANSI
+from jupyter_sandbox.records import (
+    BuildRecord,
+    CallRecord,
+    Record,
+    RunRecord,
+    ToolRow,
+    TraceRecord,
+)
 
 MAX_ROWS = 200
 """Calls listed in text/HTML fallbacks; the labextension draws every call the record keeps."""
@@ -32,7 +36,7 @@ def seconds(value: float | None) -> str:
 
 def plain(text: str) -> str:
     """``text`` without ANSI colour codes (docker build logs and tools emit them)."""
-    return _ANSI.sub("", text)
+    return ANSI.sub("", text)
 
 
 def clip(text: str, limit: int = 80) -> str:
@@ -44,13 +48,13 @@ def clip(text: str, limit: int = 80) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "\u2026"
 
 
-def call_signature(call: dict[str, Any]) -> str:
+def call_signature(call: CallRecord) -> str:
     """``tool(arg, key=value)`` from a call record's previews."""
     parts = [*call.get("args", []), *(f"{k}={v}" for k, v in call.get("kwargs", {}).items())]
     return clip(f"{call.get('tool', '?')}({', '.join(parts)})", 120)
 
 
-def call_status(call: dict[str, Any]) -> str:
+def call_status(call: CallRecord) -> str:
     """``queued``, ``running``, ``ok``, ``error`` or ``cancelled``: the same rule as
     `ToolCall.status`, on a record (records from before ``queued`` existed count as running)."""
     if call.get("end") is None:
@@ -60,13 +64,13 @@ def call_status(call: dict[str, Any]) -> str:
     return "error" if call.get("error") is not None else "ok"
 
 
-def call_duration(call: dict[str, Any]) -> float | None:
+def call_duration(call: CallRecord) -> float | None:
     """The tool's own time: a sandbox call's wait for a concurrency slot is not in it."""
     end = call.get("end")
     return None if end is None else end - call.get("start", 0.0) - (call.get("queued") or 0.0)
 
 
-def build_state(build: dict[str, Any]) -> str:
+def build_state(build: BuildRecord) -> str:
     """``cached``, ``built in 12.30 s (6 steps)`` or ``failed after 3.00 s at step 4 of 6``: the
     build's final word. A cached image ran no step, so it has no count to show. A live record's
     build that is still going: ``building: step 3 of 6``."""
@@ -83,19 +87,19 @@ def build_state(build: dict[str, Any]) -> str:
     return f"{built} ({steps} steps)" if steps else built
 
 
-def build_steps(build: dict[str, Any]) -> int:
+def build_steps(build: BuildRecord) -> int:
     """Docker's step count (``m`` of ``Step n/m``); records from before it was kept: the steps
     reached."""
     return int(build.get("total_steps") or len(build.get("steps", [])))
 
 
-def build_log_tail(build: dict[str, Any]) -> tuple[list[str], int]:
+def build_log_tail(build: BuildRecord) -> tuple[list[str], int]:
     """The last `LOG_TAIL` lines of a build log, and how many lines came before them."""
     lines = plain(str(build.get("log") or "")).splitlines()
     return lines[-LOG_TAIL:], max(len(lines) - LOG_TAIL, 0)
 
 
-def orchestrate_summary(record: dict[str, Any]) -> str:
+def orchestrate_summary(record: TraceRecord) -> str:
     if record.get("live"):  # a running cell's record (display._live) says its own headline
         return str(record["live"]["summary"])
     total = call_count(record)
@@ -107,21 +111,25 @@ def orchestrate_summary(record: dict[str, Any]) -> str:
     )
 
 
-def stream_tails(record: dict[str, Any]) -> list[tuple[str, str]]:
+def stream_tails(record: Record) -> list[tuple[str, str]]:
     """``(label, text)`` of each stream a record keeps, for a run nested in a trace (a sandbox
     used as a tool): its output never streamed into the cell, so the record's tail is the only
     copy. The label says when the tail is not all of it."""
     tails = []
-    for name in ("stdout", "stderr"):
-        text = str(record.get(name) or "")
-        size = int(record.get(f"{name}_chars") or len(text))
+    streams = (
+        ("stdout", record.get("stdout"), record.get("stdout_chars")),
+        ("stderr", record.get("stderr"), record.get("stderr_chars")),
+    )
+    for name, kept, chars in streams:
+        text = str(kept or "")
+        size = chars if isinstance(chars, int) and chars else len(text)  # a trace has no stderr
         if text:
             cut = f" (last {len(text):,} of {size:,} characters)" if size > len(text) else ""
             tails.append((name + cut, text))
     return tails
 
 
-def call_count(record: dict[str, Any]) -> int:
+def call_count(record: TraceRecord) -> int:
     """Every call the run made: those the record lists plus those it dropped (see `_bounds`); a
     live record lists the latest calls and counts them all."""
     if record.get("live"):
@@ -129,7 +137,7 @@ def call_count(record: dict[str, Any]) -> int:
     return len(record.get("calls", [])) + int(record.get("dropped") or 0)
 
 
-def tool_rows(record: dict[str, Any]) -> list[dict[str, Any]]:
+def tool_rows(record: TraceRecord) -> list[ToolRow]:
     """The per-tool summary (calls, errors, total, p50, p95) over every call: the record's own,
     or computed from its calls for a record saved before records kept one."""
     if record.get("tools") is not None:
@@ -143,7 +151,7 @@ def tool_rows(record: dict[str, Any]) -> list[dict[str, Any]]:
 TOOL_COLUMNS = ("tool", "calls", "errors", "total", "p50", "p95")
 
 
-def tool_cells(row: dict[str, Any]) -> list[str]:
+def tool_cells(row: ToolRow) -> list[str]:
     """A per-tool summary row as every renderer words it, in `TOOL_COLUMNS` order."""
     return [
         str(row.get("tool")),
@@ -155,12 +163,12 @@ def tool_cells(row: dict[str, Any]) -> list[str]:
     ]
 
 
-def shows_tools(record: dict[str, Any]) -> bool:
+def shows_tools(record: TraceRecord) -> bool:
     """Whether a renderer shows the per-tool summary: a short trace's table says it all."""
     return call_count(record) >= SUMMARY_MIN_CALLS
 
 
-def dropped_note(record: dict[str, Any]) -> str | None:
+def dropped_note(record: TraceRecord) -> str | None:
     """What a bounded record left out, in one line (None when it kept every call)."""
     dropped = int(record.get("dropped") or 0)
     if not dropped:
@@ -172,7 +180,7 @@ def dropped_note(record: dict[str, Any]) -> str | None:
     )
 
 
-def sandbox_summary(record: dict[str, Any]) -> str:
+def sandbox_summary(record: RunRecord) -> str:
     if record.get("live"):
         return str(record["live"]["summary"])
     exit_code = record.get("exit_code")
@@ -189,10 +197,12 @@ def sandbox_summary(record: dict[str, Any]) -> str:
     )
 
 
-def record_error(record: dict[str, Any]) -> str | None:
+def record_error(record: RunRecord) -> str | None:
     """The error line a sandbox record shows: its build's (the heading of the build log below
     it), else the run's unless the magic raised it (``raised``: the cell's error output shows
     it, and the record does not repeat it)."""
-    build = record.get("build") or {}
-    error = build.get("error") or (None if record.get("raised") else record.get("error"))
+    build = record.get("build")
+    error = (build.get("error") if build else None) or (
+        None if record.get("raised") else record.get("error")
+    )
     return str(error) if error else None

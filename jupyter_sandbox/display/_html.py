@@ -11,7 +11,9 @@ the table layout we set is ``!important``; colours are the theme's variables, wi
 from __future__ import annotations
 
 from html import escape
-from typing import Any
+from typing import cast
+
+from jupyter_sandbox.records import BuildRecord, CallRecord, Record, RunRecord, ToolRow, TraceRecord
 
 from . import _format as fmt
 
@@ -37,9 +39,12 @@ border:0!important;border-bottom:1px solid var(--jp-border-color2,#e0e0e0)!impor
 </style>"""
 
 
-def render(record: dict[str, Any]) -> str:
+def render(record: Record) -> str:
     """The whole record as one HTML fragment; dispatches on ``kind``."""
-    body = _orchestrate(record) if record.get("kind") == "orchestrate" else _sandbox(record)
+    if record.get("kind") == "orchestrate":
+        body = _orchestrate(cast(TraceRecord, record))
+    else:
+        body = _sandbox(cast(RunRecord, record))
     return f'{STYLE}<div class="jsb">{body}</div>'
 
 
@@ -47,7 +52,7 @@ SCROLL = 'class="jsb-scroll" style="max-height:400px;overflow:auto"'
 """A long trace scrolls in a box of bounded height (inline: a sanitizer may drop ``<style>``)."""
 
 
-def calls_table(calls: list[dict[str, Any]], span: float) -> str:
+def calls_table(calls: list[CallRecord], span: float) -> str:
     """One row per call with a timeline column (bars placed on ``[0, span]`` show overlap), in a
     scroll box: 800 calls are 20 rows of the page, not 9,000 px of it."""
     span = max(span, 1e-9)
@@ -62,7 +67,7 @@ def calls_table(calls: list[dict[str, Any]], span: float) -> str:
     return f'<div {SCROLL}><table class="jsb-calls">{"".join(rows)}</table></div>{tail}'
 
 
-def tools_table(rows: list[dict[str, Any]]) -> str:
+def tools_table(rows: list[ToolRow]) -> str:
     """The per-tool summary: calls, errors, total and p50/p95 time of each tool."""
     head = "".join(f"<th>{title}</th>" for title in fmt.TOOL_COLUMNS)
     body = "".join(
@@ -72,7 +77,7 @@ def tools_table(rows: list[dict[str, Any]]) -> str:
     return f'<table class="jsb-tools"><tr>{head}</tr>{body}</table>'
 
 
-def _call_row(call: dict[str, Any], span: float) -> str:
+def _call_row(call: CallRecord, span: float) -> str:
     status = fmt.call_status(call)
     queued = call.get("queued") or 0.0
     start = call.get("start", 0.0) + queued  # the bar is the tool's own time
@@ -88,10 +93,11 @@ def _call_row(call: dict[str, Any], span: float) -> str:
         f'style="margin-left:{100 * start / span:.2f}%;'
         f'width:{100 * width / span:.2f}%"></div>'
     )
-    if call.get("error") is not None:
+    error = call.get("error")
+    if error is not None:
         result = _details(
-            f'<span class="jsb-error">{escape(fmt.clip(call["error"]))}</span>',
-            call.get("host_traceback") or call["error"],
+            f'<span class="jsb-error">{escape(fmt.clip(error))}</span>',
+            call.get("host_traceback") or error,
         )
     else:
         result = escape(fmt.clip(str(call.get("result")))) if end is not None else ""
@@ -120,7 +126,7 @@ def _details(summary: str, text: str | None, html: str = "") -> str:
     return f"<details><summary>{summary}</summary>{inner}</details>"
 
 
-def _orchestrate(record: dict[str, Any]) -> str:
+def _orchestrate(record: TraceRecord) -> str:
     status_class = "jsb-error" if record.get("status") == "error" else ""
     parts = [f'<b class="{status_class}">{escape(fmt.orchestrate_summary(record))}</b>']
     if fmt.shows_tools(record):
@@ -131,29 +137,33 @@ def _orchestrate(record: dict[str, Any]) -> str:
     calls = record.get("calls", [])
     if calls:
         parts.append(calls_table(calls, record.get("duration") or 0.0))
-    if record.get("value") is not None:
-        parts.append(f"<div>value: <code>{escape(record['value'])}</code></div>")
-    if record.get("error") and not record.get("raised"):  # raised: the error output has it
+    value = record.get("value")
+    if value is not None:
+        parts.append(f"<div>value: <code>{escape(value)}</code></div>")
+    error = record.get("error")
+    if error and not record.get("raised"):  # raised: the error output has it
         parts.append(
             _details(
-                f'<span class="jsb-error">{escape(record["error"])}</span>',
-                record.get("sandbox_traceback") or record["error"],
+                f'<span class="jsb-error">{escape(error)}</span>',
+                record.get("sandbox_traceback") or error,
             )
         )
     return "".join(parts)  # no stdout: the cell's stream outputs show it, once
 
 
-def _sandbox(record: dict[str, Any]) -> str:
+def _sandbox(record: RunRecord) -> str:
     status_class = "jsb-error" if record.get("status") == "error" else ""
     parts = [f'<b class="{status_class}">{escape(fmt.sandbox_summary(record))}</b>']
-    build = record.get("build") or {}
-    log = _details("build log", build["log"]) if build.get("log") else ""
+    build = record.get("build")
+    log = _details("build log", build["log"]) if build and build.get("log") else ""
     if build:
         parts.append(_build(build))
         if not build.get("error"):
             parts.append(log)
-    for label in ("inputs", "outputs"):
-        values = record.get(label, {})
+    for label, values in (
+        ("inputs", record.get("inputs", {})),
+        ("outputs", record.get("outputs", {})),
+    ):
         if values:
             rows = "".join(
                 f"<tr><td>{escape(name)}</td><td>{escape(str(v.get('type')))}</td>"
@@ -164,12 +174,12 @@ def _sandbox(record: dict[str, Any]) -> str:
     error = fmt.record_error(record)
     if error:
         parts.append(f'<div class="jsb-error">{escape(fmt.plain(error))}</div>')
-    if build.get("error"):
+    if build and build.get("error"):
         parts.append(log)  # collapsed below the one-line error: the log once, when wanted
     return "".join(parts)  # no stdout/stderr: the cell's stream outputs show them, once
 
 
-def _build(build: dict[str, Any]) -> str:
+def _build(build: BuildRecord) -> str:
     """The build's state, a progress bar on Docker's step count and the steps it reached (a
     cached image ran none: just ``cached``)."""
     state = escape(fmt.build_state(build))

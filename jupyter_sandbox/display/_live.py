@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from typing import Any
+from typing import TypedDict
 
 from jupyter_sandbox._bounds import ToolStats
 from jupyter_sandbox._events import (
@@ -36,6 +36,14 @@ from jupyter_sandbox._events import (
     ToolCall,
 )
 from jupyter_sandbox._preview import preview
+from jupyter_sandbox.records import (
+    RECORD_VERSION,
+    BuildRecord,
+    CallRecord,
+    RunRecord,
+    TraceRecord,
+    TypedValue,
+)
 
 from . import _format as fmt
 
@@ -79,7 +87,7 @@ class LiveTrace:
             return False
         return True
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> TraceRecord:
         with self._lock:
             calls = [_live_call(c) for c in self._recent]
             started, failed = self._started, self._failed
@@ -95,7 +103,7 @@ class LiveTrace:
             f"({running} running{waiting}, {failed} failed{shown})"
         )
         return {
-            "version": 1,
+            "version": RECORD_VERSION,
             "kind": "orchestrate",
             "code": "",
             "status": "running",
@@ -116,7 +124,7 @@ class LiveTrace:
         }
 
 
-def _live_call(call: ToolCall) -> dict[str, Any]:
+def _live_call(call: ToolCall) -> CallRecord:
     record = call.to_record()
     traceback = record.get("host_traceback")
     if traceback and len(traceback) > TRACEBACK_TAIL:
@@ -132,8 +140,8 @@ class LiveRun:
         self._t0 = time.monotonic()
         self._built_at = self._t0
         self._log: deque[str] = deque(maxlen=LOG_TAIL)
-        self._build: dict[str, Any] | None = None
-        self._run: dict[str, Any] = {
+        self._build: BuildRecord | None = None
+        self._run: _RunState = {
             "name": "?",
             "image": "?",
             "error": None,
@@ -160,51 +168,64 @@ class LiveRun:
             self._headline = f"building image {event.tag}"
         elif isinstance(event, BuildStep) and self._build is not None:
             self._build["steps"].append(event.text)
-            self._build.update(total_steps=event.total, line="")
+            self._build["total_steps"] = event.total
+            self._build["line"] = ""
             self._log.append(f"step {event.index} of {event.total}: {event.text}")
         elif isinstance(event, BuildLog) and self._build is not None:
             self._log.append(fmt.plain(event.line))
             self._build["line"] = event.line
         elif isinstance(event, BuildFinished):
             build = self._build or _build(event.tag, total_steps=0, running=False)
-            build.update(
-                cached=event.cached, seconds=event.seconds, error=event.error, running=False
-            )
+            build["cached"] = event.cached
+            build["seconds"] = event.seconds
+            build["error"] = event.error
+            build["running"] = False
             build["line"] = ""
             self._build = build
             self._run["image"] = event.tag
             self._headline = f"image {event.tag}: {fmt.build_state(build)}"
         elif isinstance(event, RunStarted):
-            self._run.update(
-                name=event.name, image=event.image, attempts=event.attempt, inputs=event.inputs
-            )
+            self._run["name"] = event.name
+            self._run["image"] = event.image
+            self._run["attempts"] = event.attempt
+            self._run["inputs"] = event.inputs
             self._headline = f"running {event.name} in {event.image} (attempt {event.attempt})"
         elif isinstance(event, RunFinished):
-            outputs = {
+            outputs: dict[str, TypedValue] = {
                 name: {"type": type(value).__name__, "preview": preview(value)}
                 for name, value in event.outputs.items()
             }
-            self._run.update(
-                exit_code=event.exit_code, error=event.error, cached=event.cached, outputs=outputs
-            )
+            self._run["exit_code"] = event.exit_code
+            self._run["error"] = event.error
+            self._run["cached"] = event.cached
+            self._run["outputs"] = outputs
             self._headline = _run_line(event)
         else:
             return False
         return True
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> RunRecord:
         with self._lock:
-            build = None if self._build is None else dict(self._build, log="\n".join(self._log))
-            run = dict(self._run)
+            build = None if self._build is None else self._build.copy()
+            if build is not None:
+                build["log"] = "\n".join(self._log)
+            run = self._run.copy()
             headline = self._headline
         now = time.monotonic()
-        if build is not None and build["running"]:
+        if build is not None and build.get("running"):
             build["seconds"] = now - self._built_at
         duration = now - self._t0
         return {
-            "version": 1,
+            "version": RECORD_VERSION,
             "kind": "sandbox",
-            **run,
+            "name": run["name"],
+            "image": run["image"],
+            "error": run["error"],
+            "exit_code": run["exit_code"],
+            "attempts": run["attempts"],
+            "cached": run["cached"],
+            "outputs": run["outputs"],
+            "inputs": run["inputs"],
             "status": "running",
             "duration": duration,
             "build": build,
@@ -214,7 +235,20 @@ class LiveRun:
         }
 
 
-def _build(tag: str, *, total_steps: int, running: bool) -> dict[str, Any]:
+class _RunState(TypedDict):
+    """The run's part of a live `RunRecord`, as its events arrive."""
+
+    name: str
+    image: str
+    error: str | None
+    exit_code: int | None
+    attempts: int
+    cached: bool
+    outputs: dict[str, TypedValue]
+    inputs: dict[str, TypedValue]
+
+
+def _build(tag: str, *, total_steps: int, running: bool) -> BuildRecord:
     """A build record as `BuildInfo.to_record` makes it, plus the live keys ``running`` and
     ``line`` (the current output line)."""
     return {

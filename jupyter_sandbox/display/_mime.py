@@ -1,22 +1,19 @@
-"""The MIME types our records travel under, shared by the Python views and the labextension."""
+"""A record's MIME bundle: the record under its MIME type (`jupyter_sandbox.records`), with
+HTML and text fallbacks."""
 
 from __future__ import annotations
 
 from typing import Any
 
-TRACE_MIME = "application/vnd.jupyter-sandbox.trace+json"
-"""An `%%orchestrate` record: status, value, stdout and one entry per tool call."""
-
-RUN_MIME = "application/vnd.jupyter-sandbox.run+json"
-"""A `%%sandbox` record: build, run status, stdout/stderr, typed inputs and outputs."""
+from jupyter_sandbox.records import RUN_MIME, TRACE_MIME, Record
 
 
-def mime_for(record: dict[str, Any]) -> str:
+def mime_for(record: Record) -> str:
     """The MIME type of a record, from its ``kind`` (anything not an orchestration is a run)."""
     return TRACE_MIME if record.get("kind") == "orchestrate" else RUN_MIME
 
 
-def bundle(record: dict[str, Any]) -> dict[str, Any]:
+def bundle(record: Record) -> dict[str, Any]:
     """The final display of a run: the JSON record for our renderer plus HTML and text fallbacks.
 
     Every frontend picks the richest type it can render, so a saved or exported notebook shows

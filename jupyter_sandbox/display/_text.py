@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import cast
+
+from jupyter_sandbox.records import Record, RunRecord, ToolRow, TraceRecord
 
 from . import _format as fmt
 
 
-def render(record: dict[str, Any]) -> str:
+def render(record: Record) -> str:
     """The whole record as text; dispatches on ``kind``."""
     if record.get("kind") == "orchestrate":
-        return _orchestrate(record)
-    return _sandbox(record)
+        return _orchestrate(cast(TraceRecord, record))
+    return _sandbox(cast(RunRecord, record))
 
 
-def _orchestrate(record: dict[str, Any]) -> str:
+def _orchestrate(record: TraceRecord) -> str:
     lines = [fmt.orchestrate_summary(record)]
     if fmt.shows_tools(record):
         lines += _tools(fmt.tool_rows(record))
@@ -36,12 +38,13 @@ def _orchestrate(record: dict[str, Any]) -> str:
         lines.append(f"value: {record['value']}")
     if record.get("error") and not record.get("raised"):  # raised: the error output has it
         lines.append(f"error: {record['error']}")
-        if record.get("sandbox_traceback"):
-            lines.append(record["sandbox_traceback"].rstrip())
+        traceback = record.get("sandbox_traceback")
+        if traceback:
+            lines.append(traceback.rstrip())
     return "\n".join(lines)
 
 
-def _tools(rows: list[dict[str, Any]]) -> list[str]:
+def _tools(rows: list[ToolRow]) -> list[str]:
     """The per-tool summary as an aligned table: tool names left, numbers right."""
     table = [list(fmt.TOOL_COLUMNS), *(fmt.tool_cells(row) for row in rows)]
     widths = [max(len(line[i]) for line in table) for i in range(len(fmt.TOOL_COLUMNS))]
@@ -53,18 +56,21 @@ def _tools(rows: list[dict[str, Any]]) -> list[str]:
     ]
 
 
-def _sandbox(record: dict[str, Any]) -> str:
+def _sandbox(record: RunRecord) -> str:
     lines = [fmt.sandbox_summary(record)]
-    build = record.get("build") or {}
+    build = record.get("build")
     if build:
         lines.append(f"build {build.get('tag', '')}: {fmt.build_state(build)}")
-    for label in ("inputs", "outputs"):
-        for name, value in record.get(label, {}).items():
+    for label, values in (
+        ("inputs", record.get("inputs", {})),
+        ("outputs", record.get("outputs", {})),
+    ):
+        for name, value in values.items():
             lines.append(f"{label[:-1]} {name}: {value.get('type')} = {value.get('preview')}")
     error = fmt.record_error(record)
     if error:
         lines.append(f"error: {fmt.plain(error)}")
-    if build.get("error"):  # below its one line, the log it came from, once
+    if build and build.get("error"):  # below its one line, the log it came from, once
         tail, before = fmt.build_log_tail(build)
         more = f"; {before} earlier lines in the JSON record" if before else ""
         lines.append(f"build log (last {len(tail)} lines{more}):")

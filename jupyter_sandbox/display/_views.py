@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import threading
 import uuid
-from typing import Any, Protocol
+from typing import Protocol
 
 from jupyter_sandbox._events import BuildFinished, BuildStarted, BuildStep, Event, Output
+from jupyter_sandbox.records import BuildRecord, Record
 
 from . import _format as fmt
 from ._live import LiveRun, LiveTrace
@@ -34,7 +35,7 @@ from ._throttle import Throttle
 class _LiveRecord(Protocol):
     def on_event(self, event: Event) -> bool: ...
 
-    def record(self) -> dict[str, Any]: ...
+    def record(self) -> Record: ...
 
 
 class _View:
@@ -54,7 +55,7 @@ class _View:
     def _live_record(self) -> _LiveRecord:
         raise NotImplementedError
 
-    def live_record(self) -> dict[str, Any]:
+    def live_record(self) -> Record:
         """The record the live display shows now (what the next render sends)."""
         return self._state.record()
 
@@ -87,7 +88,7 @@ class _View:
         elif not self.quiet:
             self._text_event(event)
 
-    def finish(self, record: dict[str, Any]) -> None:
+    def finish(self, record: Record) -> None:
         if self.quiet:
             return
         with self._lock:
@@ -117,8 +118,15 @@ class SandboxView(_View):
         elif isinstance(event, BuildStep):
             line = f"step {event.index}/{event.total}: {fmt.clip(event.text, 100)}"
         elif isinstance(event, BuildFinished):
-            record = {"cached": event.cached, "seconds": event.seconds, "error": event.error}
-            line = f"image {event.tag}: {fmt.build_state(record)}"
+            build: BuildRecord = {
+                "tag": event.tag,
+                "cached": event.cached,
+                "seconds": event.seconds,
+                "steps": [],
+                "log": "",
+                "error": event.error,
+            }
+            line = f"image {event.tag}: {fmt.build_state(build)}"
         else:
             return
         self._route.write("stderr", f"[sandbox] {line}\n")

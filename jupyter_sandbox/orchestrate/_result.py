@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._bounds import ToolStats, kept_calls, stream_fields
+from .._bounds import ToolStats, kept_calls, stream_tail
 from .._events import ToolCall
 from .._preview import preview
+from ..records import RECORD_VERSION, CallRecord, ToolRow, TraceRecord
 
-RECORD_VERSION = 1
 TRACEBACK_CHARS = 4000
 """The most of a tool's host traceback one call's record keeps."""
 
@@ -31,36 +31,36 @@ class OrchestrationResult:
     """Ctrl-C stopped the run: the record's status is ``interrupted``, not ``error``."""
     sandbox_traceback: str | None = None
 
-    def to_record(self) -> dict[str, Any]:
+    def to_record(self) -> TraceRecord:
         """The JSON-safe record behind ``application/vnd.jupyter-sandbox.trace+json``."""
+        calls, dropped, tools = self._calls_record()
         return {
             "version": RECORD_VERSION,
             "kind": "orchestrate",
             "code": self.code,
             "status": "interrupted" if self.interrupted else "error" if self.error else "ok",
             "value": None if self.error else preview(self.value),
-            **stream_fields("stdout", self.stdout),
+            "stdout": stream_tail(self.stdout),
+            "stdout_chars": len(self.stdout),
             "error": self.error,
             "sandbox_traceback": self.sandbox_traceback,
             "duration": self.duration,
-            **self._calls_record(),
+            "calls": calls,
+            "dropped": dropped,
+            "tools": tools,
         }
 
-    def _calls_record(self) -> dict[str, Any]:
+    def _calls_record(self) -> tuple[list[CallRecord], int, list[ToolRow]]:
         """The calls a saved notebook keeps (see `_bounds`: a long trace keeps its ends and its
         failures), how many it dropped, and the per-tool summary of all of them."""
         kept = kept_calls(self.trace, lambda call: call.status == "ok")
         stats = ToolStats()
         for call in self.trace:
             stats.add(call.tool, call.duration, call.error is not None)
-        return {
-            "calls": [_bounded(c.to_record()) for c in kept],
-            "dropped": len(self.trace) - len(kept),
-            "tools": stats.rows(),
-        }
+        return [_bounded(c.to_record()) for c in kept], len(self.trace) - len(kept), stats.rows()
 
 
-def _bounded(call: dict[str, Any]) -> dict[str, Any]:
+def _bounded(call: CallRecord) -> CallRecord:
     """A call's record with its host traceback cut to its last `TRACEBACK_CHARS` (where the
     error is): a tool failing with a deep traceback in a loop must not make the record huge."""
     tb = call.get("host_traceback")

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from .._errors import ContainerError, SandboxConfigError
 from .._events import ToolCall
+from ..records import RunRecord
 from ._tools import Tool
 
 DEFAULT_CONCURRENCY = 4
@@ -128,10 +129,10 @@ class SandboxTool(Tool):
             raise
 
 
-def _keep(call: ToolCall | None, record: dict[str, Any] | None) -> None:
+def _keep(call: ToolCall | None, record: RunRecord | None) -> None:
     """Nest a container run's record in the call that ran it (the trace shows it there)."""
     if call is not None and record is not None:
-        call.children.append(dict(record))
+        call.children.append(record.copy())
 
 
 def bind_inputs(

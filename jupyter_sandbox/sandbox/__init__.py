@@ -16,14 +16,18 @@ Layers, low to high:
 
 from __future__ import annotations
 
+from ..records import RUN_MIME
 from ._baseimage import DEFAULT_BASE_IMAGE, build_base_image
 from ._build import BuildInfo
 from ._image import BASE_IMAGE_ENV, default_base_image
 from ._manage import list_images, prune, reap_orphans
-from ._record import MIME_TYPE, SandboxRun
+from ._record import SandboxRun
 from ._sandbox import DEFAULT_TIMEOUT, Sandbox, create
 from ._spec import ImageSpec, Resources
 from ._types import Dir, File
+
+MIME_TYPE = RUN_MIME
+"""The run record's MIME type (`jupyter_sandbox.records.RUN_MIME`, kept under its old name)."""
 
 __all__ = [
     "BASE_IMAGE_ENV",

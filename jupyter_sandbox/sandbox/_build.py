@@ -18,15 +18,16 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .._events import BuildFinished, BuildLog, BuildStarted, BuildStep, EventCallback
+from .._text import ANSI
+from ..records import BuildRecord
 
 if TYPE_CHECKING:
     from docker import DockerClient
 
 _STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 """The classic builder colours a step's stderr; views and logs want plain text."""
 _BOOKKEEPING = re.compile(
     r"^(?: ---> |Removing intermediate container |Successfully (?:built|tagged) )"
@@ -57,7 +58,7 @@ class LineSplitter:
 
 
 def _clean(raw: str) -> str:
-    line = _ANSI.sub("", raw).rstrip("\r")
+    line = ANSI.sub("", raw).rstrip("\r")
     line = line.rsplit("\r", 1)[-1] if "\r" in line else line
     return line.rstrip() if line.strip() else ""
 
@@ -84,7 +85,7 @@ class BuildInfo:
     """Where and why the build stopped: ``step 4 of 5 (installing x (uv)): <last line> (exit
     code 1)``. ``error`` says it, unless the caller's ``explain`` knew better."""
 
-    def to_record(self) -> dict[str, Any]:
+    def to_record(self) -> BuildRecord:
         return {
             "tag": self.tag,
             "cached": self.cached,

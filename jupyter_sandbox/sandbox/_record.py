@@ -2,7 +2,7 @@
 
 `SandboxRun` is what `Sandbox.execute` returns and what a failed run leaves on ``err.record``
 (as a dict). The record's shape is a contract with the JupyterLab renderer of
-``application/vnd.jupyter-sandbox.run+json``: keep its keys.
+``application/vnd.jupyter-sandbox.run+json``: `jupyter_sandbox.records.RunRecord` declares it.
 """
 
 from __future__ import annotations
@@ -10,21 +10,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .._bounds import stream_fields
+from .._bounds import stream_tail
+from ..records import RECORD_VERSION, RunRecord, TypedValue
 from ._build import BuildInfo
 from ._io import preview
 from ._secrets import HIDDEN, holds_secret
 from ._types import infer_tag
 
-MIME_TYPE = "application/vnd.jupyter-sandbox.run+json"
-RECORD_VERSION = 1
-
 
 def _describe(
     values: dict[str, Any], tags: dict[str, str | None], hidden: set[str]
-) -> dict[str, dict[str, str]]:
+) -> dict[str, TypedValue]:
     """Type and preview of each value; those named in ``hidden`` hold a secret: not shown."""
-    described = {}
+    described: dict[str, TypedValue] = {}
     for name, value in values.items():
         tag = tags.get(name)
         if tag is None:
@@ -88,7 +86,7 @@ class SandboxRun:
         )
         self.secrets = ()
 
-    def described_inputs(self) -> dict[str, dict[str, str]]:
+    def described_inputs(self) -> dict[str, TypedValue]:
         """The inputs as `to_record` shows them, before `seal` (``secrets`` still known)."""
         hidden = {name for name, value in self.inputs.items() if holds_secret(value, self.secrets)}
         return _describe(self.inputs, self.input_types, hidden)
@@ -96,7 +94,7 @@ class SandboxRun:
     def _hidden(self, label: str) -> set[str]:
         return {name for kind, name in self.hidden if kind == label}
 
-    def to_record(self) -> dict[str, Any]:
+    def to_record(self) -> RunRecord:
         return {
             "version": RECORD_VERSION,
             "kind": "sandbox",
@@ -109,8 +107,10 @@ class SandboxRun:
             "attempts": self.attempts,
             "cached": self.cached,
             "build": None if self.build is None else self.build.to_record(),
-            **stream_fields("stdout", self.stdout),  # the cell's stream outputs hold it all
-            **stream_fields("stderr", self.stderr),
+            "stdout": stream_tail(self.stdout),  # the cell's stream outputs hold it all
+            "stdout_chars": len(self.stdout),
+            "stderr": stream_tail(self.stderr),
+            "stderr_chars": len(self.stderr),
             "outputs": _describe(self.outputs, self.output_types, self._hidden("outputs")),
             "inputs": _describe(self.inputs, self.input_types, self._hidden("inputs")),
         }

@@ -1,4 +1,5 @@
-/** The JSON records the Python engines write (see the README for the full shapes). */
+/** The JSON records the Python engines write: the same shapes as the TypedDicts in
+ * jupyter_sandbox/records.py (tests/test_records_contract.py checks the keys agree). */
 
 /** Present while the cell runs (jupyter_sandbox/display/_live.py): the live headline. The
  * live record is bounded: the latest calls only, counted here. */
@@ -6,6 +7,7 @@ export interface ILive {
   summary: string;
   calls?: number;
   running?: number;
+  queued?: number;
   failed?: number;
 }
 

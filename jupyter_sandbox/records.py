@@ -1,0 +1,170 @@
+"""The JSON records our engines write and our views render: their shapes, MIME types and version.
+
+A record is what a saved notebook keeps of a run: ``OrchestrationResult.to_record()`` makes a
+`TraceRecord` (``%%orchestrate``), ``SandboxRun.to_record()`` a `RunRecord` (``%%sandbox``; a
+failed run's is on ``err.record``). They travel under `TRACE_MIME` and `RUN_MIME`, which the
+JupyterLab renderer (``labextension/src/records.ts``, the same shapes as interfaces) draws
+without a kernel; ``text/html`` and ``text/plain`` fallbacks go beside them.
+
+These are plain dicts, typed here as `TypedDict` s for readers and type checkers. `RECORD_VERSION`
+rises only when a key changes meaning or goes away; a new key is added as optional
+(`NotRequired`), so records saved before it still read. Keys marked optional are absent from
+older records or present only in a running cell's live record (``status: "running"``, ``live``).
+"""
+
+# No ``from __future__ import annotations``: on Python 3.11 a postponed ``NotRequired`` makes
+# the key required in ``__required_keys__``, which the contract test reads.
+from typing import Literal, NotRequired, TypedDict
+
+TRACE_MIME = "application/vnd.jupyter-sandbox.trace+json"
+"""An `%%orchestrate` record (`TraceRecord`): status, value, stdout, one entry per tool call."""
+
+RUN_MIME = "application/vnd.jupyter-sandbox.run+json"
+"""A `%%sandbox` record (`RunRecord`): build, run status, stdout/stderr, typed inputs/outputs."""
+
+RECORD_VERSION = 1
+"""The ``version`` of every record: raised when a key changes meaning or is removed."""
+
+Status = Literal["ok", "error", "interrupted", "running"]
+"""How a run ended; ``running`` only in a live record."""
+
+
+class LiveInfo(TypedDict):
+    """A running cell's headline (``record["live"]``); the counts are a trace's only. A live
+    trace lists its latest calls and counts them all here."""
+
+    summary: str
+    calls: NotRequired[int]
+    running: NotRequired[int]
+    queued: NotRequired[int]
+    failed: NotRequired[int]
+
+
+class ToolRow(TypedDict):
+    """One tool's calls over the whole run (``_bounds.ToolStats``): count, errors, seconds."""
+
+    tool: str
+    calls: int
+    errors: int
+    total: float
+    p50: float | None
+    p95: float | None
+
+
+class TypedValue(TypedDict):
+    """A sandbox input or output: its type tag and a short preview (``<hidden>`` for a secret)."""
+
+    type: str
+    preview: str
+
+
+class CallRecord(TypedDict):
+    """One tool call (``ToolCall.to_record``): values are previews, times are seconds from the
+    start of the run; ``end`` is None while the call runs."""
+
+    call_id: int
+    tool: str
+    args: list[str]
+    kwargs: dict[str, str]
+    result: str | None
+    error: str | None
+    host_traceback: str | None
+    start: float
+    end: float | None
+    queued: NotRequired[float | None]
+    """Seconds the call waited for a slot; None while it waits (absent in older records)."""
+    cancelled: NotRequired[bool]
+    """The run stopped before the call finished (absent in older records)."""
+    line: int | None
+    column: int | None
+    replayed: bool
+    children: list["Record"]
+    """Nested records: the container run of a sandbox used as a tool."""
+
+
+class TraceRecord(TypedDict):
+    """An orchestration (``OrchestrationResult.to_record``), under `TRACE_MIME`."""
+
+    version: int
+    kind: Literal["orchestrate"]
+    code: str
+    status: Status
+    value: str | None
+    stdout: str
+    """The end of the run's stdout (the cell's stream outputs hold all of it)."""
+    stdout_chars: NotRequired[int]
+    """Size of the whole stdout (absent in older and live records)."""
+    error: str | None
+    sandbox_traceback: str | None
+    raised: NotRequired[bool]
+    """The magic raised the error: the cell's error output shows it, the record does not."""
+    duration: float
+    calls: list[CallRecord]
+    dropped: NotRequired[int]
+    """Calls a long trace did not keep (absent in older and live records)."""
+    tools: NotRequired[list[ToolRow]]
+    """The per-tool summary over every call (absent in older records)."""
+    live: NotRequired[LiveInfo]
+
+
+class BuildRecord(TypedDict):
+    """An image build (``BuildInfo.to_record``)."""
+
+    tag: str
+    cached: bool
+    seconds: float
+    steps: list[str]
+    total_steps: NotRequired[int]
+    """Docker's step count, 0 when cached (absent in older records)."""
+    log: str
+    error: str | None
+    running: NotRequired[bool]
+    """Live records only: the build is still going."""
+    line: NotRequired[str]
+    """Live records only: the build's latest whole output line."""
+
+
+class RunRecord(TypedDict):
+    """A container run (``SandboxRun.to_record``), under `RUN_MIME`."""
+
+    version: int
+    kind: Literal["sandbox"]
+    name: str
+    image: str
+    status: Status
+    error: str | None
+    raised: NotRequired[bool]
+    """The magic raised the error: the cell's error output shows it, the record does not."""
+    duration: float
+    exit_code: int | None
+    attempts: int
+    cached: bool
+    build: BuildRecord | None
+    stdout: str
+    """The end of the run's stdout (the cell's stream outputs hold all of it)."""
+    stdout_chars: NotRequired[int]
+    """Size of the whole stdout (absent in older and live records)."""
+    stderr: str
+    stderr_chars: NotRequired[int]
+    outputs: dict[str, TypedValue]
+    inputs: dict[str, TypedValue]
+    live: NotRequired[LiveInfo]
+
+
+Record = TraceRecord | RunRecord
+"""Any record: tell them apart by ``kind``."""
+
+__all__ = [
+    "RECORD_VERSION",
+    "RUN_MIME",
+    "TRACE_MIME",
+    "BuildRecord",
+    "CallRecord",
+    "LiveInfo",
+    "Record",
+    "RunRecord",
+    "Status",
+    "ToolRow",
+    "TraceRecord",
+    "TypedValue",
+]
