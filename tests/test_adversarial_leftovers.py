@@ -184,6 +184,24 @@ def test_the_folder_reaper_follows_no_link_and_spares_other_users_folders(tmp_pa
         foreign.rmdir()
 
 
+def test_a_dead_kernels_folder_nested_past_the_recursion_limit_is_reaped():
+    """A dead kernel may leave a copy of a hostile, very deep ``Dir``: the reaper runs on
+    ``%load_ext`` and must remove it rather than fail the load with a RecursionError."""
+    dead = Owner(999_999_998, 1, me().boot, me().ns)
+    holder = _folder_of(dead)
+    fd = os.open(holder, os.O_RDONLY)
+    try:
+        for _ in range(1500):  # deeper than rmtree can recurse; PATH_MAX forbids a full path
+            os.mkdir("d", dir_fd=fd)
+            inner = os.open("d", os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+    finally:
+        os.close(fd)
+    assert str(holder) in reap_folders()
+    assert not holder.exists()
+
+
 SETUP = """
 %load_ext jupyter_sandbox
 import os

@@ -6,6 +6,7 @@ import os
 import shutil
 import socket
 import stat
+import subprocess
 import tempfile
 from typing import Any
 
@@ -68,9 +69,19 @@ def reap_folders() -> list[str]:
                 continue
             if not stat.S_ISDIR(info.st_mode) or info.st_uid != uid or named[1].alive():
                 continue
-            shutil.rmtree(entry.path, ignore_errors=True)
+            _remove_tree(entry.path)
             reaped.append(entry.path)
     return reaped
+
+
+def _remove_tree(path: str) -> None:
+    """``rmtree`` without following links; a folder nested past Python's recursion limit (a
+    dead kernel's copy of a hostile ``Dir``) goes through ``rm``, which has no such limit: the
+    reaper runs on ``%load_ext`` and must never fail it."""
+    try:
+        shutil.rmtree(path, ignore_errors=True)
+    except RecursionError:
+        subprocess.run(["rm", "-rf", "--one-file-system", "--", path], check=False)
 
 
 def list_images() -> list[dict[str, Any]]:
