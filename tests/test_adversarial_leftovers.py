@@ -8,6 +8,7 @@ kernel is in until the Jupyter server that started it notices.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -18,7 +19,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import docker.errors
 import pytest
+from _processes import watchdog_of
 
 from jupyter_sandbox._owner import Owner, me, temp_prefix
 from jupyter_sandbox.sandbox import _client, reap_orphans
@@ -80,6 +83,10 @@ def zombie_kernel(docker_engine: Any) -> Iterator[tuple[int, dict[str, Any]]]:
         assert child.stdout is not None
         assert child.stdout.readline().strip() == "2"
         made = json.loads(child.stdout.readline())
+        # as a host crash would: the reaper is under test here, not the kernel's watchdog
+        watchdog = watchdog_of(child.pid)
+        assert watchdog is not None, "the kernel's first container started no watchdog"
+        os.kill(watchdog, signal.SIGKILL)
         child.send_signal(signal.SIGKILL)
         while _state(child.pid) != "Z":  # killed, not waited: a zombie until we wait below
             os.sched_yield()
@@ -88,7 +95,8 @@ def zombie_kernel(docker_engine: Any) -> Iterator[tuple[int, dict[str, Any]]]:
         child.kill()
         child.wait()
         for container_id in _containers_of(docker_engine, child.pid):  # a failed test's leftovers
-            docker_engine.api.remove_container(container_id, force=True)
+            with contextlib.suppress(docker.errors.APIError):  # gone, or going, meanwhile
+                docker_engine.api.remove_container(container_id, force=True)
 
 
 def test_a_zombie_kernels_sandbox_container_is_reaped_on_next_load(
