@@ -61,11 +61,26 @@ for i in range(300):
 """
 
 
+class _CountingClient(NotebookClient):
+    """nbclient as is, counting each cell's display messages (the live view's updates)."""
+
+    displays: dict[int, int]
+
+    def process_message(self, msg: dict[str, Any], cell: Any, cell_index: int) -> Any:
+        if msg["msg_type"] in ("display_data", "update_display_data"):
+            self.displays[cell_index] = self.displays.get(cell_index, 0) + 1
+        return super().process_message(msg, cell, cell_index)
+
+
 def execute(*sources: str) -> nbformat.NotebookNode:
-    """Run the cells as nbconvert --execute does: nbclient's defaults, no stream coalescing."""
+    """Run the cells as nbconvert --execute does: nbclient's defaults, no stream coalescing.
+    ``nb.metadata.displays`` counts each cell's display messages."""
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(s) for s in (LOAD, TOOLS, *sources)]
-    NotebookClient(nb, timeout=300, kernel_name="python3").execute()
+    client = _CountingClient(nb, timeout=300, kernel_name="python3")
+    client.displays = {}
+    client.execute()
+    nb.metadata["displays"] = client.displays
     return nb
 
 
@@ -80,16 +95,21 @@ def record(cell: Any, mime: str) -> dict[str, Any]:
 
 @pytest.mark.docker
 def test_printed_lines_are_saved_as_a_few_stream_outputs(docker_engine):
+    """A burst of prints is one stream output, cut only where the live view sends an update
+    (ipykernel sends pending output before any display, to keep their order): at most one more
+    output than the cell's display messages, however fast or slow the machine, where a flush
+    per write made one output per chunk (10 here for %%orchestrate, 7-22 for %%sandbox)."""
     nb = execute(ORCHESTRATE_300, SANDBOX_300)
     orchestrate, sandbox = nb.cells[2], nb.cells[3]
+    displays = nb.metadata["displays"]
 
     out = streams(orchestrate, "stdout")
-    assert 1 <= len(out) <= 2, len(out)
+    assert 1 <= len(out) <= 1 + displays[2], (len(out), displays[2])
     assert "".join(out) == "".join(f"orchestrate line {i}\n" for i in range(300))
 
     for name, word in (("stdout", "line"), ("stderr", "error")):
         out = streams(sandbox, name)
-        assert 1 <= len(out) <= 2, (name, len(out))
+        assert 1 <= len(out) <= 1 + displays[3], (name, len(out), displays[3])
         assert "".join(out) == "".join(f"sandbox {word} {i}\n" for i in range(300))
     # the record is still shown, once, after the streamed output that came before it
     assert record(orchestrate, TRACE_MIME)["status"] == "ok"
