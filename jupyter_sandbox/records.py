@@ -28,6 +28,10 @@ RECORD_VERSION = 1
 Status = Literal["ok", "error", "interrupted", "running"]
 """How a run ended; ``running`` only in a live record."""
 
+TraceStatus = Literal["ok", "error", "interrupted", "running", "paused"]
+"""How an orchestration ended: a `Status`, or ``paused`` (a durable run waits for a person to
+approve or reject its ``pending`` calls; only a trace can pause)."""
+
 
 class LiveInfo(TypedDict):
     """A running cell's headline (``record["live"]``); the counts are a trace's only. A live
@@ -82,13 +86,21 @@ class CallRecord(TypedDict):
     """Nested records: the container run of a sandbox used as a tool."""
 
 
+class ForkedFrom(TypedDict):
+    """Where a fork (``fork_run``) branched off: its calls before ``call`` were answered from
+    run ``run_id``'s records, call ``call`` with the value the fork was given."""
+
+    run_id: str
+    call: int
+
+
 class TraceRecord(TypedDict):
     """An orchestration (``OrchestrationResult.to_record``), under `TRACE_MIME`."""
 
     version: int
     kind: Literal["orchestrate"]
     code: str
-    status: Status
+    status: TraceStatus
     value: str | None
     stdout: str
     """The end of the run's stdout (the cell's stream outputs hold all of it)."""
@@ -105,6 +117,14 @@ class TraceRecord(TypedDict):
     tools: NotRequired[list[ToolRow]]
     """The per-tool summary over every call (absent in older records)."""
     live: NotRequired[LiveInfo]
+    run_id: NotRequired[str]
+    """The durable run's id in the store (absent when the run had no store)."""
+    pending: NotRequired[list[CallRecord]]
+    """A paused run's calls that wait for approval (absent unless ``status`` is ``paused``)."""
+    forked_from: NotRequired[ForkedFrom]
+    """The run and call this run was forked from (absent unless it is a fork)."""
+    session: NotRequired[str]
+    """The ``--session`` name whose variables the run kept (absent without a session)."""
 
 
 class BuildRecord(TypedDict):
@@ -160,11 +180,13 @@ __all__ = [
     "TRACE_MIME",
     "BuildRecord",
     "CallRecord",
+    "ForkedFrom",
     "LiveInfo",
     "Record",
     "RunRecord",
     "Status",
     "ToolRow",
     "TraceRecord",
+    "TraceStatus",
     "TypedValue",
 ]

@@ -32,6 +32,7 @@ INTERFACES = {
     "ILive": records.LiveInfo,
     "ICallRecord": records.CallRecord,
     "IToolRow": records.ToolRow,
+    "IForkedFrom": records.ForkedFrom,
     "ITraceRecord": records.TraceRecord,
     "IBuildRecord": records.BuildRecord,
     "ITypedValue": records.TypedValue,

@@ -41,11 +41,18 @@ export interface IToolRow {
   p95: number | null;
 }
 
+/** Where a fork branched off: calls before `call` answered from run `run_id`'s records. */
+export interface IForkedFrom {
+  run_id: string;
+  call: number;
+}
+
 export interface ITraceRecord {
   version: number;
   kind: 'orchestrate';
   code: string;
-  status: 'ok' | 'error' | 'interrupted' | 'running';
+  /** `paused`: a durable run waits for a person to approve or reject its `pending` calls. */
+  status: 'ok' | 'error' | 'interrupted' | 'running' | 'paused';
   value: string | null;
   stdout: string;
   error: string | null;
@@ -61,6 +68,14 @@ export interface ITraceRecord {
   /** Size of the whole stdout; `stdout` is its tail (the cell's stream outputs hold it). */
   stdout_chars?: number;
   live?: ILive;
+  /** The durable run's id in the store (absent when the run had no store). */
+  run_id?: string;
+  /** A paused run's calls that wait for approval. */
+  pending?: ICallRecord[];
+  /** The run and call this run was forked from. */
+  forked_from?: IForkedFrom;
+  /** The `--session` name whose variables the run kept. */
+  session?: string;
 }
 
 export interface IBuildRecord {
