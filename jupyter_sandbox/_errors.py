@@ -101,6 +101,13 @@ class CodeModeError(OrchestrationError):
         self.attempts = attempts
 
 
+class StoreError(SandboxError):
+    """The durable store (`jupyter_sandbox.Store`) cannot be used as asked: it cannot be
+    opened or written, its key file is unsafe, a run id is unknown, or a saved blob was
+    modified outside jupyter-sandbox or saved by another pydantic-monty version (refused,
+    never loaded). The message says what to do."""
+
+
 class ContainerError(SandboxError):
     """A %%sandbox container could not be built or run, or its code failed.
 

@@ -9,6 +9,7 @@ SandboxError                      base: catch this to catch anything of ours
 │   ├── LimitExceeded             a limit hit: time, memory, calls... (``.limit`` names it)
 │   ├── Interrupted               the user interrupted the run (Ctrl-C)
 │   └── CodeModeError             the agent loop ran out of attempts (``.attempts`` has each)
+├── StoreError                    the durable store: unusable, unknown run, or a refused blob
 └── ContainerError                %%sandbox / create().run(): the Docker side
     ├── DockerUnavailable         no engine reachable (the message says how to start one)
     ├── ImageBuildError           image build failed (``.log`` has the failing step's log)
@@ -61,6 +62,7 @@ from ._errors import (
     SandboxConfigError,
     SandboxError,
     SandboxTimeout,
+    StoreError,
     ToolError,
     TypeCheckError,
     UnusableImage,
@@ -86,6 +88,7 @@ __all__ = [
     "SandboxConfigError",
     "SandboxError",
     "SandboxTimeout",
+    "StoreError",
     "ToolError",
     "TypeCheckError",
     "UnusableImage",
