@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 
-def call(call_id: int, tool: str, start: float, end: float, **extra: Any) -> dict[str, Any]:
+def call(call_id: int, tool: str, start: float, end: float | None, **extra: Any) -> dict[str, Any]:
     record: dict[str, Any] = {
         "call_id": call_id,
         "tool": tool,
@@ -83,3 +83,28 @@ def run_record(build_error: str | None = None) -> dict[str, Any]:
         "outputs": {"score": {"type": "float", "preview": "0.93"}},
         "inputs": {"data": {"type": "list", "preview": "[1, 2, 3]"}},
     }
+
+
+def paused_record() -> dict[str, Any]:
+    """A durable run paused at a gated call (``delete`` with approval), made in a session: one
+    call done, the gated one waiting (listed in ``calls`` unfinished and in ``pending``)."""
+    waiting = call(2, "delete", 0.2, None, args=["['a.txt', 'b.txt']"], result=None, line=3)
+    record = trace_record(2)
+    record.update(
+        status="paused",
+        value=None,
+        duration=0.25,
+        calls=[record["calls"][0], waiting],
+        run_id="3f2a9c1d0b7e",
+        pending=[dict(waiting)],
+        session="cleanup",
+    )
+    return record
+
+
+def forked_record() -> dict[str, Any]:
+    """A fork of run ``3f2a9c1d0b7e`` at call 2, finished ok."""
+    record = trace_record(2)
+    record["calls"][1].update(error=None, host_traceback=None, result="[]")
+    record.update(run_id="b71c0e55a9d2", forked_from={"run_id": "3f2a9c1d0b7e", "call": 2})
+    return record

@@ -64,6 +64,14 @@ def call_status(call: CallRecord) -> str:
     return "error" if call.get("error") is not None else "ok"
 
 
+def row_status(call: CallRecord, record: TraceRecord) -> str:
+    """A call's status as a trace row shows it: in a paused run nothing unfinished is running,
+    it ``waits`` until the run is approved or rejected and continues."""
+    status = call_status(call)
+    paused = record.get("status") == "paused"
+    return "waiting" if paused and status in ("running", "queued") else status
+
+
 def call_duration(call: CallRecord) -> float | None:
     """The tool's own time: a sandbox call's wait for a concurrency slot is not in it."""
     end = call.get("end")
@@ -105,10 +113,50 @@ def orchestrate_summary(record: TraceRecord) -> str:
     total = call_count(record)
     errors = sum(row["errors"] for row in tool_rows(record))
     noun = "call" if total == 1 else "calls"
+    waiting = len(record.get("pending", []))
+    awaits = f", {waiting} waiting for approval" if record.get("status") == "paused" else ""
     return (
         f"orchestrate {record.get('status', '?')} in {seconds(record.get('duration'))}: "
-        f"{total} tool {noun}, {errors} failed"
+        f"{total} tool {noun}, {errors} failed{awaits}"
     )
+
+
+def origin_notes(record: TraceRecord) -> list[str]:
+    """Where a run's state came from, said under its headline: the run and call a fork branched
+    off, the session whose variables it kept."""
+    notes = []
+    forked = record.get("forked_from")
+    if forked:
+        notes.append(f"forked from run {forked.get('run_id')} at call {forked.get('call')}")
+    if record.get("session"):
+        notes.append(f"session {record.get('session')}")
+    if record.get("run_id") and record.get("status") != "paused":  # a paused one says it below
+        notes.append(f"run {record.get('run_id')}")
+    return notes
+
+
+def paused_heading(record: TraceRecord) -> str:
+    """What a paused run waits for, in one line."""
+    waiting = len(record.get("pending", []))
+    noun = "call" if waiting == 1 else "calls"
+    return f"run {record.get('run_id', '?')} waits for approval of {waiting} {noun}:"
+
+
+def line_of(call: CallRecord) -> str:
+    """``line 4``: where in the cell a call was made (empty when Monty did not say)."""
+    line = call.get("line")
+    return "" if line is None else f"line {line}"
+
+
+def approval_magics(record: TraceRecord) -> tuple[str, str]:
+    """The two lines that answer a paused run from any cell, in this kernel or a later one:
+    approve, and reject (``REASON`` optional; the code sees ``PermissionError(REASON)``)."""
+    run_id = record.get("run_id", "?")
+    return f"%orchestrate_approve {run_id}", f"%orchestrate_reject {run_id} REASON"
+
+
+REJECT_NOTE = "REASON is optional: the rejected call raises PermissionError(REASON) in the code"
+"""How a rejection reaches the code, said beside the magics."""
 
 
 def stream_tails(record: Record) -> list[tuple[str, str]]:

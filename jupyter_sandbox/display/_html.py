@@ -31,6 +31,7 @@ border:0!important;border-bottom:1px solid var(--jp-border-color2,#e0e0e0)!impor
 .jsb .jsb-bar.jsb-running{background:var(--jp-layout-color4,#9e9e9e)}
 .jsb .jsb-bar.jsb-queued{background:var(--jp-layout-color3,#bdbdbd)}
 .jsb .jsb-bar.jsb-cancelled{background:var(--jp-warn-color1,#f57c00)}
+.jsb .jsb-bar.jsb-waiting{background:var(--jp-warn-color1,#f57c00)}
 .jsb .jsb-muted{color:var(--jp-content-font-color2,#616161)}
 .jsb pre{margin:2px 0;max-height:300px;overflow:auto}
 .jsb .jsb-scroll th{position:sticky;top:0;background:var(--jp-layout-color1,#fff)}
@@ -52,16 +53,17 @@ SCROLL = 'class="jsb-scroll" style="max-height:400px;overflow:auto"'
 """A long trace scrolls in a box of bounded height (inline: a sanitizer may drop ``<style>``)."""
 
 
-def calls_table(calls: list[CallRecord], span: float) -> str:
-    """One row per call with a timeline column (bars placed on ``[0, span]`` show overlap), in a
-    scroll box: 800 calls are 20 rows of the page, not 9,000 px of it."""
-    span = max(span, 1e-9)
+def calls_table(record: TraceRecord) -> str:
+    """One row per call with a timeline column (bars placed on the run's time axis show
+    overlap), in a scroll box: 800 calls are 20 rows of the page, not 9,000 px of it."""
+    calls = record.get("calls", [])
+    span = max(record.get("duration") or 0.0, 1e-9)
     rows = [
         "<tr><th>#</th><th>tool</th><th>call</th><th>result</th>"
         "<th>duration</th><th>status</th><th>timeline</th></tr>"
     ]
     for call in calls[: fmt.MAX_ROWS]:
-        rows.append(_call_row(call, span))
+        rows.append(_call_row(call, span, fmt.row_status(call, record)))
     more = len(calls) - fmt.MAX_ROWS
     tail = f"<p>&hellip; {more} more calls in the JSON record</p>" if more > 0 else ""
     return f'<div {SCROLL}><table class="jsb-calls">{"".join(rows)}</table></div>{tail}'
@@ -77,8 +79,7 @@ def tools_table(rows: list[ToolRow]) -> str:
     return f'<table class="jsb-tools"><tr>{head}</tr>{body}</table>'
 
 
-def _call_row(call: CallRecord, span: float) -> str:
-    status = fmt.call_status(call)
+def _call_row(call: CallRecord, span: float, status: str) -> str:
     queued = call.get("queued") or 0.0
     start = call.get("start", 0.0) + queued  # the bar is the tool's own time
     end = call.get("end")
@@ -88,6 +89,8 @@ def _call_row(call: CallRecord, span: float) -> str:
     label = f"{waited}starts at {fmt.seconds(start)}, " + (
         "still running" if end is None else f"takes {fmt.seconds(width)}"
     )
+    if status == "waiting":  # the tool has not run: a mark where the run paused
+        width, label = 0.0, f"waiting for approval since {fmt.seconds(start)}"
     bar = (
         f'<div class="jsb-bar jsb-{status}" role="img" title="{label}" aria-label="{label}" '
         f'style="margin-left:{100 * start / span:.2f}%;'
@@ -129,14 +132,16 @@ def _details(summary: str, text: str | None, html: str = "") -> str:
 def _orchestrate(record: TraceRecord) -> str:
     status_class = "jsb-error" if record.get("status") == "error" else ""
     parts = [f'<b class="{status_class}">{escape(fmt.orchestrate_summary(record))}</b>']
+    parts += [f'<div class="jsb-muted">{escape(note)}</div>' for note in fmt.origin_notes(record)]
+    if record.get("status") == "paused":
+        parts.append(_paused(record))
     if fmt.shows_tools(record):
         parts.append(tools_table(fmt.tool_rows(record)))
     note = fmt.dropped_note(record)
     if note:
         parts.append(f'<div class="jsb-muted">{escape(note)}</div>')
-    calls = record.get("calls", [])
-    if calls:
-        parts.append(calls_table(calls, record.get("duration") or 0.0))
+    if record.get("calls"):
+        parts.append(calls_table(record))
     value = record.get("value")
     if value is not None:
         parts.append(f"<div>value: <code>{escape(value)}</code></div>")
@@ -149,6 +154,25 @@ def _orchestrate(record: TraceRecord) -> str:
             )
         )
     return "".join(parts)  # no stdout: the cell's stream outputs show it, once
+
+
+def _paused(record: TraceRecord) -> str:
+    """A paused run: the calls it waits on and the two magics that answer it. No buttons: a
+    static page (an export, a notebook viewer) has no kernel a button could reach."""
+    rows = "".join(
+        f"<tr><td>{call.get('call_id')}</td><td>{escape(str(call.get('tool')))}</td>"
+        f"<td>{escape(fmt.call_signature(call))}</td>"
+        f"<td>{fmt.line_of(call)}</td></tr>"
+        for call in record.get("pending", [])
+    )
+    approve, reject = fmt.approval_magics(record)
+    return (
+        f'<div class="jsb-paused" style="margin:4px 0"><div>{escape(fmt.paused_heading(record))}'
+        f'</div><table class="jsb-pending">{rows}</table>'
+        "<div>To answer, run one of these in a cell (this kernel or a later one):</div>"
+        f"<pre>{escape(approve)}\n{escape(reject)}</pre>"
+        f'<div class="jsb-muted">{escape(fmt.REJECT_NOTE)}</div></div>'
+    )
 
 
 def _sandbox(record: RunRecord) -> str:

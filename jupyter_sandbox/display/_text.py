@@ -17,7 +17,9 @@ def render(record: Record) -> str:
 
 
 def _orchestrate(record: TraceRecord) -> str:
-    lines = [fmt.orchestrate_summary(record)]
+    lines = [fmt.orchestrate_summary(record), *fmt.origin_notes(record)]
+    if record.get("status") == "paused":
+        lines += _paused(record)
     if fmt.shows_tools(record):
         lines += _tools(fmt.tool_rows(record))
     note = fmt.dropped_note(record)
@@ -26,11 +28,12 @@ def _orchestrate(record: TraceRecord) -> str:
     calls = record.get("calls", [])
     for call in calls[: fmt.MAX_ROWS]:
         result = call.get("error") if call.get("error") is not None else call.get("result")
+        ended = "" if call.get("end") is None else f" -> {fmt.clip(str(result), 60)}"
         lines.append(
-            f"  #{call.get('call_id')} {fmt.call_status(call):7}"
+            f"  #{call.get('call_id')} {fmt.row_status(call, record):7}"
             f"{' (replayed)' if call.get('replayed') else ''} "
             f"{fmt.seconds(fmt.call_duration(call)):>8}  "
-            f"{fmt.call_signature(call)} -> {fmt.clip(str(result), 60)}"
+            f"{fmt.call_signature(call)}{ended}"
         )
     if len(calls) > fmt.MAX_ROWS:
         lines.append(f"  ... {len(calls) - fmt.MAX_ROWS} more calls in the JSON record")
@@ -42,6 +45,22 @@ def _orchestrate(record: TraceRecord) -> str:
         if traceback:
             lines.append(traceback.rstrip())
     return "\n".join(lines)
+
+
+def _paused(record: TraceRecord) -> list[str]:
+    """The calls a paused run waits on and the magics that answer it."""
+    approve, reject = fmt.approval_magics(record)
+    calls = [
+        f"  #{call.get('call_id')} {fmt.call_signature(call)}  {fmt.line_of(call)}".rstrip()
+        for call in record.get("pending", [])
+    ]
+    return [
+        fmt.paused_heading(record),
+        *calls,
+        f"approve: {approve}",
+        f"reject:  {reject}",
+        f"({fmt.REJECT_NOTE})",
+    ]
 
 
 def _tools(rows: list[ToolRow]) -> list[str]:

@@ -1,0 +1,82 @@
+"""Durable runs in the static fallbacks (issue 11): a paused run's HTML and text show its
+pending calls, its run id and the exact magics that answer it (no button: a static page has no
+kernel a button could reach); a fork says which run and call it came from; a session run names
+its session."""
+
+from __future__ import annotations
+
+from _display_samples import forked_record, paused_record, trace_record
+
+from jupyter_sandbox.display import TRACE_MIME, bundle
+
+
+def test_a_paused_run_shows_its_pending_call_run_id_and_the_magics_to_answer_it():
+    data = bundle(paused_record())
+    assert data[TRACE_MIME]["status"] == "paused"
+    for text in (data["text/plain"], data["text/html"].replace("&#x27;", "'")):
+        summary = "orchestrate paused in 250 ms: 2 tool calls, 0 failed, 1 waiting for approval"
+        assert summary in text
+        assert "run 3f2a9c1d0b7e waits for approval of 1 call:" in text
+        assert "delete(['a.txt', 'b.txt'])" in text and "line 3" in text
+        assert "%orchestrate_approve 3f2a9c1d0b7e" in text
+        assert "%orchestrate_reject 3f2a9c1d0b7e REASON" in text
+        assert "PermissionError(REASON)" in text
+        assert "session cleanup" in text
+
+
+def test_the_paused_html_has_no_buttons_and_its_waiting_call_is_not_running():
+    html = bundle(paused_record())["text/html"]
+    assert "<button" not in html and "<input" not in html and "onclick" not in html
+    assert html.count('class="jsb-call ') == 2
+    assert 'class="jsb-call jsb-waiting"' in html
+    assert "waiting for approval since 200 ms" in html  # the bar's text
+    assert "still running" not in html
+    text = bundle(paused_record())["text/plain"]
+    listed, row = [line for line in text.splitlines() if line.startswith("  #2 ")]
+    assert listed.endswith("  line 3")  # the pending list, then the table's row
+    assert row.split()[1] == "waiting" and "->" not in row  # no result before it ran
+
+
+def test_several_pending_calls_are_all_listed():
+    record = paused_record()
+    second = dict(record["pending"][0], call_id=3, args=["['c.txt']"], line=None)
+    record["pending"].append(second)
+    data = bundle(record)
+    assert "waits for approval of 2 calls:" in data["text/plain"]
+    assert "2 waiting for approval" in data["text/plain"]
+    assert "delete(['c.txt'])" in data["text/plain"]
+    pending = data["text/html"].split('class="jsb-pending">')[1].split("</table>")[0]
+    assert pending.count("<tr>") == 2
+
+
+def test_a_fork_says_where_it_came_from_and_its_own_run_id():
+    data = bundle(forked_record())
+    for text in (data["text/plain"], data["text/html"]):
+        assert "forked from run 3f2a9c1d0b7e at call 2" in text
+        assert "run b71c0e55a9d2" in text
+        assert "%orchestrate_approve" not in text  # not paused: nothing to answer
+
+
+def test_records_without_durable_keys_read_as_before():
+    data = bundle(trace_record())
+    text = data["text/plain"]
+    assert text.splitlines()[0] == "orchestrate ok in 400 ms: 3 tool calls, 1 failed"
+    assert text.splitlines()[1].startswith("  #1 ")  # no origin line
+    assert "forked from" not in data["text/html"] and "jsb-paused" not in data["text/html"]
+
+
+def test_paused_text_is_escaped_in_html():
+    record = paused_record()
+    record["pending"][0]["args"] = ["'<img src=x onerror=alert(1)>'"]
+    record["run_id"] = "<b>x</b>"
+    html = bundle(record)["text/html"]
+    assert "<img" not in html and "<b>x</b>" not in html
+    assert "%orchestrate_approve &lt;b&gt;x&lt;/b&gt;" in html
+
+
+def test_the_samples_fit_the_record_contract():
+    """The hand-written durable records have exactly the keys records.py and records.ts declare."""
+    from test_records_contract import check_record
+
+    check_record(paused_record())
+    check_record(forked_record())
