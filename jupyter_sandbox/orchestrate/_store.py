@@ -1,0 +1,653 @@
+"""The durable store: sessions, run journals and checkpoints that outlive the kernel.
+
+One SQLite file (standard library), shared by every kernel of the user:
+
+- **Concurrency.** WAL (readers never block the writer), a busy timeout, and every write in a
+  short ``BEGIN IMMEDIATE`` transaction: a write takes the lock before it reads, so two
+  processes never both hold a read lock that each must upgrade (the case where SQLite answers
+  "database is locked" at once instead of waiting). Threads of one process share one
+  connection behind a lock; a forked child opens its own. ``synchronous=NORMAL``: a commit
+  survives the process being killed (the case that matters: a kernel killed mid-run), not
+  necessarily a power cut.
+- **Integrity.** Every blob (a Monty dump, a pickled call record, a run's code and tools) is
+  sealed: HMAC-SHA256 with a per-user key over its kind, the row it belongs to (so a sealed
+  blob cannot be moved to another run or call), the ``pydantic-monty`` version and the bytes.
+  A blob whose seal does not match, or that another Monty version saved, is refused with a
+  `StoreError` and never loaded. The key is the file ``key`` beside the store: 32 random bytes,
+  created 0600 under a temporary name and linked into place (so no process ever reads a
+  half-written key), and refused when another user owns it or group/others can read it.
+- **Pickle.** Call records hold tool results, which are arbitrary Python values, so they are
+  pickled. Only bytes this store sealed itself are ever unpickled, after their seal checked:
+  a forged pickle needs the key. A value pickle cannot store becomes a `HandleMarker`
+  (``{"handle": <type name>}``, never its repr) and the engine decides what that means.
+- **Bounded growth.** `new_run` keeps the last ``keep`` runs of its cell and ``total`` runs in
+  all (`prune`); a paused run is never dropped (a person may approve it hours later).
+- **Schema version.** The ``meta`` table holds the schema version, so a later release can
+  migrate a store this one wrote; a store from a newer release is refused, not guessed at.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import importlib.metadata
+import json
+import os
+import pickle
+import secrets
+import sqlite3
+import stat
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+from .._errors import SandboxConfigError, StoreError
+
+MONTY_VERSION = importlib.metadata.version("pydantic-monty")
+"""Every blob is tagged with it: Monty dumps load only into the version that wrote them."""
+
+SCHEMA_VERSION = 1
+
+RunStatus = Literal["running", "paused", "ok", "error", "interrupted"]
+
+KEY_BYTES = 32
+_BUSY_MS = 30_000
+"""How long a write waits for another process's write (each holds the lock ~1 ms)."""
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY, scope TEXT NOT NULL, cell TEXT NOT NULL, status TEXT NOT NULL,
+    created REAL NOT NULL, updated REAL NOT NULL, forked_run TEXT, forked_call INTEGER,
+    monty TEXT NOT NULL, mac BLOB NOT NULL, payload BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS runs_by_cell ON runs (scope, cell, created);
+CREATE INDEX IF NOT EXISTS runs_by_age ON runs (created);
+CREATE TABLE IF NOT EXISTS calls (
+    run_id TEXT NOT NULL REFERENCES runs ON DELETE CASCADE, idx INTEGER NOT NULL,
+    monty TEXT NOT NULL, mac BLOB NOT NULL, payload BLOB NOT NULL,
+    PRIMARY KEY (run_id, idx));
+CREATE TABLE IF NOT EXISTS checkpoints (
+    run_id TEXT PRIMARY KEY REFERENCES runs ON DELETE CASCADE, saved REAL NOT NULL,
+    monty TEXT NOT NULL, mac BLOB NOT NULL, payload BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS sessions (
+    scope TEXT NOT NULL, name TEXT NOT NULL, names TEXT NOT NULL, size INTEGER NOT NULL,
+    updated REAL NOT NULL, monty TEXT NOT NULL, mac BLOB NOT NULL, payload BLOB NOT NULL,
+    PRIMARY KEY (scope, name));
+"""
+
+
+def default_store_path() -> Path:
+    """``$JUPYTER_SANDBOX_STORE`` if set, else ``~/.local/share/jupyter-sandbox/store.sqlite``."""
+    configured = os.environ.get("JUPYTER_SANDBOX_STORE")
+    if configured:
+        return Path(configured).expanduser()
+    return Path.home() / ".local" / "share" / "jupyter-sandbox" / "store.sqlite"
+
+
+class HandleMarker(dict[str, str]):
+    """``{"handle": name}``: stands in, in a stored call record, for a value pickle could not
+    store. ``name`` is the value's type (``module.QualName``), never its repr, which may be
+    huge or hold secrets. A dict, as the engine reads it; a class of its own, so that a tool
+    whose result is the dict ``{"handle": ...}`` is never mistaken for one."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(handle=name)
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    name: str
+    names: dict[str, str]
+    """Variable -> type name, as saved with the session."""
+    size: int
+    """Bytes of the session's dump."""
+    updated: float
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A run's latest Monty snapshot (older ones are replaced)."""
+
+    dump: bytes
+    call_index: int
+    pending: list[dict[str, Any]]
+    saved: float
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """A run as `Store.runs` lists it (nothing unsealed)."""
+
+    run_id: str
+    scope: str
+    cell: str
+    status: RunStatus
+    calls: int
+    """Call records stored."""
+    forked_from: tuple[str, int] | None
+    created: float
+    updated: float
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """A run with everything needed to resume or fork it, every blob verified."""
+
+    run_id: str
+    scope: str
+    cell: str
+    code: str
+    tools: list[str]
+    status: RunStatus
+    calls: dict[int, dict[str, Any]]
+    """Call records by call index, in index order (a gather may leave gaps)."""
+    checkpoint: Checkpoint | None
+    forked_from: tuple[str, int] | None
+    created: float
+    updated: float
+
+
+class Store:
+    """The durable store at ``path`` (default `default_store_path`), created if missing."""
+
+    def __init__(
+        self, path: str | os.PathLike[str] | None = None, *, keep: int = 20, total: int = 2000
+    ) -> None:
+        self.path = Path(default_store_path() if path is None else path).expanduser().absolute()
+        self.keep = keep
+        """Runs `new_run` keeps per cell (paused runs are always kept)."""
+        self.total = total
+        """Runs `new_run` keeps in all (paused runs are always kept)."""
+        self._lock = threading.Lock()
+        try:
+            _make_folder(self.path.parent)
+            self._key = _key(self.path.parent / "key")
+            os.close(os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600))
+            self._pid = os.getpid()
+            self._db = self._connect()
+        except (OSError, sqlite3.Error) as error:
+            raise StoreError(
+                f"cannot open the store at {self.path}: {_reason(error)}; point "
+                "%config OrchestrateMagics.store or $JUPYTER_SANDBOX_STORE at a writable path"
+            ) from error
+
+    def __repr__(self) -> str:
+        return f"Store({str(self.path)!r})"
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- sessions ---
+
+    def save_session(self, scope: str, name: str, dump: bytes, names: dict[str, str]) -> None:
+        """Keep session ``name``'s dump (replacing the previous one) and its variables' types."""
+        listed = json.dumps(names, sort_keys=True)
+        monty, mac = self._seal("session", (scope, name, listed), dump)
+        with self._write() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO sessions VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (scope, name, listed, len(dump), time.time(), monty, mac, dump),
+            )
+
+    def load_session(self, scope: str, name: str) -> bytes | None:
+        """The session's dump, verified; None if there is no such session."""
+        with self._read() as db:
+            row = db.execute(
+                "SELECT names, monty, mac, payload FROM sessions WHERE scope = ? AND name = ?",
+                (scope, name),
+            ).fetchone()
+        if row is None:
+            return None
+        listed, monty, mac, payload = row
+        return self._unseal(
+            "session",
+            (scope, name, listed),
+            monty,
+            mac,
+            payload,
+            what=f"session {name!r}",
+            advice=f"%orchestrate_reset {name} drops it",
+        )
+
+    def sessions(self, scope: str) -> list[SessionInfo]:
+        """The sessions of ``scope``, by name."""
+        with self._read() as db:
+            rows = db.execute(
+                "SELECT name, names, size, updated FROM sessions WHERE scope = ? ORDER BY name",
+                (scope,),
+            ).fetchall()
+        return [
+            SessionInfo(name, json.loads(names), size, updated)
+            for name, names, size, updated in rows
+        ]
+
+    def drop_session(self, scope: str, name: str) -> bool:
+        """Forget a session; False if there was none."""
+        with self._write() as db:
+            cursor = db.execute("DELETE FROM sessions WHERE scope = ? AND name = ?", (scope, name))
+        return cursor.rowcount > 0
+
+    # --- runs ---
+
+    def new_run(
+        self,
+        *,
+        scope: str,
+        cell: str,
+        code: str,
+        tools: list[str],
+        forked_from: tuple[str, int] | None = None,
+    ) -> str:
+        """Start a run (status ``running``) and return its id: 12 hex digits."""
+        header = json.dumps({"code": code, "tools": list(tools)}).encode()
+        forked_run, forked_call = forked_from if forked_from else (None, None)
+        with self._write() as db:
+            while True:
+                run_id = secrets.token_hex(6)
+                if not db.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone():
+                    break
+            context = _run_context(run_id, scope, cell, forked_from)
+            monty, mac = self._seal("run", context, header)
+            now = time.time()
+            db.execute(
+                "INSERT INTO runs VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?)",
+                (run_id, scope, cell, now, now, forked_run, forked_call, monty, mac, header),
+            )
+            _prune(db, keep=self.keep, total=self.total, cell=(scope, cell))
+        return run_id
+
+    def record_call(self, run_id: str, index: int, record: dict[str, Any]) -> None:
+        """Keep call ``index``'s record (replacing an earlier one of the same index)."""
+        payload = _pickle(record)
+        monty, mac = self._seal("call", (run_id, str(index)), payload)
+        with self._write() as db:
+            self._touch(db, run_id)
+            db.execute(
+                "INSERT OR REPLACE INTO calls VALUES (?, ?, ?, ?, ?)",
+                (run_id, index, monty, mac, payload),
+            )
+
+    def checkpoint(
+        self,
+        run_id: str,
+        *,
+        dump: bytes,
+        call_index: int,
+        pending: list[dict[str, Any]] | None = None,
+    ) -> None:
+        """Keep the run's latest snapshot (the previous one is replaced)."""
+        payload = _pickle((dump, call_index, pending or []))
+        monty, mac = self._seal("checkpoint", (run_id,), payload)
+        with self._write() as db:
+            now = self._touch(db, run_id)
+            db.execute(
+                "INSERT OR REPLACE INTO checkpoints VALUES (?, ?, ?, ?, ?)",
+                (run_id, now, monty, mac, payload),
+            )
+
+    def finish(self, run_id: str, status: RunStatus) -> None:
+        """Set the run's status (``paused`` too: a paused run is not over)."""
+        if status not in get_args(RunStatus):
+            raise SandboxConfigError(
+                f"status must be one of {', '.join(get_args(RunStatus))}, not {status!r}",
+                parameter="status",
+            )
+        with self._write() as db:
+            self._touch(db, run_id, status)
+
+    def run(self, run_id: str) -> StoredRun:
+        """The run, every blob verified; `StoreError` if there is no such run."""
+        with self._read() as db:
+            head = db.execute(
+                "SELECT scope, cell, status, created, updated, forked_run, forked_call, monty, "
+                "mac, payload FROM runs WHERE run_id = ?",
+                (run_id,),
+            ).fetchone()
+            if head is None:
+                raise self._unknown(run_id)
+            calls = db.execute(
+                "SELECT idx, monty, mac, payload FROM calls WHERE run_id = ? ORDER BY idx",
+                (run_id,),
+            ).fetchall()
+            saved = db.execute(
+                "SELECT saved, monty, mac, payload FROM checkpoints WHERE run_id = ?", (run_id,)
+            ).fetchone()
+        scope, cell, status, created, updated, forked_run, forked_call, *sealed = head
+        forked_from = _forked(forked_run, forked_call)
+        where = f"run {run_id!r}"
+        context = _run_context(run_id, scope, cell, forked_from)
+        header = json.loads(self._unseal("run", context, *sealed, what=where))
+        records = {
+            index: _unpickle(
+                self._unseal("call", (run_id, str(index)), *blob, what=f"call {index} of {where}"),
+                f"call {index} of {where}",
+            )
+            for index, *blob in calls
+        }
+        checkpoint = None
+        if saved is not None:
+            what = f"the checkpoint of {where}"
+            dump, call_index, pending = _unpickle(
+                self._unseal("checkpoint", (run_id,), *saved[1:], what=what), what
+            )
+            checkpoint = Checkpoint(dump, call_index, pending, saved[0])
+        return StoredRun(
+            run_id=run_id,
+            scope=scope,
+            cell=cell,
+            code=header["code"],
+            tools=header["tools"],
+            status=status,
+            calls=records,
+            checkpoint=checkpoint,
+            forked_from=forked_from,
+            created=created,
+            updated=updated,
+        )
+
+    def runs(self, *, scope: str | None = None, status: RunStatus | None = None) -> list[RunInfo]:
+        """Runs, newest first, optionally of one scope and/or one status."""
+        query = (
+            "SELECT run_id, scope, cell, status, (SELECT count(*) FROM calls AS c WHERE "
+            "c.run_id = r.run_id), forked_run, forked_call, created, updated FROM runs AS r "
+            "WHERE (?1 IS NULL OR scope = ?1) AND (?2 IS NULL OR status = ?2) "
+            "ORDER BY created DESC, rowid DESC"
+        )
+        with self._read() as db:
+            rows = db.execute(query, (scope, status)).fetchall()
+        return [
+            RunInfo(run_id, run_scope, cell, run_status, calls, _forked(run, call), *times)
+            for run_id, run_scope, cell, run_status, calls, run, call, *times in rows
+        ]
+
+    def last_run(self, scope: str, cell: str) -> StoredRun | None:
+        """The latest run of this cell, verified; None if it has none."""
+        with self._read() as db:
+            row = db.execute(
+                "SELECT run_id FROM runs WHERE scope = ? AND cell = ? "
+                "ORDER BY created DESC, rowid DESC LIMIT 1",
+                (scope, cell),
+            ).fetchone()
+        return None if row is None else self.run(row[0])
+
+    def prune(self, keep: int | None = None, total: int | None = None) -> int:
+        """Drop all but the last ``keep`` runs of each cell and the last ``total`` runs in all
+        (defaults: the store's); paused runs stay. Returns how many runs were dropped."""
+        with self._write() as db:
+            return _prune(
+                db,
+                keep=self.keep if keep is None else keep,
+                total=self.total if total is None else total,
+            )
+
+    # --- plumbing ---
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(
+            self.path, timeout=_BUSY_MS / 1000, isolation_level=None, check_same_thread=False
+        )
+        try:
+            db.execute(f"PRAGMA busy_timeout = {_BUSY_MS}")
+            db.execute("PRAGMA journal_mode = WAL")
+            db.execute("PRAGMA synchronous = NORMAL")
+            db.execute("PRAGMA foreign_keys = ON")
+            db.executescript(
+                f"BEGIN IMMEDIATE; {_SCHEMA} INSERT OR IGNORE INTO meta "
+                f"VALUES ('schema', '{SCHEMA_VERSION}'); COMMIT;"
+            )
+            (version,) = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+        except BaseException:
+            db.close()
+            raise
+        if int(version) > SCHEMA_VERSION:
+            db.close()
+            raise StoreError(
+                f"the store at {self.path} has schema version {version}, written by a newer "
+                f"jupyter-sandbox (this one knows {SCHEMA_VERSION}): upgrade jupyter-sandbox "
+                "or point $JUPYTER_SANDBOX_STORE at another store"
+            )
+        return db
+
+    def _connection(self) -> sqlite3.Connection:
+        """This process's connection: a forked child must not use its parent's (SQLite's
+        rule), nor close it (that could release the parent's locks), so it opens its own."""
+        if self._pid != os.getpid():
+            self._inherited = self._db
+            self._pid, self._db = os.getpid(), self._connect()
+        return self._db
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One short write transaction, taking the write lock at once (see the module doc)."""
+        with self._lock, self._errors():
+            db = self._connection()
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        """One read transaction: its queries see one state of the store."""
+        with self._lock, self._errors():
+            db = self._connection()
+            db.execute("BEGIN")
+            try:
+                yield db
+            finally:
+                db.execute("COMMIT")
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.Error as error:
+            raise StoreError(f"the store at {self.path} failed: {_reason(error)}") from error
+
+    def _touch(self, db: sqlite3.Connection, run_id: str, status: str | None = None) -> float:
+        """Mark the run updated now (and set its status); `StoreError` if there is no such run."""
+        now = time.time()
+        cursor = db.execute(
+            "UPDATE runs SET updated = ?, status = coalesce(?, status) WHERE run_id = ?",
+            (now, status, run_id),
+        )
+        if cursor.rowcount == 0:
+            raise self._unknown(run_id)
+        return now
+
+    def _unknown(self, run_id: str) -> StoreError:
+        return StoreError(
+            f"no run {run_id!r} in {self.path}; %orchestrate_pending lists paused runs"
+        )
+
+    def _seal(self, kind: str, context: tuple[str, ...], payload: bytes) -> tuple[str, bytes]:
+        return MONTY_VERSION, _mac(self._key, kind, context, MONTY_VERSION, payload)
+
+    def _unseal(
+        self,
+        kind: str,
+        context: tuple[str, ...],
+        monty: str,
+        mac: bytes,
+        payload: bytes,
+        *,
+        what: str,
+        advice: str = "re-run the cell without --resume",
+    ) -> bytes:
+        """``payload`` if this store sealed it for this row and this Monty version."""
+        if not hmac.compare_digest(mac, _mac(self._key, kind, context, monty, payload)):
+            raise StoreError(
+                f"{what} in {self.path} was modified outside jupyter-sandbox "
+                "(signature mismatch): refusing to load it"
+            )
+        if monty != MONTY_VERSION:
+            raise StoreError(
+                f"{what} was saved by pydantic-monty {monty}, this kernel has {MONTY_VERSION}: "
+                f"{advice}"
+            )
+        return payload
+
+
+def _forked(run: str | None, call: int | None) -> tuple[str, int] | None:
+    return None if run is None or call is None else (run, call)
+
+
+def _run_context(
+    run_id: str, scope: str, cell: str, forked_from: tuple[str, int] | None
+) -> tuple[str, ...]:
+    forked = "" if forked_from is None else f"{forked_from[0]}:{forked_from[1]}"
+    return run_id, scope, cell, forked
+
+
+def _mac(key: bytes, kind: str, context: tuple[str, ...], monty: str, payload: bytes) -> bytes:
+    """HMAC-SHA256 over length-prefixed parts (no two different tuples encode alike)."""
+    mac = hmac.new(key, digestmod=hashlib.sha256)
+    for part in (kind, *context, monty):
+        encoded = part.encode("utf-8", "surrogatepass")
+        mac.update(len(encoded).to_bytes(8, "big") + encoded)
+    mac.update(payload)
+    return mac.digest()
+
+
+def _pickle(value: object) -> bytes:
+    try:
+        return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:  # a value's own __reduce__ may raise anything
+        return pickle.dumps(_picklable(value), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _picklable(value: object) -> object:
+    """``value`` with each part pickle cannot store replaced by a `HandleMarker`, looking
+    inside plain dicts, lists and tuples so that one odd argument does not hide the rest."""
+    try:
+        pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:
+        pass
+    else:
+        return value
+    if type(value) is dict:
+        return {key: _picklable(item) for key, item in value.items()}
+    if type(value) is list:
+        return [_picklable(item) for item in value]
+    if type(value) is tuple:
+        return tuple(_picklable(item) for item in value)
+    kind = type(value)
+    return HandleMarker(f"{kind.__module__}.{kind.__qualname__}")
+
+
+def _unpickle(payload: bytes, what: str) -> Any:
+    """Bytes this store sealed (checked by the caller): a value whose class this process
+    lacks (one defined in a notebook cell not run yet) cannot be rebuilt, and says so."""
+    try:
+        return pickle.loads(payload)
+    except Exception as error:
+        raise StoreError(
+            f"{what} holds a value this process cannot rebuild ({_reason(error)}): define "
+            "what it names (run the cell that does), then try again"
+        ) from error
+
+
+def _prune(
+    db: sqlite3.Connection, *, keep: int, total: int, cell: tuple[str, str] | None = None
+) -> int:
+    """Drop old runs that are not paused (their calls and checkpoints go with them)."""
+    by_cell = (
+        "DELETE FROM runs WHERE status != 'paused' AND run_id IN (SELECT run_id FROM "
+        "(SELECT run_id, row_number() OVER (PARTITION BY scope, cell ORDER BY created DESC, "
+        "rowid DESC) AS n FROM runs WHERE ?2 IS NULL OR (scope = ?2 AND cell = ?3)) "
+        "WHERE n > ?1)"
+    )
+    scope, name = cell if cell else (None, None)
+    dropped = db.execute(by_cell, (keep, scope, name)).rowcount
+    in_all = (
+        "DELETE FROM runs WHERE run_id IN (SELECT run_id FROM runs WHERE status != 'paused' "
+        "ORDER BY created DESC, rowid DESC LIMIT -1 OFFSET ?)"
+    )
+    return dropped + db.execute(in_all, (total,)).rowcount
+
+
+def _make_folder(folder: Path) -> None:
+    """Create ``folder`` and its missing parents, each 0700 (what the store holds is private)."""
+    missing = []
+    while not folder.exists():
+        missing.append(folder)
+        folder = folder.parent
+    for path in reversed(missing):
+        try:
+            path.mkdir(mode=0o700)
+        except FileExistsError:  # another process made it meanwhile
+            continue
+        os.chmod(path, 0o700)  # whatever the umask
+
+
+def _key(path: Path) -> bytes:
+    """The user's signing key at ``path``, created if missing, refused if unsafe."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return _new_key(path)
+    except OSError as error:
+        raise StoreError(
+            f"cannot read the store's key file {path}: {_reason(error)}; remove it "
+            "(blobs it signed can then no longer be loaded)"
+        ) from error
+    with os.fdopen(fd, "rb") as file:
+        info = os.fstat(file.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise StoreError(f"the store's key file {path} is not a regular file: remove it")
+        if info.st_uid != os.geteuid():
+            raise StoreError(
+                f"the store's key file {path} belongs to uid {info.st_uid}, not to you "
+                f"(uid {os.geteuid()}): remove it, or point $JUPYTER_SANDBOX_STORE elsewhere"
+            )
+        if info.st_mode & 0o077:
+            raise StoreError(
+                f"the store's key file {path} is readable or writable by others "
+                f"(mode {stat.S_IMODE(info.st_mode):04o}): run chmod 600 {path}"
+            )
+        key = file.read(KEY_BYTES + 1)
+    if len(key) != KEY_BYTES:
+        raise StoreError(
+            f"the store's key file {path} holds {len(key)} bytes, not {KEY_BYTES}: remove it "
+            "(blobs it signed can then no longer be loaded)"
+        )
+    return key
+
+
+def _new_key(path: Path) -> bytes:
+    """Write a key under a temporary name (0600, O_EXCL) and link it into place: a process
+    racing us reads either no key or the whole of one. The loser of a race reads the winner's."""
+    key = secrets.token_bytes(KEY_BYTES)
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".key-")  # 0600, O_EXCL
+    try:
+        with os.fdopen(fd, "wb") as file:
+            file.write(key)
+            file.flush()
+            os.fsync(file.fileno())
+        os.link(temporary, path)
+    except FileExistsError:
+        return _key(path)
+    finally:
+        os.unlink(temporary)
+    return key
+
+
+def _reason(error: BaseException) -> str:
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror
+    return str(error) or type(error).__name__
