@@ -1,0 +1,276 @@
+"""Sessions: variables, functions and classes kept from one cell to the next of the same name.
+
+A cell runs in a worker checked out for it alone, as every cell does; a session cell starts
+by loading the state the session's last cell left (``MontySession.load_session``) and ends
+by dumping it (``dump()``). Holding a worker per session between cells would starve the pool
+(two workers on two cores), and a dump is what survives a kernel restart (through the store).
+
+Monty's dump restores more than the globals, and two of those things must not carry over:
+
+- **limits**: a dump restores the limits of the checkout that first made the session, so
+  ``--timeout 1`` in the first cell would bind every later one. Before loading, we put the
+  cell's own limits into the dump.
+- **the type check**: a dump restores its stubs (the tools and inputs of its first cell) and
+  Monty appends only the snippets it type-checked itself; the driver checks each cell in a
+  feed of its own and runs the code unchecked (`Driver._checked_apart`), so Monty would learn
+  nothing of the session's names. We therefore keep the session's history ourselves: each
+  completed cell's input declarations and code. Before loading, the type-check state becomes
+  that history followed by this cell's stubs (later declarations win: this cell's inputs over
+  older ones), so ``add(s, 1)`` with ``s = "text"`` from an earlier cell is rejected, and a
+  cell that skips the check runs unchecked.
+
+Both are two fields of the dump's CBOR (`_cbor`), replaced in place; the rest is copied byte
+for byte. The dump format is pydantic-monty's own and version-bound (a dump loads only into
+the same Monty version): `_FORMAT` names the one this code knows, and any other is refused.
+
+A cell that fails leaves its session as it was before the cell; opaque handles are not part
+of a dump, so a handle kept in a session comes back as a stand-in that tools cannot use.
+"""
+
+from __future__ import annotations
+
+import ast
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import pydantic_monty as pm
+
+from .._errors import OrchestrationError
+from . import _cbor
+from ._limits import Limits
+from ._stubs import stubs as declare
+from ._tools import Tool
+
+_FORMAT = b"MONTY\x00\x0e\x00"
+"""How a pydantic-monty 1.4.0 session dump starts: magic and format version."""
+_LIMITS = ("state", "Idle", "heap", "tracker", "limits")
+_TYPE_CHECK = ("type_check",)
+_NAMES = "_jupyter_sandbox_names"
+
+
+@dataclass(frozen=True)
+class SessionState:
+    """A session between cells: Monty's dump (carrying the session's history for the type
+    check) and its variables' type names, for listing."""
+
+    dump: bytes
+    names: dict[str, str]
+    updated: float = field(default_factory=time.time)
+
+    @property
+    def size(self) -> int:
+        """Bytes of the dump."""
+        return len(self.dump)
+
+
+class SessionStore(Protocol):
+    """What sessions need of the store (`jupyter_sandbox.Store`)."""
+
+    def save_session(self, scope: str, name: str, dump: bytes, names: dict[str, str]) -> None: ...
+
+    def load_session(self, scope: str, name: str) -> bytes | None: ...
+
+    def drop_session(self, scope: str, name: str) -> bool: ...
+
+
+class Sessions:
+    """The kernel's sessions by (scope, name), in memory; a store, when given, keeps them past
+    the kernel. Thread-safe: cells of other notebooks' runs may save at once."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._kept: dict[tuple[str, str], SessionState] = {}
+
+    def open(self, name: str, *, scope: str, store: SessionStore | None) -> SessionLink:
+        """The link one cell uses: the state it starts from (this kernel's, else the store's,
+        else none: a new session)."""
+        with self._lock:
+            state = self._kept.get((scope, name))
+        if state is None and store is not None:
+            dump = store.load_session(scope, name)
+            if dump is not None:
+                state = SessionState(dump, {})
+        return SessionLink(name, scope, state, self, store)
+
+    def keep(self, scope: str, name: str, state: SessionState) -> None:
+        with self._lock:
+            self._kept[(scope, name)] = state
+
+    def listed(self, scope: str) -> dict[str, SessionState]:
+        """This kernel's sessions of ``scope``, by name."""
+        with self._lock:
+            return {name: s for (where, name), s in self._kept.items() if where == scope}
+
+    def drop(self, scope: str, name: str, store: SessionStore | None = None) -> bool:
+        """Forget a session here and in ``store``; whether there was one."""
+        with self._lock:
+            found = self._kept.pop((scope, name), None) is not None
+        if store is not None:
+            found = store.drop_session(scope, name) or found
+        return found
+
+
+sessions = Sessions()
+"""The process's sessions: what ``orchestrate(..., session=NAME)`` continues."""
+
+
+class SessionLink:
+    """One cell's use of a session: `load` it into the cell's worker before the code runs,
+    `save` it after the code completed (kept in memory and in the store at once)."""
+
+    def __init__(
+        self,
+        name: str,
+        scope: str,
+        state: SessionState | None,
+        owner: Sessions,
+        store: SessionStore | None,
+    ) -> None:
+        self.name = name
+        self.scope = scope
+        self.state = state
+        self._owner = owner
+        self._store = store
+
+    def load(self, session: pm.MontySession, limits: Limits, stubs: str | None) -> None:
+        """Restore the session into a fresh checkout with this cell's ``limits`` and type
+        check (``stubs``; None: the cell is not checked)."""
+        if self.state is None:
+            return
+        dump = self.state.dump
+        history, imports = _history(dump, self.name)
+        check = None if stubs is None else _check_state(history + stubs, imports)
+        dump = _replace(dump, _TYPE_CHECK, _cbor.encode(check))
+        start, end = _cbor.span(dump, len(_FORMAT), _LIMITS)
+        old = _cbor.decode_simple_map(dump, start)
+        seconds, fraction = divmod(limits.timeout, 1)
+        new = {
+            **old,
+            "max_feed_duration": {"secs": int(seconds), "nanos": int(fraction * 1e9)},
+            "max_memory": limits.max_memory * 2**20,
+            "max_suspensions": 2 * limits.max_calls + 1000,  # as the driver's checkout
+        }
+        session.load_session(dump[:start] + _cbor.encode(new) + dump[end:])
+
+    def save(
+        self,
+        session: pm.MontySession,
+        code: str,
+        tools: Mapping[str, Tool],
+        inputs: Mapping[str, Any],
+    ) -> None:
+        """Keep the session as the completed cell left it: its dump with this cell's input
+        declarations and code added to the history, and its variables' types."""
+        dump = session.dump()
+        before = self.state.dump if self.state is not None else None
+        history, imports = _history(before, self.name) if before is not None else ("", "")
+        declared = declare(tools, inputs)
+        added = "\n".join([*declared.classes, *declared.inputs.values(), code, ""])
+        history += added
+        imports += _imports(code)
+        dump = _replace(dump, _TYPE_CHECK, _cbor.encode(_check_state(history, imports)))
+        state = SessionState(dump, _types(session, _bound(history)))
+        self.state = state
+        self._owner.keep(self.scope, self.name, state)
+        if self._store is not None:
+            self._store.save_session(self.scope, self.name, state.dump, state.names)
+
+
+def _check_state(committed: str, imports: str) -> dict[str, Any]:
+    """Monty's type-check state with ``committed`` as what the checker knows (stubs and the
+    session's earlier code) and ``imports`` as the modules those imported."""
+    return {
+        "committed_stubs": committed,
+        "pending_snippet": None,
+        "config": {"format": "Json", "color": False},  # the driver's type_check_format
+        "committed_imports": imports,
+        "pending_imports": "",
+        "asked_modules": [],
+    }
+
+
+def _history(dump: bytes, name: str) -> tuple[str, str]:
+    """The session's history (declarations and code of its cells) and its imports, as `save`
+    left them in the dump."""
+    if not dump.startswith(_FORMAT):
+        raise OrchestrationError(
+            f"session {name!r} was saved by another version of pydantic-monty and cannot be "
+            f"loaded: drop it with %orchestrate_reset {name} (or Sessions.drop) and rebuild it"
+        )
+    start, _ = _cbor.span(dump, len(_FORMAT), _TYPE_CHECK)
+    if dump[start] == 0xF6:  # null: a dump `save` never wrote (no history)
+        return "", ""
+    committed = _cbor.decode_text(dump, _cbor.span(dump, start, ("committed_stubs",))[0]) or ""
+    imports = _cbor.decode_text(dump, _cbor.span(dump, start, ("committed_imports",))[0]) or ""
+    return committed, imports
+
+
+def _replace(dump: bytes, path: tuple[str, ...], encoded: bytes) -> bytes:
+    start, end = _cbor.span(dump, len(_FORMAT), path)
+    return dump[:start] + encoded + dump[end:]
+
+
+def _parse(code: str) -> list[ast.stmt]:
+    """Top-level statements of ``code`` (top-level ``await`` allowed, as in a cell)."""
+    try:
+        tree = compile(
+            code, "<session>", "exec", ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+        )
+    except SyntaxError:
+        return []
+    assert isinstance(tree, ast.Module)
+    return tree.body
+
+
+def _imports(code: str) -> str:
+    """The import statements at the top level of ``code``, one a line."""
+    return "".join(
+        ast.unparse(statement) + "\n"
+        for statement in _parse(code)
+        if isinstance(statement, ast.Import | ast.ImportFrom)
+    )
+
+
+def _bound(history: str) -> list[str]:
+    """Names the history's top-level statements may have bound (a branch not taken may have
+    skipped some: `_types` keeps the ones that exist)."""
+    names: dict[str, None] = {}
+    for statement in _parse(history):
+        if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names[statement.name] = None
+            continue
+        if isinstance(statement, ast.Import | ast.ImportFrom):
+            for alias in statement.names:
+                names[(alias.asname or alias.name).split(".")[0]] = None
+            continue
+        for node in ast.walk(statement):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                names[node.id] = None
+            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                names[node.name] = None
+    return [name for name in names if name.isidentifier() and name != "*"]
+
+
+def _types(session: pm.MontySession, names: list[str]) -> dict[str, str]:
+    """The type name of each of ``names`` the session holds, read by one more feed after the
+    dump was taken (so it leaves no trace in the session)."""
+    if not names:
+        return {}
+    pairs = ", ".join(f"({n!r}, lambda: {n})" for n in names)
+    code = (
+        f"{_NAMES} = {{}}\n"
+        f"for {_NAMES}_n, {_NAMES}_get in ({pairs},):\n"
+        "    try:\n"
+        f"        {_NAMES}[{_NAMES}_n] = type({_NAMES}_get()).__name__\n"
+        "    except NameError:\n"
+        "        pass\n"
+        f"{_NAMES}"
+    )
+    try:
+        found = session.feed_run(code, skip_type_check=True)
+    except pm.MontyError:  # listing is a convenience: the session itself is kept
+        return {}
+    return dict(found) if isinstance(found, dict) else {}
