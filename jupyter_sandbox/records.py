@@ -169,6 +169,8 @@ class RunRecord(TypedDict):
     outputs: dict[str, TypedValue]
     inputs: dict[str, TypedValue]
     live: NotRequired[LiveInfo]
+    worker: NotRequired[str]
+    """The Dask worker that ran it (``create(cluster=...)``); absent for a local run."""
 
 
 Record = TraceRecord | RunRecord

@@ -53,6 +53,8 @@ class SandboxRun:
     cached: bool = False
     build: BuildInfo | None = None
     error: str | None = None
+    worker: str | None = None
+    """The Dask worker that ran the last attempt (``create(cluster=...)``); None: locally."""
     interrupted: bool = False
     """Ctrl-C stopped the run (``error`` says where): the record's status is ``interrupted``."""
     secrets: tuple[str, ...] = field(default=(), repr=False)
@@ -95,7 +97,7 @@ class SandboxRun:
         return {name for kind, name in self.hidden if kind == label}
 
     def to_record(self) -> RunRecord:
-        return {
+        record: RunRecord = {
             "version": RECORD_VERSION,
             "kind": "sandbox",
             "name": self.name,
@@ -114,3 +116,6 @@ class SandboxRun:
             "outputs": _describe(self.outputs, self.output_types, self._hidden("outputs")),
             "inputs": _describe(self.inputs, self.input_types, self._hidden("inputs")),
         }
+        if self.worker is not None:
+            record["worker"] = self.worker
+        return record

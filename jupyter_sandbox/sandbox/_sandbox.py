@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, get_args
+from typing import TYPE_CHECKING, Any, get_args
 
 from .._checks import bounded, check_timeout
 from .._errors import (
@@ -33,7 +33,7 @@ from .._errors import (
 )
 from .._events import EventCallback, Output, RunFinished, RunStarted, ignore
 from .._owner import temp_prefix
-from . import _cache
+from . import _cache, _cluster
 from ._client import client, engine_error_message, is_engine_error
 from ._image import build_error, default_base_image, ensure_image, image_id
 from ._io import (
@@ -59,6 +59,9 @@ from ._spec import (
     normalise_types,
 )
 from ._types import infer_tag
+
+if TYPE_CHECKING:
+    from distributed import Client
 
 DEFAULT_TIMEOUT = 600.0
 """Seconds a run may take when ``timeout`` is None: every run has a wall-clock limit."""
@@ -95,6 +98,8 @@ class Sandbox:
     """Names of host environment variables passed in at run time (values never stored)."""
     cache: CacheMode
     network: Network
+    cluster: str | Client | None = None
+    """Where runs go: a Dask cluster (`_cluster`), or None for the local engine."""
 
     def __repr__(self) -> str:
         ins = ", ".join(self.inputs)
@@ -217,8 +222,10 @@ class Sandbox:
         emit: EventCallback,
         cancel: threading.Event | None,
     ) -> None:
-        docker = client()
-        if self.image is None:
+        docker = None if self.cluster is not None else client()
+        if docker is None:
+            pass  # each run's worker builds or finds the image itself (`_cluster`)
+        elif self.image is None:
             run.image, run.build = ensure_image(docker, self.image_spec, emit)
             if run.build is not None and run.build.error is not None:
                 raise build_error(self.image_spec, run.build)
@@ -232,8 +239,12 @@ class Sandbox:
             )
             key = None
             if self.cache != "disable":
+                # on a cluster each worker has its own image ids: the spec names the image
+                image = (
+                    image_id(docker, run.image) if docker else repr(self.image or self.image_spec)
+                )
                 key = _cache.cache_key(
-                    image_id=image_id(docker, run.image),
+                    image_id=image,
                     program=self._fingerprint(tags),
                     inputs_dir=work / "inputs",
                     secrets={name: env[name] for name in self.secrets},
@@ -244,7 +255,12 @@ class Sandbox:
                 run.attempts = attempt
                 emit(RunStarted(self.name, run.image, attempt, run.described_inputs()))
                 archive = work / f"outputs-{attempt}" if self.outputs else None
-                raw = run_container(
+                run_one = (
+                    run_container
+                    if self.cluster is None
+                    else _cluster.runner(self.cluster, self.image_spec, self.image, run)
+                )
+                raw = run_one(
                     docker,
                     image=run.image,
                     command=self.command,
@@ -522,6 +538,7 @@ def create(
     cache: CacheMode = "disable",
     base_image: str | None = None,
     network: Network = "none",
+    cluster: str | Client | None = None,
 ) -> Sandbox:
     """Define a disposable Docker sandbox (parameters as Flyte's ``flyte.sandbox.create``:
     ``name``, then keywords only).
@@ -530,7 +547,8 @@ def create(
     verbatim (``auto_io=False``: the script reads ``/var/inputs/<name>`` and writes
     ``/var/outputs/<name>``) and command (``command`` + ``arguments``, any program).
     Extras of ours: ``base_image`` (default ``$JUPYTER_SANDBOX_BASE_IMAGE`` or the local
-    base) and ``network`` (``"none"`` or ``"bridge"``).
+    base), ``network`` (``"none"`` or ``"bridge"``) and ``cluster`` (a ``distributed.Client``
+    or a scheduler address: each run goes to a Dask worker, which uses its own engine).
     Raises `SandboxConfigError` (or `InvalidPackageError` for a malformed package) at once.
     """
     if not isinstance(name, str) or not name.strip():
@@ -541,6 +559,7 @@ def create(
     _check_prebuilt(image, base_image, packages, system_packages, additional_commands)
     _check_choice(cache, CacheMode, "cache")
     _check_choice(network, Network, "network")
+    _cluster.check_cluster(cluster)
     bounded(retries, "retries", low=0, high=MAX_RETRIES, integer=True)
     if timeout is not None:
         check_timeout(timeout)
@@ -566,4 +585,5 @@ def create(
         secrets=secret_names,
         cache=cache,
         network=network,
+        cluster=cluster,
     )

@@ -119,6 +119,8 @@ export interface IRunRecord {
   outputs: Record<string, ITypedValue>;
   inputs: Record<string, ITypedValue>;
   live?: ILive;
+  /** The Dask worker that ran it (`create(cluster=...)`); absent for a local run. */
+  worker?: string;
 }
 
 export type IRecord = ITraceRecord | IRunRecord;
