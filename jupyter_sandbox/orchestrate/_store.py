@@ -28,6 +28,7 @@ One SQLite file (standard library), shared by every kernel of the user:
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import hmac
 import importlib.metadata
@@ -79,6 +80,9 @@ CREATE TABLE IF NOT EXISTS sessions (
     updated REAL NOT NULL, monty TEXT NOT NULL, mac BLOB NOT NULL, payload BLOB NOT NULL,
     PRIMARY KEY (scope, name));
 """
+
+_SEALED = "CAST(monty AS TEXT), CAST(mac AS BLOB), CAST(payload AS BLOB)"
+"""A sealed blob's columns, as the seal check takes them whatever another program stored."""
 
 
 def default_store_path() -> Path:
@@ -205,7 +209,7 @@ class Store:
         """The session's dump, verified; None if there is no such session."""
         with self._read() as db:
             row = db.execute(
-                "SELECT names, monty, mac, payload FROM sessions WHERE scope = ? AND name = ?",
+                f"SELECT names, {_SEALED} FROM sessions WHERE scope = ? AND name = ?",
                 (scope, name),
             ).fetchone()
         if row is None:
@@ -311,18 +315,18 @@ class Store:
         """The run, every blob verified; `StoreError` if there is no such run."""
         with self._read() as db:
             head = db.execute(
-                "SELECT scope, cell, status, created, updated, forked_run, forked_call, monty, "
-                "mac, payload FROM runs WHERE run_id = ?",
+                "SELECT scope, cell, status, created, updated, forked_run, forked_call, "
+                f"{_SEALED} FROM runs WHERE run_id = ?",
                 (run_id,),
             ).fetchone()
             if head is None:
                 raise self._unknown(run_id)
             calls = db.execute(
-                "SELECT idx, monty, mac, payload FROM calls WHERE run_id = ? ORDER BY idx",
+                f"SELECT idx, {_SEALED} FROM calls WHERE run_id = ? ORDER BY idx",
                 (run_id,),
             ).fetchall()
             saved = db.execute(
-                "SELECT saved, monty, mac, payload FROM checkpoints WHERE run_id = ?", (run_id,)
+                f"SELECT saved, {_SEALED} FROM checkpoints WHERE run_id = ?", (run_id,)
             ).fetchone()
         scope, cell, status, created, updated, forked_run, forked_call, *sealed = head
         forked_from = _forked(forked_run, forked_call)
@@ -583,6 +587,8 @@ def _prune(
 
 def _make_folder(folder: Path) -> None:
     """Create ``folder`` and its missing parents, each 0700 (what the store holds is private)."""
+    if folder.exists() and not folder.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(folder))
     missing = []
     while not folder.exists():
         missing.append(folder)
