@@ -74,6 +74,9 @@ class SandboxMagics(CellMagics):
     base_image = Unicode(
         "", help="Image environments build on (default: $JUPYTER_SANDBOX_BASE_IMAGE or local)."
     ).tag(config=True)
+    cluster = Unicode(
+        "", help="Dask scheduler runs go to (tcp://host:8786); empty: the local engine."
+    ).tag(config=True)
     cpus = Float(1.0, help="CPUs per run.").tag(config=True)
     memory = Unicode("1g", help="Memory per run (e.g. 512m, 2g).").tag(config=True)
 
@@ -93,6 +96,7 @@ class SandboxMagics(CellMagics):
     @argument("--cpus", type=float, help="CPUs (default 1)")
     @argument("--memory", help="memory limit (default 1g)")
     @argument("--timeout", type=float, help="seconds before the run is killed (default 600)")
+    @argument("--cluster", metavar="ADDR", help="Dask scheduler to run on (default: this machine)")
     @argument("--network", choices=("none", "bridge"), default="none", help="default: none")
     @argument("--env", nargs="+", action="extend", metavar="K=V", help="environment variables")
     @argument("--secret", nargs="+", action="extend", metavar="NAME", help="host env vars to pass")
@@ -143,6 +147,7 @@ class SandboxMagics(CellMagics):
                 secrets=args.secret,
                 cache="auto" if args.cache else "disable",
                 base_image=base_image,
+                cluster=args.cluster or self.cluster or None,
                 network=args.network,
             )
         except SandboxConfigError as exc:
