@@ -43,6 +43,7 @@ from dataclasses import dataclass
 
 from pydantic_monty._binary import find_monty_binary
 
+from .._accounts import account_lines
 from .._owner import temp_prefix
 
 UID_BASE = 2_000_000_000
@@ -112,34 +113,10 @@ def ids_taken(files: Sequence[str]) -> list[str]:
     `WORKER_IDS`. A worker with such an id would act as that user or group, or as the
     processes of someone's rootless containers, so the own-uid level is used only when there
     is none. (Accounts from other name services, such as LDAP, are not seen.)"""
-    taken = []
-    for path in files:
-        try:
-            with open(path) as file:
-                lines = file.read().splitlines()
-        except OSError:
-            continue
-        for line in lines:
-            for first, count in _id_spans(line):
-                if first < WORKER_IDS.stop and WORKER_IDS.start < first + count:
-                    taken.append(f"{path}: {line}")
-                    break
-    return taken
-
-
-def _id_spans(line: str) -> list[tuple[int, int]]:
-    """(first id, count) of each id range an account-file line names."""
-    fields = line.split(":")
-    if len(fields) == 3:  # subuid, subgid: name:first:count
-        spans = [(fields[1], fields[2])]
-    elif len(fields) == 7:  # passwd: name:password:uid:gid:gecos:home:shell
-        spans = [(fields[2], "1"), (fields[3], "1")]
-    elif len(fields) == 4:  # group: name:password:gid:members
-        spans = [(fields[2], "1")]
-    else:
-        spans = []
     return [
-        (int(first), int(count)) for first, count in spans if first.isdigit() and count.isdigit()
+        f"{path}: {line}"
+        for path, line, ranges in account_lines(files)
+        if any(ids.start < WORKER_IDS.stop and WORKER_IDS.start < ids.stop for ids in ranges)
     ]
 
 
