@@ -12,6 +12,14 @@ if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
 
 CELL_MAGICS = ("orchestrate", "sandbox", "codemode")
+LINE_MAGICS = (
+    "orchestrate_sessions",
+    "orchestrate_reset",
+    "orchestrate_pending",
+    "orchestrate_approve",
+    "orchestrate_reject",
+    "orchestrate_fork",
+)
 
 _previous_handlers: WeakKeyDictionary[InteractiveShell, tuple[tuple[type, ...], Any]] = (
     WeakKeyDictionary()
@@ -23,10 +31,13 @@ _previous_handlers: WeakKeyDictionary[InteractiveShell, tuple[tuple[type, ...], 
 def load(ipython: InteractiveShell) -> None:
     from ._codemode import CodeModeMagics
     from ._common import help_alone, show_error
+    from ._durable import DurableMagics
     from ._orchestrate import OrchestrateMagics
     from ._sandbox import SandboxMagics
 
-    ipython.register_magics(OrchestrateMagics(shell=ipython))
+    cells = OrchestrateMagics(shell=ipython)
+    ipython.register_magics(cells)
+    ipython.register_magics(DurableMagics(ipython, cells))
     ipython.register_magics(SandboxMagics(shell=ipython))
     ipython.register_magics(CodeModeMagics(shell=ipython))
     if help_alone not in ipython.input_transformers_cleanup:
@@ -61,6 +72,8 @@ def unload(ipython: InteractiveShell) -> None:
         ipython.input_transformers_cleanup.remove(help_alone)
     for name in CELL_MAGICS:
         ipython.magics_manager.magics["cell"].pop(name, None)
+    for name in LINE_MAGICS:
+        ipython.magics_manager.magics["line"].pop(name, None)
     previous = _previous_handlers.pop(ipython, None)
     if previous is not None:
         ipython.custom_exceptions, ipython.CustomTB = previous

@@ -7,15 +7,17 @@ import hashlib
 import sys
 from typing import Any
 
+from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
-from traitlets import Bool, Float, Int
+from traitlets import Bool, Float, Int, Unicode
 
-from .._errors import OrchestrationError, SandboxConfigError
-from ..display import OrchestrateView
-from ..orchestrate import Limits, ToolCache, orchestrate
+from .._errors import SandboxConfigError, StoreError
+from .._events import EventCallback
+from ..orchestrate import Limits, OrchestrationResult, ToolCache, orchestrate
 from ..orchestrate._memo import Journals
+from ..orchestrate._store import Store, default_store_path
 from ._common import (
     CellMagics,
     check_out,
@@ -28,6 +30,7 @@ from ._common import (
     split_names,
     tools_option,
 )
+from ._durable import notebook_scope, show_run
 
 _DEFAULTS = Limits()
 """Where the ``%config`` settings and the options' help read their defaults."""
@@ -49,12 +52,20 @@ class OrchestrateMagics(CellMagics):
     )
     max_output = Int(_DEFAULTS.max_output, help="MB of text a cell may print.").tag(config=True)
     type_check = Bool(True, help="Type-check cells against the tools' signatures.").tag(config=True)
+    store = Unicode(
+        None,
+        allow_none=True,
+        help="Path of the durable store (SQLite) every cell's run is kept in, so it can be "
+        "resumed, approved or forked after a restart. None: $JUPYTER_SANDBOX_STORE, else "
+        "~/.local/share/jupyter-sandbox/store.sqlite; empty: no store.",
+    ).tag(config=True)
 
     def __init__(self, shell: InteractiveShell) -> None:
         super().__init__(shell=shell)
         self._journals = Journals()
         self.tool_cache = ToolCache()
         """What ``--cache`` reads and fills; ``.clear()`` it to start over."""
+        self._stores: dict[str, Store] = {}
 
     @magic_arguments("%orchestrate")  # usage and help show %%orchestrate
     @help_option
@@ -103,6 +114,12 @@ class OrchestrateMagics(CellMagics):
         action="store_true",
         help="reuse tool results across cells, keyed by tool and arguments",
     )
+    @argument(
+        "--session",
+        metavar="NAME",
+        help="keep the cell's variables, functions and classes for the next cell of this session",
+    )
+    @argument("--no-store", action="store_true", help="keep this cell's run out of the store")
     @cell_magic
     def orchestrate(self, line: str, cell: str) -> Any:
         """Run the cell in the Monty sandbox; it can call only tools registered with @tool.
@@ -125,47 +142,58 @@ class OrchestrateMagics(CellMagics):
                 "--resume: no earlier run of this cell, nor a failed run of the same code, "
                 "completed a tool call; running every call"
             )
-        view = OrchestrateView(quiet=args.quiet)
-        try:
-            result = orchestrate(
+        limits = Limits(
+            timeout=self.timeout,
+            max_memory=self.max_memory,
+            max_calls=self.max_calls,
+            max_result=self.max_result,
+            max_output=self.max_output,
+        )
+
+        def run(on_event: EventCallback) -> OrchestrationResult:
+            return orchestrate(
                 # a leading newline: errors count lines as the editor does (%% is line 1)
                 "\n" + _with_out_value(cell, args.out),
                 tools=tools,
                 inputs=inputs,
-                limits=Limits(
-                    timeout=self.timeout,
-                    max_memory=self.max_memory,
-                    max_calls=self.max_calls,
-                    max_result=self.max_result,
-                    max_output=self.max_output,
-                ),
+                limits=limits,
                 timeout=args.timeout,  # an option given wins over the configured limit
                 max_memory=args.max_memory,
                 max_calls=args.max_calls,
                 max_result=args.max_result,
                 max_output=args.max_output,
                 type_check=self.type_check and not args.no_type_check,
-                on_event=view.on_event,
+                on_event=on_event,
                 journal=journal,
                 resume=args.resume,
                 cache=self.tool_cache if args.cache else None,
+                session=args.session,
+                scope=notebook_scope(shell),
             )
+
+        try:
+            result = show_run(run, quiet=args.quiet, code=cell)
         except SandboxConfigError as exc:
             raise self.usage_error(exc) from None
-        except OrchestrationError as exc:
-            if exc.result is not None and not args.quiet:
-                exc.result.code = cell  # as written, without a line --out appended
-                # the cell's error output shows the error in full: the record does not repeat it
-                view.finish({**exc.result.to_record(), "raised": True})
-            raise
         finally:
             self._journals.finished(cell, journal)
-        result.code = cell
-        if not args.quiet:  # a quiet view shows no record: skip previewing every call
-            view.finish(result.to_record())
         if args.out:
             shell.user_ns[args.out] = result.value
         return result.value
+
+    def open_store(self) -> Store | None:
+        """The store runs and sessions are kept in (``%config OrchestrateMagics.store``), opened
+        once per path; None when that setting is empty."""
+        if self.store == "":
+            return None
+        path = str(default_store_path() if self.store is None else self.store)
+        found = self._stores.get(path)
+        if found is None:
+            try:
+                found = self._stores[path] = Store(path)
+            except (StoreError, SandboxConfigError) as exc:
+                raise UsageError(f"%config OrchestrateMagics.store: {exc}") from None
+        return found
 
     def _cell_key(self, cell: str) -> str:
         """The notebook's id for this cell when the frontend sends one (JupyterLab does), so an

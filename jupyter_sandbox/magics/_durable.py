@@ -1,0 +1,242 @@
+"""Line magics of durable code mode: sessions, and runs kept in the store.
+
+``%orchestrate_sessions`` / ``%orchestrate_reset NAME`` list and drop the sessions of this
+notebook (``%%orchestrate --session NAME``). ``%orchestrate_pending`` lists the paused runs in
+the store; ``%orchestrate_approve RUN_ID``, ``%orchestrate_reject RUN_ID [REASON]`` and
+``%orchestrate_fork RUN_ID N --value JSON`` continue a stored run, in this kernel or a later
+one, and show it as a cell shows its run. The store is ``%config OrchestrateMagics.store``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.core.magic import line_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments
+
+from .._errors import OrchestrationError, SandboxConfigError, StoreError
+from .._events import EventCallback
+from .._preview import preview
+from ..display import OrchestrateView
+from ..orchestrate import OrchestrationResult
+from ..orchestrate._sessions import sessions
+from ..orchestrate._store import Store
+from ._common import CellMagics, help_option, parse_options
+
+if TYPE_CHECKING:
+    from ._orchestrate import OrchestrateMagics
+
+_ARGUMENTS = 60
+"""Characters of a pending call's arguments `%orchestrate_pending` shows."""
+
+
+def notebook_scope(shell: InteractiveShell) -> str:
+    """Which notebook this kernel runs: what sessions and stored runs are kept under. Jupyter
+    Server tells the kernel its notebook's path (``JPY_SESSION_NAME``; ipykernel also sets
+    ``__session__``); a kernel started otherwise is ``"default"``."""
+    named = os.environ.get("JPY_SESSION_NAME") or shell.user_ns.get("__session__")
+    return str(named) if named else "default"
+
+
+def show_run(
+    run: Callable[[EventCallback], OrchestrationResult],
+    *,
+    quiet: bool = False,
+    code: str | None = None,
+) -> OrchestrationResult:
+    """Run ``run`` with a live view, as ``%%orchestrate`` shows a cell: the record when it
+    ends (paused runs show their pending calls), the error in the cell's error output.
+    ``code`` replaces the record's code (the cell as written)."""
+    view = OrchestrateView(quiet=quiet)
+    try:
+        result = run(view.on_event)
+    except OrchestrationError as exc:
+        if exc.result is not None and not quiet:
+            if code is not None:
+                exc.result.code = code
+            # the cell's error output shows the error in full: the record does not repeat it
+            view.finish({**exc.result.to_record(), "raised": True})
+        raise
+    if code is not None:
+        result.code = code
+    if not quiet:  # a quiet view shows no record: skip previewing every call
+        view.finish(result.to_record())
+    return result
+
+
+@magics_class
+class DurableMagics(CellMagics):
+    """The line magics above; the store and the scope are those of ``%%orchestrate``."""
+
+    def __init__(self, shell: InteractiveShell, cells: OrchestrateMagics) -> None:
+        super().__init__(shell=shell)
+        self.cells = cells
+
+    @line_magic
+    def orchestrate_sessions(self, line: str) -> None:
+        """List this notebook's sessions: name, variables (with their types) and size."""
+        if line.strip():
+            raise UsageError("%orchestrate_sessions takes no arguments")
+        scope = notebook_scope(self.shell)
+        listed: dict[str, tuple[dict[str, str], int]] = {}
+        store = self.cells.open_store()
+        if store is not None:
+            for info in _stored(lambda: store.sessions(scope)):
+                listed[info.name] = (info.names, info.size)
+        for name, state in sessions.listed(scope).items():
+            listed[name] = (state.names, state.size)
+        if not listed:
+            print("no sessions in this notebook; %%orchestrate --session NAME starts one")
+            return
+        for name, (names, size) in sorted(listed.items()):
+            variables = ", ".join(f"{n}: {t}" for n, t in sorted(names.items())) or "(none)"
+            print(f"{name}  {size:,} bytes  {variables}")
+
+    @line_magic
+    def orchestrate_reset(self, line: str) -> None:
+        """Drop the session NAME of this notebook (here and in the store)."""
+        name = line.strip()
+        if not name or len(name.split()) != 1:
+            raise UsageError("%orchestrate_reset NAME: name one session (%orchestrate_sessions)")
+        store = self.cells.open_store()
+        if not _stored(lambda: sessions.drop(notebook_scope(self.shell), name, store)):
+            raise UsageError(
+                f"%orchestrate_reset: no session {name!r} in this notebook; "
+                "%orchestrate_sessions lists them"
+            )
+        print(f"session {name!r} dropped")
+
+    @line_magic
+    def orchestrate_pending(self, line: str) -> None:
+        """List the paused runs in the store: run id, cell, pending tool and arguments, age."""
+        if line.strip():
+            raise UsageError("%orchestrate_pending takes no arguments")
+        store = self._store("%orchestrate_pending")
+        paused = _stored(lambda: store.runs(status="paused"))
+        if not paused:
+            print(f"no paused runs in {store.path}")
+            return
+        for info in paused:
+            run = _stored(lambda: store.run(info.run_id))  # noqa: B023 (called at once)
+            pending = run.checkpoint.pending if run.checkpoint is not None else []
+            calls = "; ".join(_call_line(call) for call in pending) or "(no pending call)"
+            age = _age(time.time() - info.updated)
+            where = "" if info.scope == notebook_scope(self.shell) else f" [{info.scope}]"
+            print(f"{info.run_id}  cell {info.cell[:12]}{where}  {calls}  paused {age} ago")
+
+    @magic_arguments()
+    @help_option
+    @argument("run_id", metavar="RUN_ID", help="the paused run (%%orchestrate_pending lists them)")
+    @line_magic
+    def orchestrate_approve(self, line: str) -> Any:
+        """Approve the pending call of a paused run and continue it here."""
+        args = parse_options(self.orchestrate_approve, line)
+        if args is None:
+            return None
+        return self._continue(args.run_id, approve=True, reason=None)
+
+    @magic_arguments()
+    @help_option
+    @argument("run_id", metavar="RUN_ID", help="the paused run (%%orchestrate_pending lists them)")
+    @argument("reason", nargs="*", help="what the code's PermissionError says")
+    @line_magic
+    def orchestrate_reject(self, line: str) -> Any:
+        """Reject the pending call of a paused run: the code sees PermissionError(REASON)."""
+        args = parse_options(self.orchestrate_reject, line)
+        if args is None:
+            return None
+        reason = " ".join(args.reason) or None
+        return self._continue(args.run_id, approve=False, reason=reason)
+
+    @magic_arguments()
+    @help_option
+    @argument("run_id", metavar="RUN_ID", help="the stored run to fork")
+    @argument("call", metavar="N", type=int, help="the call whose result is replaced")
+    @argument("--value", required=True, metavar="JSON", help="call N's result, as JSON")
+    @line_magic
+    def orchestrate_fork(self, line: str) -> Any:
+        """Run a stored run again with call N answered by --value: the calls before it are
+        answered from the store, the later ones are made."""
+        from ..orchestrate import fork_run  # type: ignore[attr-defined]
+
+        args = parse_options(self.orchestrate_fork, line)
+        if args is None:
+            return None
+        try:
+            value = json.loads(args.value)
+        except json.JSONDecodeError as exc:
+            raise UsageError(
+                f"%orchestrate_fork --value: not JSON ({exc.msg}); quote it, e.g. "
+                "--value '{\"rows\": 3}' or --value '\"text\"'"
+            ) from None
+        store = self._store("%orchestrate_fork")
+        run = _stored(lambda: store.run(args.run_id))
+        if not 0 <= args.call < max(len(run.calls), 1):
+            raise UsageError(
+                f"%orchestrate_fork: run {args.run_id} made {len(run.calls)} call(s); N is "
+                f"0 to {len(run.calls) - 1}"
+                if run.calls
+                else f"%orchestrate_fork: run {args.run_id} made no tool call: nothing to fork"
+            )
+        return show_run(
+            lambda on_event: fork_run(
+                args.run_id, args.call, value=value, store=store, on_event=on_event
+            )
+        ).value
+
+    def _continue(self, run_id: str, *, approve: bool, reason: str | None) -> Any:
+        from ..orchestrate import resume_run  # type: ignore[attr-defined]
+
+        store = self._store("%orchestrate_approve" if approve else "%orchestrate_reject")
+        run = _stored(lambda: store.run(run_id))
+        if run.status != "paused":
+            raise UsageError(
+                f"run {run_id} is {run.status}, not paused: nothing to approve or reject "
+                "(%orchestrate_pending lists paused runs)"
+            )
+        return show_run(
+            lambda on_event: resume_run(
+                run_id, approve=approve, reason=reason, store=store, on_event=on_event
+            )
+        ).value
+
+    def _store(self, magic: str) -> Store:
+        store = self.cells.open_store()
+        if store is None:
+            raise UsageError(
+                f"{magic}: no store (%config OrchestrateMagics.store is empty); set it to the "
+                "store's path"
+            )
+        return store
+
+
+def _stored(read: Callable[[], Any]) -> Any:
+    """``read()``, a store's `StoreError` (an unknown run id, a tampered blob) as the magic's
+    one-line `UsageError`."""
+    try:
+        return read()
+    except (StoreError, SandboxConfigError) as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _call_line(call: dict[str, Any]) -> str:
+    """``delete('/data/x', force=True)``, the arguments cut to `_ARGUMENTS` characters."""
+    args = [preview(a) for a in call.get("args", ())]
+    args += [f"{k}={preview(v)}" for k, v in call.get("kwargs", {}).items()]
+    shown = ", ".join(str(a) for a in args)
+    if len(shown) > _ARGUMENTS:
+        shown = shown[: _ARGUMENTS - 3] + "..."
+    return f"{call.get('tool', '?')}({shown})"
+
+
+def _age(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f} {unit}"
+    return f"{seconds:.0f} s"
