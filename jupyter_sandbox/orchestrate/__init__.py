@@ -20,8 +20,10 @@ from .._events import EventCallback, ignore
 from ._driver import MAX_NESTING, Driver
 from ._limits import Limits, resolve_limits
 from ._memo import Journal, ToolCache
+from ._replay import Answers
 from ._result import OrchestrationResult
 from ._runtime import tool_loop
+from ._sessions import sessions
 from ._stubs import build_stubs
 from ._tools import Tool, ToolRegistry, registry, resolve_tools, tool
 
@@ -50,32 +52,35 @@ waited for: it is abandoned at once."""
 Tools = Iterable[Callable[..., Any]] | Mapping[str, Callable[..., Any]] | None
 
 
-def _driver(
-    code: str,
-    *,
-    tools: Tools,
-    inputs: Mapping[str, Any] | None,
-    limits: Limits,
-    type_check: bool,
-    on_event: EventCallback | None,
-    loop: asyncio.AbstractEventLoop,
-    journal: Journal | None,
-    resume: bool,
-    cache: ToolCache | None,
-) -> Driver:
-    """A `Driver` for one run, the public defaults filled in (keywords only: two of these
-    are bools a positional call would swap unnoticed)."""
+def _driver(loop: asyncio.AbstractEventLoop, options: Mapping[str, Any]) -> Driver:
+    """A `Driver` for one run of `orchestrate` or `orchestrate_async`, whose parameters are the
+    same: ``options`` is their ``locals()`` taken first thing, so the two cannot drift apart."""
+    o = dict(options)
+    answers = None
+    if o["cache"] is not None or (o["journal"] is not None and o["resume"]):
+        journal = o["journal"]
+        records = dict(enumerate(journal.calls)) if journal is not None and o["resume"] else {}
+        answers = Answers(records, o["cache"])
     return Driver(
-        code,
-        resolve_tools(tools),
-        inputs or {},
-        limits,
-        type_check=type_check,
-        on_event=on_event or ignore,
+        o["code"],
+        resolve_tools(o["tools"]),
+        o["inputs"] or {},
+        resolve_limits(
+            o["limits"],
+            timeout=o["timeout"],
+            max_memory=o["max_memory"],
+            max_calls=o["max_calls"],
+            max_result=o["max_result"],
+            max_output=o["max_output"],
+        ),
+        type_check=o["type_check"],
+        on_event=o["on_event"] or ignore,
         loop=loop,
-        journal=journal,
-        resume=resume,
-        cache=cache,
+        journal=o["journal"],
+        answers=answers,
+        session=sessions.open(o["session"], scope=o["scope"], store=None)
+        if o["session"] is not None
+        else None,
     )
 
 
@@ -111,6 +116,8 @@ def orchestrate(
     journal: Journal | None = None,
     resume: bool = False,
     cache: ToolCache | None = None,
+    session: str | None = None,
+    scope: str = "default",
 ) -> OrchestrationResult:
     """Run ``code`` in the Monty sandbox, where it can call only ``tools``.
 
@@ -135,26 +142,12 @@ def orchestrate(
     completed are answered from it (same tool, arguments and order) instead of being made
     again. ``cache`` answers calls by tool and arguments across runs. Both mark such calls
     ``replayed`` in the trace.
+
+    ``session`` names a session: the code starts with the variables, functions and classes
+    the last completed run of that session (in ``scope``, a notebook) left, and the type
+    check knows them; the run leaves its own for the next. Limits apply to this run alone.
     """
-    driver = _driver(
-        code,
-        tools=tools,
-        inputs=inputs,
-        limits=resolve_limits(
-            limits,
-            timeout=timeout,
-            max_memory=max_memory,
-            max_calls=max_calls,
-            max_result=max_result,
-            max_output=max_output,
-        ),
-        type_check=type_check,
-        on_event=on_event,
-        loop=tool_loop(),
-        journal=journal,
-        resume=resume,
-        cache=cache,
-    )
+    driver = _driver(tool_loop(), locals())
     future = _start(driver)
     try:
         return future.result()
@@ -190,28 +183,12 @@ async def orchestrate_async(
     journal: Journal | None = None,
     resume: bool = False,
     cache: ToolCache | None = None,
+    session: str | None = None,
+    scope: str = "default",
 ) -> OrchestrationResult:
     """`orchestrate` for a running event loop: async tools run on this loop, so they may use
     clients bound to it; cancelling the awaiting task stops the sandbox."""
-    driver = _driver(
-        code,
-        tools=tools,
-        inputs=inputs,
-        limits=resolve_limits(
-            limits,
-            timeout=timeout,
-            max_memory=max_memory,
-            max_calls=max_calls,
-            max_result=max_result,
-            max_output=max_output,
-        ),
-        type_check=type_check,
-        on_event=on_event,
-        loop=asyncio.get_running_loop(),
-        journal=journal,
-        resume=resume,
-        cache=cache,
-    )
+    driver = _driver(asyncio.get_running_loop(), locals())
     try:
         return await asyncio.wrap_future(_start(driver))
     except asyncio.CancelledError:

@@ -26,7 +26,7 @@ import threading
 import time
 import traceback
 import unicodedata
-from collections.abc import Coroutine, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pydantic_monty as pm
@@ -40,16 +40,17 @@ from .._events import CallFinished, CallStarted, EventCallback, Output, ToolCall
 from ._confine import kill_worker
 from ._failures import describe, for_sandbox, translate
 from ._limits import Limits
-from ._memo import Journal, ToolCache, same
+from ._memo import Journal, Recorded
+from ._pending import Pending, Raised
+from ._replay import Answers
 from ._result import OrchestrationResult
 from ._runtime import pool
+from ._sessions import SessionLink
 from ._stubs import build_stubs
-from ._tools import Tool
+from ._tool import Tool
 from ._values import MAX_DEPTH, data_size, to_sandbox, too_deep
 
 _NAME = re.compile(r"[^\W\d]\w*")
-_CLEANUP_WAIT = 10.0
-"""Seconds a stopping run waits for its cancelled async tool calls to wind down."""
 MAX_NESTING = 3
 """How many levels of `orchestrate` may run inside tools below a cell's own run. Each level
 draws its workers from a pool of its own, so a run never waits for a worker held by a run
@@ -81,8 +82,8 @@ class Driver:
         on_event: EventCallback,
         loop: asyncio.AbstractEventLoop,
         journal: Journal | None = None,
-        resume: bool = False,
-        cache: ToolCache | None = None,
+        answers: Answers | None = None,
+        session: SessionLink | None = None,
     ) -> None:
         self.code = code
         self.tools = dict(tools)
@@ -98,12 +99,13 @@ class Driver:
         self._emitting = on_event is not ignore  # skip building events nobody reads
         self.loop = loop
         self.result = OrchestrationResult(code=code)
-        # This run's trace becomes the journal when it ends; with resume, the previous run's
-        # calls answer this run's for as long as it repeats them.
+        # This run's calls become the journal when it ends; ``answers`` (a previous run's
+        # calls, a cache) answer this run's calls for as long as it repeats them.
         self.journal = journal
-        self._replay = list(journal.calls) if journal is not None and resume else []
-        self.cache = cache
-        self._remembers = bool(self._replay) or cache is not None
+        self.answers = answers or Answers()
+        self.session = session
+        """The session (``--session``) this cell continues and leaves its state in."""
+        self._remembers = self.answers.active
         self._stdout: list[str] = []
         self._output_left = limits.max_output * 2**20
         self._over_limit: LimitExceeded | None = None
@@ -112,12 +114,11 @@ class Driver:
         self._slept = 0.0
         self._t0 = 0.0
         self._line_starts = _line_starts(code)
-        self._pending: dict[int, tuple[concurrent.futures.Future[Any], ToolCall | None]] = {}
+        self.pending = Pending(loop)
         self._last_tool_error: tuple[BaseException, ToolCall] | None = None
         self._killed = threading.Event()
         self._worker_pid: int | None = None
         self._tool_refs: dict[str, Any] = {}
-        self._tasks: list[asyncio.Task[Any]] = []
         self.future: concurrent.futures.Future[OrchestrationResult] = concurrent.futures.Future()
         """The run's outcome: `run`'s, or `Interrupted` at once when `stop` abandons it."""
         # What `stop` needs to abandon the run from another thread, guarded by _lock: whether
@@ -230,10 +231,10 @@ class Driver:
                 return
             self._closed = True
             session = self._session
-        self._stop_pending()
+        self.pending.stop()
         self._end_pending()
         if self.journal is not None:
-            self.journal.calls = self.result.trace
+            self.journal.calls = [Recorded.of(call) for call in self.result.trace]
             self.journal.failed = self.result.error is not None
         self.result.duration = time.perf_counter() - self._t0
         self.result.stdout = "".join(self._stdout)
@@ -290,6 +291,8 @@ class Driver:
         self._worker_pid = session.worker_pid
         if self._killed.is_set():
             raise Interrupted("interrupted")
+        if self.session is not None:
+            self.session.load(session, limits, stubs)
         inputs = {name: to_sandbox(value) for name, value in self.inputs.items()}
         checked = self.type_check and self._checked_apart(session)
         # The trace's times count from here: building stubs, waiting for a worker and the
@@ -310,6 +313,8 @@ class Driver:
                 else:
                     snap = self._tool_call(snap)
             elif isinstance(snap, pm.MontyComplete):
+                if self.session is not None:
+                    self.session.save(session, self.code, self.tools, self.inputs)
                 return snap.output
             elif isinstance(snap, pm.FutureSnapshot):
                 snap = snap.resume(self._settle(snap.pending_call_ids))
@@ -370,16 +375,16 @@ class Driver:
             # tool's: the call starts after it.
             call.start = time.perf_counter() - self._t0
         if self._remembers:
-            found, value = self._remembered(call)
+            found, value = self.answers.lookup(self._calls - 1, call)
             if found and tool.is_async:  # the code may gather it: it must stay awaitable
                 done: concurrent.futures.Future[Any] = concurrent.futures.Future()
                 done.set_result(value)
-                return snap.resume(self._later(call.call_id, done, call))
+                return snap.resume(self.pending.add(call.call_id, done, call))
             if found:
                 return snap.resume(self._succeeded(call, value))
         if tool.is_async:
-            future = self._submit(tool.invoke(call, args, kwargs))
-            return snap.resume(self._later(call.call_id, future, call))
+            future = self.pending.submit(tool.invoke(call, args, kwargs))
+            return snap.resume(self.pending.add(call.call_id, future, call))
         try:
             with self._on_host(call):
                 value = tool.invoke(call, args, kwargs)
@@ -389,48 +394,11 @@ class Driver:
             return snap.resume(self._failed(call, exc))
         return snap.resume(self._succeeded(call, value))
 
-    def _submit(self, coro: Coroutine[Any, Any, Any]) -> concurrent.futures.Future[Any]:
-        """Run ``coro`` on the tool loop, keeping its task so `_stop_pending` can wait for it."""
-
-        async def tracked() -> Any:
-            task = asyncio.current_task()
-            assert task is not None
-            self._tasks.append(task)
-            try:
-                return await coro
-            except (Exception, asyncio.CancelledError):
-                raise
-            except BaseException as exc:  # SystemExit, KeyboardInterrupt would stop the loop
-                raise _Raised(exc) from None
-
-        return asyncio.run_coroutine_threadsafe(tracked(), self.loop)
-
-    def _stop_pending(self) -> None:
-        """Cancel the async calls still running when the run ends (a failure, an interrupt)
-        and wait for them to wind down: a sandbox tool stops and removes its container on
-        cancel, so no container outlives the run that started it."""
-        tasks = [t for t in self._tasks if not t.done()]
-        if not tasks:
-            return
-        with contextlib.suppress(RuntimeError):
-            if asyncio.get_running_loop() is self.loop:  # `stop` from orchestrate_async
-                for task in tasks:
-                    task.cancel()  # waiting here would block the loop they run on
-                return
-
-        async def stop() -> None:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-
-        with contextlib.suppress(Exception):
-            asyncio.run_coroutine_threadsafe(stop(), self.loop).result(timeout=_CLEANUP_WAIT)
-
     def _end_pending(self) -> None:
         """Give every call the run stopped waiting for its end in the trace (and so in the
         journal): the outcome of one that finished unnoticed (a resumed run is answered with
         it), else ``cancelled``."""
-        for future, call in list(self._pending.values()):
+        for future, call in self.pending.left():
             if call is None or call.end is not None:
                 continue
             if future.done() and not future.cancelled():
@@ -441,75 +409,26 @@ class Driver:
             call.end = time.perf_counter() - self._t0
             self.emit(CallFinished(call))
 
-    def _later(
-        self, call_id: int, future: concurrent.futures.Future[Any], call: ToolCall | None = None
-    ) -> Any:
-        """Answer with a sandbox future; `_settle` resolves it when ``future`` is done."""
-        self._pending[call_id] = (future, call)
-        return {"future": ...}
-
     def _settle(self, call_ids: list[int]) -> dict[int, Any]:
         """Wait until at least one pending future is done; answer all that are."""
-        futures = {self._pending[i][0]: i for i in call_ids}
-        while True:
-            done, _ = concurrent.futures.wait(
-                futures, timeout=0.1, return_when=concurrent.futures.FIRST_COMPLETED
-            )
-            if done:
-                break
-            if self._killed.is_set():
-                raise Interrupted("interrupted while waiting for tools")
-        answers = {}
-        for future in done:
-            call_id = futures[future]
-            _, call = self._pending.pop(call_id)
-            answers[call_id] = self._finish(call, future)
-        return answers
+        done = self.pending.wait(call_ids, self._killed)
+        if not done:
+            raise Interrupted("interrupted while waiting for tools")
+        return {call_id: self._finish(call, future) for call_id, (future, call) in done}
 
     def _finish(self, call: ToolCall | None, future: concurrent.futures.Future[Any]) -> Any:
         try:
             value = future.result()
         except BaseException as raised:  # a tool may raise CancelledError itself
-            exc = raised.exc if isinstance(raised, _Raised) else raised
+            exc = raised.exc if isinstance(raised, Raised) else raised
             return self._failed(call, exc) if call else {"exception": for_sandbox(exc)}
         return self._succeeded(call, value) if call else {"return_value": None}
-
-    def _remembered(self, call: ToolCall) -> tuple[bool, Any]:
-        """Answer from the journal being resumed, or from the cache."""
-        index = self._calls - 1
-        if self._replay:
-            old = self._replay[index] if index < len(self._replay) else None
-            if (
-                old is None
-                or old.tool != call.tool
-                or not same(old.args, call.args)
-                or not same(old.kwargs, call.kwargs)
-            ):
-                self._replay = []  # the run took another path: call tools from here on
-            elif old.status == "ok":
-                call.replayed = True
-                call.children = list(old.children)  # the container run that answered it
-                return True, old.result
-            # else it failed or never finished: made again (or taken from the cache), and the
-            # calls after it are still answered
-        if self.cache is not None:
-            key = ToolCache.key(call.tool, call.args, call.kwargs)
-            found, value = self.cache.get(key) if key is not None else (False, None)
-            call.replayed = found
-            return found, value
-        return False, None
-
-    def _remember(self, call: ToolCall, value: Any) -> None:
-        if self.cache is not None and not call.replayed:
-            key = ToolCache.key(call.tool, call.args, call.kwargs)
-            if key is not None:
-                self.cache.put(key, value)
 
     def _succeeded(self, call: ToolCall, value: Any) -> Any:
         call.end = time.perf_counter() - self._t0
         call.result = value
         if self._remembers:
-            self._remember(call, value)
+            self.answers.remember(call, value)
         if self._emitting:
             self.emit(CallFinished(call))
         return {"return_value": to_sandbox(value)}
@@ -544,7 +463,8 @@ class Driver:
                 if self._killed.wait(seconds):
                     raise Interrupted("interrupted")
                 return snap.resume({"return_value": None})
-            return snap.resume(self._later(snap.call_id, self._submit(asyncio.sleep(seconds))))
+            sleep = self.pending.submit(asyncio.sleep(seconds))
+            return snap.resume(self.pending.add(snap.call_id, sleep, None))
         return snap.resume_not_handled()
 
     def _name_lookup(self, snap: pm.NameLookupSnapshot) -> pm.SyncSnapshot:
@@ -612,16 +532,6 @@ class Driver:
 
 class _Abandoned(Exception):
     """Ends the thread of a run `Driver.stop` abandoned, once its sync tool returns."""
-
-
-class _Raised(Exception):
-    """Carries a tool's `BaseException` (``SystemExit``, ``KeyboardInterrupt``...) out of its
-    task: raised as is in a task, asyncio re-raises those two out of ``run_forever`` and the
-    shared tool loop dies, hanging every later async tool."""
-
-    def __init__(self, exc: BaseException) -> None:
-        super().__init__(describe(exc))
-        self.exc = exc
 
 
 def _line_starts(code: str) -> list[int]:

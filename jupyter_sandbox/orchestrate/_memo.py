@@ -21,17 +21,50 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._events import ToolCall
+from ..records import Record
 from ._values import MAX_DEPTH, data_size, is_plain
 
 _KEY_LIMIT = 2**20
 """Bytes of arguments beyond which a call is not cached (its key would be their repr)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    """A finished run's call as data (a `records.CallRecord` with the values themselves, not
+    previews): what a journal or a store keeps, and what a resumed or forked run is answered
+    from. Not the live `ToolCall`: a journal must not change when a view still holding that
+    object does, nor keep its run's timing origin."""
+
+    call_id: int
+    tool: str
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    status: str
+    """``ok``, ``error``, ``cancelled``, or ``running`` for a call the run never saw end."""
+    result: Any = None
+    error: str | None = None
+    children: tuple[Record, ...] = ()
+    """The container runs that answered it (a sandbox tool)."""
+
+    @classmethod
+    def of(cls, call: ToolCall) -> Recorded:
+        return cls(
+            call_id=call.call_id,
+            tool=call.tool,
+            args=call.args,
+            kwargs=call.kwargs,
+            status=call.status,
+            result=call.result,
+            error=call.error,
+            children=tuple(call.children),
+        )
+
+
 @dataclass
 class Journal:
-    """The calls of one cell's latest run (its trace). Pass the same object to each run."""
+    """The calls of one cell's latest run. Pass the same object to each run."""
 
-    calls: list[ToolCall] = field(default_factory=list)
+    calls: list[Recorded] = field(default_factory=list)
     failed: bool = False
     """Whether that run failed (a tool raised, a limit, an interrupt)."""
 

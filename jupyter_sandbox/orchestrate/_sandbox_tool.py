@@ -23,7 +23,7 @@ from typing import Any, Protocol
 from .._errors import ContainerError, SandboxConfigError
 from .._events import ToolCall
 from ..records import RunRecord
-from ._tools import Tool
+from ._tool import Approve, Tool
 
 DEFAULT_CONCURRENCY = 4
 """Containers one sandbox tool runs at once when the code fans out."""
@@ -48,7 +48,12 @@ class SandboxTool(Tool):
     """A `Tool` whose calls are container runs."""
 
     def __init__(
-        self, sandbox: SandboxLike, name: str | None = None, *, concurrency: int | None = None
+        self,
+        sandbox: SandboxLike,
+        name: str | None = None,
+        *,
+        concurrency: int | None = None,
+        approve: Approve = False,
     ) -> None:
         limit = DEFAULT_CONCURRENCY if concurrency is None else concurrency
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
@@ -71,7 +76,7 @@ class SandboxTool(Tool):
         run.__signature__ = signature  # type: ignore[attr-defined]
         run.__annotations__ = {p.name: p.annotation for p in signature.parameters.values()}
         run.__annotations__["return"] = signature.return_annotation
-        super().__init__(run, name)
+        super().__init__(run, name, approve=approve)
 
     def invoke(self, call: ToolCall, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         return self._run(call, args, kwargs)

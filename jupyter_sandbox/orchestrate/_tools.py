@@ -7,55 +7,13 @@ callable as before: registering a tool never changes how the notebook itself use
 
 from __future__ import annotations
 
-import functools
-import inspect
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, overload
 
-from .._errors import SandboxConfigError
-from .._events import ToolCall
+from ._sandbox_tool import SandboxTool, is_sandbox
+from ._tool import Approve, Tool
 
-
-class Tool:
-    """A host function exposed to sandboxed code under ``name``."""
-
-    def __init__(self, func: Callable[..., Any], name: str | None = None) -> None:
-        if not callable(func):
-            raise SandboxConfigError(f"tool() needs a function, got {type(func).__name__}")
-        self.func = func
-        self.name: str = name or str(getattr(func, "__name__", ""))
-        if not self.name.isidentifier():
-            raise SandboxConfigError(
-                f"tool name {self.name!r} is not a Python identifier; pass name='...'"
-            )
-        if self.name.startswith("_"):  # stubs hide private names from the type checker
-            raise SandboxConfigError(f"tool name {self.name!r} starts with '_'; pass name='...'")
-        self.is_async = inspect.iscoroutinefunction(func)
-        functools.update_wrapper(self, func)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.func(*args, **kwargs)
-
-    def invoke(self, call: ToolCall, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """What the driver calls: the function, or for an async tool its coroutine. A
-        subclass may use ``call`` to nest records in the trace (see `SandboxTool`)."""
-        return self.func(*args, **kwargs)
-
-    @property
-    def signature(self) -> inspect.Signature | None:
-        """The function's signature, or None when Python cannot tell (some builtins)."""
-        try:
-            return inspect.signature(self.func)
-        except (TypeError, ValueError):
-            return None
-
-    @property
-    def doc(self) -> str:
-        return inspect.getdoc(self.func) or ""
-
-    def __repr__(self) -> str:
-        kind = "async tool" if self.is_async else "tool"
-        return f"<{kind} {self.name}{self.signature or '(...)'}>"
+__all__ = ["Tool", "ToolRegistry", "as_tool", "registry", "resolve_tools", "tool"]
 
 
 class ToolRegistry(Mapping[str, Tool]):
@@ -86,38 +44,59 @@ registry = ToolRegistry()
 """The notebook-wide registry that ``@tool`` fills and ``%%orchestrate`` reads."""
 
 
-def as_tool(obj: Any, name: str | None = None, *, concurrency: int | None = None) -> Tool:
-    """A `Tool` for a function, a `Tool` (renamed if asked) or a sandbox (runs as a container)."""
-    from ._sandbox_tool import SandboxTool, is_sandbox  # it imports this module
-
-    if isinstance(obj, Tool) and name in (None, obj.name):
+def as_tool(
+    obj: Any,
+    name: str | None = None,
+    *,
+    concurrency: int | None = None,
+    approve: Approve | None = None,
+) -> Tool:
+    """A `Tool` for a function, a `Tool` (renamed, or gated, if asked) or a sandbox (runs as a
+    container). ``approve=None`` keeps a `Tool`'s own gate (a function's is False)."""
+    if isinstance(obj, Tool) and name in (None, obj.name) and approve in (None, obj.approve):
         return obj
     if is_sandbox(obj):
-        return SandboxTool(obj, name, concurrency=concurrency)
+        return SandboxTool(obj, name, concurrency=concurrency, approve=approve or False)
     if isinstance(obj, Tool):
-        return Tool(obj.func, name)
-    return Tool(obj, name)
+        return Tool(obj.func, name, approve=obj.approve if approve is None else approve)
+    return Tool(obj, name, approve=approve or False)
 
 
-@overload
-def tool(obj: Any, /, *, name: str | None = None, concurrency: int | None = None) -> Tool: ...
 @overload
 def tool(
-    *, name: str | None = None, concurrency: int | None = None
+    obj: Any,
+    /,
+    *,
+    name: str | None = None,
+    concurrency: int | None = None,
+    approve: Approve = False,
+) -> Tool: ...
+@overload
+def tool(
+    *, name: str | None = None, concurrency: int | None = None, approve: Approve = False
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(
-    obj: Any = None, /, *, name: str | None = None, concurrency: int | None = None
+    obj: Any = None,
+    /,
+    *,
+    name: str | None = None,
+    concurrency: int | None = None,
+    approve: Approve = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Register a function, or a sandbox, as a tool sandboxed code may call.
 
     Use as ``@tool``, ``@tool(name="search")``, ``tool(func)`` or ``tool(sandbox)``. A sandbox
     tool runs its container once per call, ``concurrency`` containers at most at a time.
+    ``approve=True`` (or a predicate on the call's arguments, true when the call needs it)
+    makes each such call wait for a person: ``orchestrate(..., approver=fn)`` answers it
+    inline; with a store and no approver the run pauses until `resume_run` approves or
+    rejects it (a rejected call raises ``PermissionError`` inside the code).
     Returns the `Tool`, which calls through to the function, so the notebook can keep calling
     it directly.
     """
 
     def register(f: Any) -> Tool:
-        return registry.register(as_tool(f, name, concurrency=concurrency))
+        return registry.register(as_tool(f, name, concurrency=concurrency, approve=approve))
 
     return register if obj is None else register(obj)
 

@@ -1,0 +1,83 @@
+"""`Tool`: a host function sandboxed code may call, and the checks it brings (its name, whether
+a call needs a person's approval).
+
+Its own module so that `SandboxTool` (a `Tool` whose calls are container runs) and the registry
+that makes either one (`_tools`) both import it, and not each other.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from .._errors import SandboxConfigError
+from .._events import ToolCall
+
+Approve = bool | Callable[..., bool]
+"""A tool's approval gate: True (every call waits for a person), False (none does), or a
+predicate called with the call's arguments that says whether this call needs approval."""
+
+
+class Tool:
+    """A host function exposed to sandboxed code under ``name``.
+
+    ``approve`` gates its calls (see `Approve`): a gated call is answered by the run's
+    ``approver``, or pauses a durable run until `resume_run` approves or rejects it."""
+
+    def __init__(
+        self, func: Callable[..., Any], name: str | None = None, *, approve: Approve = False
+    ) -> None:
+        if not callable(func):
+            raise SandboxConfigError(f"tool() needs a function, got {type(func).__name__}")
+        self.func = func
+        self.name: str = name or str(getattr(func, "__name__", ""))
+        if not self.name.isidentifier():
+            raise SandboxConfigError(
+                f"tool name {self.name!r} is not a Python identifier; pass name='...'"
+            )
+        if self.name.startswith("_"):  # stubs hide private names from the type checker
+            raise SandboxConfigError(f"tool name {self.name!r} starts with '_'; pass name='...'")
+        if not (isinstance(approve, bool) or callable(approve)):
+            raise SandboxConfigError(
+                f"approve= takes True, False or a function of the call's arguments, got "
+                f"{type(approve).__name__}"
+            )
+        self.approve = approve
+        self.is_async = inspect.iscoroutinefunction(func)
+        functools.update_wrapper(self, func)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.func(*args, **kwargs)
+
+    def invoke(self, call: ToolCall, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """What the driver calls: the function, or for an async tool its coroutine. A
+        subclass may use ``call`` to nest records in the trace (see `SandboxTool`)."""
+        return self.func(*args, **kwargs)
+
+    def gated(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        """Whether this call needs approval. A predicate that raises gates the call: a
+        check that cannot decide must not let the call through."""
+        if isinstance(self.approve, bool):
+            return self.approve
+        try:
+            return bool(self.approve(*args, **kwargs))
+        except Exception:
+            return True
+
+    @property
+    def signature(self) -> inspect.Signature | None:
+        """The function's signature, or None when Python cannot tell (some builtins)."""
+        try:
+            return inspect.signature(self.func)
+        except (TypeError, ValueError):
+            return None
+
+    @property
+    def doc(self) -> str:
+        return inspect.getdoc(self.func) or ""
+
+    def __repr__(self) -> str:
+        kind = "async tool" if self.is_async else "tool"
+        return f"<{kind} {self.name}{self.signature or '(...)'}>"
