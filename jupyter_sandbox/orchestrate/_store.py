@@ -136,6 +136,7 @@ class RunInfo:
     forked_from: tuple[str, int] | None
     created: float
     updated: float
+    """When its last checkpoint or status change was stored."""
 
 
 @dataclass(frozen=True)
@@ -154,6 +155,7 @@ class StoredRun:
     forked_from: tuple[str, int] | None
     created: float
     updated: float
+    """When its last checkpoint or status change was stored."""
 
 
 class Store:
@@ -277,11 +279,13 @@ class Store:
         payload = _pickle(record)
         monty, mac = self._seal("call", (run_id, str(index)), payload)
         with self._write() as db:
-            self._touch(db, run_id)
-            db.execute(
-                "INSERT OR REPLACE INTO calls VALUES (?, ?, ?, ?, ?)",
-                (run_id, index, monty, mac, payload),
-            )
+            try:  # the run's `updated` is left alone: one statement, not two, per call
+                db.execute(
+                    "INSERT OR REPLACE INTO calls VALUES (?, ?, ?, ?, ?)",
+                    (run_id, index, monty, mac, payload),
+                )
+            except sqlite3.IntegrityError:  # the foreign key: no such run
+                raise self._unknown(run_id) from None
 
     def checkpoint(
         self,
@@ -524,7 +528,7 @@ def _mac(key: bytes, kind: str, context: tuple[str, ...], monty: str, payload: b
     for part in (kind, *context, monty):
         encoded = part.encode("utf-8", "surrogatepass")
         mac.update(len(encoded).to_bytes(8, "big") + encoded)
-    mac.update(payload)
+    mac.update(payload)  # not concatenated: a dump may be megabytes
     return mac.digest()
 
 
