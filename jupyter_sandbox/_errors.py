@@ -124,6 +124,11 @@ class DockerUnavailable(ContainerError):
     """No Docker-API engine answered."""
 
 
+class IsolationUnavailable(ContainerError):
+    """The engine cannot run the isolation level asked for (``isolation="gvisor"`` where
+    ``runsc`` is not registered with it); the message says what to run. Nothing ran."""
+
+
 class ImageBuildError(ContainerError):
     """The image build failed; ``log`` holds the failing step's output."""
 

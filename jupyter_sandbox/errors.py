@@ -12,6 +12,7 @@ SandboxError                      base: catch this to catch anything of ours
 ├── StoreError                    the durable store: unusable, unknown run, or a refused blob
 └── ContainerError                %%sandbox / create().run(): the Docker side
     ├── DockerUnavailable         no engine reachable (the message says how to start one)
+    ├── IsolationUnavailable      the engine lacks the isolation level asked for (gVisor)
     ├── ImageBuildError           image build failed (``.log`` has the failing step's log)
     │   └── InvalidPackageError   a pip or apt package does not exist (``.package``)
     ├── UnusableImage             the image cannot start the program (no python3, no bash)
@@ -51,6 +52,7 @@ from ._errors import (
     Interrupted,
     InvalidOutput,
     InvalidPackageError,
+    IsolationUnavailable,
     LimitExceeded,
     MissingOutput,
     NonZeroExit,
@@ -77,6 +79,7 @@ __all__ = [
     "Interrupted",
     "InvalidOutput",
     "InvalidPackageError",
+    "IsolationUnavailable",
     "LimitExceeded",
     "MissingOutput",
     "NonZeroExit",

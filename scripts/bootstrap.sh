@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Sets up everything jupyter-sandbox needs on a fresh Debian machine (as root); safe to re-run.
-#   - Debian packages: docker.io (engine), debootstrap (base image without a registry),
+#   - Debian packages: docker.io (engine), runsc (gVisor, the "gvisor" isolation level),
+#     debootstrap (base image without a registry),
 #     chromium (browser tests, only with --browser), nodejs + npm when missing (the
 #     JupyterLab extension is built from labextension/).
+#   - runsc registered with the engine as the runtime "runsc" (merged into daemon.json)
 #   - a running Docker engine (reuses one that answers; otherwise starts dockerd)
 #   - .venv with the project installed (editable) plus test tools
 #   - the local Python base image (built once per machine, then cached by Docker)
@@ -17,6 +19,7 @@ log() { printf '\033[1m[bootstrap]\033[0m %s\n' "$*" >&2; }
 
 missing=()
 command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
+command -v runsc >/dev/null 2>&1 || missing+=(runsc)
 command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
 command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
 # tests/test_install.py gives a non-root user a venv of Debian's Python (root's may be private).
@@ -28,11 +31,46 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+# gVisor: the engine runs `--runtime runsc` containers through runsc, always with
+# --network=none (gVisor's own network stack failed here; Docker's network mode still applies).
+# Merged into daemon.json: every other setting, and a "runsc" the admin registered, are kept.
+DAEMON_JSON=/etc/docker/daemon.json
+/usr/bin/python3 - "$DAEMON_JSON" "$(command -v runsc)" <<'EOF'
+import json, os, sys
+from pathlib import Path
+path, runsc = Path(sys.argv[1]), sys.argv[2]
+text = path.read_text() if path.exists() else ""
+try:
+    config = json.loads(text) if text.strip() else {}
+except ValueError as exc:
+    sys.exit(f"{path} is not valid JSON ({exc}); fix it, then re-run bootstrap")
+runtimes = config.setdefault("runtimes", {})
+if "runsc" in runtimes:
+    if "--network=none" not in runtimes["runsc"].get("runtimeArgs", []):
+        print(f"{path}: the runtime runsc is registered without --network=none; left as is")
+    sys.exit()
+runtimes["runsc"] = {"path": runsc, "runtimeArgs": ["--network=none"]}
+path.parent.mkdir(parents=True, exist_ok=True)
+tmp = path.with_name(path.name + ".jupyter-sandbox.tmp")
+tmp.write_text(json.dumps(config, indent=2) + "\n")
+if path.exists():
+    os.chmod(tmp, path.stat().st_mode & 0o7777)
+os.replace(tmp, path)
+EOF
+
 if ! docker info >/dev/null 2>&1; then
   log "starting dockerd (log: /var/log/jupyter-sandbox-dockerd.log)"
   nohup setsid dockerd >/var/log/jupyter-sandbox-dockerd.log 2>&1 </dev/null &
   for _ in $(seq 1 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
   docker info >/dev/null 2>&1 || { log "dockerd did not come up; see /var/log/jupyter-sandbox-dockerd.log"; exit 1; }
+fi
+has_runsc() { docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"runsc"'; }
+if ! has_runsc; then
+  # SIGHUP makes a running dockerd re-read daemon.json (runtimes included); containers keep running.
+  log "registering runsc with the running engine (reloading dockerd's configuration)"
+  kill -HUP "$(cat /var/run/docker.pid 2>/dev/null || pidof -s dockerd)"
+  for _ in $(seq 1 20); do has_runsc && break; sleep 0.5; done
+  has_runsc || { log "the engine does not list the runsc runtime: see $DAEMON_JSON and dockerd's log"; exit 1; }
 fi
 
 if [ ! -x .venv/bin/python ]; then

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, get_args
 
 from IPython.core.error import UsageError
 from IPython.core.magic import cell_magic, magics_class
@@ -14,6 +14,7 @@ from .._errors import ContainerError, SandboxConfigError
 from ..display import SandboxView
 from ..orchestrate._sandbox_tool import bind_inputs
 from ..sandbox import Resources, Sandbox, SandboxRun, create
+from ..sandbox._isolation import Isolation, isolation_level
 from ._common import (
     CellMagics,
     check_variable,
@@ -79,6 +80,11 @@ class SandboxMagics(CellMagics):
     ).tag(config=True)
     cpus = Float(1.0, help="CPUs per run.").tag(config=True)
     memory = Unicode("1g", help="Memory per run (e.g. 512m, 2g).").tag(config=True)
+    isolation = Unicode(
+        "",
+        help="Runtime of each run: container (runc) or gvisor (gVisor's runsc)"
+        " (default: $JUPYTER_SANDBOX_ISOLATION or container).",
+    ).tag(config=True)
 
     @magic_arguments("%sandbox")  # usage and help show %%sandbox
     @help_option
@@ -98,6 +104,11 @@ class SandboxMagics(CellMagics):
     @argument("--timeout", type=float, help="seconds before the run is killed (default 600)")
     @argument("--cluster", metavar="ADDR", help="Dask scheduler to run on (default: this machine)")
     @argument("--network", choices=("none", "bridge"), default="none", help="default: none")
+    @argument(
+        "--isolation",
+        choices=get_args(Isolation),
+        help="container (runc, default) or gvisor (the code's system calls served by gVisor)",
+    )
     @argument("--env", nargs="+", action="extend", metavar="K=V", help="environment variables")
     @argument("--secret", nargs="+", action="extend", metavar="NAME", help="host env vars to pass")
     @argument("--retries", type=int, default=0, help="re-runs before an error surfaces")
@@ -149,6 +160,7 @@ class SandboxMagics(CellMagics):
                 base_image=base_image,
                 cluster=args.cluster or self.cluster or None,
                 network=args.network,
+                isolation=isolation_level(args.isolation or self.isolation),
             )
         except SandboxConfigError as exc:
             raise self.usage_error(exc) from None

@@ -48,6 +48,7 @@ from . import _watchdog
 from ._baseimage import SANDBOX_UID
 from ._client import KIND, LABEL, owner_labels
 from ._io import INPUTS, OUTPUTS, PROGRAM
+from ._isolation import Isolation, purge, runtime
 from ._spec import Network, Resources, parse_size
 
 if TYPE_CHECKING:
@@ -82,6 +83,8 @@ class ContainerLimits:
     timeout: float
     resources: Resources
     network: Network = "none"
+    isolation: Isolation = "container"
+    """The runtime (`_isolation`): a spare under runc never serves a gVisor run."""
 
 
 @dataclass
@@ -194,6 +197,7 @@ def _start(client: DockerClient, image: str, limits: ContainerLimits) -> Slot:
         container = client.containers.create(
             image,
             command=["sleep", str(lifetime(limits))],
+            runtime=runtime(client, limits.isolation),
             user=f"{uid}:{uid}",
             working_dir="/tmp",
             network_mode=limits.network,
@@ -313,6 +317,8 @@ def remove(slot: Slot) -> None:
             raise
         _wait_gone(slot.container)
     finally:
+        if slot.limits.isolation == "gvisor":  # a failed start can leave its sandbox running
+            purge(slot.container.id or "")
         shutil.rmtree(slot.work, ignore_errors=True)
         with _lock:
             _live.pop(slot.container.id or "", None)

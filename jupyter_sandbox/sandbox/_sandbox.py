@@ -44,6 +44,7 @@ from ._io import (
     stage_inputs,
     stage_program,
 )
+from ._isolation import Isolation, isolation_level
 from ._pool import ContainerLimits
 from ._record import SandboxRun
 from ._run import RawRun, run_container
@@ -98,6 +99,8 @@ class Sandbox:
     """Names of host environment variables passed in at run time (values never stored)."""
     cache: CacheMode
     network: Network
+    isolation: Isolation = "container"
+    """The runtime the container runs under (`_isolation`): runc, or gVisor's runsc."""
     cluster: str | Client | None = None
     """Where runs go: a Dask cluster (`_cluster`), or None for the local engine."""
 
@@ -269,7 +272,9 @@ class Sandbox:
                     program_dir=work / "program",
                     outputs_dir=archive,
                     output_names=output_entries(self.mode, self.outputs),
-                    limits=ContainerLimits(self.timeout, self.resources, self.network),
+                    limits=ContainerLimits(
+                        self.timeout, self.resources, self.network, self.isolation
+                    ),
                     on_event=emit,
                     scrub=run.secrets,
                     cancel=cancel,
@@ -539,6 +544,7 @@ def create(
     base_image: str | None = None,
     network: Network = "none",
     cluster: str | Client | None = None,
+    isolation: Isolation | None = None,
 ) -> Sandbox:
     """Define a disposable Docker sandbox (parameters as Flyte's ``flyte.sandbox.create``:
     ``name``, then keywords only).
@@ -549,6 +555,9 @@ def create(
     Extras of ours: ``base_image`` (default ``$JUPYTER_SANDBOX_BASE_IMAGE`` or the local
     base), ``network`` (``"none"`` or ``"bridge"``) and ``cluster`` (a ``distributed.Client``
     or a scheduler address: each run goes to a Dask worker, which uses its own engine).
+    ``isolation``: ``"container"`` (the engine's runtime, runc; the default unless
+    ``$JUPYTER_SANDBOX_ISOLATION`` says otherwise) or ``"gvisor"`` (the same image under
+    gVisor's ``runsc``, which serves the code's system calls itself).
     Raises `SandboxConfigError` (or `InvalidPackageError` for a malformed package) at once.
     """
     if not isinstance(name, str) or not name.strip():
@@ -586,4 +595,5 @@ def create(
         cache=cache,
         network=network,
         cluster=cluster,
+        isolation=isolation_level(isolation),
     )
