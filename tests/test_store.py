@@ -321,6 +321,18 @@ def test_prune_keeps_the_last_runs_of_each_cell_and_every_paused_run(store: Stor
         assert db.execute("SELECT count(*) FROM calls").fetchone() == (0,)
 
 
+def test_prune_gives_the_space_back(store: Store) -> None:
+    run_id = store.new_run(scope="nb", cell="c", code="", tools=[])
+    store.checkpoint(run_id, dump=os.urandom(4 * 2**20), call_index=0)
+    with sqlite3.connect(store.path) as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    assert store.path.stat().st_size > 4 * 2**20
+    assert store.prune(keep=0) == 1
+    with sqlite3.connect(store.path) as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    assert store.path.stat().st_size < 2**20
+
+
 # --- several writers at once ---
 
 _WRITER = """

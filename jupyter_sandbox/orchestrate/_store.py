@@ -21,7 +21,8 @@ One SQLite file (standard library), shared by every kernel of the user:
   a forged pickle needs the key. A value pickle cannot store becomes a `HandleMarker`
   (``{"handle": <type name>}``, never its repr) and the engine decides what that means.
 - **Bounded growth.** `new_run` keeps the last ``keep`` runs of its cell and ``total`` runs in
-  all (`prune`); a paused run is never dropped (a person may approve it hours later).
+  all; a paused run is never dropped (a person may approve it hours later). The space they
+  held is reused; `prune` also gives it back to the file system.
 - **Schema version.** The ``meta`` table holds the schema version, so a later release can
   migrate a store this one wrote; a store from a newer release is refused, not guessed at.
 """
@@ -392,13 +393,17 @@ class Store:
 
     def prune(self, keep: int | None = None, total: int | None = None) -> int:
         """Drop all but the last ``keep`` runs of each cell and the last ``total`` runs in all
-        (defaults: the store's); paused runs stay. Returns how many runs were dropped."""
+        (defaults: the store's); paused runs stay, and the file shrinks by the space freed.
+        Returns how many runs were dropped."""
         with self._write() as db:
-            return _prune(
+            dropped = _prune(
                 db,
                 keep=self.keep if keep is None else keep,
                 total=self.total if total is None else total,
             )
+        with self._lock, self._errors():  # execute() would free one page: one per step
+            self._connection().executescript("PRAGMA incremental_vacuum;")
+        return dropped
 
     # --- plumbing ---
 
@@ -408,6 +413,7 @@ class Store:
         )
         try:
             db.execute(f"PRAGMA busy_timeout = {_BUSY_MS}")
+            db.execute("PRAGMA auto_vacuum = INCREMENTAL")  # a new file only, before WAL
             db.execute("PRAGMA journal_mode = WAL")
             db.execute("PRAGMA synchronous = NORMAL")
             db.execute("PRAGMA foreign_keys = ON")
