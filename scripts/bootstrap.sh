@@ -31,32 +31,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-# gVisor: the engine runs `--runtime runsc` containers through runsc, always with
-# --network=none (gVisor's own network stack failed here; Docker's network mode still applies).
-# Merged into daemon.json: every other setting, and a "runsc" the admin registered, are kept.
+# gVisor (isolation="gvisor"): runsc merged into daemon.json as the engine's runtime "runsc",
+# every other setting kept; a running dockerd is reloaded below.
 DAEMON_JSON=/etc/docker/daemon.json
-/usr/bin/python3 - "$DAEMON_JSON" "$(command -v runsc)" <<'EOF'
-import json, os, sys
-from pathlib import Path
-path, runsc = Path(sys.argv[1]), sys.argv[2]
-text = path.read_text() if path.exists() else ""
-try:
-    config = json.loads(text) if text.strip() else {}
-except ValueError as exc:
-    sys.exit(f"{path} is not valid JSON ({exc}); fix it, then re-run bootstrap")
-runtimes = config.setdefault("runtimes", {})
-if "runsc" in runtimes:
-    if "--network=none" not in runtimes["runsc"].get("runtimeArgs", []):
-        print(f"{path}: the runtime runsc is registered without --network=none; left as is")
-    sys.exit()
-runtimes["runsc"] = {"path": runsc, "runtimeArgs": ["--network=none"]}
-path.parent.mkdir(parents=True, exist_ok=True)
-tmp = path.with_name(path.name + ".jupyter-sandbox.tmp")
-tmp.write_text(json.dumps(config, indent=2) + "\n")
-if path.exists():
-    os.chmod(tmp, path.stat().st_mode & 0o7777)
-os.replace(tmp, path)
-EOF
+/usr/bin/python3 scripts/register_runsc.py "$DAEMON_JSON" "$(command -v runsc)" >/dev/null
 
 if ! docker info >/dev/null 2>&1; then
   log "starting dockerd (log: /var/log/jupyter-sandbox-dockerd.log)"

@@ -59,3 +59,48 @@ def no_leaked_containers(docker_engine) -> Iterator[None]:
         with contextlib.suppress(docker.errors.NotFound):
             docker_engine.containers.get(container_id).remove(force=True)
     assert not leaked, f"containers left behind: {leaked}"
+
+
+def _runsc_sandboxes() -> set[str]:
+    """Ids of every sandbox runsc keeps for Docker (``runsc --root ... list``), seen or not by
+    ``docker ps``. Empty where runsc or its state is not readable (not root)."""
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    from jupyter_sandbox.sandbox._isolation import STATE_ROOTS
+
+    runsc = shutil.which("runsc")
+    ids: set[str] = set()
+    for root in (d for r in STATE_ROOTS for d in Path(r).glob("runtime-*/moby")):
+        if runsc is not None:
+            listed = subprocess.run(
+                [runsc, "--root", str(root), "list", "-quiet"], capture_output=True, text=True
+            )
+            ids |= set(listed.stdout.split())
+    return ids
+
+
+@pytest.fixture(params=["container", "gvisor"])
+def isolation(request, monkeypatch, docker_engine) -> Iterator[str]:
+    """Run the test once per isolation level (`jupyter_sandbox.sandbox._isolation`), through
+    ``$JUPYTER_SANDBOX_ISOLATION``: every sandbox the test defines without naming a level, and
+    every kernel it starts, uses it. Under gVisor the test also fails if it leaves a runsc
+    sandbox behind that the engine no longer lists (which is then deleted)."""
+    from jupyter_sandbox.sandbox._isolation import ISOLATION_ENV, purge
+    from jupyter_sandbox.sandbox._pool import settle
+
+    monkeypatch.setenv(ISOLATION_ENV, request.param)
+    if request.param != "gvisor":
+        yield request.param
+        return
+    before = _runsc_sandboxes()
+    yield request.param
+    settle()
+    listed = _runsc_sandboxes()
+    engine = {c["Id"] for c in docker_engine.api.containers(all=True)}
+    # in both lists around the engine's: not a container another session starts or removes
+    left = (listed & _runsc_sandboxes()) - before - engine
+    for sandbox_id in left:
+        purge(sandbox_id)
+    assert not left, f"runsc sandboxes left behind: {left}"
