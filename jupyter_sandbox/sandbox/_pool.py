@@ -42,6 +42,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .._accounts import account_lines
 from .._errors import ContainerError
 from .._owner import temp_prefix
 from . import _watchdog
@@ -133,7 +134,7 @@ def fresh_uid() -> int:
     """A random uid (and gid) of the reserved range that no host account has: no user or group
     (asked through the name service, so LDAP counts), and no subordinate range of
     ``/etc/subuid``/``/etc/subgid`` (its owner can become those ids in a user namespace)."""
-    delegated = _subordinate_ids()
+    delegated = [ids for _, _, ranges in account_lines(SUBORDINATE_FILES) for ids in ranges]
     for _ in range(_UID_TRIES):
         uid = UID_BASE + secrets.randbelow(UID_SPAN)
         if any(uid in ids for ids in delegated) or _account(pwd.getpwuid, uid):
@@ -153,19 +154,6 @@ def _account(lookup: Callable[[int], object], uid: int) -> bool:
     except KeyError:
         return False
     return True
-
-
-def _subordinate_ids() -> list[range]:
-    """The id ranges delegated to users in ``/etc/subuid`` and ``/etc/subgid``."""
-    ranges = []
-    for path in SUBORDINATE_FILES:
-        with contextlib.suppress(OSError):
-            for line in Path(path).read_text().splitlines():
-                fields = line.split(":")  # name:first:count
-                if len(fields) == 3 and fields[1].isdigit() and fields[2].isdigit():
-                    first = int(fields[1])
-                    ranges.append(range(first, first + int(fields[2])))
-    return ranges
 
 
 @cache
