@@ -183,7 +183,7 @@ def _run_remote(
     try:
         future = client.submit(run_job, job, key=job.run_id, pure=False, retries=0)
         try:
-            result, received = _wait(client, future, job, events, on_event, cancel)
+            result, received = _wait(client, future, job, events, on_event, cancel, run)
         except BaseException:  # Ctrl-C, or our own stop: the container goes first
             _stop(client, future, job)
             raise
@@ -202,8 +202,10 @@ def _wait(
     events: queue.Queue[list[Any]],
     on_event: EventCallback,
     cancel: threading.Event | None,
+    run: SandboxRun,
 ) -> tuple[JobResult, int]:
-    """Emit the run's events until its task ends; (its result, events emitted)."""
+    """Emit the run's events until its task ends; (its result, events emitted). The worker
+    that starts the run is ``run.worker`` from then on: a death is then told by name."""
     received = 0
     idle_since: float | None = None
     next_check = time.monotonic()
@@ -214,7 +216,7 @@ def _wait(
         with contextlib.suppress(queue.Empty):
             message = events.get(timeout=_POLL)
             if message[0] == "started":
-                started = True
+                started, run.worker = True, message[1]
             else:
                 received += 1
                 on_event(_decode(message))
@@ -232,8 +234,8 @@ def _wait(
                 )
     try:
         return future.result(), received
-    except Exception as exc:  # KilledWorker, a lost scheduler: the worker's death, told
-        return JobResult(worker="", events=0, lost=f"({type(exc).__name__}: {exc})"), received
+    except Exception:  # KilledWorker, a lost scheduler: the worker's death, told
+        return JobResult(worker="", events=0, lost=run.worker or "(unknown)"), received
 
 
 def _drain(
@@ -290,8 +292,8 @@ def _outcome(
         # outputs_error: `Sandbox._check` raises it, so the `retries` rule applies
         return RawRun(
             outputs_error=ContainerError(
-                f"the Dask worker running it died {result.lost}; its container is removed by"
-                " that worker's watchdog"
+                f"the Dask worker {result.lost} died during the run; its container is removed"
+                " by that worker's watchdog"
             )
         )
     run.worker = result.worker
