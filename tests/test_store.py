@@ -118,6 +118,19 @@ def test_a_value_pickle_cannot_store_becomes_a_handle_marker_and_nothing_else_do
     assert not isinstance(call["result"], HandleMarker)  # a tool's own dict is not a marker
 
 
+class QuotaExceeded(Exception):
+    def __init__(self, used: int, limit: int) -> None:
+        super().__init__(f"{used} > {limit}")
+
+
+def test_a_value_that_pickles_but_cannot_be_rebuilt_becomes_a_marker(store: Store) -> None:
+    run_id = store.new_run(scope="nb", cell="c", code="", tools=["f"])
+    store.record_call(run_id, 0, record(1, status="error", error=QuotaExceeded(3, 2)))
+    call = store.run(run_id).calls[0]
+    assert call["error"] == {"handle": f"{__name__}.QuotaExceeded"}
+    assert call["args"] == (1,)
+
+
 def test_a_value_whose_class_this_process_lacks_is_named_in_the_error(tmp_path: Path) -> None:
     path = tmp_path / "store.sqlite"
     script = (

@@ -18,8 +18,9 @@ One SQLite file (standard library), shared by every kernel of the user:
   half-written key), and refused when another user owns it or group/others can read it.
 - **Pickle.** Call records hold tool results, which are arbitrary Python values, so they are
   pickled. Only bytes this store sealed itself are ever unpickled, after their seal checked:
-  a forged pickle needs the key. A value pickle cannot store becomes a `HandleMarker`
-  (``{"handle": <type name>}``, never its repr) and the engine decides what that means.
+  a forged pickle needs the key. A value pickle cannot store, or could not load again, becomes
+  a `HandleMarker` (``{"handle": <type name>}``, never its repr); the engine decides what that
+  means.
 - **Bounded growth.** `new_run` keeps the last ``keep`` runs of its cell and ``total`` runs in
   all; a paused run is never dropped (a person may approve it hours later). The space they
   held is reused; `prune` also gives it back to the file system.
@@ -540,16 +541,25 @@ def _mac(key: bytes, kind: str, context: tuple[str, ...], monty: str, payload: b
 
 def _pickle(value: object) -> bytes:
     try:
-        return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception:  # a value's own __reduce__ may raise anything
-        return pickle.dumps(_picklable(value), protocol=pickle.HIGHEST_PROTOCOL)
+        return _round_trip(value)
+    except Exception:  # a value's own __reduce__ or constructor may raise anything
+        return _round_trip(_picklable(value))
+
+
+def _round_trip(value: object) -> bytes:
+    """``value`` pickled, once it is known to unpickle too: an exception class whose
+    ``__init__`` takes more than its message pickles but cannot be rebuilt, and one such record
+    must not make its whole run unloadable."""
+    data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    pickle.loads(data)
+    return data
 
 
 def _picklable(value: object) -> object:
     """``value`` with each part pickle cannot store replaced by a `HandleMarker`, looking
     inside plain dicts, lists and tuples so that one odd argument does not hide the rest."""
     try:
-        pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        _round_trip(value)
     except Exception:
         pass
     else:
