@@ -3,9 +3,10 @@
 One SQLite file (standard library), shared by every kernel of the user:
 
 - **Concurrency.** WAL (readers never block the writer), a busy timeout, and every write in a
-  short ``BEGIN IMMEDIATE`` transaction: a write takes the lock before it reads, so two
-  processes never both hold a read lock that each must upgrade (the case where SQLite answers
-  "database is locked" at once instead of waiting). Threads of one process share one
+  short ``BEGIN IMMEDIATE`` transaction (or one statement, its own transaction): a write
+  takes the lock before it reads, so two processes never both hold a read lock that each must
+  upgrade (the case where SQLite answers "database is locked" at once instead of waiting).
+  Threads of one process share one
   connection behind a lock; a forked child opens its own. ``synchronous=NORMAL``: a commit
   survives the process being killed (the case that matters: a kernel killed mid-run), not
   necessarily a power cut.
@@ -280,9 +281,11 @@ class Store:
         """Keep call ``index``'s record (replacing an earlier one of the same index)."""
         payload = _pickle(record)
         monty, mac = self._seal("call", (run_id, str(index)), payload)
-        with self._write() as db:
-            try:  # the run's `updated` is left alone: one statement, not two, per call
-                db.execute(
+        # One statement, its own transaction (no BEGIN/COMMIT round trips: ~20% of a call's
+        # write); the run's `updated` is left alone for that.
+        with self._lock, self._errors():
+            try:
+                self._connection().execute(
                     "INSERT OR REPLACE INTO calls VALUES (?, ?, ?, ?, ?)",
                     (run_id, index, monty, mac, payload),
                 )
