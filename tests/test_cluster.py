@@ -34,7 +34,6 @@ from distributed import Client
 from test_adversarial_sandbox_spare import second_engine  # noqa: F401
 
 from jupyter_sandbox import (
-    ContainerError,
     Dir,
     File,
     SandboxCancelled,
@@ -43,6 +42,7 @@ from jupyter_sandbox import (
     orchestrate,
     tool,
 )
+from jupyter_sandbox.events import RunFinished
 from jupyter_sandbox.orchestrate import registry
 from jupyter_sandbox.sandbox import _client
 
@@ -174,8 +174,8 @@ def cluster(second_engine) -> Iterator[Cluster]:  # noqa: F811
 def on(cluster):
     """Send this test's runs to one worker: ``with on("own"): ...``."""
 
-    def pinned(name: str):
-        return dask.annotate(workers=[cluster.workers[name]], allow_other_workers=False)
+    def pinned(name: str, *, loose: bool = False):
+        return dask.annotate(workers=[cluster.workers[name]], allow_other_workers=loose)
 
     return pinned
 
@@ -313,33 +313,49 @@ def test_ctrl_c_during_a_remote_run_is_interrupted_and_removes_its_container(clu
     assert _gone(cluster, _container_id(events))
 
 
-def test_a_worker_killed_mid_run_is_a_clear_error_and_its_container_goes(cluster):
-    """SIGKILL to the worker process running the code: the run fails with a one-line
-    `ContainerError` saying the worker died (``retries=0``; the retries rule would re-run it),
-    never a hang; that worker's watchdog removes the container; the Nanny brings it back."""
+def test_a_worker_killed_mid_run_is_told_and_retried_and_its_container_goes(cluster, on):
+    """SIGKILL to the worker process running the code: the attempt fails with one line saying
+    that worker died, ``retries=1`` runs it again on a live worker (Dask's own re-run of the
+    task only reports the death: the code never runs twice behind the retries rule), never a
+    hang; the dead worker's watchdog removes its container; the Nanny brings it back."""
     events: list = []
     seen = threading.Event()
-    failure: list[BaseException] = []
     pids = cluster.worker_pids()
+    victim = cluster.workers["host"]
+    # slow only in a container of the victim's (its pid names the folders mounted in)
+    code = (
+        "import re, socket, time\n"
+        "mounts = open('/proc/self/mountinfo').read()\n"
+        "owners = set(re.findall(r'jupyter-sandbox-run-(\\d+)-', mounts))\n"
+        "print('ready', socket.gethostname(), flush=True)\n"
+        "if str(slow) in owners:\n"
+        "    time.sleep(90)\n"
+        "done = True\n"
+    )
+    sandbox = create(
+        "victim", code=code, inputs={"slow": int}, outputs={"done": bool}, retries=1,
+        cluster=cluster.address,
+    )  # fmt: skip
+    result: list = []
 
     def run() -> None:
-        try:
-            _echo(cluster).execute({}, on_event=_ready(events, seen))
-        except BaseException as exc:
-            failure.append(exc)
+        with on("host", loose=True):  # first there; elsewhere once it is gone
+            result.append(sandbox.execute({"slow": pids[victim]}, on_event=_ready(events, seen)))
 
     runner = threading.Thread(target=run)
     runner.start()
     assert seen.wait(_BOUND)
-    busy = [a for a, keys in cluster.client.processing().items() if keys]
-    assert len(busy) == 1, busy
-    os.kill(pids[busy[0]], signal.SIGKILL)
+    assert [a for a, keys in cluster.client.processing().items() if keys] == [victim]
+    os.kill(pids[victim], signal.SIGKILL)
     runner.join(_BOUND)
     assert not runner.is_alive(), "the run hung after its worker died"
-    assert len(failure) == 1 and isinstance(failure[0], ContainerError), failure
-    message = str(failure[0])
-    assert "worker" in message and "died" in message and "\n" not in message
-    assert failure[0].record["worker"] == busy[0]
+    assert len(result) == 1, "the retry did not succeed"
+    run = result[0]
+    assert run.value is True and run.attempts == 2
+    first = next(e for e in events if isinstance(e, RunFinished))
+    assert first.error is not None and "\n" not in first.error
+    assert f"the Dask worker {victim} died during the run" in first.error
+    assert run.worker is not None and run.worker != victim
     _until(lambda: _gone(cluster, _container_id(events)), "the dead worker's container")
     cluster.client.wait_for_workers(2, timeout=_BOUND)
     cluster.workers.update(
