@@ -24,10 +24,11 @@ from .._errors import OrchestrationError, SandboxConfigError, StoreError
 from .._events import EventCallback
 from .._preview import preview
 from ..display import OrchestrateView
-from ..orchestrate import OrchestrationResult
+from ..orchestrate import OrchestrationResult, fork_run, resume_run
+from ..orchestrate._paused import PausedRun, paused_runs
 from ..orchestrate._sessions import sessions
 from ..orchestrate._store import Store
-from ._common import CellMagics, help_option, parse_options
+from ._common import CellMagics, help_option, parse_options, usage_error
 
 if TYPE_CHECKING:
     from ._orchestrate import OrchestrateMagics
@@ -118,17 +119,16 @@ class DurableMagics(CellMagics):
         if line.strip():
             raise UsageError("%orchestrate_pending takes no arguments")
         store = self._store("%orchestrate_pending")
-        paused = _stored(lambda: store.runs(status="paused"))
+        paused = _stored(lambda: paused_runs(store))
         if not paused:
             print(f"no paused runs in {store.path}")
             return
-        for info in paused:
-            run = _stored(lambda: store.run(info.run_id))  # noqa: B023 (called at once)
-            pending = run.checkpoint.pending if run.checkpoint is not None else []
-            calls = "; ".join(_call_line(call) for call in pending) or "(no pending call)"
-            age = _age(time.time() - info.updated)
-            where = "" if info.scope == notebook_scope(self.shell) else f" [{info.scope}]"
-            print(f"{info.run_id}  cell {info.cell[:12]}{where}  {calls}  paused {age} ago")
+        here = notebook_scope(self.shell)
+        for run in paused:
+            call = "(its call cannot be read)" if run.tool is None else _call_line(run)
+            where = "" if run.scope == here else f" of {run.scope}"
+            age = _age(time.time() - run.since)
+            print(f"{run.run_id}  cell {run.cell[:12]}{where}  {call}  paused {age} ago")
 
     @magic_arguments()
     @help_option
@@ -163,8 +163,6 @@ class DurableMagics(CellMagics):
     def orchestrate_fork(self, line: str) -> Any:
         """Run a stored run again with call N answered by --value: the calls before it are
         answered from the store, the later ones are made."""
-        from ..orchestrate import fork_run  # type: ignore[attr-defined]
-
         args = parse_options(self.orchestrate_fork, line)
         if args is None:
             return None
@@ -176,23 +174,17 @@ class DurableMagics(CellMagics):
                 "--value '{\"rows\": 3}' or --value '\"text\"'"
             ) from None
         store = self._store("%orchestrate_fork")
-        run = _stored(lambda: store.run(args.run_id))
-        if not 0 <= args.call < max(len(run.calls), 1):
-            raise UsageError(
-                f"%orchestrate_fork: run {args.run_id} made {len(run.calls)} call(s); N is "
-                f"0 to {len(run.calls) - 1}"
-                if run.calls
-                else f"%orchestrate_fork: run {args.run_id} made no tool call: nothing to fork"
-            )
-        return show_run(
-            lambda on_event: fork_run(
-                args.run_id, args.call, value=value, store=store, on_event=on_event
-            )
-        ).value
+        _stored(lambda: store.run(args.run_id))  # an unknown run: one line, before any view
+        try:
+            return show_run(
+                lambda on_event: fork_run(
+                    args.run_id, args.call, value=value, store=store, on_event=on_event
+                )
+            ).value
+        except SandboxConfigError as exc:  # N out of range
+            raise usage_error(exc, {"call_index": "N"}) from None
 
     def _continue(self, run_id: str, *, approve: bool, reason: str | None) -> Any:
-        from ..orchestrate import resume_run  # type: ignore[attr-defined]
-
         store = self._store("%orchestrate_approve" if approve else "%orchestrate_reject")
         run = _stored(lambda: store.run(run_id))
         if run.status != "paused":
@@ -225,14 +217,15 @@ def _stored(read: Callable[[], Any]) -> Any:
         raise UsageError(str(exc)) from None
 
 
-def _call_line(call: dict[str, Any]) -> str:
+def _call_line(run: PausedRun) -> str:
     """``delete('/data/x', force=True)``, the arguments cut to `_ARGUMENTS` characters."""
-    args = [preview(a) for a in call.get("args", ())]
-    args += [f"{k}={preview(v)}" for k, v in call.get("kwargs", {}).items()]
-    shown = ", ".join(str(a) for a in args)
+    shown = ", ".join(
+        [preview(a) for a in run.args]
+        + [f"{k}={preview(v)}" for k, v in (run.kwargs or {}).items()]
+    )
     if len(shown) > _ARGUMENTS:
         shown = shown[: _ARGUMENTS - 3] + "..."
-    return f"{call.get('tool', '?')}({shown})"
+    return f"{run.tool}({shown})"
 
 
 def _age(seconds: float) -> str:

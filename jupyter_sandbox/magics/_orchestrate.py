@@ -106,8 +106,9 @@ class OrchestrateMagics(CellMagics):
     @argument(
         "--resume",
         action="store_true",
-        help="answer the calls completed by this cell's last run (or, if it has no failed"
-        " run, the last failed run of the same code) from the journal",
+        help="continue this cell's last unfinished run from its snapshot in the store (code"
+        " before it does not run again), else answer the calls completed by this cell's last"
+        " run (or the last failed run of the same code) from the journal",
     )
     @argument(
         "--cache",
@@ -136,8 +137,10 @@ class OrchestrateMagics(CellMagics):
         check_out(args.out)
         inputs = {name: lookup(shell, name, "--in") for name in split_names(args.inputs)}
         tools = select_tools(args.tools)
-        journal, resumable = self._journals.start(self._cell_key(cell), cell, resume=args.resume)
-        if args.resume and not resumable:
+        cell_key, scope = self._cell_key(cell), notebook_scope(shell)
+        store = None if args.no_store else self.open_store()
+        journal, resumable = self._journals.start(cell_key, cell, resume=args.resume)
+        if args.resume and not resumable and not _unfinished(store, scope, cell_key):
             _warn(
                 "--resume: no earlier run of this cell, nor a failed run of the same code, "
                 "completed a tool call; running every call"
@@ -168,7 +171,9 @@ class OrchestrateMagics(CellMagics):
                 resume=args.resume,
                 cache=self.tool_cache if args.cache else None,
                 session=args.session,
-                scope=notebook_scope(shell),
+                scope=scope,
+                store=store,
+                cell=cell_key,
             )
 
         try:
@@ -199,6 +204,13 @@ class OrchestrateMagics(CellMagics):
         """The notebook's id for this cell when the frontend sends one (JupyterLab does), so an
         edited cell keeps its journal; else the code itself."""
         return self.frontend_cell_id() or hashlib.sha256(cell.encode()).hexdigest()
+
+
+def _unfinished(store: Store | None, scope: str, cell: str) -> bool:
+    """Whether ``store`` holds a run of this cell that did not end ok (``--resume`` takes it
+    up, in this kernel or after a restart)."""
+    last = store.last_run(scope, cell) if store is not None else None
+    return last is not None and last.status != "ok"
 
 
 def _with_out_value(code: str, out: str | None) -> str:

@@ -27,18 +27,30 @@ def _head(data: bytes, at: int) -> tuple[int, int, int, int]:
 
 
 def skip(data: bytes, at: int) -> int:
-    """Where the item starting at ``at`` ends."""
-    major, arg, _, at = _head(data, at)
-    if major in (2, _TEXT):
-        return at + arg
-    if major == _ARRAY:
-        for _ in range(arg):
-            at = skip(data, at)
-    elif major == _MAP:
-        for _ in range(2 * arg):
-            at = skip(data, at)
-    elif major == 6:
-        at = skip(data, at)
+    """Where the item starting at ``at`` ends (a loop, not recursion: a heap holds
+    hundreds of thousands of items)."""
+    remaining = 1
+    while remaining:
+        remaining -= 1
+        major, arg, _, at = _head(data, at)
+        if major in (2, _TEXT):
+            at += arg
+        elif major == _ARRAY:
+            remaining += arg
+        elif major == _MAP:
+            remaining += 2 * arg
+        elif major == 6:
+            remaining += 1
+    return at
+
+
+def keys_follow(data: bytes, at: int, keys: tuple[str, ...]) -> int:
+    """Where the map entries starting at ``at`` end, if they are exactly ``keys`` in this
+    order; `ValueError` otherwise."""
+    for key in keys:
+        if _text(data, at) != key:
+            raise ValueError(f"expected key {key!r} at byte {at}")
+        at = skip(data, skip(data, at))
     return at
 
 

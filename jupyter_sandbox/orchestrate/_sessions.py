@@ -41,14 +41,26 @@ import pydantic_monty as pm
 from .._errors import OrchestrationError
 from . import _cbor
 from ._limits import Limits
-from ._stubs import stubs as declare
 from ._tools import Tool
 
 _FORMAT = b"MONTY\x00\x0e\x00"
 """How a pydantic-monty 1.4.0 session dump starts: magic and format version."""
 _LIMITS = ("state", "Idle", "heap", "tracker", "limits")
 _TYPE_CHECK = ("type_check",)
+_TRACKER = _cbor.encode("tracker") + b"\xa4" + _cbor.encode("limits")
+"""The resource tracker (a map of four entries) and its first key, ``limits``."""
+_AFTER = (
+    *("total_execution_time", "feed_execution_time", "recursion_limit_override"),
+    *("purple_count", "allocations_since_gc", "timezone_utc", "decimal_contexts", "globals"),
+)
+"""The entries a dump holds after the limits, to its last byte: the rest of the tracker, the
+rest of the heap, then the session's globals."""
 _NAMES = "_jupyter_sandbox_names"
+_HEADER = "from typing import Any\nfrom collections.abc import Callable\n"
+"""What the session's declarations use (the cell's stubs import the same again)."""
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)
+_DATA = {"int", "float", "complex", "bool", "str", "bytes", "list", "dict", "tuple", "set"}
+"""Runtime types the checker is told by name (their items stay unknown to it)."""
 
 
 @dataclass(frozen=True)
@@ -135,16 +147,18 @@ class SessionLink:
         self._owner = owner
         self._store = store
 
-    def load(self, session: pm.MontySession, limits: Limits, stubs: str | None) -> None:
-        """Restore the session into a fresh checkout with this cell's ``limits`` and type
-        check (``stubs``; None: the cell is not checked)."""
+    def load(self, session: pm.MontySession, code: str, limits: Limits, stubs: str | None) -> None:
+        """Restore the session into a fresh checkout for ``code``, with this cell's ``limits``
+        and type check (``stubs``; None: the cell is not checked)."""
         if self.state is None:
             return
         dump = self.state.dump
-        history, imports = _history(dump, self.name)
-        check = None if stubs is None else _check_state(history + stubs, imports)
+        context, imports = _context(dump, self.name)
+        check = None
+        if stubs is not None:
+            check = _check_state(_HEADER + _loosened(context, _bound(code)) + stubs, imports)
         dump = _replace(dump, _TYPE_CHECK, _cbor.encode(check))
-        start, end = _cbor.span(dump, len(_FORMAT), _LIMITS)
+        start, end = _limits(dump)
         old = _cbor.decode_simple_map(dump, start)
         seconds, fraction = divmod(limits.timeout, 1)
         new = {
@@ -162,17 +176,35 @@ class SessionLink:
         tools: Mapping[str, Tool],
         inputs: Mapping[str, Any],
     ) -> None:
-        """Keep the session as the completed cell left it: its dump with this cell's input
-        declarations and code added to the history, and its variables' types."""
+        """Keep the session as the completed cell left it: its dump, the declarations the
+        next cell's type check starts from, and its variables' types."""
         dump = session.dump()
-        before = self.state.dump if self.state is not None else None
-        history, imports = _history(before, self.name) if before is not None else ("", "")
-        declared = declare(tools, inputs)
-        added = "\n".join([*declared.classes, *declared.inputs.values(), code, ""])
-        history += added
-        imports += _imports(code)
-        dump = _replace(dump, _TYPE_CHECK, _cbor.encode(_check_state(history, imports)))
-        state = SessionState(dump, _types(session, _bound(history)))
+        context, _ = _context(self.state.dump, self.name) if self.state else ("", "")
+        rebound = _bound(code)
+        # definitions (def, class, import) by the names they bind; a later one replaces
+        kept: dict[str, tuple[ast.stmt, str]] = {}
+        variables = set(inputs) | rebound
+        for statement, source in _sources(context):
+            names = _names(statement)
+            if isinstance(statement, ast.AnnAssign) or names & rebound:
+                variables |= names  # a variable's declaration is redone below
+            else:
+                kept |= dict.fromkeys(names, (statement, source))
+        for statement, source in _sources(code):
+            if isinstance(statement, _DEFINITIONS):
+                kept |= dict.fromkeys(_names(statement), (statement, source))
+        types = _types(session, [*kept, *sorted(variables - set(kept))])
+        classes = {n for n, (statement, _) in kept.items() if isinstance(statement, ast.ClassDef)}
+        sources = dict.fromkeys(src for n, (_, src) in kept.items() if n in types)  # in order
+        imports = "".join(
+            f"{src}\n"
+            for n, (st, src) in kept.items()
+            if isinstance(st, ast.Import | ast.ImportFrom)
+        )
+        declared = [f"{n}: {_annotation(t, classes)}" for n, t in types.items() if n not in kept]
+        context = "".join(f"{line}\n" for line in [*sources, *declared])
+        dump = _replace(dump, _TYPE_CHECK, _cbor.encode(_check_state(context, imports)))
+        state = SessionState(dump, types)
         self.state = state
         self._owner.keep(self.scope, self.name, state)
         if self._store is not None:
@@ -180,8 +212,8 @@ class SessionLink:
 
 
 def _check_state(committed: str, imports: str) -> dict[str, Any]:
-    """Monty's type-check state with ``committed`` as what the checker knows (stubs and the
-    session's earlier code) and ``imports`` as the modules those imported."""
+    """Monty's type-check state with ``committed`` as what the checker knows (the session's
+    declarations, then the cell's stubs) and ``imports`` as the modules it imported."""
     return {
         "committed_stubs": committed,
         "pending_snippet": None,
@@ -192,20 +224,63 @@ def _check_state(committed: str, imports: str) -> dict[str, Any]:
     }
 
 
-def _history(dump: bytes, name: str) -> tuple[str, str]:
-    """The session's history (declarations and code of its cells) and its imports, as `save`
-    left them in the dump."""
+def _context(dump: bytes, name: str) -> tuple[str, str]:
+    """The session's declarations and imports, as `save` left them in the dump."""
     if not dump.startswith(_FORMAT):
         raise OrchestrationError(
             f"session {name!r} was saved by another version of pydantic-monty and cannot be "
             f"loaded: drop it with %orchestrate_reset {name} (or Sessions.drop) and rebuild it"
         )
     start, _ = _cbor.span(dump, len(_FORMAT), _TYPE_CHECK)
-    if dump[start] == 0xF6:  # null: a dump `save` never wrote (no history)
+    if dump[start] == 0xF6:  # null: a dump `save` never wrote
         return "", ""
     committed = _cbor.decode_text(dump, _cbor.span(dump, start, ("committed_stubs",))[0]) or ""
     imports = _cbor.decode_text(dump, _cbor.span(dump, start, ("committed_imports",))[0]) or ""
     return committed, imports
+
+
+def _loosened(context: str, rebound: set[str]) -> str:
+    """The session's declarations for a cell that binds ``rebound``: those names are ``Any``
+    to the checker, so the cell may give them a value of another type (``n = 1`` then
+    ``n = "one"``, a function redefined), as any notebook cell may."""
+    out = []
+    for statement, source in _sources(context):
+        names = _names(statement)
+        if names & rebound:
+            out += [f"{n}: Any" for n in sorted(names)]
+        else:
+            out.append(source)
+    return "".join(f"{line}\n" for line in out)
+
+
+def _annotation(type_name: str, classes: set[str]) -> str:
+    """What the checker is told a variable holds: its type for plain data and the session's
+    own classes, a callable for functions, else ``Any``."""
+    if type_name in _DATA or type_name in classes:
+        return type_name
+    if type_name == "NoneType":
+        return "None"
+    if type_name in ("function", "builtin_function_or_method"):
+        return "Callable[..., Any]"
+    return "Any"
+
+
+def _limits(dump: bytes) -> tuple[int, int]:
+    """Where the dump's limits are. They come after the heap, which may be megabytes of
+    items: walking to them costs a second per 100,000 values. So we look for them from the
+    end and accept a place only if exactly what a dump holds after them follows, to the last
+    byte (a look-alike inside a value cannot be followed by that); else we walk."""
+    end = len(dump)
+    while (found := dump.rfind(_TRACKER, len(_FORMAT), end)) >= 0:
+        start = found + len(_TRACKER)
+        try:
+            stop = _cbor.skip(dump, start)
+            if _cbor.keys_follow(dump, stop, _AFTER) == len(dump):
+                return start, stop
+        except (ValueError, IndexError):
+            pass
+        end = found
+    return _cbor.span(dump, len(_FORMAT), _LIMITS)
 
 
 def _replace(dump: bytes, path: tuple[str, ...], encoded: bytes) -> bytes:
@@ -225,33 +300,32 @@ def _parse(code: str) -> list[ast.stmt]:
     return tree.body
 
 
-def _imports(code: str) -> str:
-    """The import statements at the top level of ``code``, one a line."""
-    return "".join(
-        ast.unparse(statement) + "\n"
+def _sources(code: str) -> list[tuple[ast.stmt, str]]:
+    """Each top-level statement of ``code`` with its source."""
+    return [
+        (statement, ast.get_source_segment(code, statement) or ast.unparse(statement))
         for statement in _parse(code)
-        if isinstance(statement, ast.Import | ast.ImportFrom)
-    )
+    ]
 
 
-def _bound(history: str) -> list[str]:
-    """Names the history's top-level statements may have bound (a branch not taken may have
-    skipped some: `_types` keeps the ones that exist)."""
-    names: dict[str, None] = {}
-    for statement in _parse(history):
-        if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            names[statement.name] = None
-            continue
-        if isinstance(statement, ast.Import | ast.ImportFrom):
-            for alias in statement.names:
-                names[(alias.asname or alias.name).split(".")[0]] = None
-            continue
-        for node in ast.walk(statement):
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-                names[node.id] = None
-            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-                names[node.name] = None
-    return [name for name in names if name.isidentifier() and name != "*"]
+def _names(statement: ast.stmt) -> set[str]:
+    """The names a top-level statement may bind (a branch not taken may skip some)."""
+    if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return {statement.name}
+    if isinstance(statement, ast.Import | ast.ImportFrom):
+        return {(a.asname or a.name).split(".")[0] for a in statement.names if a.name != "*"}
+    names = set()
+    for node in ast.walk(statement):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+    return names
+
+
+def _bound(code: str) -> set[str]:
+    """The names the top level of ``code`` may bind."""
+    return {name for statement in _parse(code) for name in _names(statement)}
 
 
 def _types(session: pm.MontySession, names: list[str]) -> dict[str, str]:
