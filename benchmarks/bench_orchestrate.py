@@ -1,7 +1,10 @@
 """Per-tool-call overhead of %%orchestrate against a bare pydantic-monty loop and plain CPython,
-and the latency of an empty cell. Prints one table; medians over repeated rounds.
+the cost of a durable run (a store) against today's path, and the latency of an empty cell.
+Prints tables; medians over repeated interleaved rounds, with the machine's load.
 
-    .venv/bin/python benchmarks/bench_orchestrate.py [--calls 1000] [--rounds 15]
+    .venv/bin/python benchmarks/bench_orchestrate.py [--calls 1000] [--rounds 15] [--durable]
+
+``--durable`` prints only the durable table (store on vs off, sync and async tools).
 
 Baseline: the bare ``feed_start``/``resume`` loop, the fastest way to drive Monty by hand.
 """
@@ -12,6 +15,7 @@ import argparse
 import os
 import signal
 import statistics
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -22,7 +26,7 @@ from _timing import measure, print_table
 from IPython.core.interactiveshell import InteractiveShell
 from jupyter_client.manager import KernelManager
 
-from jupyter_sandbox import Interrupted, orchestrate, tool
+from jupyter_sandbox import Interrupted, Store, orchestrate, tool
 from jupyter_sandbox.orchestrate._runtime import pool
 
 
@@ -43,6 +47,40 @@ def bare_monty(code: str) -> None:
             snap = snap.resume({"return_value": add(*snap.args)})
 
 
+async def aadd(x: int, y: int) -> int:
+    return x + y
+
+
+def durable_table(n: int, rounds: int) -> None:
+    """Per call: a durable run (a store in a temporary folder: records every call, checkpoints
+    before every async call and once a second otherwise) against the same run without one."""
+    sync_code, async_code = loop_code(n), loop_code(n).replace("add(", "await aadd(")
+    tools = [add, aadd]
+    with tempfile.TemporaryDirectory() as folder:
+        store = Store(os.path.join(folder, "store.sqlite"), keep=2)
+
+        def run(code: str, durable: bool) -> Callable[[], object]:
+            return lambda: orchestrate(
+                code, tools=tools, type_check=False, store=store if durable else None
+            )
+
+        rows = [
+            ("sync tool, no store (today's path)", run(sync_code, False)),
+            ("sync tool, store", run(sync_code, True)),
+            ("async tool, no store", run(async_code, False)),
+            ("async tool, store (checkpoint each call)", run(async_code, True)),
+        ]
+        load = os.getloadavg()[0]
+        timed = measure(rows, rounds)
+        print_table(
+            f"durable runs: per tool call, {n} calls per run, median of {rounds} interleaved "
+            f"rounds (load {load:.2f} -> {os.getloadavg()[0]:.2f})",
+            timed,
+            per=n,
+        )
+        store.close()
+
+
 def cpython(n: int) -> None:
     acc = 0
     for i in range(n):
@@ -53,8 +91,12 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--durable", action="store_true", help="only the durable-run table")
     args = parser.parse_args()
     n, rounds = args.calls, args.rounds
+    durable_table(n, rounds)
+    if args.durable:
+        return
     code = loop_code(n)
     add_tool = tool(add)
 

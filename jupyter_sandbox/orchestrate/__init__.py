@@ -8,63 +8,75 @@ calling thread, which therefore stays interruptible.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import contextlib
-import threading
-from collections.abc import Callable, Iterable, Mapping
+import os
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .._checks import MAX_TIMEOUT, bounded
-from .._errors import Interrupted
-from .._events import EventCallback, ignore
+from .._events import EventCallback, ToolCall, ignore
 from ._driver import MAX_NESTING, Driver
+from ._durable import open_store
 from ._limits import Limits, resolve_limits
 from ._memo import Journal, ToolCache
 from ._replay import Answers
 from ._result import OrchestrationResult
+from ._runs import begin, fork_run, resume_run, start, wait
 from ._runtime import tool_loop
 from ._sessions import sessions
+from ._store import Store, default_store_path
 from ._stubs import build_stubs
 from ._tools import Tool, ToolRegistry, registry, resolve_tools, tool
+from ._tools import Tools as Tools  # codemode reads it here
 
 __all__ = [
     "MAX_NESTING",
     "Journal",
     "Limits",
     "OrchestrationResult",
+    "Store",
     "Tool",
     "ToolCache",
     "ToolRegistry",
     "build_stubs",
+    "default_store_path",
+    "fork_run",
     "orchestrate",
     "orchestrate_async",
     "orchestrate_local",
     "registry",
+    "resume_run",
     "tool",
 ]
-
-
-_DRIVER_WAIT = 15.0
-"""Seconds an interrupted run waits for its driver to cancel its pending async tool calls
-(a sandbox tool stops and removes its container). A driver blocked in a sync tool is not
-waited for: it is abandoned at once."""
-
-Tools = Iterable[Callable[..., Any]] | Mapping[str, Callable[..., Any]] | None
 
 
 def _driver(loop: asyncio.AbstractEventLoop, options: Mapping[str, Any]) -> Driver:
     """A `Driver` for one run of `orchestrate` or `orchestrate_async`, whose parameters are the
     same: ``options`` is their ``locals()`` taken first thing, so the two cannot drift apart."""
     o = dict(options)
+    code, tools, inputs = o["code"], resolve_tools(o["tools"]), o["inputs"] or {}
+    journal, resume = o["journal"], o["resume"]
+    store = None if o["store"] is None else open_store(o["store"])
+    durable = restore = records = None
+    if store is not None:
+        durable, restore, records = begin(
+            store,
+            code=code,
+            tools=tools,
+            inputs=inputs,
+            scope=o["scope"],
+            cell=o["cell"],
+            resume=resume,
+            run_id=o["run_id"],
+        )
+    if records is None and journal is not None and resume:
+        records = dict(enumerate(journal.calls))
     answers = None
-    if o["cache"] is not None or (o["journal"] is not None and o["resume"]):
-        journal = o["journal"]
-        records = dict(enumerate(journal.calls)) if journal is not None and o["resume"] else {}
+    if o["cache"] is not None or records:
         answers = Answers(records, o["cache"])
-    return Driver(
-        o["code"],
-        resolve_tools(o["tools"]),
-        o["inputs"] or {},
+    driver = Driver(
+        code,
+        tools,
+        inputs,
         resolve_limits(
             o["limits"],
             timeout=o["timeout"],
@@ -76,28 +88,18 @@ def _driver(loop: asyncio.AbstractEventLoop, options: Mapping[str, Any]) -> Driv
         type_check=o["type_check"],
         on_event=o["on_event"] or ignore,
         loop=loop,
-        journal=o["journal"],
+        journal=journal,
         answers=answers,
-        session=sessions.open(o["session"], scope=o["scope"], store=None)
+        session=sessions.open(o["session"], scope=o["scope"], store=store)
         if o["session"] is not None
         else None,
+        durable=durable,
+        restore=restore,
+        approver=o["approver"],
     )
-
-
-def _start(driver: Driver) -> concurrent.futures.Future[OrchestrationResult]:
-    """Run the driver on its own thread; its outcome lands in ``driver.future`` (unless
-    `Driver.stop` settled it first, abandoning the thread)."""
-    future = driver.future
-
-    def target() -> None:
-        with contextlib.suppress(concurrent.futures.InvalidStateError):
-            try:
-                future.set_result(driver.run())
-            except BaseException as exc:
-                future.set_exception(exc)
-
-    threading.Thread(target=target, name="jupyter-sandbox-driver", daemon=True).start()
-    return future
+    driver.result.run_id = None if durable is None else durable.run_id
+    driver.result.session = o["session"]
+    return driver
 
 
 def orchestrate(
@@ -118,6 +120,10 @@ def orchestrate(
     cache: ToolCache | None = None,
     session: str | None = None,
     scope: str = "default",
+    store: Store | str | os.PathLike[str] | None = None,
+    run_id: str | None = None,
+    approver: Callable[[ToolCall], bool] | None = None,
+    cell: str | None = None,
 ) -> OrchestrationResult:
     """Run ``code`` in the Monty sandbox, where it can call only ``tools``.
 
@@ -146,25 +152,23 @@ def orchestrate(
     ``session`` names a session: the code starts with the variables, functions and classes
     the last completed run of that session (in ``scope``, a notebook) left, and the type
     check knows them; the run leaves its own for the next. Limits apply to this run alone.
+
+    ``store`` (a `Store` or its path) makes the run durable (see `_durable`): its calls'
+    records and Monty snapshots are written as it goes, under a run id (``result.run_id``)
+    kept by ``scope`` (the notebook) and ``cell`` (default: a hash of the code). With
+    ``resume=True`` it continues run ``run_id``, or the last run of this cell unless that
+    ended ok: the same code from its latest snapshot (code before it does not run again,
+    completed calls are not made again), edited code answered from its records while it
+    repeats them. Without a store the run and its cost are what they always were.
+
+    A tool with ``approve=`` gates its calls: ``approver(call) -> bool`` answers inline (a
+    rejected call raises ``PermissionError`` in the code, which may catch it); with no
+    approver a durable run pauses, returning a result with ``status == "paused"``, its
+    ``run_id`` and the ``pending`` call, for `resume_run` to continue in any process; with
+    neither, a gated call fails the run (`OrchestrationError`) saying to pass one.
     """
     driver = _driver(tool_loop(), locals())
-    future = _start(driver)
-    try:
-        return future.result()
-    except KeyboardInterrupt:
-        # Only the kernel's SIGINT lands here: a tool raising KeyboardInterrupt does so on
-        # the driver's thread or the tool loop, where it is that call's failure.
-        if not driver.stop():
-            # Let the driver cancel what it started (a sandbox tool's container is stopped
-            # and removed on cancel).
-            with contextlib.suppress(Exception):
-                future.result(timeout=_DRIVER_WAIT)
-        # The driver's own account when it has settled (it names an abandoned call); the
-        # record says interrupted either way.
-        settled = future.exception() if future.done() else None
-        if isinstance(settled, Interrupted):
-            raise settled from None
-        raise driver._fail(Interrupted("interrupted: the interpreter was stopped")) from None
+    return wait(driver)
 
 
 async def orchestrate_async(
@@ -185,12 +189,16 @@ async def orchestrate_async(
     cache: ToolCache | None = None,
     session: str | None = None,
     scope: str = "default",
+    store: Store | str | os.PathLike[str] | None = None,
+    run_id: str | None = None,
+    approver: Callable[[ToolCall], bool] | None = None,
+    cell: str | None = None,
 ) -> OrchestrationResult:
     """`orchestrate` for a running event loop: async tools run on this loop, so they may use
     clients bound to it; cancelling the awaiting task stops the sandbox."""
     driver = _driver(asyncio.get_running_loop(), locals())
     try:
-        return await asyncio.wrap_future(_start(driver))
+        return await asyncio.wrap_future(start(driver))
     except asyncio.CancelledError:
         driver.stop()
         raise

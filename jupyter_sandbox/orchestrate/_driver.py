@@ -26,7 +26,7 @@ import threading
 import time
 import traceback
 import unicodedata
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import pydantic_monty as pm
@@ -35,9 +35,11 @@ from .._errors import (
     Interrupted,
     LimitExceeded,
     OrchestrationError,
+    StoreError,
 )
 from .._events import CallFinished, CallStarted, EventCallback, Output, ToolCall, ignore
 from ._confine import kill_worker
+from ._durable import Durable, Restore, handle_in
 from ._failures import describe, for_sandbox, translate
 from ._limits import Limits
 from ._memo import Journal, Recorded
@@ -84,6 +86,9 @@ class Driver:
         journal: Journal | None = None,
         answers: Answers | None = None,
         session: SessionLink | None = None,
+        durable: Durable | None = None,
+        restore: Restore | None = None,
+        approver: Callable[[ToolCall], bool] | None = None,
     ) -> None:
         self.code = code
         self.tools = dict(tools)
@@ -92,9 +97,13 @@ class Driver:
         # The check exists to stop a wrong tool call before any tool runs. A cell that names
         # no tool cannot call one, so it skips the check (~5 ms of the checker's start-up).
         # Monty reads identifiers NFKC-normalised (fullwidth `add` is `add`): so do we.
-        self.type_check = type_check and not {
-            unicodedata.normalize("NFKC", name) for name in self.tools
-        }.isdisjoint(_NAME.findall(unicodedata.normalize("NFKC", code)))
+        self.type_check = (
+            type_check
+            and restore is None
+            and not {unicodedata.normalize("NFKC", name) for name in self.tools}.isdisjoint(
+                _NAME.findall(unicodedata.normalize("NFKC", code))
+            )
+        )
         self.emit = on_event
         self._emitting = on_event is not ignore  # skip building events nobody reads
         self.loop = loop
@@ -106,6 +115,15 @@ class Driver:
         self.session = session
         """The session (``--session``) this cell continues and leaves its state in."""
         self._remembers = self.answers.active
+        # A durable run writes its calls and checkpoints to a store (`_durable`); a restored
+        # one starts from a snapshot instead of the code's first line.
+        self.durable = durable
+        self.restore = restore
+        self.approver = approver
+        self._numbers: dict[int, int] = {}
+        """A durable run's calls' numbers, by ``id(call)``: what a store keys records by."""
+        self._decision = restore.decision if restore is not None else None
+        """A person's answer to the gated call a restored run stopped at (used once)."""
         self._stdout: list[str] = []
         self._output_left = limits.max_output * 2**20
         self._over_limit: LimitExceeded | None = None
@@ -158,6 +176,14 @@ class Driver:
                 raise self._over_limit
             self.result.value = self._checked(value)
             return self.result
+        except _Paused as paused:  # the gated call waits, out of the trace, in ``pending``
+            self._drain()
+            self.result.trace = [c for c in self.result.trace if c is not paused.call]
+            self.result.pending = [paused.call]
+            return self.result
+        except StoreError as exc:  # a restored run needs what did not survive the restart
+            self.result.error = f"StoreError: {exc}"
+            raise
         except pm.MontyError as exc:
             if self._over_limit is not None:
                 raise self._fail(self._over_limit) from None
@@ -233,6 +259,8 @@ class Driver:
             session = self._session
         self.pending.stop()
         self._end_pending()
+        if self.durable is not None:
+            self.durable.finish(self.result.status)
         if self.journal is not None:
             self.journal.calls = [Recorded.of(call) for call in self.result.trace]
             self.journal.failed = self.result.error is not None
@@ -291,16 +319,19 @@ class Driver:
         self._worker_pid = session.worker_pid
         if self._killed.is_set():
             raise Interrupted("interrupted")
-        if self.session is not None:
-            self.session.load(session, limits, stubs)
-        inputs = {name: to_sandbox(value) for name, value in self.inputs.items()}
-        checked = self.type_check and self._checked_apart(session)
-        # The trace's times count from here: building stubs, waiting for a worker and the
-        # type check are not the code's.
-        self._t0 = time.perf_counter()
-        snap = session.feed_start(
-            self.code, inputs=inputs, print_callback=self._print, skip_type_check=checked
-        )
+        if self.restore is not None:
+            snap = self._restored(session, self.restore)
+        else:
+            if self.session is not None:
+                self.session.load(session, self.code, limits, stubs)
+            inputs = {name: to_sandbox(value) for name, value in self.inputs.items()}
+            checked = self.type_check and self._checked_apart(session)
+            # The trace's times count from here: building stubs, waiting for a worker and the
+            # type check are not the code's.
+            self._t0 = time.perf_counter()
+            snap = session.feed_start(
+                self.code, inputs=inputs, print_callback=self._print, skip_type_check=checked
+            )
         while True:
             if isinstance(snap, pm.FunctionSnapshot):
                 if snap.is_os_function:
@@ -320,6 +351,50 @@ class Driver:
                 snap = snap.resume(self._settle(snap.pending_call_ids))
             else:
                 snap = self._name_lookup(snap)
+
+    def _restored(self, session: pm.MontySession, restore: Restore) -> pm.SyncSnapshot:
+        """Load the snapshot a resumed run starts from (the code before it does not run
+        again): the calls before it enter the trace from their records, and each async call
+        that was in flight gets a future, answered from its record if it completed, else made
+        again with the arguments the snapshot kept (the in-flight rule, see `_durable`)."""
+        self._t0 = time.perf_counter()
+        snap = session.load_snapshot(restore.dump, print_callback=self._print)
+        in_flight = {entry["index"]: entry for entry in restore.pending}
+        for index in range(restore.index):
+            old, entry = restore.calls.get(index), in_flight.get(index)
+            source = entry if entry is not None else old.to_dict() if old is not None else None
+            if source is None:
+                continue
+            call = ToolCall(
+                call_id=source["call_id"],
+                tool=source["tool"],
+                args=tuple(source["args"]),
+                kwargs=dict(source["kwargs"]),
+                start=0.0,
+                origin=self._t0,
+            )
+            self._numbers[id(call)] = index
+            self.result.trace.append(call)
+            if old is not None and old.status == "ok":
+                call.replayed, call.result, call.children = True, old.result, list(old.children)
+            if entry is None:  # it had ended before the snapshot
+                call.end, call.error = 0.0, None if old is None else old.error
+                continue
+            future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+            if call.replayed:
+                future.set_result(call.result)
+            elif (lost := handle_in((call.args, call.kwargs))) is not None:
+                raise StoreError(
+                    f"{call.tool}() must be made again after the restore, but an argument of "
+                    f"it was an object ({lost}) the store could not keep; run the cell again"
+                )
+            else:
+                future = self.pending.submit(
+                    self.tools[call.tool].invoke(call, call.args, call.kwargs)
+                )
+            self.pending.add(entry["call_id"], future, call)
+        self._calls = restore.index
+        return snap
 
     def _checked_apart(self, session: pm.MontySession) -> bool:
         """Type-check the code in a feed of its own; True when it passed. Monty checks inside
@@ -374,14 +449,32 @@ class Driver:
             # The view's work for the event (its first render in a fresh kernel) is not the
             # tool's: the call starts after it.
             call.start = time.perf_counter() - self._t0
+        number = self._calls - 1
+        if self.durable is not None:
+            self._numbers[id(call)] = number
         if self._remembers:
-            found, value = self.answers.lookup(self._calls - 1, call)
+            found, value = self.answers.lookup(number, call)
             if found and tool.is_async:  # the code may gather it: it must stay awaitable
                 done: concurrent.futures.Future[Any] = concurrent.futures.Future()
                 done.set_result(value)
                 return snap.resume(self.pending.add(call.call_id, done, call))
             if found:
                 return snap.resume(self._succeeded(call, value))
+        if self.restore is not None:
+            lost = handle_in((args, kwargs), self.restore.classes)
+            if lost is not None:
+                raise StoreError(
+                    f"{name}() was passed an object ({lost}) the run held before it was "
+                    "restored: objects live only in the process that made them; run the "
+                    "cell again from the start"
+                )
+        gated = tool.approve is not False and tool.gated(args, kwargs)
+        if self.durable is not None and (gated or tool.is_async or self.durable.due()):
+            self.durable.checkpoint(snap, number, self._in_flight())
+        if gated:
+            refusal = self._approval(call, number)
+            if refusal is not None:
+                return snap.resume(self._failed(call, PermissionError(refusal)))
         if tool.is_async:
             future = self.pending.submit(tool.invoke(call, args, kwargs))
             return snap.resume(self.pending.add(call.call_id, future, call))
@@ -393,6 +486,41 @@ class Driver:
         except BaseException as exc:  # SystemExit from argparse too: it is this call's failure
             return snap.resume(self._failed(call, exc))
         return snap.resume(self._succeeded(call, value))
+
+    def _approval(self, call: ToolCall, number: int) -> str | None:
+        """None when the gated ``call`` may run, else why not (the code sees
+        ``PermissionError(reason)``). The answer is, in order: the person's that a resumed run
+        carries for the call it stopped at, the run's approver's (one that raises rejects);
+        with neither, a durable run pauses here (`_Paused`) and any other run fails."""
+        if self._decision is not None and self.restore is not None and number == self.restore.index:
+            (approved, reason), self._decision = self._decision, None
+        elif self.approver is not None:
+            try:
+                approved, reason = bool(self.approver(call)), None
+            except Exception as exc:
+                approved, reason = False, f"the approver failed: {describe(exc)}"
+        elif self.durable is not None:
+            raise _Paused(call)
+        else:
+            raise OrchestrationError(
+                f"{call.tool}() needs approval (its tool has approve=): pass approver=fn to "
+                "answer it inline, or store= to pause the run until resume_run answers it"
+            )
+        return None if approved else reason or f"{call.tool}() was rejected"
+
+    def _in_flight(self) -> dict[int, tuple[int, ToolCall]]:
+        """The async calls pending now: their number and call, by ``call_id``."""
+        return {i: (self._numbers[id(c)], c) for i, c in self.pending.calls().items()}
+
+    def _drain(self) -> None:
+        """Wait for the async calls in flight to finish (a pausing run: their records are
+        written, so the resumed run is answered with them instead of making them again)."""
+        while calls := self.pending.calls():
+            done = self.pending.wait(list(calls), self._killed)
+            if not done:
+                raise Interrupted("interrupted while waiting for tools")
+            for _, (future, call) in done:
+                self._finish(call, future)
 
     def _end_pending(self) -> None:
         """Give every call the run stopped waiting for its end in the trace (and so in the
@@ -411,6 +539,10 @@ class Driver:
 
     def _settle(self, call_ids: list[int]) -> dict[int, Any]:
         """Wait until at least one pending future is done; answer all that are."""
+        if self.restore is not None:  # a sleep awaited before the restore: its time is up
+            slept = {i: {"return_value": None} for i in call_ids if i not in self.pending}
+            if slept:
+                return slept
         done = self.pending.wait(call_ids, self._killed)
         if not done:
             raise Interrupted("interrupted while waiting for tools")
@@ -429,6 +561,8 @@ class Driver:
         call.result = value
         if self._remembers:
             self.answers.remember(call, value)
+        if self.durable is not None:
+            self.durable.record(self._numbers[id(call)], call)
         if self._emitting:
             self.emit(CallFinished(call))
         return {"return_value": to_sandbox(value)}
@@ -445,6 +579,8 @@ class Driver:
         except BaseException:  # the run's thread: no Ctrl-C arrives here
             call.host_traceback = call.error + "\n"
         self._last_tool_error = (exc, call)
+        if self.durable is not None:
+            self.durable.record(self._numbers[id(call)], call)
         self.emit(CallFinished(call))
         return {"exception": for_sandbox(exc)}
 
@@ -528,6 +664,14 @@ class Driver:
         self.result.sandbox_traceback = error.sandbox_traceback or None
         error.result = self.result
         return error
+
+
+class _Paused(Exception):
+    """Ends a durable run's loop at a gated call no one can answer now: the run pauses."""
+
+    def __init__(self, call: ToolCall) -> None:
+        super().__init__(call.tool)
+        self.call = call
 
 
 class _Abandoned(Exception):

@@ -17,7 +17,8 @@ Both answer a call without calling the tool, and the trace marks such calls ``re
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from .._events import ToolCall
@@ -58,6 +59,14 @@ class Recorded:
             error=call.error,
             children=tuple(call.children),
         )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as a store keeps it (`Store.record_call`); `from_dict` reads it."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, record: Mapping[str, Any]) -> Recorded:
+        return cls(**{f.name: record[f.name] for f in fields(cls) if f.name in record})
 
 
 @dataclass

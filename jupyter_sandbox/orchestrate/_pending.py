@@ -58,6 +58,9 @@ class Pending:
         self._entries[call_id] = (future, call)
         return {"future": ...}
 
+    def __contains__(self, call_id: int) -> bool:
+        return call_id in self._entries
+
     def calls(self) -> dict[int, ToolCall]:
         """The tool calls pending now, by ``call_id`` (what a checkpoint must remember)."""
         return {i: call for i, (_, call) in self._entries.items() if call is not None}

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from .._bounds import ToolStats, kept_calls, stream_tail
 from .._events import ToolCall
 from .._preview import preview
-from ..records import RECORD_VERSION, CallRecord, ToolRow, TraceRecord
+from ..records import RECORD_VERSION, CallRecord, ToolRow, TraceRecord, TraceStatus
 
 TRACEBACK_CHARS = 4000
 """The most of a tool's host traceback one call's record keeps."""
@@ -30,15 +30,31 @@ class OrchestrationResult:
     interrupted: bool = False
     """Ctrl-C stopped the run: the record's status is ``interrupted``, not ``error``."""
     sandbox_traceback: str | None = None
+    run_id: str | None = None
+    """The run's id in its store (a durable run): what `resume_run` and `fork_run` take."""
+    pending: list[ToolCall] = field(default_factory=list)
+    """A paused run's gated call, waiting for `resume_run` to approve or reject it."""
+    forked_from: tuple[str, int] | None = None
+    """(run id, call number) this run was forked from (`fork_run`)."""
+    session: str | None = None
+    """The session (``session=``) whose variables the run started from and left."""
+
+    @property
+    def status(self) -> Literal["ok", "error", "interrupted", "paused"]:
+        """``paused``: a durable run waits for a person to answer its ``pending`` call."""
+        if self.pending:
+            return "paused"
+        return "interrupted" if self.interrupted else "error" if self.error else "ok"
 
     def to_record(self) -> TraceRecord:
         """The JSON-safe record behind ``application/vnd.jupyter-sandbox.trace+json``."""
         calls, dropped, tools = self._calls_record()
-        return {
+        status: TraceStatus = self.status
+        record: TraceRecord = {
             "version": RECORD_VERSION,
             "kind": "orchestrate",
             "code": self.code,
-            "status": "interrupted" if self.interrupted else "error" if self.error else "ok",
+            "status": status,
             "value": None if self.error else preview(self.value),
             "stdout": stream_tail(self.stdout),
             "stdout_chars": len(self.stdout),
@@ -49,6 +65,15 @@ class OrchestrationResult:
             "dropped": dropped,
             "tools": tools,
         }
+        if self.run_id is not None:
+            record["run_id"] = self.run_id
+        if self.pending:
+            record["pending"] = [_bounded(call.to_record()) for call in self.pending]
+        if self.forked_from is not None:
+            record["forked_from"] = {"run_id": self.forked_from[0], "call": self.forked_from[1]}
+        if self.session is not None:
+            record["session"] = self.session
+        return record
 
     def _calls_record(self) -> tuple[list[CallRecord], int, list[ToolRow]]:
         """The calls a saved notebook keeps (see `_bounds`: a long trace keeps its ends and its

@@ -23,6 +23,8 @@ _HEADER = (
     "import datetime\nimport decimal\nimport pathlib\n"
     "from typing import Any, Literal\n"
     "from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence\n"
+    # Monty raises it (a rejected approval, a tool's own), its checker does not know the name
+    "class PermissionError(OSError): ...\n"
 )
 _STDLIB_MODULES = {"datetime", "decimal", "pathlib"}
 _ABC = {

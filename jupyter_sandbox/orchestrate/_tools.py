@@ -13,7 +13,11 @@ from typing import Any, overload
 from ._sandbox_tool import SandboxTool, is_sandbox
 from ._tool import Approve, Tool
 
-__all__ = ["Tool", "ToolRegistry", "as_tool", "registry", "resolve_tools", "tool"]
+__all__ = ["Tool", "ToolRegistry", "Tools", "as_tool", "registry", "resolve_tools", "tool"]
+
+Tools = Iterable[Callable[..., Any]] | Mapping[str, Callable[..., Any]] | None
+"""What ``tools=`` takes: functions and `Tool` s, a name -> function mapping, or None (every
+registered tool)."""
 
 
 class ToolRegistry(Mapping[str, Tool]):
@@ -101,9 +105,7 @@ def tool(
     return register if obj is None else register(obj)
 
 
-def resolve_tools(
-    tools: Iterable[Callable[..., Any]] | Mapping[str, Callable[..., Any]] | None,
-) -> dict[str, Tool]:
+def resolve_tools(tools: Tools) -> dict[str, Tool]:
     """Normalise the ``tools=`` argument: None means every registered tool."""
     if tools is None:
         return dict(registry)

@@ -1,0 +1,282 @@
+"""Running a `Driver` from the caller's thread, and taking a stored run up again.
+
+`start` / `wait` run one driver on a thread of its own and keep the caller's thread
+interruptible (Ctrl-C stops the run). `begin` makes a run with a store durable (see
+`_durable`); `resume_run` continues a stored run, in this process or any other that can open
+the store, and `fork_run` runs a stored run's code again with one call's result replaced.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import hashlib
+import os
+import re
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .._errors import Interrupted, SandboxConfigError, StoreError
+from .._events import EventCallback, ToolCall, ignore
+from ._driver import Driver
+from ._durable import (
+    INPUTS,
+    Durable,
+    Restore,
+    defined_classes,
+    open_store,
+    stored_calls,
+    stored_inputs,
+)
+from ._limits import Limits, resolve_limits
+from ._memo import Recorded
+from ._replay import Answers
+from ._result import OrchestrationResult
+from ._runtime import tool_loop
+from ._store import Store, StoredRun, default_store_path
+from ._tool import Tool
+from ._tools import Tools, resolve_tools
+
+DRIVER_WAIT = 15.0
+"""Seconds an interrupted run waits for its driver to cancel its pending async tool calls
+(a sandbox tool stops and removes its container). A driver blocked in a sync tool is not
+waited for: it is abandoned at once."""
+
+
+def start(driver: Driver) -> concurrent.futures.Future[OrchestrationResult]:
+    """Run the driver on its own thread; its outcome lands in ``driver.future`` (unless
+    `Driver.stop` settled it first, abandoning the thread)."""
+    future = driver.future
+
+    def target() -> None:
+        with contextlib.suppress(concurrent.futures.InvalidStateError):
+            try:
+                future.set_result(driver.run())
+            except BaseException as exc:
+                future.set_exception(exc)
+
+    threading.Thread(target=target, name="jupyter-sandbox-driver", daemon=True).start()
+    return future
+
+
+def wait(driver: Driver) -> OrchestrationResult:
+    """`start` the driver and wait for its outcome; Ctrl-C stops it (see `orchestrate`)."""
+    future = start(driver)
+    try:
+        return future.result()
+    except KeyboardInterrupt:
+        # Only the kernel's SIGINT lands here: a tool raising KeyboardInterrupt does so on
+        # the driver's thread or the tool loop, where it is that call's failure.
+        if not driver.stop():
+            # Let the driver cancel what it started (a sandbox tool's container is stopped
+            # and removed on cancel).
+            with contextlib.suppress(Exception):
+                future.result(timeout=DRIVER_WAIT)
+        # The driver's own account when it has settled (it names an abandoned call); the
+        # record says interrupted either way.
+        settled = future.exception() if future.done() else None
+        if isinstance(settled, Interrupted):
+            raise settled from None
+        raise driver._fail(Interrupted("interrupted: the interpreter was stopped")) from None
+
+
+def begin(
+    store: Store,
+    *,
+    code: str,
+    tools: Mapping[str, Tool],
+    inputs: Mapping[str, Any],
+    scope: str,
+    cell: str | None,
+    resume: bool,
+    run_id: str | None,
+) -> tuple[Durable, Restore | None, dict[int, Recorded] | None]:
+    """A durable run of ``code``: its link to the store, the snapshot it resumes from, and
+    the stored calls that answer its own.
+
+    With ``resume``, the run taken up is ``run_id``, else the last run of ``cell`` (by
+    default the code's hash) in ``scope``, unless it ended ok. The same code with a snapshot
+    continues that run from its snapshot; other code (the cell was edited) is a new run whose
+    calls are answered from the old run's records while it repeats them."""
+    cell = cell or hashlib.sha256(code.encode()).hexdigest()[:16]
+    if resume:
+        stored = store.run(run_id) if run_id else store.last_run(scope, cell)
+        if stored is not None and stored.status != "ok":
+            calls = stored_calls(stored)
+            if stored.code == code and stored.checkpoint is not None:
+                return _taken_up(store, stored, None), _restore(stored, calls, None), calls
+            return _fresh(store, scope, cell, code, tools, inputs), None, calls
+    return _fresh(store, scope, cell, code, tools, inputs), None, None
+
+
+def _fresh(
+    store: Store,
+    scope: str,
+    cell: str,
+    code: str,
+    tools: Mapping[str, Tool],
+    inputs: Mapping[str, Any],
+    forked_from: tuple[str, int] | None = None,
+) -> Durable:
+    """A new run in the store, its inputs recorded (record `INPUTS`)."""
+    run_id = store.new_run(
+        scope=scope, cell=cell, code=code, tools=sorted(tools), forked_from=forked_from
+    )
+    store.record_call(run_id, INPUTS, {"inputs": dict(inputs)})
+    return Durable(store, run_id)
+
+
+def _taken_up(store: Store, stored: StoredRun, tools: Mapping[str, Tool] | None) -> Durable:
+    """The stored run continued under its own id (status running again). Each tool it had
+    that its code names must be among ``tools``."""
+    if tools is not None:
+        named = set(re.findall(r"\w+", stored.code))
+        missing = sorted(set(stored.tools) & named - set(tools))
+        if missing:
+            raise StoreError(
+                f"run {stored.run_id} used tools that are not registered now: "
+                f"{', '.join(missing)}; register them (@tool) or pass tools=[...]"
+            )
+    store.finish(stored.run_id, "running")
+    return Durable(store, stored.run_id)
+
+
+def _restore(
+    stored: StoredRun, calls: dict[int, Recorded], decision: tuple[bool, str | None] | None
+) -> Restore | None:
+    saved = stored.checkpoint
+    if saved is None:
+        return None
+    return Restore(
+        dump=saved.dump,
+        index=saved.call_index,
+        pending=saved.pending,
+        decision=decision,
+        calls=calls,
+        classes=defined_classes(stored.code),
+    )
+
+
+def resume_run(
+    run_id: str,
+    approve: bool | None = None,
+    reason: str | None = None,
+    *,
+    store: Store | str | os.PathLike[str] | None = None,
+    tools: Tools = None,
+    inputs: Mapping[str, Any] | None = None,
+    on_event: EventCallback | None = None,
+    limits: Limits | None = None,
+    approver: Callable[[ToolCall], bool] | None = None,
+) -> OrchestrationResult:
+    """Continue stored run ``run_id``, in this process or any other that can open the store.
+
+    A paused run needs ``approve``: True makes the gated call it stopped at, False makes the
+    code see ``PermissionError(reason)`` there (the code may catch it). A run that stopped
+    otherwise (its kernel was killed, it failed or was interrupted) is continued without one.
+    The run starts from its latest snapshot in a fresh worker: code before it does not run
+    again; calls with a completed record are answered from it, the others are made again
+    (see `_durable`); without a snapshot the code runs from the start with its calls
+    answered from their records. The result is the run's (same ``run_id``): it may pause
+    again at a later gated call, which ``approver`` may answer inline instead.
+
+    ``store`` defaults to `default_store_path()`; ``tools`` to the registered tools (a
+    tool the run used that is missing raises `StoreError` naming it); ``inputs`` replace
+    the run's stored inputs by name (needed only for an object the store could not keep,
+    and only when there is no snapshot). Raises `StoreError` for an unknown run, a run that
+    ended ok (`fork_run` runs it again), or a saved blob that fails its checks.
+    """
+    opened = open_store(default_store_path() if store is None else store)
+    stored = opened.run(run_id)
+    if stored.status == "ok":
+        raise StoreError(
+            f"run {run_id} ended ok: nothing to resume; fork_run({run_id!r}, N, value=...) "
+            "runs it again with call N's result replaced"
+        )
+    paused = stored.status == "paused"
+    if paused and approve is None:
+        raise SandboxConfigError(
+            f"run {run_id} is paused for approval: pass approve=True or approve=False",
+            parameter="approve",
+        )
+    if not paused and approve is not None:
+        raise SandboxConfigError(
+            f"run {run_id} is {stored.status}, not paused: approve= answers a paused run's "
+            "gated call; leave it out",
+            parameter="approve",
+        )
+    resolved = resolve_tools(tools)
+    durable = _taken_up(opened, stored, resolved)
+    calls = stored_calls(stored)
+    decision = None if approve is None else (approve, reason)
+    restore = _restore(stored, calls, decision)
+    driver = Driver(
+        stored.code,
+        resolved,
+        {} if restore is not None else stored_inputs(stored, inputs),
+        resolve_limits(limits),
+        type_check=False,  # the code is the run's: it was checked when the run began
+        on_event=on_event or ignore,
+        loop=tool_loop(),
+        answers=Answers(calls),
+        durable=durable,
+        restore=restore,
+        approver=approver,
+    )
+    driver.result.run_id = stored.run_id
+    driver.result.forked_from = stored.forked_from
+    return wait(driver)
+
+
+def fork_run(
+    run_id: str,
+    call_index: int,
+    value: Any = None,
+    *,
+    store: Store | str | os.PathLike[str] | None = None,
+    tools: Tools = None,
+    inputs: Mapping[str, Any] | None = None,
+    on_event: EventCallback | None = None,
+    limits: Limits | None = None,
+    approver: Callable[[ToolCall], bool] | None = None,
+) -> OrchestrationResult:
+    """Run stored run ``run_id``'s code again as a new durable run, with call number
+    ``call_index`` (0-based, in the order the code made them) answered with ``value``:
+    what-if debugging without making the expensive calls again.
+
+    The calls before ``call_index`` are answered from the stored records while the code
+    repeats them (one that had failed is made again, as ``--resume`` does); the calls after
+    it are made live. The run's stored inputs are used; ``inputs`` replaces them by name (an
+    object the store could not keep must be given again: `StoreError` names it). The result
+    (and its record) carries ``forked_from = (run_id, call_index)`` and its own ``run_id``.
+    """
+    opened = open_store(default_store_path() if store is None else store)
+    stored = opened.run(run_id)
+    calls = stored_calls(stored)
+    if not (isinstance(call_index, int) and 0 <= call_index <= max(calls, default=-1)):
+        made = f"calls 0 to {max(calls)}" if calls else "no tool call"
+        raise SandboxConfigError(
+            f"call_index: run {run_id} made {made}, not {call_index!r}", parameter="call_index"
+        )
+    resolved = resolve_tools(tools)
+    given = stored_inputs(stored, inputs)
+    forked_from = (run_id, call_index)
+    durable = _fresh(opened, stored.scope, stored.cell, stored.code, resolved, given, forked_from)
+    driver = Driver(
+        stored.code,
+        resolved,
+        given,
+        resolve_limits(limits),
+        type_check=True,
+        on_event=on_event or ignore,
+        loop=tool_loop(),
+        answers=Answers(
+            {i: c for i, c in calls.items() if i < call_index}, fixed={call_index: value}
+        ),
+        durable=durable,
+        approver=approver,
+    )
+    driver.result.run_id = durable.run_id
+    driver.result.forked_from = forked_from
+    return wait(driver)
