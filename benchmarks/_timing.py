@@ -46,3 +46,20 @@ def print_table(
     print(f"{'':44} {unit + (' each' if per > 1 else ''):>12} {'vs ' + 'baseline':>12}")
     for label, seconds in rows:
         print(f"{label:44} {seconds / per * scale:12.2f} {seconds / base:11.2f}x")
+
+
+def measure_prepared(
+    rows: list[tuple[str, Callable[[], object], Callable[[], object]]], rounds: int
+) -> list[tuple[str, float]]:
+    """`measure` for rows of (label, prepare, fn): ``prepare`` runs untimed right before each
+    timed ``fn`` (wait for background work, remove spares, a first run...), so one row's
+    state is set up the same way every round whatever row ran before it."""
+    samples: list[list[float]] = [[] for _ in rows]
+    for round_ in range(rounds + 1):  # round 0 warms up: imports, first connection, page cache
+        for (_, prepare, fn), times in zip(rows, samples, strict=True):
+            prepare()
+            start = time.perf_counter()
+            fn()
+            if round_:
+                times.append(time.perf_counter() - start)
+    return [(label, statistics.median(t)) for (label, _, _), t in zip(rows, samples, strict=True)]

@@ -1,12 +1,17 @@
-"""Benchmark of the %%sandbox engine; prints one table.
+"""Benchmark of the sandbox engine; prints two tables, each row against a baseline measured in
+the same run.
 
-    .venv/bin/python benchmarks/bench_sandbox.py [--runs N] [--packages P ...]
+    .venv/bin/python benchmarks/bench_sandbox.py [--rounds N] [--pause S] [--builds]
 
-Rows: a warm ``%%sandbox`` run (image cached), spaced like cells (the spare container started
-after each run is ready) and back to back (it is not), against ``docker run --rm`` of the same
-code via the CLI (with and without the same confinement flags); the cache-hit check of an
-identical run; an environment build with uv against one with pip for the same packages (from
-scratch: the image is removed first). A script, not a test: numbers depend on the machine.
+Runs: ``docker run --rm`` of a one-line program through the CLI, with the confinement a sandbox
+gets (the baseline); a warm ``create().run`` spaced like cells (the spare started after the
+previous run is up), back to back (mean of 4 runs in a row), and cold (no spare waiting); the
+same warm run through ``%%sandbox``; a cache hit. Fan-out: 16 runs through
+``tool(sandbox, concurrency=16)`` and ``asyncio.gather`` in ``orchestrate``, with the spares
+that recent demand left and with none, against 16 parallel CLI runs. Rows take turns each
+round (medians), so load that comes and goes hits them alike. ``--builds`` adds an environment
+build with uv and one with pip, from scratch. A script, not a test: numbers depend on the
+machine.
 """
 
 from __future__ import annotations
@@ -18,18 +23,21 @@ import os
 import subprocess
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
-from _timing import median_seconds
+from _timing import measure_prepared, print_table
 from docker.errors import ImageNotFound
 from IPython.core.interactiveshell import InteractiveShell
 
-from jupyter_sandbox import create
+from jupyter_sandbox import create, orchestrate, tool
 from jupyter_sandbox._events import ignore
 from jupyter_sandbox.sandbox import DEFAULT_BASE_IMAGE, ImageSpec
 from jupyter_sandbox.sandbox._client import client
 from jupyter_sandbox.sandbox._image import ensure_image
+from jupyter_sandbox.sandbox._pool import quiesce, settle
 
-CODE = "print(21 * 2)"
+FAN_OUT = 16
+IN_A_ROW = 4
 CONFINED = [
     "--network=none",
     "--user=1000:1000",
@@ -41,25 +49,65 @@ CONFINED = [
     "--memory=1g",
     "--cpus=1",
 ]
+CLI = ["docker", "run", "--rm", *CONFINED, DEFAULT_BASE_IMAGE, "python3", "-c", "print(21 * 2)"]
+SANDBOX = create("bench", code="y = x * 2", inputs={"x": int}, outputs={"y": int})
+GATHER = f"import asyncio\nawait asyncio.gather(*[double(i) for i in range({FAN_OUT})])"
 
 
-def cli(flags: list[str]) -> Callable[[], object]:
-    cmd = ["docker", "run", "--rm", *flags, DEFAULT_BASE_IMAGE, "python3", "-c", CODE]
-    return lambda: subprocess.run(cmd, check=True, capture_output=True)
+def nothing() -> None:
+    pass
 
 
-def magic_run() -> Callable[[], object]:
+def cli() -> None:
+    subprocess.run(CLI, check=True, capture_output=True)
+
+
+def cli_parallel() -> None:
+    with ThreadPoolExecutor(FAN_OUT) as pool:
+        list(pool.map(lambda _: cli(), range(FAN_OUT)))
+
+
+def run() -> None:
+    assert SANDBOX.run(x=21) == 42
+
+
+def fan_out() -> Callable[[], None]:
+    double = tool(SANDBOX, name="double", concurrency=FAN_OUT)
+
+    def gather() -> None:
+        result = orchestrate(GATHER, tools=[double])
+        assert result.value == [2 * i for i in range(FAN_OUT)]
+
+    return gather
+
+
+def spaced(pause: float) -> Callable[[], None]:
+    """Like cells: background starts and removals done, then a pause to read the output."""
+
+    def prepare() -> None:
+        quiesce()
+        time.sleep(pause)
+
+    return prepare
+
+
+def back_to_back() -> None:
+    for _ in range(IN_A_ROW):
+        run()
+
+
+def magic_run() -> Callable[[], None]:
     shell = InteractiveShell.instance()
     shell.run_line_magic("load_ext", "jupyter_sandbox")
     shell.user_ns["x"] = 21
 
-    def run() -> None:
+    def cell() -> None:
         with contextlib.redirect_stdout(io.StringIO()):
             result = shell.run_cell("%%sandbox --quiet --in x --out y\ny = x * 2\nprint(y)")
         assert result.success
         assert shell.user_ns["y"] == 42
 
-    return run
+    return cell
 
 
 def cache_hit() -> Callable[[], object]:
@@ -87,36 +135,51 @@ def _load() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=15)
-    parser.add_argument("--packages", nargs="+", default=["requests", "pyyaml", "rich"])
+    parser.add_argument("--rounds", type=int, default=11)
     parser.add_argument(
-        "--pause", type=float, default=1.0, help="seconds between timed runs, as between cells"
+        "--pause", type=float, default=1.0, help="seconds between runs spaced like cells"
     )
+    parser.add_argument("--builds", action="store_true", help="also time two builds")
+    parser.add_argument("--packages", nargs="+", default=["requests", "pyyaml", "rich"])
     args = parser.parse_args()
 
-    magic = magic_run()
-    warm = median_seconds(magic, args.runs, pause=args.pause)
-    back_to_back = median_seconds(magic, args.runs)
-    plain = median_seconds(cli(["--network=none"]), args.runs, pause=args.pause)
-    confined = median_seconds(cli(CONFINED), args.runs, pause=args.pause)
-    hit = median_seconds(cache_hit(), args.runs)
-    uv = build_seconds(args.packages, "uv")
-    pip = build_seconds(args.packages, "pip")
-
-    rows = [
-        (f"warm %%sandbox run, {args.pause:g} s apart", warm, ""),
-        ("warm %%sandbox run, back to back", back_to_back, ""),
-        ("docker run --rm, same confinement", confined, f"%%sandbox / CLI = {warm / confined:.2f}"),
-        ("docker run --rm --network=none only", plain, f"%%sandbox / CLI = {warm / plain:.2f}"),
-        ("cache hit (identical run, cache='auto')", hit, ""),
-        (f"build with uv: {' '.join(args.packages)}", uv, ""),
-        (f"build with pip: {' '.join(args.packages)}", pip, f"pip / uv = {pip / uv:.2f}"),
-    ]
-    print(f"median of {args.runs} runs (builds: one each, from scratch); load {_load()}")
-    print(f"| {'what':<48} | {'seconds':>8} | {'ratio':<22} |")
-    print(f"|{'-' * 50}|{'-' * 10}|{'-' * 24}|")
-    for what, seconds, ratio in rows:
-        print(f"| {what:<48} | {seconds:>8.3f} | {ratio:<22} |")
+    load_before = _load()
+    runs = measure_prepared(
+        [
+            ("docker run --rm CLI, same confinement", quiesce, cli),
+            (f"warm create().run, {args.pause:g} s apart", spaced(args.pause), run),
+            (f"warm create().run, back to back (mean of {IN_A_ROW})", quiesce, back_to_back),
+            ("cold create().run (no spare)", settle, run),
+            (f"warm %%sandbox, {args.pause:g} s apart", spaced(args.pause), magic_run()),
+            ("cache hit (identical run, cache='auto')", nothing, cache_hit()),
+        ],
+        args.rounds,
+    )
+    label, seconds = runs[2]
+    runs[2] = (label, seconds / IN_A_ROW)
+    gather = fan_out()
+    fans = measure_prepared(
+        [
+            (f"{FAN_OUT} parallel docker run CLI", quiesce, cli_parallel),
+            (f"tool(concurrency={FAN_OUT}) gather, spares up", spaced(args.pause), gather),
+            (f"tool(concurrency={FAN_OUT}) gather, no spare", settle, gather),
+        ],
+        args.rounds,
+    )
+    settle()
+    print(f"median of {args.rounds} interleaved rounds; load before {load_before}, after {_load()}")
+    print_table("one run", runs, unit="ms")
+    print_table(f"fan-out of {FAN_OUT} runs (time for all; ratio < 1 is faster)", fans, unit="s")
+    for label, seconds in fans:
+        print(f"  {label:42} {FAN_OUT / seconds:6.2f} containers/s")
+    if args.builds:
+        uv = build_seconds(args.packages, "uv")
+        pip = build_seconds(args.packages, "pip")
+        print_table(
+            f"build from scratch: {' '.join(args.packages)}",
+            [("uv", uv), ("pip", pip)],
+            unit="s",
+        )
 
 
 if __name__ == "__main__":

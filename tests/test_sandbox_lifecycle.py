@@ -139,15 +139,15 @@ def test_cancel_event_stops_a_run(docker_engine):
     assert info.value.record["status"] == "error"
 
 
-def test_a_spare_waits_per_image_and_limits_and_their_number_is_bounded(docker_engine):
+def test_a_spare_waits_per_image_and_limits_and_their_number_is_bounded(docker_engine, monkeypatch):
     from jupyter_sandbox.sandbox import _pool
 
+    monkeypatch.setattr(_pool, "_MAX_SPARES", 3)  # the bound, smaller: fewer containers to start
     for seconds in range(100, 100 + _pool._MAX_SPARES + 2):  # a different limit each time
         create("spare", code="", timeout=seconds).run()
-    with _pool._lock:
-        pending = list(_pool._threads)
-    for thread in pending:
-        thread.join()
+    _pool.quiesce()
     assert len(_pool._spares) == _pool._MAX_SPARES
+    assert all(len(slots) == 1 for slots in _pool._spares.values())  # one each: no fan-out
     running = _containers_of(docker_engine, os.getpid())
-    assert {s.container.id for s in _pool._spares.values()} == {c.id for c in running}
+    spares = {s.container.id for slots in _pool._spares.values() for s in slots}
+    assert spares == {c.id for c in running}

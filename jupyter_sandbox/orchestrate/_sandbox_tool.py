@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from .._errors import ContainerError, SandboxConfigError
 from .._events import ToolCall
+from .._threads import in_thread
 from ..records import RunRecord
 from ._tool import Approve, Tool
 
@@ -119,7 +120,7 @@ class SandboxTool(Tool):
         is stopped and removed before the cancellation goes on). ``execute_async`` would drop
         the cancelled run's record."""
         cancel = threading.Event()
-        work = asyncio.ensure_future(asyncio.to_thread(self.sandbox.execute, inputs, cancel=cancel))
+        work = asyncio.ensure_future(in_thread(self.sandbox.execute, inputs, cancel=cancel))
         try:
             return await asyncio.shield(work)
         except asyncio.CancelledError:

@@ -1,10 +1,17 @@
 """Containers' lives: created confined, started ahead of need, used once, always removed.
 
 Starting a container costs most of a run (~0.3-0.4 s measured, network namespace and all). After
-a run takes a container, a fresh one for the same image and limits is started in the background
-and waits, unused, for the next run: a warm run then costs an exec, not a start. Every container
+a run takes a container, fresh ones for the same image and limits are started in the background
+and wait, unused, for the next runs: a warm run then costs an exec, not a start. Every container
 still runs exactly one piece of code; a spare never used is just a clean container that sleeps.
 A spare not taken within `_IDLE` (5 min) is removed.
+
+How many spares wait per image and limits follows demand: as many as runs of that key ran at
+once at the peak of the last `_IDLE` seconds (one for cells run one at a time, two when runs
+come back to back faster than a spare starts, 16 after a fan-out of 16), at most `_MAX_SPARES`
+in all. They are started one at a time by one thread per key, so refilling never competes with
+a burst of runs for more than one container start; after a run that found no spare (a burst, a
+first run) the refill waits for the run's end.
 
 The container's own process is ``sleep``; the code runs as an exec in it. That buys: outputs can
 live on a size-limited tmpfs and still be read back (an exec tars them), so a disk fill cannot
@@ -27,7 +34,6 @@ the image's uid: there it is no host user's already, and a uid from our range ha
 from __future__ import annotations
 
 import atexit
-import contextlib
 import grp
 import os
 import pwd
@@ -67,8 +73,9 @@ _UID_TRIES = 1000
 """Random draws before `fresh_uid` gives up: only a range nearly all taken runs out."""
 _IDLE = 300.0
 """Seconds a spare container waits for a run; then it is removed."""
-_MAX_SPARES = 4
-"""Spares kept at most (one per image and limits): the least recently started goes first."""
+_MAX_SPARES = 16
+"""Spares kept at most, all keys together: the least recently started goes first. Each is a
+sleeping process (~1 MB) and cost ~0.3 CPU-s to start."""
 _START_WAIT = 5.0
 """Seconds a run waits for a spare already starting before it starts its own container."""
 _GONE_WAIT = 10.0
@@ -99,6 +106,8 @@ class Slot:
     uid: int
     expiry: threading.Timer | None = None
     """Removes the slot as a spare nobody took within `_IDLE` (cancelled when it is taken)."""
+    key: tuple[str, ContainerLimits] | None = None
+    """Set while a run holds the slot (`acquire`): it counts in its key's demand."""
 
     @property
     def user(self) -> str:
@@ -116,9 +125,52 @@ class Slot:
 
 _lock = threading.Lock()
 _live: dict[str, Slot] = {}
-_spares: dict[tuple[str, ContainerLimits], Slot] = {}
-_starting: dict[tuple[str, ContainerLimits], threading.Event] = {}
-"""Spares being started: a run waits for one rather than starting a second container."""
+_Key = tuple[str, ContainerLimits]
+_spares: dict[_Key, list[Slot]] = {}
+"""Waiting spares per key, oldest first; a key without spares has no entry."""
+_ready = threading.Condition(_lock)
+"""Notified when a spare is added or a refill ends: runs waiting for one (`acquire`) look."""
+_starting: dict[_Key, int] = {}
+"""Spares being started per key: a run waits for one rather than starting its own container."""
+_waiting: dict[_Key, int] = {}
+"""Runs waiting for a spare being started, per key: never more than are starting."""
+_refilling: set[_Key] = set()
+"""Keys whose refill thread runs (one each)."""
+
+
+@dataclass
+class _Demand:
+    """A key's recent runs, which size its spares (`_target`)."""
+
+    running: int = 0
+    peak: int = 0
+    peak_at: float = -_IDLE
+    """When ``peak`` was last reached; it counts for `_IDLE` seconds."""
+    last: float = -_IDLE
+    """When a run last took a container."""
+    missed: float = -_IDLE
+    """When a run right after another (none running) last found no spare waiting: runs back
+    to back outpace one refill, so two spares are kept for `_IDLE` seconds."""
+
+    def take(self, now: float, waiting: bool) -> None:
+        """A run takes a container (``waiting``: a spare was there for it)."""
+        if not waiting and not self.running and now - self.last < _IDLE:
+            self.missed = now
+        self.last = now
+        self.running += 1
+        if self.running >= self.peak or now - self.peak_at >= _IDLE:
+            self.peak, self.peak_at = self.running, now
+
+    def target(self, now: float) -> int:
+        peak = self.peak if now - self.peak_at < _IDLE else 0
+        return min(max(peak, 2 if now - self.missed < _IDLE else 1), _MAX_SPARES)
+
+    def forget(self) -> None:
+        """Only the runs going on now count (`settle`)."""
+        self.peak, self.peak_at, self.last, self.missed = self.running, -_IDLE, -_IDLE, -_IDLE
+
+
+_demand: dict[_Key, _Demand] = {}
 _threads: list[threading.Thread] = []
 _closing = False
 
@@ -224,73 +276,150 @@ def _start(client: DockerClient, image: str, limits: ContainerLimits) -> Slot:
     return slot
 
 
-def _refill(
-    client: DockerClient, image: str, limits: ContainerLimits, ready: threading.Event
-) -> None:
+def _target(key: _Key) -> int:
+    """Spares to keep for ``key``: its peak of runs at once in the last `_IDLE` s, at least 1
+    (2 after runs back to back found none waiting), at most `_MAX_SPARES`."""
+    demand = _demand.get(key)
+    return 1 if demand is None else demand.target(time.monotonic())
+
+
+def _refill(client: DockerClient, image: str, limits: ContainerLimits) -> None:
+    """Start spares for the key, one at a time, until it has `_target` of them."""
     key = (image, limits)
     try:
-        with contextlib.suppress(Exception):  # a spare is an optimisation: never an error
-            slot = _start(client, image, limits)
-            evicted: list[Slot] = []
+        while True:
             with _lock:
-                keep = not _closing and key not in _spares
-                if keep:
-                    while len(_spares) >= _MAX_SPARES:
-                        evicted.append(_take(min(_spares, key=lambda k: _spares[k].born)))
-                    _spares[key] = slot
-                    slot.expiry = threading.Timer(_IDLE, _expire, (key, slot))
-                    slot.expiry.daemon = True
-                    slot.expiry.start()
-            for extra in evicted if keep else [slot]:
-                remove(extra)
+                if _closing or len(_spares.get(key, ())) >= _target(key):
+                    return
+                _starting[key] = _starting.get(key, 0) + 1
+            try:
+                slot = _start(client, image, limits)
+            except Exception:  # a spare is an optimisation: never an error
+                return
+            finally:
+                with _lock:
+                    _starting[key] -= 1
+                    if not _starting[key]:
+                        del _starting[key]
+            if not _keep(key, slot):
+                return
     finally:
         with _lock:
-            _starting.pop(key, None)
-        ready.set()
+            _refilling.discard(key)
+            _ready.notify_all()
 
 
-def _take(key: tuple[str, ContainerLimits]) -> Slot:
-    """Pop the spare for ``key`` and cancel its expiry (call with `_lock` held)."""
-    slot = _spares.pop(key)
+def _keep(key: _Key, slot: Slot) -> bool:
+    """Make ``slot`` a waiting spare (evicting the oldest beyond `_MAX_SPARES`); False if
+    the pool is closing, and then ``slot`` is removed."""
+    evicted: list[Slot] = []
+    with _lock:
+        keep = not _closing
+        if keep:
+            while sum(map(len, _spares.values())) >= _MAX_SPARES:
+                oldest = min(_spares, key=lambda k: _spares[k][0].born)
+                evicted.append(_take(oldest))
+            _spares.setdefault(key, []).append(slot)
+            slot.expiry = threading.Timer(_IDLE, _expire, (key, slot))
+            slot.expiry.daemon = True
+            slot.expiry.start()
+            _ready.notify_all()
+    for extra in evicted if keep else [slot]:
+        remove(extra)
+    return keep
+
+
+def _take(key: _Key, slot: Slot | None = None) -> Slot:
+    """Pop ``slot`` (default: the key's oldest spare) and cancel its expiry (call with
+    `_lock` held)."""
+    slots = _spares[key]
+    slot = slots.pop(0) if slot is None else slots.pop(slots.index(slot))
+    if not slots:
+        del _spares[key]
     if slot.expiry is not None:
         slot.expiry.cancel()
     return slot
 
 
-def _expire(key: tuple[str, ContainerLimits], slot: Slot) -> None:
+def _expire(key: _Key, slot: Slot) -> None:
     """An idle spare's time is up: remove it, unless a run took it meanwhile."""
     with _lock:
-        if _spares.get(key) is not slot:
+        if slot not in _spares.get(key, ()):
             return
-        _take(key)
+        _take(key, slot)
     remove_later(slot)  # tracked, so `quiesce` waits for it
+
+
+def _claim(key: _Key) -> Slot | None:
+    """A waiting spare for ``key``, or one being started if no other run waits for it
+    (up to `_START_WAIT`); None if there is neither. Call with `_lock` held."""
+    if key not in _spares and _starting.get(key, 0) > _waiting.get(key, 0):
+        _waiting[key] = _waiting.get(key, 0) + 1
+        try:
+            _ready.wait_for(lambda: key in _spares or key not in _starting, _START_WAIT)
+        finally:
+            _waiting[key] -= 1
+    return _take(key) if key in _spares else None
 
 
 def acquire(client: DockerClient, image: str, limits: ContainerLimits) -> Slot:
     """A started, unused container for one run (a waiting spare if there is one)."""
     key = (image, limits)
     with _lock:
-        slot = _take(key) if key in _spares else None
-        starting = _starting.get(key)
-    if slot is None and starting is not None and starting.wait(_START_WAIT):
-        with _lock:
-            slot = _take(key) if key in _spares else None
+        _demand.setdefault(key, _Demand()).take(time.monotonic(), waiting=key in _spares)
+        slot = _claim(key)
     if slot is not None and time.monotonic() - slot.born > _IDLE:
         remove_later(slot)
         slot = None
-    if slot is None:
-        slot = _start(client, image, limits)
-    with _lock:
-        ready = None if key in _starting else _starting.setdefault(key, threading.Event())
-    if ready is not None:
-        _background(_refill, client, image, limits, ready)
+    warm = slot is not None
+    try:
+        if slot is None:
+            slot = _start(client, image, limits)
+    except BaseException:
+        _done(key)
+        raise
+    slot.key = key
+    if warm:  # else the refill waits for this run's end (`remove`): a burst runs first
+        _refill_later(client, image, limits)
     return slot
 
 
+def _refill_later(client: DockerClient, image: str, limits: ContainerLimits) -> None:
+    """Start the key's refill thread, unless it runs."""
+    key = (image, limits)
+    with _lock:
+        if _closing or key in _refilling:
+            return
+        _refilling.add(key)
+    _background(_refill, client, image, limits)
+
+
+def _done(key: _Key) -> None:
+    with _lock:
+        _demand[key].running -= 1
+
+
+def release(client: DockerClient, slot: Slot, *, now: bool) -> None:
+    """A run is over with ``slot``: remove it (``now``, or off the caller's path) and top up
+    the key's spares."""
+    key, slot.key = slot.key, None
+    if key is not None:
+        _done(key)
+    if now:
+        remove(slot)
+    else:
+        remove_later(slot)
+    if key is not None:
+        _refill_later(client, *key)
+
+
 def replace(client: DockerClient, slot: Slot, image: str) -> Slot:
-    """A fresh container instead of a spare that turned out dead (engine restarted...)."""
+    """A fresh container instead of a spare that turned out dead (engine restarted...); the
+    run's claim on its key's demand moves with it (`release` it, not the dead one)."""
     remove(slot)
-    return _start(client, image, slot.limits)
+    fresh = _start(client, image, slot.limits)
+    fresh.key, slot.key = slot.key, None
+    return fresh
 
 
 def remove(slot: Slot) -> None:
@@ -344,7 +473,9 @@ def settle() -> None:
     check that; so does kernel exit)."""
     quiesce()
     with _lock:
-        spares = [_take(key) for key in list(_spares)]
+        spares = [_take(key) for key in list(_spares) for _ in range(len(_spares[key]))]
+        for demand in _demand.values():  # a clean slate
+            demand.forget()
     for slot in spares:
         remove(slot)
 

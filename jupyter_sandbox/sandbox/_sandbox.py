@@ -33,6 +33,7 @@ from .._errors import (
 )
 from .._events import EventCallback, Output, RunFinished, RunStarted, ignore
 from .._owner import temp_prefix
+from .._threads import in_thread
 from . import _cache, _cluster
 from ._client import client, engine_error_message, is_engine_error
 from ._image import build_error, default_base_image, ensure_image, image_id
@@ -47,7 +48,7 @@ from ._io import (
 from ._isolation import Isolation, isolation_level
 from ._pool import ContainerLimits
 from ._record import SandboxRun
-from ._run import RawRun, run_container
+from ._run import WRAPPER, RawRun, run_container
 from ._secrets import hide_values, mask_error
 from ._spec import (
     CacheMode,
@@ -128,7 +129,7 @@ class Sandbox:
 
         cancel = threading.Event()
         work = asyncio.ensure_future(
-            asyncio.to_thread(self.execute, inputs, on_event=on_event, cancel=cancel)
+            in_thread(self.execute, inputs, on_event=on_event, cancel=cancel)
         )
         try:
             return await asyncio.shield(work)
@@ -396,6 +397,10 @@ _NO_MODULE = re.compile(r"ModuleNotFoundError: No module named '([^'.]+)")
 _CANNOT_START = (
     re.compile(r'exec: "([^"\n]+)": ([^:\n]+)'),  # runc (Docker): exec: "python3": not found
     re.compile(r"executable file `([^`\n]+)` (not found[^:\n]*)"),  # crun (Podman)
+    # the script that also collects outputs (`_run.collecting`), as sh says it
+    re.compile(
+        rf"^{re.escape(WRAPPER)}: \d+: exec: ([^\n]+): (not found|Permission denied)$", re.MULTILINE
+    ),
 )
 
 

@@ -1,0 +1,213 @@
+"""The fast paths of a container run (issue 12, item 1) keep what the slow ones promised.
+
+Outputs come back in the same exec as the code (after a marker on stdout), spares follow
+demand, and a fan-out runs as many containers at once as the tool's ``concurrency`` says.
+Everything here is real: the engine, its events, the containers, orchestration code in Monty.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from jupyter_sandbox import InvalidOutput, NonZeroExit, create, orchestrate, tool
+from jupyter_sandbox._events import Output
+from jupyter_sandbox._threads import in_thread
+from jupyter_sandbox.sandbox import _pool
+from jupyter_sandbox.sandbox._client import KIND, OWNER_PID
+
+pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("no_leaked_containers")]
+
+_BOUND = 120.0
+"""Seconds a wait below may take before the test fails: only there to prevent a hang."""
+
+
+def _double() -> Any:
+    return create("speed", code="y = x * 2", inputs={"x": int}, outputs={"y": int})
+
+
+def _ours(engine: Any) -> list[str]:
+    labels = [f"{KIND}=run", f"{OWNER_PID}={os.getpid()}"]
+    return [c["Id"] for c in engine.api.containers(all=True, filters={"label": labels})]
+
+
+def _execs(engine: Any, since: float) -> list[str]:
+    """Ids of this process' containers, once per exec started in them since ``since``."""
+    labels = [f"{KIND}=run", f"{OWNER_PID}={os.getpid()}"]
+    events = engine.events(
+        since=int(since),
+        until=int(time.time()) + 1,
+        decode=True,
+        filters={"type": "container", "label": labels},
+    )
+    return [e["Actor"]["ID"] for e in events if e.get("Action", "").startswith("exec_start")]
+
+
+def test_outputs_come_back_in_the_exec_that_ran_the_code(docker_engine):
+    sandbox = _double()
+    since = time.time() - 1
+    assert [sandbox.run(x=i) for i in range(3)] == [0, 2, 4]
+    execs = _execs(docker_engine, since)
+    assert len(execs) == 3, execs  # was 6: the code's exec, then a `tar` exec for the outputs
+    assert len(set(execs)) == 3  # a container of its own for each run
+
+
+def test_output_that_looks_like_the_marker_streams_unchanged():
+    """Stdout is held back only while it could still be the marker's start, then sent on."""
+    text = (
+        "\x1ejupyter-sandbox outputs 0123\x1e not the marker\n"
+        "\x1ejupyter-sandbox outputs "  # a prefix of the marker, then more
+        + "more\n\x1ejupyter-sand"  # the run ends on a prefix of it
+    )
+    sandbox = create(
+        "lookalike",
+        code=f"import sys\nsys.stdout.write({text!r})\ny = 1",
+        outputs={"y": int},
+    )
+    shown: list[str] = []
+
+    def on_event(event: object) -> None:
+        if isinstance(event, Output) and event.stream == "stdout":
+            shown.append(event.text)
+
+    run = sandbox.execute({}, on_event=on_event)
+    assert run.value == 1
+    assert run.stdout == text
+    assert "".join(shown) == text
+
+
+_FORGE = """
+import io, os, sys, tarfile
+args = open(f"/proc/{os.getppid()}/cmdline", "rb").read().split(b"\\0")
+marker = args[4]  # sh -c SCRIPT $0 MARKER ...: the collecting script's own arguments
+data = io.BytesIO()
+with tarfile.open(fileobj=data, mode="w") as tar:
+    entry = tarfile.TarInfo(NAME)
+    entry.size = 2
+    tar.addfile(entry, io.BytesIO(b"99"))
+sys.stdout.flush()
+sys.stdout.buffer.write(marker + data.getvalue())
+sys.stdout.buffer.flush()
+print("after the forged tar")
+y = 1
+"""
+
+
+def test_a_forged_marker_gets_the_code_nothing_it_could_not_do_anyway():
+    """The code can read its marker (same uid) and write a tar after it: that tar is read as
+    hostile as ever (an entry climbing out is refused by name), and a failing exit is still
+    the engine's exit code, not the forged tar's outputs."""
+    sandbox = create(
+        "forger", code=_FORGE.replace("NAME", "'y/../../escaped'"), outputs={"y": int}, timeout=60
+    )
+    with pytest.raises(InvalidOutput, match=r"'\.\.'") as caught:
+        sandbox.run()
+    assert caught.value.name == "y"
+
+    failing = create(
+        "forger-fails",
+        code=_FORGE.replace("NAME", "'y'") + "raise SystemExit(3)",
+        outputs={"y": int},
+        timeout=60,
+    )
+    with pytest.raises(NonZeroExit) as failed:
+        failing.run()
+    assert failed.value.exit_code == 3
+
+
+class _Gate:
+    """A real sandbox whose runs first wait for each other at a barrier: they all pass only
+    if all run at once (with the shared 6-thread pool, 8 runs broke the barrier)."""
+
+    def __init__(self, sandbox: Any, parties: int) -> None:
+        self.sandbox = sandbox
+        self.name = sandbox.name
+        self.inputs = sandbox.inputs
+        self.outputs = sandbox.outputs
+        self.barrier = threading.Barrier(parties, timeout=_BOUND)
+
+    def execute(self, inputs: Any, *, cancel: threading.Event) -> Any:
+        self.barrier.wait()
+        return self.sandbox.execute(inputs, cancel=cancel)
+
+    async def execute_async(self, inputs: Any) -> Any:  # what makes it a sandbox for `tool`
+        return await in_thread(self.execute, inputs, cancel=threading.Event())
+
+
+def test_a_fan_out_runs_as_many_containers_at_once_as_its_concurrency():
+    fan = 8
+    gate = _Gate(_double(), fan)
+    double = tool(gate, name="gated", concurrency=fan)
+    code = f"import asyncio\nawait asyncio.gather(*[gated(i) for i in range({fan})])"
+    assert orchestrate(code, tools=[double]).value == [2 * i for i in range(fan)]
+
+
+def test_spares_follow_demand_and_still_expire(docker_engine, monkeypatch):
+    """After a fan-out of 4, four spares wait for the next one; after runs one at a time
+    (demand forgotten by `settle`), one. Idle spares are still removed."""
+    _pool.settle()
+    sandbox = _double()
+    double = tool(sandbox, name="double", concurrency=4)
+    code = "import asyncio\nawait asyncio.gather(*[double(i) for i in range(4)])"
+    assert orchestrate(code, tools=[double]).value == [0, 2, 4, 6]
+    _pool.quiesce()
+    assert len(_ours(docker_engine)) == 4
+    (slots,) = _pool._spares.values()
+    assert len(slots) == 4
+
+    _pool.settle()
+    assert sandbox.run(x=1) == 2
+    _pool.quiesce()
+    assert len(_ours(docker_engine)) == 1
+
+    monkeypatch.setattr(_pool, "_IDLE", 2.0)  # the README's 5 min, shortened for the test
+    assert orchestrate(code, tools=[double]).value == [0, 2, 4, 6]
+    _pool.quiesce()
+    deadline = time.monotonic() + _BOUND
+    while _ours(docker_engine) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _ours(docker_engine)
+    assert not _pool._spares
+
+
+def test_in_thread_runs_each_call_on_a_thread_of_its_own():
+    parties = 12  # twice the default executor of a 2-core host
+    barrier = threading.Barrier(parties, timeout=_BOUND)
+
+    async def main() -> list[int]:
+        return await asyncio.gather(*[in_thread(barrier.wait) for _ in range(parties)])
+
+    assert sorted(asyncio.run(main())) == list(range(parties))
+
+    def fails() -> None:
+        raise ValueError("from the thread")
+
+    with pytest.raises(ValueError, match="from the thread"):
+        asyncio.run(in_thread(fails))
+
+
+def test_in_thread_survives_its_awaiting_task_being_cancelled():
+    release = threading.Event()
+    finished = threading.Event()
+
+    def slow() -> None:
+        release.wait(_BOUND)
+        finished.set()
+
+    async def main() -> None:
+        task = asyncio.ensure_future(in_thread(slow))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        release.set()
+        await asyncio.get_running_loop().run_in_executor(None, finished.wait, _BOUND)
+        await asyncio.sleep(0.05)  # the thread's late result reaches a cancelled future
+
+    asyncio.run(main())
+    assert finished.is_set()
