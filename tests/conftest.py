@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
@@ -104,3 +107,23 @@ def isolation(request, monkeypatch, docker_engine) -> Iterator[str]:
     for sandbox_id in left:
         purge(sandbox_id)
     assert not left, f"runsc sandboxes left behind: {left}"
+
+
+@pytest.fixture
+def tmp_home() -> Iterator[Path]:
+    """A temporary folder for a JupyterLab server's root and config (browser tests). Not
+    tmp_path: concurrent pytest sessions rotate it away during a long test."""
+    with tempfile.TemporaryDirectory(prefix="jupyter-sandbox-lab-") as tmp:
+        yield Path(tmp)
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    """Debian's Chromium driven by playwright (browser tests)."""
+    playwright = pytest.importorskip("playwright.sync_api")
+    from _jupyterlab import CHROMIUM
+
+    with playwright.sync_playwright() as p:
+        instance = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield instance
+        instance.close()

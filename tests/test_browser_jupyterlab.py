@@ -9,14 +9,11 @@ image.
 from __future__ import annotations
 
 import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import nbformat
 import pytest
 from _jupyterlab import (
-    CHROMIUM,
     Lab,
     notebook_js,
     save,
@@ -86,13 +83,6 @@ def forget_image(package: str) -> None:
 
 
 @pytest.fixture
-def tmp_home() -> Iterator[Path]:
-    """Not tmp_path: concurrent pytest sessions rotate it away during this long test."""
-    with tempfile.TemporaryDirectory(prefix="jupyter-sandbox-lab-") as tmp:
-        yield Path(tmp)
-
-
-@pytest.fixture
 def workspace(tmp_home: Path, docker_engine) -> Path:
     root = tmp_home / "root"
     root.mkdir()
@@ -107,14 +97,6 @@ def workspace(tmp_home: Path, docker_engine) -> Path:
     forget_image(PACKAGE)
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     return root
-
-
-@pytest.fixture
-def browser() -> Iterator[object]:
-    with playwright.sync_playwright() as p:
-        instance = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        yield instance
-        instance.close()
 
 
 def test_run_save_and_reopen_without_kernel(workspace: Path, tmp_home: Path, browser) -> None:
@@ -424,7 +406,9 @@ CONTRAST_JS = """() => {
         return [255, 255, 255];
     };
     const pick = ['.jsb td', 'tr.jsb-error td', '.jsb-error > summary', '.jsb-summary',
-        '.jsb-sort', '.jsb-build-current', '.jsb-muted'].join(', ');
+        '.jsb-sort', '.jsb-build-current', '.jsb-muted', '.jsb-approval button',
+        '.jsb-approval input', '.jsb-approval label', '.jsb-answer', '.jsb-pending td',
+        '.jsb-heading'].join(', ');
     return Array.from(document.querySelectorAll(pick)).filter(n => n.offsetParent).map(n => {
         const fg = rgb(getComputedStyle(n).color);
         const bg = background(n);
@@ -449,10 +433,13 @@ def wcag_ratio(fg: list[float], bg: list[float]) -> float:
     return (light + 0.05) / (dark + 0.05)
 
 
-def assert_contrast(page) -> None:
-    """Text we colour (error rows and summaries, titles, headers) is >= 4.5:1 on what it is
-    drawn over, measured from the rendered colours."""
+def assert_contrast(page, *, errors: bool = True) -> list[str]:
+    """Text we colour (error rows and summaries, titles, headers, a paused run's buttons and
+    reason field) is >= 4.5:1 on what it is drawn over, measured from the rendered colours.
+    ``errors``: the page shows error text, which must be among what was measured. Returns the
+    classes measured."""
     measured = page.evaluate(CONTRAST_JS)
-    assert any(error for _, error, _, _ in measured)  # the error text is among them
+    assert not errors or any(error for _, error, _, _ in measured)
     ratios = [(name, fg, bg, wcag_ratio(fg, bg)) for name, _, fg, bg in measured]
     assert [item for item in ratios if item[3] < 4.5] == []
+    return [name for name, _, _, _ in measured]

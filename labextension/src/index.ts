@@ -8,6 +8,7 @@
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 
+import answerPausedRuns from './answer';
 import codemodeInsert from './insert';
 
 const SHELL = 'text/x-sh';
@@ -55,4 +56,4 @@ const plugin: JupyterFrontEndPlugin<void> = {
   }
 };
 
-export default [plugin, codemodeInsert];
+export default [plugin, codemodeInsert, answerPausedRuns];

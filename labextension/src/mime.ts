@@ -9,6 +9,7 @@
 import { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 import { Widget } from '@lumino/widgets';
 
+import { IAnswer, IAnswerStore } from './approval';
 import { ISortState, defaultSort, keep, restore } from './keep';
 import { IRecord } from './records';
 import { renderRun } from './run';
@@ -17,10 +18,28 @@ import { renderTrace } from './trace';
 export const TRACE_MIME = 'application/vnd.jupyter-sandbox.trace+json';
 export const RUN_MIME = 'application/vnd.jupyter-sandbox.run+json';
 
-export function renderRecord(record: IRecord, sort: ISortState = defaultSort()): HTMLElement {
+/** The output metadata key under which a paused run's answer is kept (see approval.ts). */
+const ANSWER_KEY = 'jupyter-sandbox';
+
+export function renderRecord(
+  record: IRecord,
+  sort: ISortState = defaultSort(),
+  answers: IAnswerStore | null = null
+): HTMLElement {
   return record.kind === 'orchestrate'
-    ? renderTrace(record, child => renderRecord(child), sort)
+    ? renderTrace(record, child => renderRecord(child), sort, answers)
     : renderRun(record);
+}
+
+/** A paused run's answer lives in its output's metadata: saved with the notebook, so a
+ * reopened notebook does not offer to answer the run again. */
+function answerStore(model: IRenderMime.IMimeModel): IAnswerStore {
+  const kept = model.metadata[ANSWER_KEY] as { answer?: IAnswer } | undefined;
+  return {
+    answer: kept?.answer ?? null,
+    save: answer =>
+      model.setData({ metadata: { ...model.metadata, [ANSWER_KEY]: { answer: { ...answer } } } })
+  };
 }
 
 class RecordRenderer extends Widget implements IRenderMime.IRenderer {
@@ -35,7 +54,7 @@ class RecordRenderer extends Widget implements IRenderMime.IRenderer {
   renderModel(model: IRenderMime.IMimeModel): Promise<void> {
     const record = model.data[this.mimeType] as unknown as IRecord;
     const kept = keep(this.node);
-    this.node.replaceChildren(renderRecord(record, this.sort));
+    this.node.replaceChildren(renderRecord(record, this.sort, answerStore(model)));
     restore(this.node, kept);
     return Promise.resolve();
   }

@@ -138,9 +138,23 @@ export function callStatus(call: ICallRecord): CallStatus {
   return call.error !== null && call.error !== undefined ? 'error' : 'ok';
 }
 
+/** A call as a trace row shows it: in a paused run nothing unfinished runs, it waits until
+ * the run is approved or rejected and continues (`row_status` in display/_format.py). */
+export function rowStatus(call: ICallRecord, record: ITraceRecord): CallStatus | 'waiting' {
+  const status = callStatus(call);
+  const unfinished = status === 'running' || status === 'queued';
+  return record.status === 'paused' && unfinished ? 'waiting' : status;
+}
+
 /** The tool's own time: a wait for a concurrency slot is not in it. */
 export function callDuration(call: ICallRecord): number | null {
   return call.end === null || call.end === undefined
     ? null
     : call.end - call.start - (call.queued ?? 0);
+}
+
+/** `tool(arg, key=value)` from a call record's previews (`call_signature` in _format.py). */
+export function signature(call: ICallRecord): string {
+  const kwargs = Object.entries(call.kwargs ?? {}).map(([k, v]) => `${k}=${v}`);
+  return `${call.tool}(${[...(call.args ?? []), ...kwargs].join(', ')})`;
 }

@@ -6,6 +6,7 @@
  * stdout is not repeated here: the cell's stream outputs show it.
  */
 
+import { IAnswerStore, originNotes, renderApproval, waitingNote } from './approval';
 import { details, el, ownKeys, seconds } from './format';
 import { ISortState } from './keep';
 import { streamTails } from './run';
@@ -15,7 +16,9 @@ import {
   IToolRow,
   ITraceRecord,
   callDuration,
-  callStatus
+  callStatus,
+  rowStatus,
+  signature
 } from './records';
 
 /** Rows drawn at once; "show all" draws the rest (100k-call traces stay responsive). */
@@ -56,11 +59,6 @@ function sortValue(call: ICallRecord, key: SortKey): number | string {
   }
 }
 
-function signature(call: ICallRecord): string {
-  const kwargs = Object.entries(call.kwargs ?? {}).map(([k, v]) => `${k}=${v}`);
-  return `${call.tool}(${[...(call.args ?? []), ...kwargs].join(', ')})`;
-}
-
 export function traceSummary(record: ITraceRecord): string {
   if (record.live) {
     return record.live.summary; // a running cell: counts of every call, not just those listed
@@ -70,7 +68,7 @@ export function traceSummary(record: ITraceRecord): string {
   const noun = total === 1 ? 'call' : 'calls';
   return (
     `orchestrate ${record.status} in ${seconds(record.duration)}: ` +
-    `${total} tool ${noun}, ${failed} failed`
+    `${total} tool ${noun}, ${failed} failed${waitingNote(record)}`
   );
 }
 
@@ -150,13 +148,21 @@ function droppedNote(record: ITraceRecord): string | null {
   );
 }
 
+/** `answers` keeps a paused run's answer (null: a nested record, which has no buttons). */
 export function renderTrace(
   record: ITraceRecord,
   renderChild: (child: IRecord) => HTMLElement,
-  sort: ISortState
+  sort: ISortState,
+  answers: IAnswerStore | null = null
 ): HTMLElement {
   const root = el('div', `jsb-trace jsb-status-${record.status}`);
   root.appendChild(el('div', 'jsb-summary', traceSummary(record)));
+  for (const note of originNotes(record)) {
+    root.appendChild(el('div', 'jsb-muted jsb-origin', note));
+  }
+  if (record.status === 'paused') {
+    root.appendChild(renderApproval(record, answers));
+  }
   if (callCount(record) >= SUMMARY_MIN_CALLS) {
     root.appendChild(toolsTable(toolRows(record)));
   }
@@ -262,7 +268,7 @@ class CallTable {
   }
 
   private row(call: ICallRecord): HTMLTableRowElement {
-    const status = callStatus(call);
+    const status = rowStatus(call, this.record);
     const tr = el('tr', `jsb-call jsb-${status}`);
     tr.appendChild(el('td', '', String(call.call_id)));
     tr.appendChild(el('td', 'jsb-tool', call.tool));
@@ -298,12 +304,17 @@ class CallTable {
     bar.style.width = `${(100 * Math.max(end - begins, 0)) / this.span}%`;
     // the bar's text: where it starts and how long it takes, for a screen reader and a tooltip
     const waited = call.queued ? `queued ${seconds(call.queued)}, ` : '';
-    const label =
+    let label =
       (status === 'queued' ? 'waiting for a slot, ' : waited) +
       `starts at ${seconds(begins)}, ` +
       (call.end === null || call.end === undefined
         ? 'still running'
         : `takes ${seconds(end - begins)}`);
+    if (status === 'waiting') {
+      // the tool has not run: a mark where the run paused
+      bar.style.width = '0';
+      label = `waiting for approval since ${seconds(begins)}`;
+    }
     bar.setAttribute('role', 'img');
     bar.setAttribute('aria-label', label);
     bar.title = label;

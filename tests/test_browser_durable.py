@@ -1,0 +1,140 @@
+"""Durable runs in JupyterLab (issue 11): a paused run's record shows its pending call, its run
+id and Approve / Reject buttons; a click inserts a cell below that runs the magic in the
+notebook's kernel; Reject asks for its reason inline; the answer survives a save and a reopen;
+a fork says where it came from. Real JupyterLab in Debian's Chromium, light and dark.
+
+Screenshots go to artifacts/screenshots/ (lab-paused-*, lab-forked-*).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+import pytest
+from _display_samples import forked_record, paused_record
+from _jupyterlab import Lab, notebook_js, save, wait_kernel_ready
+from test_browser_jupyterlab import SCREENSHOTS, THEMES, assert_contrast, set_theme
+
+from jupyter_sandbox.display import bundle
+
+pytest.importorskip("playwright.sync_api")
+pytestmark = pytest.mark.browser
+
+RUN_ID = paused_record()["run_id"]
+
+
+@pytest.fixture
+def saved_records(tmp_home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A notebook whose outputs are a paused and a forked record, saved as a kernel left them;
+    the kernels Lab starts use a store of their own."""
+    monkeypatch.setenv("JUPYTER_SANDBOX_STORE", str(tmp_home / "store.sqlite"))
+    root = tmp_home / "root"
+    root.mkdir()
+    nb = nbformat.v4.new_notebook()
+    for record in (paused_record(), forked_record()):
+        cell = nbformat.v4.new_code_cell("%%orchestrate\nn = delete(['a.txt', 'b.txt'])")
+        cell.outputs = [nbformat.v4.new_output("display_data", data=bundle(record))]
+        nb.cells.append(cell)
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nbformat.write(nb, root / "paused.ipynb")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def sources(page) -> list[str]:
+    return notebook_js(page, "return panel.content.widgets.map(c => c.model.sharedModel.source);")
+
+
+def wait_executed(page, index: int) -> None:
+    page.wait_for_function(
+        "(i) => { const c = window.jupyterapp.shell.currentWidget.content.widgets[i];"
+        " return c && c.model.executionCount !== null"
+        " && c.promptNode.textContent.indexOf('*') < 0; }",
+        arg=index,
+        timeout=120_000,
+    )
+
+
+def test_paused_record_buttons_run_the_magic_below(saved_records: Path, tmp_home: Path, browser):
+    lab = Lab(saved_records, tmp_home / "home")
+    try:
+        page = browser.new_page(viewport={"width": 1300, "height": 900})
+        lab.open(page, "paused.ipynb")
+        wait_kernel_ready(page)
+        paused = page.locator(".jp-Cell").nth(0).locator(".jp-OutputArea")
+        panel = paused.locator(".jsb-approval")
+        panel.wait_for(timeout=60_000)
+        summary = paused.locator(".jsb-summary").inner_text()
+        assert summary.endswith("2 tool calls, 0 failed, 1 waiting for approval")
+        heading = panel.locator(".jsb-heading")
+        assert panel.get_attribute("aria-labelledby") == heading.get_attribute("id")
+        assert f"run {RUN_ID} waits for approval of 1 call:" in panel.inner_text()
+        assert "delete(['a.txt', 'b.txt'])" in panel.locator(".jsb-pending").inner_text()
+        assert paused.locator(".jsb-call.jsb-waiting .jsb-state").inner_text() == "waiting"
+        assert "session cleanup" in paused.locator(".jsb-origin").all_inner_texts()
+        forked = page.locator(".jp-Cell").nth(1).locator(".jp-OutputArea")
+        assert forked.locator(".jsb-origin").all_inner_texts() == [
+            f"forked from run {RUN_ID} at call 2",
+            "run b71c0e55a9d2",
+        ]
+        assert forked.locator("button:not(.jsb-sort):not(.jsb-more)").count() == 0
+
+        # Reject by keyboard: the reason is asked inline, Escape closes it, Enter rejects
+        reject = panel.locator("button.jsb-reject")
+        assert reject.get_attribute("aria-expanded") == "false"
+        panel.locator("button.jsb-approve").focus()
+        page.keyboard.press("Tab")
+        assert page.evaluate("() => document.activeElement.textContent") == "Reject\u2026"
+        page.keyboard.press("Enter")
+        field = panel.get_by_label("Reason (optional", exact=False)
+        assert field.evaluate("n => n === document.activeElement")
+        assert reject.get_attribute("aria-expanded") == "true"
+        for theme, name in THEMES:
+            set_theme(page, theme)
+            measured = assert_contrast(page, errors=False)
+            assert {"jsb-approve", "jsb-reject", "jsb-reject-confirm"} <= set(measured)
+            paused.screenshot(path=SCREENSHOTS / f"lab-paused-{name}.png")
+            forked.screenshot(path=SCREENSHOTS / f"lab-forked-{name}.png")
+        page.keyboard.press("Escape")
+        assert panel.locator("form.jsb-reason").is_hidden()
+        assert page.evaluate("() => document.activeElement.textContent") == "Reject\u2026"
+        page.keyboard.press("Enter")
+        page.keyboard.insert_text("not these files")
+        page.keyboard.press("Enter")
+
+        page.wait_for_function(
+            "() => window.jupyterapp.shell.currentWidget.content.widgets.length === 3"
+        )
+        assert sources(page)[1] == f"%orchestrate_reject {RUN_ID} not these files"
+        wait_executed(page, 1)  # ran in the notebook's kernel (its output is the magic's)
+        answer = panel.locator(".jsb-answer")
+        assert answer.get_attribute("role") == "status"
+        assert answer.inner_text() == (
+            f"Ran %orchestrate_reject {RUN_ID} not these files in a new cell below: "
+            "the run continues there."
+        )
+        assert panel.locator("button").evaluate_all("bs => bs.every(b => b.disabled)")
+        page.screenshot(path=SCREENSHOTS / "lab-paused-answered-dark.png")
+        save(page)
+    finally:
+        lab.stop()
+
+    saved = nbformat.read(saved_records / "paused.ipynb", as_version=4)
+    kept = saved.cells[0].outputs[0].metadata["jupyter-sandbox"]["answer"]
+    assert kept == {"code": f"%orchestrate_reject {RUN_ID} not these files", "inserted": True}
+
+    lab = Lab(saved_records, tmp_home / "home-reopen", starts_kernel=False)
+    try:
+        page = browser.new_page(viewport={"width": 1300, "height": 900})
+        lab.open(page, "paused.ipynb")
+        panel = page.locator(".jp-Cell").nth(0).locator(".jsb-approval")
+        panel.wait_for(timeout=60_000)
+        assert panel.locator("button").evaluate_all("bs => bs.every(b => b.disabled)")
+        assert "Ran %orchestrate_reject" in panel.locator(".jsb-answer").inner_text()
+    finally:
+        lab.stop()
