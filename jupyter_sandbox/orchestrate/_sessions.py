@@ -13,11 +13,14 @@ Monty's dump restores more than the globals, and two of those things must not ca
 - **the type check**: a dump restores its stubs (the tools and inputs of its first cell) and
   Monty appends only the snippets it type-checked itself; the driver checks each cell in a
   feed of its own and runs the code unchecked (`Driver._checked_apart`), so Monty would learn
-  nothing of the session's names. We therefore keep the session's history ourselves: each
-  completed cell's input declarations and code. Before loading, the type-check state becomes
-  that history followed by this cell's stubs (later declarations win: this cell's inputs over
-  older ones), so ``add(s, 1)`` with ``s = "text"`` from an earlier cell is rejected, and a
-  cell that skips the check runs unchecked.
+  nothing of the session's names. We keep the session's declarations ourselves, in the same
+  field of the dump: its functions, classes and imports as written, and each variable as its
+  runtime type (``n: int``; ``Any`` for what the checker cannot name), written when a cell
+  completes. Before loading, the type-check state becomes those declarations followed by
+  this cell's stubs (later declarations win: this cell's inputs over older ones). Names the
+  cell binds itself are ``Any`` to the checker, so ``n = 1`` then ``n = "one"`` passes, as in
+  any notebook; ``add(s, 1)`` with ``s = "text"`` from an earlier cell is rejected. Raw code
+  would not do: the checker takes ``n = 1`` in it as ``Literal[1]``.
 
 Both are two fields of the dump's CBOR (`_cbor`), replaced in place; the rest is copied byte
 for byte. The dump format is pydantic-monty's own and version-bound (a dump loads only into
@@ -31,9 +34,8 @@ from __future__ import annotations
 
 import ast
 import threading
-import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import pydantic_monty as pm
@@ -65,12 +67,11 @@ _DATA = {"int", "float", "complex", "bool", "str", "bytes", "list", "dict", "tup
 
 @dataclass(frozen=True)
 class SessionState:
-    """A session between cells: Monty's dump (carrying the session's history for the type
-    check) and its variables' type names, for listing."""
+    """A session between cells: Monty's dump (carrying the session's declarations for the
+    type check) and its variables' type names, for listing."""
 
     dump: bytes
     names: dict[str, str]
-    updated: float = field(default_factory=time.time)
 
     @property
     def size(self) -> int:

@@ -1,0 +1,162 @@
+"""The durable code mode magics in real kernels sharing a real store file (issue 11 items
+2-5, notebook side): a gated call pauses the cell; a later cell, or a new kernel after
+``kill -9`` of the first, approves or rejects it; a stored run is forked; a session outlives
+its kernel; bad input is one line. Host-side counters prove which calls were made where."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from _kernels import Kernel, kernel
+
+from jupyter_sandbox.records import TRACE_MIME
+
+GATED = """
+from jupyter_sandbox import tool
+made = []
+
+@tool
+def count(n: int) -> int:
+    made.append(("count", n))
+    return n
+
+@tool(approve=True)
+def delete(path: str) -> str:
+    made.append(("delete", path))
+    return "deleted " + path
+"""
+
+CELL = """%%orchestrate
+n = count(2)
+try:
+    said = delete("/data/old")
+except PermissionError as e:
+    said = "refused: " + str(e)
+print(said)
+(n, said)"""
+
+
+def paused_run(ran) -> str:
+    """The run id of the paused record a cell showed."""
+    records = ran.records(TRACE_MIME)
+    assert records, ran.text
+    last = records[-1]
+    assert last["status"] == "paused", last
+    assert [call["tool"] for call in last["pending"]] == ["delete"]
+    return str(last["run_id"])
+
+
+def made(k: Kernel) -> str:
+    return k.ok("made").value or ""
+
+
+@pytest.fixture
+def store(tmp_path):
+    return tmp_path / "store.sqlite"
+
+
+def test_a_gated_call_pauses_and_a_later_cell_approves_it(store):
+    with kernel(store) as k:
+        k.ok(GATED)
+        run_id = paused_run(k.ok(CELL))
+        assert made(k) == "[('count', 2)]"  # the gated call waits: not made
+        pending = k.ok("%orchestrate_pending").text
+        assert run_id in pending and "delete('/data/old')" in pending
+        approved = k.ok(f"%orchestrate_approve {run_id}")
+        assert approved.value == "(2, 'deleted /data/old')"
+        assert "deleted /data/old" in approved.text  # the continued run's print
+        assert approved.records(TRACE_MIME)[-1]["status"] == "ok"
+        # count(2) ran before the snapshot: it is not made again
+        assert made(k) == "[('count', 2), ('delete', '/data/old')]"
+        assert "no paused runs" in k.ok("%orchestrate_pending").text
+        again = k.run(f"%orchestrate_approve {run_id}")
+        assert again.status == "error" and "is ok, not paused" in again.text
+
+
+def test_a_rejected_call_raises_permission_error_with_the_reason(store):
+    with kernel(store) as k:
+        k.ok(GATED)
+        run_id = paused_run(k.ok(CELL))
+        rejected = k.ok(f"%orchestrate_reject {run_id} not on a Friday")
+        assert rejected.value == "(2, 'refused: not on a Friday')"
+        assert made(k) == "[('count', 2)]"
+
+
+def test_approve_in_a_new_kernel_after_the_first_was_killed(tmp_path):
+    """Both kernels find the store through ``%config`` (their environment names another)."""
+    shared = tmp_path / "shared.sqlite"
+    setting = f"%config OrchestrateMagics.store = {str(shared)!r}"
+    first = Kernel(tmp_path / "unused.sqlite")
+    try:
+        first.ok("%load_ext jupyter_sandbox\n" + setting)
+        first.ok(GATED)
+        run_id = paused_run(first.ok(CELL))
+    finally:
+        first.kill()
+    with kernel(tmp_path / "unused.sqlite") as k:
+        assert "no paused runs" in k.ok("%orchestrate_pending").text
+        k.ok(setting)
+        k.ok(GATED)  # the notebook's tools, defined again in the new kernel
+        assert run_id in k.ok("%orchestrate_pending").text
+        approved = k.ok(f"%orchestrate_approve {run_id}")
+        assert approved.value == "(2, 'deleted /data/old')"
+        # only the gated call is made here: count(2) came back with the snapshot
+        assert made(k) == "[('delete', '/data/old')]"
+
+
+def test_a_session_outlives_its_kernel(store):
+    first = Kernel(store)
+    try:
+        first.ok("%load_ext jupyter_sandbox")
+        first.ok(
+            "%%orchestrate --session keep --quiet\n"
+            "words = ['a', 'b']\ndef twice(s: str) -> str:\n    return s * 2"
+        )
+    finally:
+        first.kill()
+    with kernel(store) as k:
+        assert "keep" in k.ok("%orchestrate_sessions").text
+        again = k.ok("%%orchestrate --session keep --quiet\n[twice(w) for w in words]")
+        assert again.value == "['aa', 'bb']"
+
+
+def test_fork_answers_a_call_with_the_given_value(store):
+    with kernel(store) as k:
+        k.ok(GATED)
+        done = k.ok("%%orchestrate\nn = count(2)\nm = count(n + 1)\n(n, m)")
+        assert done.value == "(2, 3)"
+        run_id = str(done.records(TRACE_MIME)[-1]["run_id"])
+        forked = k.ok(f"%orchestrate_fork {run_id} 0 --value 40")
+        assert forked.value == "(40, 41)"
+        record = forked.records(TRACE_MIME)[-1]
+        assert record["forked_from"] == {"run_id": run_id, "call": 0}
+        # call 0 was answered with the value, call 1 made again with its new argument
+        assert made(k) == "[('count', 2), ('count', 3), ('count', 41)]"
+
+
+def test_bad_input_is_one_line_saying_what_to_do(store):
+    with kernel(store) as k:
+        k.ok(GATED)
+        run_id = k.ok("%%orchestrate\ncount(1)").records(TRACE_MIME)[-1]["run_id"]
+        for line, message in (
+            ("%orchestrate_approve nosuchrun", "no run 'nosuchrun' in .*%orchestrate_pending"),
+            ("%orchestrate_reject nosuchrun why", "no run 'nosuchrun'"),
+            (f"%orchestrate_fork {run_id} 0 --value {{x", "--value: not JSON"),
+            (f"%orchestrate_fork {run_id} 9 --value 1", "N: run \\w+ made calls 0 to 0, not 9"),
+            (f"%orchestrate_approve {run_id}", "is ok, not paused"),
+            ("%orchestrate_reset", "name one session"),
+            ("%orchestrate_pending now", "takes no arguments"),
+        ):
+            ran = k.run(line)
+            shown = ran.text.strip()  # IPython prints a UsageError alone, on stderr
+            assert ran.status == "error" and shown.startswith("UsageError: "), (line, shown)
+            assert "\n" not in shown and re.search(message, shown), (line, shown)
+
+
+def test_no_store_keeps_a_cell_out_of_the_store(store):
+    with kernel(store) as k:
+        k.ok(GATED)
+        stays = k.run("%%orchestrate --no-store --quiet\ndelete('/x')")
+        assert stays.status == "error" and "approver" in stays.text
+        assert made(k) == "[]"
