@@ -80,3 +80,38 @@ def test_the_samples_fit_the_record_contract():
 
     check_record(paused_record())
     check_record(forked_record())
+
+
+def test_a_live_view_ends_in_the_paused_state(tmp_path):
+    """A real durable run that pauses at a gated call: the live view (which saw the gated call
+    start) is replaced by the paused record, which lists the call as pending, not running."""
+    from test_display_views import Shown
+
+    from jupyter_sandbox import Store, orchestrate, tool
+    from jupyter_sandbox.display import OrchestrateView
+
+    @tool
+    def add(x: int, y: int) -> int:
+        return x + y
+
+    @tool(approve=True)
+    def delete(paths: list[str]) -> int:
+        raise AssertionError("a gated call ran without approval")
+
+    view = OrchestrateView(live=True)
+    shown = Shown(view)
+    code = "n = add(1, 2)\ndelete(['a.txt'])\nn"
+    store = Store(tmp_path / "store.sqlite")
+    result = orchestrate(code, tools=[add, delete], store=store, on_event=view.on_event)
+    assert result.status == "paused" and result.run_id
+    assert shown.last(TRACE_MIME)["status"] == "running"  # the live record saw delete start
+    view.finish(result.to_record())
+    record = shown.last(TRACE_MIME)
+    assert record["status"] == "paused" and "live" not in record
+    assert [c["tool"] for c in record["pending"]] == ["delete"]
+    assert [c["tool"] for c in record["calls"]] == ["add"]
+    text, html = shown.last("text/plain"), shown.last("text/html")
+    assert text.splitlines()[0].endswith("1 tool call, 0 failed, 1 waiting for approval")
+    assert f"%orchestrate_approve {result.run_id}" in text and "running" not in text
+    assert "delete([&#x27;a.txt&#x27;])" in html and "jsb-call jsb-running" not in html
+    assert {kind for kind, _ in shown.sent[1:]} == {"update"}  # one display, replaced
