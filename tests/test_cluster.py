@@ -34,6 +34,7 @@ from distributed import Client
 from test_adversarial_sandbox_spare import second_engine  # noqa: F401
 
 from jupyter_sandbox import (
+    ContainerError,
     Dir,
     File,
     SandboxCancelled,
@@ -389,3 +390,13 @@ def test_a_bad_cluster_is_one_line_at_create(cluster):
     with pytest.raises(SandboxConfigError) as caught:
         create("bad", code="pass", cluster=cluster)
     assert "cluster" in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_an_unreachable_or_malformed_address_is_one_line_at_run():
+    """Checked when a run needs the scheduler (an address may name one that starts later)."""
+    with pytest.raises(ContainerError) as caught:
+        create("x", code="pass", cluster="tcp://127.0.0.1:1").run()
+    assert "not reachable" in str(caught.value) and "\n" not in str(caught.value)
+    with pytest.raises(SandboxConfigError) as wrong:
+        create("x", code="pass", cluster="nonsense:x").run()
+    assert "no scheduler address" in str(wrong.value) and "\n" not in str(wrong.value)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import queue
+import socket
 import threading
 import time
 import uuid
@@ -95,13 +96,32 @@ def _connect(cluster: str | Client) -> Client:
         found = _clients.get(cluster)
         if found is None or found.status not in ("running", "connecting"):
             try:
+                _reachable(cluster)
                 found = Client(cluster, set_as_default=False, timeout="10s")
             except OSError as exc:
                 raise ContainerError(
                     f"Dask scheduler at {cluster} not reachable ({exc}): check the address"
                 ) from None
+            except (ValueError, TypeError) as exc:
+                raise SandboxConfigError(
+                    f"cluster={cluster!r} is no scheduler address ({exc}): give one such as"
+                    " 'tcp://host:8786'",
+                    parameter="cluster",
+                ) from None
             _clients[cluster] = found
         return found
+
+
+def _reachable(address: str) -> None:
+    """Refuse a malformed address (ValueError) or a TCP scheduler nobody listens at (OSError)
+    before a `Client` is made: a client that failed to connect spends 20 s closing itself when
+    it is collected (at kernel exit, say)."""
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    scheme, location = parse_address(address)
+    if scheme == "tcp":
+        host, port = parse_host_port(location)
+        socket.create_connection((host, port), timeout=10).close()
 
 
 def _topic(client: Client) -> str:
@@ -178,6 +198,7 @@ def _run_remote(
         scrub=scrub,
     )
     events: queue.Queue[list[Any]] = queue.Queue()
+    run.worker = None  # this attempt's worker, once it starts
     with _lock:
         _routes[job.run_id] = events
     try:
@@ -185,7 +206,7 @@ def _run_remote(
         try:
             result, received = _wait(client, future, job, events, on_event, cancel, run)
         except BaseException:  # Ctrl-C, or our own stop: the container goes first
-            _stop(client, future, job)
+            _stop(client, future, job, started=run.worker is not None)
             raise
         _drain(events, on_event, result.events - received, run)
     finally:
@@ -256,12 +277,15 @@ def _decode(message: list[Any]) -> Event:
     return event
 
 
-def _stop(client: Client, future: Any, job: Job) -> None:
-    """Tell the task to stop, and wait (bounded) until it has removed its container."""
+def _stop(client: Client, future: Any, job: Job, started: bool) -> None:
+    """Tell the task to stop, and wait (bounded) until it has removed its container. A task
+    that has not started is dropped (and would stop at once if it started meanwhile)."""
     from distributed import Event as Flag
 
     with contextlib.suppress(Exception):
         Flag(job.stop_name, client=client).set()
+        if not started:
+            future.cancel()
         deadline = time.monotonic() + _STOP_WAIT
         while not future.done() and time.monotonic() < deadline:
             time.sleep(_POLL)
@@ -270,13 +294,17 @@ def _stop(client: Client, future: Any, job: Job) -> None:
 
 
 def _forget(client: Client, job: Job) -> None:
-    """Drop the run's names from the scheduler."""
+    """Drop the run's names from the scheduler, and the log it keeps of the topic's events
+    (up to 100,000 messages of output per kernel otherwise; they reached us already). The log
+    lives in the scheduler's internals: a scheduler without them keeps it, nothing breaks."""
     from distributed import Event as Flag
     from distributed import Variable
 
+    topic = job.topic
     with contextlib.suppress(Exception):
         Variable(job.started_name, client=client).delete()
         Flag(job.stop_name, client=client).clear()
+        client.run_on_scheduler(lambda dask_scheduler: dask_scheduler._broker.truncate(topic))
 
 
 def _outcome(

@@ -25,7 +25,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from .._errors import ContainerError
+from .._errors import ContainerError, SandboxCancelled
 from .._events import BuildFinished, BuildLog, BuildStarted, BuildStep, Output
 from .._owner import temp_prefix
 from ._build import BuildInfo
@@ -128,12 +128,13 @@ def run_job(job: Job) -> JobResult:
         earlier = started.get(timeout=0)
         return JobResult(worker.address, sent, lost=str(earlier))
     started.set(worker.address)
+    stop = Event(job.stop_name)
+    if stop.is_set():  # stopped while it waited for a thread: nothing to run
+        return JobResult(worker.address, sent, error=portable(SandboxCancelled("cancelled")))
     worker.log_event(job.topic, [job.run_id, "started", worker.address])
     cancel = threading.Event()
     done = threading.Event()
-    watcher = threading.Thread(
-        target=_watch, args=(Event(job.stop_name), cancel, done), daemon=True
-    )
+    watcher = threading.Thread(target=_watch, args=(stop, cancel, done), daemon=True)
     watcher.start()
     result = JobResult(worker.address, 0)
     try:
