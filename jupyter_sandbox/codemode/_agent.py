@@ -6,12 +6,13 @@ OpenAI, Anthropic or local client is wrapped in a three-line function by the cal
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from .._errors import CodeModeError, Interrupted, OrchestrationError, SandboxConfigError
-from .._events import AttemptFinished, AttemptStarted, EventCallback, ignore
-from ..orchestrate import Limits, Tools, orchestrate
+from .._events import AttemptFinished, AttemptStarted, EventCallback, ToolCall, ignore
+from ..orchestrate import Limits, Store, Tools, default_store_path, orchestrate
 from ..orchestrate._limits import resolve_limits
 from ..orchestrate._tools import resolve_tools
 from ..records import TraceRecord
@@ -32,6 +33,14 @@ class CodeModeAgent:
     diagnostics or the tool's error, and what the code printed), until an attempt succeeds or
     ``max_attempts`` are used, which raises `CodeModeError`. Ctrl-C (`Interrupted`) and errors
     raised by ``llm`` itself are not the model's to fix: they propagate at once.
+
+    Approval gates (``@tool(approve=...)``) are honoured: ``approver(call) -> bool`` answers
+    each gated call inline (a rejected call is ``PermissionError`` in the code, which the
+    model's code may catch). Without an approver the runs are durable (in ``store``, by
+    default `default_store_path()`): a gated call pauses the run and ends the turn, whose
+    result reports it (``result.result.status == "paused"``, ``.run_id``, ``.pending``);
+    `resume_run` or ``%orchestrate_approve RUN_ID`` continues it, in any process. A pause is
+    no failure: it goes back to no model.
     """
 
     def __init__(
@@ -48,6 +57,8 @@ class CodeModeAgent:
         max_result: int | None = None,
         max_output: int | None = None,
         type_check: bool = True,
+        approver: Callable[[ToolCall], bool] | None = None,
+        store: Store | str | os.PathLike[str] | None = None,
     ) -> None:
         if not callable(llm):
             raise SandboxConfigError(
@@ -71,6 +82,11 @@ class CodeModeAgent:
         )
         """Each attempt's, as `orchestrate` takes them (the keywords win over ``limits``)."""
         self.type_check = type_check
+        self.approver = approver
+        gated = approver is None and any(t.approve is not False for t in self.tools.values())
+        self.store = default_store_path() if store is None and gated else store
+        """Where runs are kept: ``store``, or the default store when a tool is gated and
+        no approver answers it (a gated call then pauses the run); None: runs are not kept."""
         self.system_prompt = system_prompt(self.tools, self.inputs)
 
     def run(self, task: str, *, on_event: EventCallback | None = None) -> AgentResult:
@@ -121,6 +137,8 @@ class CodeModeAgent:
                 limits=self.limits,
                 type_check=self.type_check,
                 on_event=emit,
+                approver=self.approver,
+                store=self.store,
             )
         except Interrupted:
             raise

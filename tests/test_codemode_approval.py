@@ -1,0 +1,78 @@
+"""`CodeModeAgent` honours approval gates (issue 11 item 4), with a scripted model, real Monty
+and a real store file: an approver answers inline; without one, a gated call pauses the run
+and ends the turn (no failure goes back to the model), and `resume_run` finishes it."""
+
+from __future__ import annotations
+
+from jupyter_sandbox import CodeModeAgent, resume_run
+from jupyter_sandbox.codemode import ScriptedLLM
+from jupyter_sandbox.orchestrate import Tool, default_store_path
+
+CODE = """```python
+n = count(2)
+try:
+    said = delete("/data/old")
+except PermissionError as e:
+    said = "refused: " + str(e)
+(n, said)
+```"""
+
+
+def tools(made: list[tuple[str, object]]) -> list[Tool]:
+    def count(n: int) -> int:
+        made.append(("count", n))
+        return n
+
+    def delete(path: str) -> str:
+        made.append(("delete", path))
+        return "deleted " + path
+
+    return [Tool(count), Tool(delete, approve=True)]  # not registered: no test leaves a tool
+
+
+def test_an_approver_answers_gated_calls_inline():
+    asked: list[tuple[str, tuple[object, ...]]] = []
+    for verdict, value in ((True, (2, "deleted /data/old")), (False, None)):
+        made: list[tuple[str, object]] = []
+
+        def approver(call, verdict=verdict):
+            asked.append((call.tool, call.args))
+            return verdict
+
+        agent = CodeModeAgent(ScriptedLLM([CODE]), tools(made), approver=approver)
+        assert agent.store is None  # answered inline: nothing to keep
+        result = agent.run("tidy up")
+        assert result.result.status == "ok"
+        if verdict:
+            assert result.value == value
+            assert made == [("count", 2), ("delete", "/data/old")]
+        else:
+            assert result.value[1].startswith("refused: ")
+            assert made == [("count", 2)]
+    assert asked == [("delete", ("/data/old",))] * 2
+
+
+def test_without_an_approver_a_gated_call_pauses_and_ends_the_turn(tmp_path):
+    made: list[tuple[str, object]] = []
+    model = ScriptedLLM([CODE, "never asked"])
+    store = tmp_path / "store.sqlite"
+    agent = CodeModeAgent(model, tools(made), store=store)
+    result = agent.run("tidy up")
+    assert len(model.requests) == 1 and len(result.attempts) == 1
+    paused = result.result
+    assert paused.status == "paused" and paused.run_id
+    assert [(c.tool, c.args) for c in paused.pending] == [("delete", ("/data/old",))]
+    assert made == [("count", 2)]
+    done = resume_run(paused.run_id, approve=True, store=store, tools=tools(made))
+    assert done.value == (2, "deleted /data/old")
+    assert made == [("count", 2), ("delete", "/data/old")]  # count(2) is not made again
+
+
+def test_gated_tools_without_approver_or_store_use_the_default_store(tmp_path, monkeypatch):
+    monkeypatch.setenv("JUPYTER_SANDBOX_STORE", str(tmp_path / "default.sqlite"))
+    made: list[tuple[str, object]] = []
+    agent = CodeModeAgent(ScriptedLLM([CODE]), tools(made))
+    assert agent.store == default_store_path() == tmp_path / "default.sqlite"
+    assert agent.run("tidy up").result.status == "paused"
+    # no gated tool: runs stay out of any store, as before
+    assert CodeModeAgent(ScriptedLLM([CODE]), tools(made)[:1]).store is None
