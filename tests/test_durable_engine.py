@@ -322,3 +322,37 @@ def test_without_a_store_nothing_is_written_and_nothing_changes(env, monkeypatch
     record = result.to_record()
     assert not {"run_id", "pending", "forked_from"} & set(record)
     assert not (tmp_path / "default.sqlite").exists()
+
+
+def test_a_fork_needs_an_input_the_store_could_not_keep_given_again(env):
+    tmp_path, mod = env
+
+    class Frame:
+        pass
+
+    def size(obj: Frame, n: int) -> int:
+        return n * 2
+
+    store = tmp_path / "s.sqlite"
+    listed = [*tools(mod), Tool(size)]
+    code = "a = size(df, n)\nb = step(a)\n[a, b]"
+    first = orchestrate(code, tools=listed, inputs={"df": Frame(), "n": 3}, store=store)
+    assert first.value == [6, 12]
+    with pytest.raises(StoreError, match=r"input 'df' was an object \(.*Frame\).*inputs="):
+        fork_run(first.run_id, 1, value=0, store=store, tools=listed)
+    fork = fork_run(first.run_id, 0, value=7, store=store, tools=listed, inputs={"df": Frame()})
+    assert fork.value == [7, 14]  # n=3 came from the store; call 0 is the value given
+
+
+def test_resume_with_edited_code_answers_the_calls_it_repeats_from_the_store(env):
+    tmp_path, mod = env
+    store = tmp_path / "s.sqlite"
+    failing = "a = step(1)\nb = await slow(a)\nc = 1 / 0\n[a, b]"
+    with pytest.raises(OrchestrationError, match="ZeroDivisionError"):
+        orchestrate(failing, tools=tools(mod), store=store, cell="c1")
+    assert counts(tmp_path) == {"step": 1, "slow": 1}
+    fixed = failing.replace("1 / 0", "step(b)")
+    result = orchestrate(fixed, tools=tools(mod), store=store, cell="c1", resume=True)
+    assert result.value == [2, 3]
+    assert counts(tmp_path) == {"step": 2, "slow": 1}  # a and b from the failed run's records
+    assert [c.replayed for c in result.trace] == [True, True, False]

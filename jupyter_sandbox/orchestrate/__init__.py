@@ -68,7 +68,8 @@ def _driver(loop: asyncio.AbstractEventLoop, options: Mapping[str, Any]) -> Driv
             resume=resume,
             run_id=o["run_id"],
         )
-    if records is None and journal is not None and resume:
+    if journal is not None and resume and restore is None and (records is None or journal.failed):
+        # this kernel's own journal keeps the values themselves (the store only plain data)
         records = dict(enumerate(journal.calls))
     answers = None
     if o["cache"] is not None or records:

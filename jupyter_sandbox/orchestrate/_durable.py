@@ -19,10 +19,12 @@ A run given a store (``orchestrate(..., store=...)``) is *durable*: it survives 
   died are answered from their records too, in order, while the code repeats them (the
   journal's replay, `_replay.Answers`).
 - **Handles** (opaque host objects, `_values`) do not survive a restart: a dump carries no
-  host object, and pickle cannot keep most of them. A resumed run that hands a tool a handle
-  it held before the restart fails with `StoreError` naming the handle's type; a stored
-  result or input that was a handle is refused the same way, naming the call or the input,
-  unless the input is given again (``inputs=``). Plain data survives.
+  host object. The store keeps plain data only (`keepable`): an object, or data over
+  `KEEP_LIMIT`, is kept as a `HandleMarker` naming its type, so a durable cell never pickles
+  a DataFrame it was handed or a tool returned. A resumed run that hands a tool a handle it
+  held before the restart fails with `StoreError` naming the handle's type; a call whose
+  stored result was one counts as not completed (made again if needed); a stored input that
+  was one must be given again (``inputs=``), else `StoreError` names it.
 """
 
 from __future__ import annotations
@@ -41,12 +43,14 @@ from .._errors import StoreError
 from .._events import ToolCall
 from ._memo import Recorded
 from ._store import HandleMarker, Store, StoredRun
-from ._values import MAX_DEPTH
+from ._values import MAX_DEPTH, data_size, is_plain
 
 CHECKPOINT_EVERY = 1.0
 """Seconds after which a sync call checkpoints too (async and gated calls always do)."""
 INPUTS = -1
 """The record number a run's inputs are kept under."""
+KEEP_LIMIT = 2**20
+"""Bytes (written out) past which a value is not kept in the store but named (`keepable`)."""
 
 _stores: dict[str, Store] = {}
 _stores_lock = threading.Lock()
@@ -91,8 +95,8 @@ class Durable:
                     "call_id": call_id,
                     "index": number,
                     "tool": call.tool,
-                    "args": call.args,
-                    "kwargs": call.kwargs,
+                    "args": tuple(keepable(a) for a in call.args),
+                    "kwargs": {k: keepable(v) for k, v in call.kwargs.items()},
                 }
                 for call_id, (number, call) in pending.items()
             ],
@@ -100,7 +104,11 @@ class Durable:
         self._saved = time.monotonic()
 
     def record(self, index: int, call: ToolCall) -> None:
-        self.store.record_call(self.run_id, index, Recorded.of(call).to_dict())
+        record = Recorded.of(call).to_dict()
+        record["args"] = tuple(keepable(a) for a in call.args)
+        record["kwargs"] = {k: keepable(v) for k, v in call.kwargs.items()}
+        record["result"] = keepable(call.result)
+        self.store.record_call(self.run_id, index, record)
 
     def finish(self, status: str) -> None:
         self.store.finish(self.run_id, status)  # type: ignore[arg-type]
@@ -150,6 +158,15 @@ def stored_inputs(run: StoredRun, given: Mapping[str, Any] | None) -> dict[str, 
                 f"keep: pass it again, inputs={{{name!r}: ...}}"
             )
     return inputs
+
+
+def keepable(value: Any) -> Any:
+    """``value`` if the store should keep it (plain data up to `KEEP_LIMIT`), else a
+    `HandleMarker` naming its type."""
+    if is_plain(value) and data_size(value, KEEP_LIMIT) <= KEEP_LIMIT:
+        return value
+    kind = type(value)
+    return HandleMarker(f"{kind.__module__}.{kind.__qualname__}")
 
 
 def defined_classes(code: str) -> frozenset[str]:

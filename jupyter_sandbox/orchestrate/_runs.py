@@ -25,6 +25,7 @@ from ._durable import (
     Durable,
     Restore,
     defined_classes,
+    keepable,
     open_store,
     stored_calls,
     stored_inputs,
@@ -123,7 +124,7 @@ def _fresh(
     run_id = store.new_run(
         scope=scope, cell=cell, code=code, tools=sorted(tools), forked_from=forked_from
     )
-    store.record_call(run_id, INPUTS, {"inputs": dict(inputs)})
+    store.record_call(run_id, INPUTS, {"inputs": {k: keepable(v) for k, v in inputs.items()}})
     return Durable(store, run_id)
 
 
