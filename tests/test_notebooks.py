@@ -2,17 +2,22 @@
 %%sandbox), and their key cells show what the prose says they show.
 
 Cells expected to fail carry the ``raises-exception`` tag (nbclient then continues); cells whose
-output is checked carry a ``check-*`` tag.
+output is checked carry a ``check-*`` tag. Before a cell tagged ``restart-kernel-before`` the
+kernel is shut down and a new one started, which first runs the cells tagged
+``rerun-after-restart`` again: what the notebook asks its reader to do.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import nbformat
 import pytest
+from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -28,10 +33,18 @@ def _runner() -> Any:
     return module
 
 
+RESTART = "restart-kernel-before"
+RERUN = "rerun-after-restart"
+
+
 def execute(name: str, out_dir: Path) -> dict[str, dict[str, Any]]:
     """Run ``notebooks/<name>``; return each tagged cell's outputs by tag, and check that only
     the cells tagged ``raises-exception`` failed."""
-    path = _runner().run_notebook(NOTEBOOKS / name, out_dir)
+    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+    if any(RESTART in cell.metadata.get("tags", []) for cell in nb.cells):
+        path = _run_with_restarts(NOTEBOOKS / name, out_dir)
+    else:
+        path = _runner().run_notebook(NOTEBOOKS / name, out_dir)
     nb = nbformat.read(path, as_version=4)
     by_tag: dict[str, dict[str, Any]] = {}
     for cell in nb.cells:
@@ -41,8 +54,28 @@ def execute(name: str, out_dir: Path) -> dict[str, dict[str, Any]]:
         errors = [o for o in cell.outputs if o.output_type == "error"]
         assert bool(errors) == ("raises-exception" in tags), (cell.source, errors)
         for tag in tags:
-            by_tag[tag] = _collect(cell.outputs)
+            by_tag[tag] = {**_collect(cell.outputs), "execution_count": cell.execution_count}
     return by_tag
+
+
+def _run_with_restarts(path: Path, out_dir: Path) -> Path:
+    """`run_notebook` with a real kernel restart (a new kernel process) before each cell tagged
+    `RESTART`; the new kernel first runs the earlier cells tagged `RERUN` again."""
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(
+        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+    )
+    starts = [i for i, cell in enumerate(nb.cells) if RESTART in cell.metadata.get("tags", [])]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        for start, end in zip([0, *starts], [*starts, len(nb.cells)], strict=True):
+            with client.setup_kernel():  # shuts the kernel down on leaving
+                again = [i for i in range(start) if RERUN in nb.cells[i].metadata.get("tags", [])]
+                for index in [*again, *range(start, end)]:
+                    client.execute_cell(nb.cells[index], index)
+    finally:  # a failed run is kept too: it is what you need to see
+        nbformat.write(nb, out_dir / path.name)
+    return out_dir / path.name
 
 
 def _collect(outputs: list[Any]) -> dict[str, Any]:
@@ -113,6 +146,50 @@ def test_agent_loop_notebook(tmp_path):
     assert [t["status"] for t in traces] == ["error", "ok"]
     assert traces[0]["error"].startswith("TypeCheckError") and traces[0]["calls"] == []
     assert "Attempt 1 of 3 failed (TypeCheckError)" in str(shown)
+
+
+def test_durable_notebook(tmp_path):
+    """Issue 11 item 6: a session over cells, a gated deletion approved in a new kernel (the
+    code before the gate not run again), and a fork with an edited result."""
+    demo = Path(tempfile.gettempdir()) / "jupyter-sandbox-durable-demo"  # the notebook's folder
+    try:
+        cells = execute("06-durable.ipynb", tmp_path)
+    finally:
+        shutil.rmtree(demo, ignore_errors=True)  # the notebook's last cell did, unless it failed
+    assert cells["check-session-1"]["stdout"] == "3 files\n"
+    assert cells["check-session-2"]["result"] == "['draft-1.tmp', 'draft-2.tmp']"
+    listed = cells["check-sessions"]["stdout"]
+    assert "cleanup" in listed and "names: list" in listed and "old: list" in listed
+
+    paused = cells["check-paused"]
+    assert paused["stdout"] == "looked at 3 files\n"
+    record = paused[TRACE]
+    assert record["status"] == "paused"
+    assert [(c["tool"], c["args"]) for c in record["pending"]] == [
+        ("delete_files", ["['draft-1.tmp', 'draft-2.tmp']"])  # previews
+    ]
+    run_id = record["run_id"]
+    assert cells["check-not-yet"]["result"] == "['draft-1.tmp', 'draft-2.tmp', 'notes.txt']"
+
+    assert cells["check-pending"]["execution_count"] == 2  # a new kernel: setup, then this
+    assert run_id in cells["check-pending"]["stdout"]
+    assert "delete_files(['draft-1.tmp', 'draft-2.tmp'])" in cells["check-pending"]["stdout"]
+    assert cells["check-session-after-restart"]["result"] == "['draft-1.tmp', 'draft-2.tmp']"
+    approved = cells["check-approved"]
+    assert approved["stdout"] == "removed 2 files\n"  # not "looked at": that ran before the gate
+    assert approved["result"] == "2"
+    assert (approved[TRACE]["status"], approved[TRACE]["run_id"]) == ("ok", run_id)
+    assert cells["check-gone"]["result"] == "['notes.txt']"
+    assert cells["check-log"]["stdout"] == (
+        "list_files()\nlist_files()\ndelete_files(['draft-1.tmp', 'draft-2.tmp'])\n\n"
+    )
+
+    assert cells["check-usage"]["result"] == "'nothing to do'"
+    usage_run = cells["check-usage"][TRACE]["run_id"]
+    fork = cells["check-fork"]
+    assert (fork["stdout"], fork["result"]) == ("disk 95% full\n", "'clean up now'")
+    assert fork[TRACE]["forked_from"] == {"run_id": usage_run, "call": 0}
+    assert cells["check-log-after-fork"]["stdout"].count("disk_usage()") == 1
 
 
 RUN = "application/vnd.jupyter-sandbox.run+json"
