@@ -4,6 +4,7 @@ store in tmp_path. Host-side counters (files, shared by every process) prove whi
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import sqlite3
@@ -356,3 +357,22 @@ def test_resume_with_edited_code_answers_the_calls_it_repeats_from_the_store(env
     assert result.value == [2, 3]
     assert counts(tmp_path) == {"step": 2, "slow": 1}  # a and b from the failed run's records
     assert [c.replayed for c in result.trace] == [True, True, False]
+
+
+def test_a_paused_run_is_continued_once_when_two_answers_race(env):
+    tmp_path, mod = env
+    store = tmp_path / "s.sqlite"
+    paused = orchestrate(GATED, tools=tools(mod), store=store)
+    stale = Store(store).run(paused.run_id)  # what a second kernel read before the first went on
+
+    def answer() -> str:
+        try:
+            return resume_run(paused.run_id, approve=True, store=store, tools=tools(mod)).status
+        except (StoreError, SandboxConfigError) as exc:
+            return type(exc).__name__
+
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        outcomes = sorted(pool.map(lambda _: answer(), range(2)))
+    assert outcomes[1] == "ok" and outcomes[0] != "ok", outcomes
+    assert counts(tmp_path)["delete"] == 1
+    assert not Store(store).claim(stale.run_id, stale.status)

@@ -129,8 +129,9 @@ def _fresh(
 
 
 def _taken_up(store: Store, stored: StoredRun, tools: Mapping[str, Tool] | None) -> Durable:
-    """The stored run continued under its own id (status running again). Each tool it had
-    that its code names must be among ``tools``."""
+    """The stored run continued under its own id: claimed (status running again, if it is
+    still what ``stored`` says: a paused run is continued once, whoever approves it twice).
+    Each tool it had that its code names must be among ``tools``."""
     if tools is not None:
         named = set(re.findall(r"\w+", stored.code))
         missing = sorted(set(stored.tools) & named - set(tools))
@@ -139,7 +140,11 @@ def _taken_up(store: Store, stored: StoredRun, tools: Mapping[str, Tool] | None)
                 f"run {stored.run_id} used tools that are not registered now: "
                 f"{', '.join(missing)}; register them (@tool) or pass tools=[...]"
             )
-    store.finish(stored.run_id, "running")
+    if not store.claim(stored.run_id, stored.status):
+        raise StoreError(
+            f"run {stored.run_id} was taken up by another process meanwhile (it was "
+            f"{stored.status}): see its state with %orchestrate_pending or Store.runs()"
+        )
     return Durable(store, stored.run_id)
 
 

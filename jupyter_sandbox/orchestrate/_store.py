@@ -320,6 +320,17 @@ class Store:
         with self._write() as db:
             self._touch(db, run_id, status)
 
+    def claim(self, run_id: str, expected: RunStatus) -> bool:
+        """Set the run's status to ``running`` if, and only if, it is ``expected`` now, in one
+        transaction: of two processes continuing one paused run (two approvals of the same
+        call), exactly one gets True."""
+        with self._write() as db:
+            cursor = db.execute(
+                "UPDATE runs SET updated = ?, status = 'running' WHERE run_id = ? AND status = ?",
+                (time.time(), run_id, expected),
+            )
+            return cursor.rowcount == 1
+
     def run(self, run_id: str) -> StoredRun:
         """The run, every blob verified; `StoreError` if there is no such run."""
         with self._read() as db:
