@@ -147,7 +147,14 @@ def test_bad_input_is_one_line_saying_what_to_do(store):
             (f"%orchestrate_approve {run_id}", "is ok, not paused"),
             ("%orchestrate_reset", "name one session"),
             ("%orchestrate_pending now", "takes no arguments"),
+            ("%config OrchestrateMagics.store = '/etc/passwd/store.sqlite'", None),
+            ("%%orchestrate\n1", "OrchestrateMagics.store: cannot open the store at /etc/"),
+            ("%config OrchestrateMagics.store = ''", None),
+            ("%orchestrate_pending", "no store \\(%config OrchestrateMagics.store is empty\\)"),
         ):
+            if message is None:
+                k.ok(line)
+                continue
             ran = k.run(line)
             shown = ran.text.strip()  # IPython prints a UsageError alone, on stderr
             assert ran.status == "error" and shown.startswith("UsageError: "), (line, shown)

@@ -16,6 +16,7 @@ from traitlets import Bool, Float, Int, Unicode
 from .._errors import SandboxConfigError, StoreError
 from .._events import EventCallback
 from ..orchestrate import Limits, OrchestrationResult, ToolCache, orchestrate
+from ..orchestrate._durable import open_store
 from ..orchestrate._memo import Journals
 from ..orchestrate._store import Store, default_store_path
 from ._common import (
@@ -65,7 +66,6 @@ class OrchestrateMagics(CellMagics):
         self._journals = Journals()
         self.tool_cache = ToolCache()
         """What ``--cache`` reads and fills; ``.clear()`` it to start over."""
-        self._stores: dict[str, Store] = {}
 
     @magic_arguments("%orchestrate")  # usage and help show %%orchestrate
     @help_option
@@ -187,18 +187,14 @@ class OrchestrateMagics(CellMagics):
         return result.value
 
     def open_store(self) -> Store | None:
-        """The store runs and sessions are kept in (``%config OrchestrateMagics.store``), opened
-        once per path; None when that setting is empty."""
+        """The store runs and sessions are kept in (``%config OrchestrateMagics.store``; one
+        per path and process); None when that setting is empty."""
         if self.store == "":
             return None
-        path = str(default_store_path() if self.store is None else self.store)
-        found = self._stores.get(path)
-        if found is None:
-            try:
-                found = self._stores[path] = Store(path)
-            except (StoreError, SandboxConfigError) as exc:
-                raise UsageError(f"%config OrchestrateMagics.store: {exc}") from None
-        return found
+        try:
+            return open_store(default_store_path() if self.store is None else self.store)
+        except (StoreError, SandboxConfigError) as exc:
+            raise UsageError(f"%config OrchestrateMagics.store: {exc}") from None
 
     def _cell_key(self, cell: str) -> str:
         """The notebook's id for this cell when the frontend sends one (JupyterLab does), so an
