@@ -13,6 +13,17 @@ from IPython.core.interactiveshell import InteractiveShell
 from jupyter_sandbox.orchestrate import registry
 
 
+@pytest.fixture(scope="session", autouse=True)
+def store_in_tmp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Every ``%%orchestrate`` cell is kept in the durable store: the tests' cells (and the
+    kernels and notebooks they start, which inherit it) keep theirs in a temporary folder,
+    never in the user's ``~/.local/share/jupyter-sandbox``."""
+    with pytest.MonkeyPatch.context() as patch:
+        folder = tmp_path_factory.mktemp("store")
+        patch.setenv("JUPYTER_SANDBOX_STORE", str(folder / "store.sqlite"))
+        yield
+
+
 @pytest.fixture
 def shell() -> Iterator[InteractiveShell]:
     """A real IPython shell with the extension loaded; tools registered by a test are removed."""
