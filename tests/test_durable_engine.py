@@ -376,3 +376,13 @@ def test_a_paused_run_is_continued_once_when_two_answers_race(env):
     assert outcomes[1] == "ok" and outcomes[0] != "ok", outcomes
     assert counts(tmp_path)["delete"] == 1
     assert not Store(store).claim(stale.run_id, stale.status)
+
+
+def test_a_sleep_awaited_beside_a_gated_call_is_over_once_the_run_resumes(env):
+    tmp_path, mod = env
+    store = tmp_path / "s.sqlite"
+    code = "import asyncio\nawait asyncio.gather(asyncio.sleep(0.2), adelete('/data/y'))"
+    paused = orchestrate(code, tools=tools(mod), store=store)
+    assert paused.status == "paused"
+    result = resume_run(paused.run_id, approve=True, store=store, tools=tools(mod))
+    assert result.value == [None, "deleted /data/y"]
