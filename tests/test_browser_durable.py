@@ -14,7 +14,7 @@ import nbformat
 import pytest
 from _display_samples import forked_record, paused_record
 from _jupyterlab import Lab, notebook_js, save, wait_kernel_ready
-from test_browser_jupyterlab import SCREENSHOTS, THEMES, assert_contrast, set_theme
+from test_browser_jupyterlab import SCREENSHOTS, THEMES, assert_contrast, run_cell, set_theme
 
 from jupyter_sandbox.display import bundle
 
@@ -136,5 +136,90 @@ def test_paused_record_buttons_run_the_magic_below(saved_records: Path, tmp_home
         panel.wait_for(timeout=60_000)
         assert panel.locator("button").evaluate_all("bs => bs.every(b => b.disabled)")
         assert "Ran %orchestrate_reject" in panel.locator(".jsb-answer").inner_text()
+    finally:
+        lab.stop()
+
+
+GATED = [
+    """%load_ext jupyter_sandbox
+from jupyter_sandbox import tool
+
+deleted = []
+
+@tool(approve=True)
+def delete(paths: list[str]) -> int:
+    deleted.extend(paths)
+    return len(paths)""",
+    """%%orchestrate
+try:
+    n = delete(['a.txt', 'b.txt'])
+except PermissionError as e:
+    n = f"refused: {e}"
+n""",
+    "deleted",
+]
+"""A gated tool, a cell that pauses at it (rejected, the code reports the reason), and what
+the tool really deleted on the host."""
+
+
+def test_approve_and_reject_continue_the_real_run(tmp_home: Path, browser, monkeypatch):
+    """The real thing: the kernel's durable run pauses, the Approve button's cell continues it
+    (the tool runs, the value arrives); run again, Reject with a reason reaches the code."""
+    monkeypatch.setenv("JUPYTER_SANDBOX_STORE", str(tmp_home / "store.sqlite"))
+    root = tmp_home / "root"
+    root.mkdir()
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(source) for source in GATED]
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nbformat.write(nb, root / "gated.ipynb")
+    lab = Lab(root, tmp_home / "home")
+    try:
+        page = browser.new_page(viewport={"width": 1300, "height": 900})
+        lab.open(page, "gated.ipynb")
+        wait_kernel_ready(page)
+        for index in (0, 1):
+            run_cell(page, index)
+            wait_executed(page, index)
+        cells = page.locator(".jp-Cell")
+        panel = cells.nth(1).locator(".jsb-approval")
+        panel.wait_for(timeout=60_000)
+        run_id = panel.locator(".jsb-heading").inner_text().split()[1]
+        assert "delete(['a.txt', 'b.txt'])" in panel.locator(".jsb-pending").inner_text()
+        assert cells.nth(1).locator(".jsb-value").count() == 0  # no value before it ends
+        cells.nth(1).locator(".jp-OutputArea").screenshot(path=SCREENSHOTS / "lab-paused-real.png")
+        panel.locator("button.jsb-approve").click()
+        wait_executed(page, 2)
+        assert sources(page)[2] == f"%orchestrate_approve {run_id}"
+        continued = cells.nth(2).locator(".jp-OutputArea")
+        continued.locator(".jsb-trace.jsb-status-ok").wait_for(timeout=60_000)
+        assert continued.locator(".jp-OutputArea-output").last.inner_text().strip() == "2"
+        page.screenshot(path=SCREENSHOTS / "lab-approved-real.png")
+
+        run_cell(page, 1)  # again: a new run pauses; reject it with a reason
+        wait_executed(page, 1)
+        panel = cells.nth(1).locator(".jsb-approval")
+        panel.locator("button.jsb-reject").click()
+        panel.get_by_label("Reason (optional", exact=False).fill('not -these "files')
+        panel.locator("button.jsb-reject-confirm").click()
+        wait_executed(page, 2)
+        assert sources(page)[2].startswith("%orchestrate_reject ")
+        rejected = cells.nth(2).locator(".jp-OutputArea")
+        rejected.locator(".jsb-trace.jsb-status-ok").wait_for(timeout=60_000)
+        value = rejected.locator(".jp-OutputArea-output").last.inner_text().strip()
+        assert value == "'refused: not -these \u201cfiles'"
+        assert sources(page)[3:] == [f"%orchestrate_approve {run_id}", "deleted"]
+        run_cell(page, 4)  # the host side: only the approved call ran the tool
+        wait_executed(page, 4)
+        assert (
+            cells.nth(4)
+            .locator(".jp-OutputArea")
+            .inner_text()
+            .strip()
+            .endswith("['a.txt', 'b.txt']")
+        )
     finally:
         lab.stop()

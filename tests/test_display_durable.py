@@ -112,6 +112,7 @@ def test_a_live_view_ends_in_the_paused_state(tmp_path):
     assert [c["tool"] for c in record["calls"]] == ["add"]
     text, html = shown.last("text/plain"), shown.last("text/html")
     assert text.splitlines()[0].endswith("1 tool call, 0 failed, 1 waiting for approval")
+    assert "value:" not in text and "value:" not in html  # none yet
     assert f"%orchestrate_approve {result.run_id}" in text and "running" not in text
     assert "delete([&#x27;a.txt&#x27;])" in html and "jsb-call jsb-running" not in html
     assert {kind for kind, _ in shown.sent[1:]} == {"update"}  # one display, replaced

@@ -121,6 +121,12 @@ def orchestrate_summary(record: TraceRecord) -> str:
     )
 
 
+def shown_value(record: TraceRecord) -> str | None:
+    """The value a trace shows: none for a paused run, which has none yet (the cell that
+    continues it shows the value)."""
+    return None if record.get("status") == "paused" else record.get("value")
+
+
 def origin_notes(record: TraceRecord) -> list[str]:
     """Where a run's state came from, said under its headline: the run and call a fork branched
     off, the session whose variables it kept."""

@@ -142,7 +142,7 @@ def _orchestrate(record: TraceRecord) -> str:
         parts.append(f'<div class="jsb-muted">{escape(note)}</div>')
     if record.get("calls"):
         parts.append(calls_table(record))
-    value = record.get("value")
+    value = fmt.shown_value(record)
     if value is not None:
         parts.append(f"<div>value: <code>{escape(value)}</code></div>")
     error = record.get("error")

@@ -37,8 +37,9 @@ def _orchestrate(record: TraceRecord) -> str:
         )
     if len(calls) > fmt.MAX_ROWS:
         lines.append(f"  ... {len(calls) - fmt.MAX_ROWS} more calls in the JSON record")
-    if record.get("value") is not None:
-        lines.append(f"value: {record['value']}")
+    value = fmt.shown_value(record)
+    if value is not None:
+        lines.append(f"value: {value}")
     if record.get("error") and not record.get("raised"):  # raised: the error output has it
         lines.append(f"error: {record['error']}")
         traceback = record.get("sandbox_traceback")

@@ -37,10 +37,20 @@ export function approveMagic(runId: string): string {
   return `%orchestrate_approve ${runId}`;
 }
 
-/** The reason on one line: the magic is one line of a cell. */
+/** The reason as the magic's words (the magic splits its line like a shell that keeps
+ * quotes): on one line, a quote that opens a word but is never closed made typographic (it
+ * would stop the split), and after `--` when a word starts with `-` (not an option). */
 export function rejectMagic(runId: string, reason: string): string {
-  const words = reason.replace(/\s+/g, ' ').trim();
-  return words ? `%orchestrate_reject ${runId} ${words}` : `%orchestrate_reject ${runId}`;
+  const words = reason
+    .replace(/\s+/g, ' ')
+    .trim()
+    .replace(/(^| )(["'])/g, (match, space: string, quote: string, at: number, all: string) =>
+      all.indexOf(quote, at + match.length) < 0 ? space + (quote === '"' ? '\u201c' : '\u2018') : match
+    );
+  if (!words) {
+    return `%orchestrate_reject ${runId}`;
+  }
+  return `%orchestrate_reject ${runId} ${/(^| )-/.test(words) ? '-- ' : ''}${words}`;
 }
 
 /** The headline's words for a paused run's calls, as `orchestrate_summary` says them. */

@@ -173,7 +173,8 @@ export function renderTrace(
   if (record.calls.length > 0) {
     root.appendChild(new CallTable(record, renderChild, sort).node);
   }
-  if (record.value !== null && record.value !== undefined) {
+  if (record.value !== null && record.value !== undefined && record.status !== 'paused') {
+    // a paused run has no value yet: the cell that continues it shows the value
     const value = el('div', 'jsb-value', 'value: ');
     value.appendChild(el('code', '', record.value));
     root.appendChild(value);
