@@ -6,6 +6,7 @@ its kernel; bad input is one line. Host-side counters prove which calls were mad
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 from _kernels import Kernel, kernel
@@ -167,3 +168,47 @@ def test_no_store_keeps_a_cell_out_of_the_store(store):
         stays = k.run("%%orchestrate --no-store --quiet\ndelete('/x')")
         assert stays.status == "error" and "approver" in stays.text
         assert made(k) == "[]"
+
+
+SLOW = """
+import asyncio, pathlib
+from jupyter_sandbox import tool
+made = []
+
+@tool
+def count(n: int) -> int:
+    made.append(("count", n))
+    return n
+
+@tool
+async def slow(n: int) -> int:
+    made.append(("slow", n))
+    pathlib.Path({started!r}).touch()
+    await asyncio.sleep({seconds})
+    return n * 10
+"""
+
+SLOW_CELL = "%%orchestrate --resume --quiet\nn = count(1)\nm = await slow(n + 1)\n(n, m)"
+
+
+def test_resume_after_kill_continues_from_the_snapshot(tmp_path, store):
+    """The kernel dies while the cell waits on a slow tool; in a new kernel the same cell
+    with --resume continues from the snapshot: count(1) is not made again, the slow call
+    (which never completed) is."""
+    started = tmp_path / "started"
+    first = Kernel(store)
+    try:
+        first.ok("%load_ext jupyter_sandbox")
+        first.ok(SLOW.format(started=str(started), seconds=600))
+        first.start(SLOW_CELL)
+        deadline = time.monotonic() + 120
+        while not started.exists():
+            assert time.monotonic() < deadline, "the slow tool never started"
+            time.sleep(0.1)
+    finally:
+        first.kill()
+    with kernel(store) as k:
+        k.ok(SLOW.format(started=str(started), seconds=0))
+        resumed = k.ok(SLOW_CELL)
+        assert resumed.value == "(1, 20)"
+        assert made(k) == "[('slow', 2)]"
