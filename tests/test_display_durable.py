@@ -116,3 +116,24 @@ def test_a_live_view_ends_in_the_paused_state(tmp_path):
     assert f"%orchestrate_approve {result.run_id}" in text and "running" not in text
     assert "delete([&#x27;a.txt&#x27;])" in html and "jsb-call jsb-running" not in html
     assert {kind for kind, _ in shown.sent[1:]} == {"update"}  # one display, replaced
+
+
+def test_real_fork_and_session_records_say_where_they_came_from(tmp_path):
+    """The engine's own records: a fork names its run and call, a session run its session."""
+    from jupyter_sandbox import Store, fork_run, orchestrate, tool
+
+    @tool
+    def double(x: int) -> int:
+        return 2 * x
+
+    store = Store(tmp_path / "store.sqlite")
+    first = orchestrate("a = double(1)\nb = double(a)\nb", tools=[double], store=store)
+    fork = fork_run(first.run_id, 0, value=10, store=store, tools=[double])  # a = 10
+    assert fork.value == 20
+    text = bundle(fork.to_record())["text/plain"]
+    assert f"forked from run {first.run_id} at call 0" in text
+    assert f"run {fork.run_id}" in text
+
+    kept = orchestrate("x = double(4)", tools=[double], store=store, session="prep")
+    html = bundle(kept.to_record())["text/html"]
+    assert '<div class="jsb-muted">session prep</div>' in html
