@@ -36,10 +36,11 @@ def test_variables_functions_and_classes_carry_over_and_inputs_stay(name):
         "def tenfold(a: int) -> int:\n    return a * 10\n"
         "class Box:\n    def __init__(self, v: int):\n        self.v = v\n"
         "box = Box(4)\n"
+        "alias = add\n"
         "n"
     )
     assert run(first, name, inputs={"z": 5}).value == 3
-    assert run("add(tenfold(n), box.v) + z", name).value == 39
+    assert run("alias(tenfold(n), box.v) + z", name).value == 39
     state = sessions.listed("tests")[name]
     assert state.names == {
         "z": "int",
@@ -47,6 +48,7 @@ def test_variables_functions_and_classes_carry_over_and_inputs_stay(name):
         "tenfold": "function",
         "Box": "type",
         "box": "Box",
+        "alias": "function",
     }
     assert state.size == len(state.dump) > 0
 

@@ -340,7 +340,7 @@ def _types(session: pm.MontySession, names: list[str]) -> dict[str, str]:
         f"for {_NAMES}_n, {_NAMES}_get in ({pairs},):\n"
         "    try:\n"
         f"        {_NAMES}[{_NAMES}_n] = type({_NAMES}_get()).__name__\n"
-        "    except NameError:\n"
+        "    except Exception:\n"
         "        pass\n"
         f"{_NAMES}"
     )
