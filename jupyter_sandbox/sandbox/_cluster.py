@@ -151,9 +151,11 @@ def runner(
     return functools.partial(_run_remote, _connect(cluster), spec, image, run)
 
 
-def restore(portable: tuple[str, str, dict[str, Any]]) -> ContainerError:
-    """The error a worker sent (`_on_worker.portable`), as its own class when it is ours."""
+def restore(portable: tuple[str, str, dict[str, Any]], where: str = "") -> ContainerError:
+    """The error a worker sent (`_on_worker.portable`), as its own class when it is ours;
+    ``where`` goes before its message (an engine missing on a worker says which worker)."""
     name, message, attributes = portable
+    message = where + message
     cls = getattr(_errors, name, ContainerError)
     if not (isinstance(cls, type) and issubclass(cls, ContainerError)):
         cls = ContainerError
@@ -253,10 +255,23 @@ def _wait(
                     f"no Dask worker joined {info['address']} in {_NO_WORKERS:g} s:"
                     " start workers (`dask worker ADDRESS`), then run again"
                 )
+    from distributed import KilledWorker
+
     try:
         return future.result(), received
-    except Exception:  # KilledWorker, a lost scheduler: the worker's death, told
+    except KilledWorker:  # every worker that tried it died (Dask's own re-runs included)
         return JobResult(worker="", events=0, lost=run.worker or "(unknown)"), received
+    except ImportError as exc:
+        raise ContainerError(
+            f"a Dask worker cannot run sandboxes ({exc}): install jupyter-sandbox, the same"
+            " version as here, in the workers' environment"
+        ) from None
+    except Exception as exc:  # the scheduler went away, the task was cancelled elsewhere...
+        text = str(exc).strip().splitlines()
+        raise ContainerError(
+            f"the Dask task of the run failed: {type(exc).__name__}"
+            + (f": {text[0]}" if text else "")
+        ) from None
 
 
 def _drain(
@@ -331,7 +346,8 @@ def _outcome(
     if result.build is not None and result.build.error is not None:
         raise build_error(spec, result.build)
     if result.raw is None:
-        raise restore(result.error) if result.error else ContainerError("the run returned nothing")
+        where = f"on Dask worker {result.worker}: "
+        raise restore(result.error, where) if result.error else ContainerError(where + "no run")
     raw = result.raw
     if result.error is not None:
         raw.outputs_error = restore(result.error)
