@@ -87,7 +87,7 @@ def counted(store: Path) -> Counter[str]:
     return Counter(path.read_text().splitlines() if path.exists() else [])
 
 
-def wait_for(what: str, check: Callable[[], Any], timeout: float = 120) -> Any:
+def wait_for(what: str, check: Callable[[], Any], timeout: float = 300) -> Any:
     """Poll ``check`` until it returns something true; fail naming ``what``."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -96,6 +96,28 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float = 120) -> Any:
             return found
         time.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def descendants(pid: int) -> set[int]:
+    """The processes ``pid`` started (its Monty workers), and theirs."""
+    found: set[int] = set()
+    for children in Path(f"/proc/{pid}/task").glob("*/children"):
+        for child in map(int, children.read_text().split()):
+            found |= {child} | descendants(child)
+    return found
+
+
+def alive(pids: set[int]) -> set[int]:
+    """Those of ``pids`` still running (not zombies)."""
+    running = set()
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state != "Z":
+            running.add(pid)
+    return running
 
 
 def the_run(store: Store) -> StoredRun | None:
@@ -146,8 +168,11 @@ def test_a_killed_kernel_resumes_from_its_checkpoint_in_a_new_kernel(tmp_path):
             ),
         )
         assert run.checkpoint is not None and run.status == "running"
+        workers = descendants(first.km.provisioner.pid)
+        assert workers  # the cell's Monty worker, at least
     finally:
         first.kill()
+    wait_for("the killed kernel's Monty workers to end", lambda: not alive(workers))
 
     second = started(path, delay=0)
     try:
