@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import ContainerError, SandboxCancelled
-from .._events import BuildFinished, BuildLog, BuildStarted, BuildStep, Output
+from .._events import BuildFinished, BuildLog, BuildStarted, BuildStep, Event, Output
 from .._owner import temp_prefix
 from ._build import BuildInfo
 from ._client import client, engine_error_message, is_engine_error
@@ -113,7 +113,8 @@ def encode_event(event: object) -> list[Any]:
 
 def run_job(job: Job) -> JobResult:
     """The Dask task: run ``job`` on this worker's engine and return its outputs as bytes."""
-    from distributed import Event, Variable, get_worker
+    from distributed import Event as Flag
+    from distributed import Variable, get_worker
 
     worker = get_worker()
     sent = 0
@@ -128,7 +129,7 @@ def run_job(job: Job) -> JobResult:
         earlier = started.get(timeout=0)
         return JobResult(worker.address, sent, lost=str(earlier))
     started.set(worker.address)
-    stop = Event(job.stop_name)
+    stop = Flag(job.stop_name)
     if stop.is_set():  # stopped while it waited for a thread: nothing to run
         return JobResult(worker.address, sent, error=portable(SandboxCancelled("cancelled")))
     worker.log_event(job.topic, [job.run_id, "started", worker.address])
@@ -167,7 +168,15 @@ def _watch(stop: Any, cancel: threading.Event, done: threading.Event) -> None:
 def _run(job: Job, result: JobResult, emit: Any, cancel: threading.Event) -> None:
     docker = client()
     if job.image is None:
-        result.image, result.build = ensure_image(docker, job.spec, emit)
+
+        def building(event: Event) -> None:
+            """A stop during the build ends it: dropping the build's stream stops the engine's
+            build, as Ctrl-C does locally."""
+            if cancel.is_set():
+                raise SandboxCancelled("the image build was stopped")
+            emit(event)
+
+        result.image, result.build = ensure_image(docker, job.spec, building)
         if result.build is not None and result.build.error is not None:
             return  # the kernel raises the build's error from the record
     else:
