@@ -11,7 +11,9 @@ Layers, low to high:
   the kernel dies), `_io` (staging inputs, collecting outputs), `_secrets` (masking), `_run`
   (one run in one container);
 - `_cache` (results), `_record` (`SandboxRun`, the run's record), `_sandbox` (`create`,
-  `Sandbox`: every entry point's one path); `_manage` (list, prune, reap) stands beside them.
+  `Sandbox`: every entry point's one path); `_manage` (list, prune, reap) stands beside them;
+- `_cluster` (``create(cluster=...)``: a run sent to a Dask worker) and `_on_worker` (what the
+  worker runs: `_image` and `_run` on its own engine, files in and out as bytes).
 """
 
 from __future__ import annotations
