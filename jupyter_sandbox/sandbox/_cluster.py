@@ -260,7 +260,7 @@ def _wait(
     try:
         return future.result(), received
     except KilledWorker:  # every worker that tried it died (Dask's own re-runs included)
-        return JobResult(worker="", events=0, lost=run.worker or "(unknown)"), received
+        return JobResult(worker="", events=0, lost=True), received
     except ImportError as exc:
         raise ContainerError(
             f"a Dask worker cannot run sandboxes ({exc}): install jupyter-sandbox, the same"
@@ -313,11 +313,10 @@ def _forget(client: Client, job: Job) -> None:
     (up to 100,000 messages of output per kernel otherwise; they reached us already). The log
     lives in the scheduler's internals: a scheduler without them keeps it, nothing breaks."""
     from distributed import Event as Flag
-    from distributed import Variable
 
     topic = job.topic
     with contextlib.suppress(Exception):
-        Variable(job.started_name, client=client).delete()
+        Flag(job.started_name, client=client).clear()
         Flag(job.stop_name, client=client).clear()
         client.run_on_scheduler(lambda dask_scheduler: dask_scheduler._broker.truncate(topic))
 
@@ -331,12 +330,12 @@ def _outcome(
     limits: ContainerLimits,
 ) -> RawRun:
     """The `RawRun` a local run would have given; the worker's outputs unpacked here."""
-    if result.lost is not None:
+    if result.lost:
         # outputs_error: `Sandbox._check` raises it, so the `retries` rule applies
         return RawRun(
             outputs_error=ContainerError(
-                f"the Dask worker {result.lost} died during the run; its container is removed"
-                " by that worker's watchdog"
+                f"the Dask worker {run.worker or '(unknown)'} died during the run; its"
+                " container is removed by that worker's watchdog"
             )
         )
     run.worker = result.worker

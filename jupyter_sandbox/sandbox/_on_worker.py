@@ -9,14 +9,13 @@ kernel unpacks through the same hostile-data checks as a local run.
 Three things cross while the job runs, all through the scheduler: events (output, build
 progress) as ``log_event`` messages on the run's topic; a distributed ``Event`` the kernel sets
 to stop the run (Dask's ``Future.cancel`` does not stop a running task, so a thread here
-watches it and stops the container as a local cancel does); and a ``Variable`` that marks the
-run as started, so a task the scheduler re-runs after its worker died reports that death
+watches it and stops the container as a local cancel does); and a second ``Event`` that marks
+the run as started, so a task the scheduler re-runs after its worker died reports that death
 instead of silently running the code a second time (the sandbox's ``retries`` decide that).
 """
 
 from __future__ import annotations
 
-import contextlib
 import io
 import tarfile
 import tempfile
@@ -83,8 +82,8 @@ class JobResult:
     raw: RawRun | None = None
     outputs: bytes | None = None
     error: tuple[str, str, dict[str, Any]] | None = None
-    lost: str | None = None
-    """The worker that started this run earlier and died (this task is the scheduler's re-run)."""
+    lost: bool = False
+    """A worker started this run earlier and died: this task is the scheduler's re-run."""
 
 
 def pack(folder: Path) -> bytes:
@@ -114,7 +113,7 @@ def encode_event(event: object) -> list[Any]:
 def run_job(job: Job) -> JobResult:
     """The Dask task: run ``job`` on this worker's engine and return its outputs as bytes."""
     from distributed import Event as Flag
-    from distributed import Variable, get_worker
+    from distributed import get_worker
 
     worker = get_worker()
     sent = 0
@@ -124,11 +123,10 @@ def run_job(job: Job) -> JobResult:
         sent += 1
         worker.log_event(job.topic, [job.run_id, *encode_event(event)])
 
-    started = Variable(job.started_name)
-    with contextlib.suppress(TimeoutError):
-        earlier = started.get(timeout=0)
-        return JobResult(worker.address, sent, lost=str(earlier))
-    started.set(worker.address)
+    started = Flag(job.started_name)
+    if started.is_set():
+        return JobResult(worker.address, sent, lost=True)
+    started.set()
     stop = Flag(job.stop_name)
     if stop.is_set():  # stopped while it waited for a thread: nothing to run
         return JobResult(worker.address, sent, error=portable(SandboxCancelled("cancelled")))
