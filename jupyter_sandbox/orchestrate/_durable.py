@@ -42,7 +42,7 @@ import pydantic_monty as pm
 from .._errors import StoreError
 from .._events import ToolCall
 from ._memo import Recorded
-from ._store import HandleMarker, Store, StoredRun
+from ._store import HandleMarker, RunStatus, Store, StoredRun
 from ._values import MAX_DEPTH, data_size, is_plain
 
 CHECKPOINT_EVERY = 1.0
@@ -110,8 +110,8 @@ class Durable:
         record["result"] = keepable(call.result)
         self.store.record_call(self.run_id, index, record)
 
-    def finish(self, status: str) -> None:
-        self.store.finish(self.run_id, status)  # type: ignore[arg-type]
+    def finish(self, status: RunStatus) -> None:
+        self.store.finish(self.run_id, status)
 
 
 @dataclass
