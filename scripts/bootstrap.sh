@@ -42,7 +42,7 @@ if ! docker info >/dev/null 2>&1; then
   for _ in $(seq 1 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
   docker info >/dev/null 2>&1 || { log "dockerd did not come up; see /var/log/jupyter-sandbox-dockerd.log"; exit 1; }
 fi
-has_runsc() { docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"runsc"'; }
+has_runsc() { [[ "$(docker info --format '{{json .Runtimes}}' 2>/dev/null)" == *'"runsc"'* ]]; }
 if ! has_runsc; then
   # SIGHUP makes a running dockerd re-read daemon.json (runtimes included); containers keep running.
   log "registering runsc with the running engine (reloading dockerd's configuration)"

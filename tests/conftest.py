@@ -88,9 +88,8 @@ def _runsc_sandboxes() -> set[str]:
     ids: set[str] = set()
     for root in (d for r in STATE_ROOTS for d in Path(r).glob("runtime-*/moby")):
         if runsc is not None:
-            listed = subprocess.run(
-                [runsc, "--root", str(root), "list", "-quiet"], capture_output=True, text=True
-            )
+            command = [runsc, "--root", str(root), "list", "-quiet"]
+            listed = subprocess.run(command, capture_output=True, text=True, env={})
             ids |= set(listed.stdout.split())
     return ids
 

@@ -241,7 +241,7 @@ def no_python_image(docker_engine) -> Iterator[str]:
 
 @pytest.mark.parametrize("mode", ["", "--verbatim"])
 def test_an_image_without_python3_is_one_line_naming_it_and_is_never_retried(
-    nb, capsys, no_python_image, mode
+    nb, capsys, no_python_image, mode, isolation
 ):
     capsys.readouterr()
     cell = f"%%sandbox {mode} --image {no_python_image} --retries 2\nprint('hi')"
@@ -259,7 +259,7 @@ def test_an_image_without_python3_is_one_line_naming_it_and_is_never_retried(
     _sandbox_still_works(nb)
 
 
-def test_the_same_image_runs_command_mode_as_its_error_advises(nb, no_python_image):
+def test_the_same_image_runs_command_mode_as_its_error_advises(nb, no_python_image, isolation):
     options = f"--quiet --command --image {no_python_image} --out n:int"
     cell = f"%%sandbox {options}\necho 7 > /var/outputs/n"
     result = nb.run_cell(cell)
@@ -267,7 +267,9 @@ def test_the_same_image_runs_command_mode_as_its_error_advises(nb, no_python_ima
     assert nb.user_ns["n"] == 7
 
 
-def test_a_command_the_image_lacks_is_an_unusable_image_naming_the_program(no_python_image):
+def test_a_command_the_image_lacks_is_an_unusable_image_naming_the_program(
+    no_python_image, isolation
+):
     sandbox = create("t", command=["no-such-program"], image=no_python_image, retries=1)
     with pytest.raises(UnusableImage, match="cannot start no-such-program") as caught:
         sandbox.run()
@@ -275,7 +277,7 @@ def test_a_command_the_image_lacks_is_an_unusable_image_naming_the_program(no_py
     assert caught.value.record["attempts"] == 1
 
 
-def test_a_program_exiting_127_itself_is_still_its_own_nonzero_exit(nb):
+def test_a_program_exiting_127_itself_is_still_its_own_nonzero_exit(nb, isolation):
     """Only the runtime's own "cannot exec" is the image's fault: code that exits 127 (a
     missing command inside bash) is the code's failure, retried like any other."""
     result = nb.run_cell("%%sandbox --command --retries 1\nno-such-command-here")
@@ -298,7 +300,7 @@ _ESCAPES = (
 
 
 @pytest.mark.parametrize("stream", ["stderr", "stdout"])
-def test_escape_codes_from_the_container_never_reach_error_text(nb, capsys, stream):
+def test_escape_codes_from_the_container_never_reach_error_text(nb, capsys, stream, isolation):
     cell = f"%%sandbox --retries 1\nimport sys\nsys.{stream}.write({_ESCAPES!r})\nsys.exit(3)"
     capsys.readouterr()
     err = _failure(nb.run_cell(cell))
@@ -319,7 +321,7 @@ def test_escape_codes_from_the_container_never_reach_error_text(nb, capsys, stre
     _sandbox_still_works(nb)
 
 
-def test_escape_codes_in_a_bad_output_never_reach_error_text(nb):
+def test_escape_codes_in_a_bad_output_never_reach_error_text(nb, isolation):
     cell = f"%%sandbox --verbatim --out n:int\nopen('/var/outputs/n', 'w').write({_ESCAPES!r})"
     err = _failure(nb.run_cell(cell))
     assert err.record is not None

@@ -106,7 +106,7 @@ def _escaped_forms() -> list[str]:
     return [repr(ESCAPABLE)[1:-1], repr(ESCAPABLE.encode())[2:-1], "pa\\\\ss"]
 
 
-def test_a_secret_python_escapes_in_a_traceback_is_masked_there(monkeypatch):
+def test_a_secret_python_escapes_in_a_traceback_is_masked_there(monkeypatch, isolation):
     """Honest code, ``int(token)``: the traceback quotes the token as ``repr`` writes it."""
     error, shown = _with_secret(monkeypatch, code=f"import os\nint(os.environ[{TOKEN!r}])")
     assert isinstance(error, NonZeroExit)
@@ -116,7 +116,7 @@ def test_a_secret_python_escapes_in_a_traceback_is_masked_there(monkeypatch):
         assert form not in seen
 
 
-def test_a_secret_our_error_quotes_for_an_unparsable_output_is_masked_there(monkeypatch):
+def test_a_secret_our_error_quotes_for_an_unparsable_output_is_masked_there(monkeypatch, isolation):
     code = f"import os\nopen('/var/outputs/x', 'w').write(os.environ[{TOKEN!r}])"
     error, _shown = _with_secret(monkeypatch, code=code, outputs={"x": bool}, auto_io=False)
     assert isinstance(error, InvalidOutput) and "not a bool" in str(error)
@@ -127,7 +127,9 @@ def test_a_secret_our_error_quotes_for_an_unparsable_output_is_masked_there(monk
 DEEP = "p=/var/outputs/d; for i in $(seq 1200); do p=$p/a; done; mkdir -p $p && echo x > $p/f"
 
 
-def test_an_output_nested_past_the_depth_limit_is_one_line_and_leaves_no_folder(host_tmp):
+def test_an_output_nested_past_the_depth_limit_is_one_line_and_leaves_no_folder(
+    host_tmp, isolation
+):
     """A 1,200-deep `Dir` next to a missing output: the failed run's temp folder could not be
     removed (``shutil.rmtree`` recursed past Python's limit), a raw `RecursionError`."""
     sandbox = create("deep", command=["sh", "-c", DEEP], outputs={"d": Dir, "m": File})
@@ -137,7 +139,7 @@ def test_an_output_nested_past_the_depth_limit_is_one_line_and_leaves_no_folder(
     assert left_behind(host_tmp) == []
 
 
-def test_an_output_within_the_depth_limit_comes_back_whole(host_tmp):
+def test_an_output_within_the_depth_limit_comes_back_whole(host_tmp, isolation):
     levels = MAX_DEPTH - 1  # folders under the output, then a file: MAX_DEPTH below it
     script = f"p=/var/outputs/d; for i in $(seq {levels}); do p=$p/a; done; mkdir -p $p"
     tree = create("ok", command=["sh", "-c", script + " && echo x > $p/f"], outputs={"d": Dir})
@@ -204,7 +206,9 @@ def test_a_secret_no_program_can_receive_is_one_config_line_that_never_shows_it(
     assert "TAIL" not in str(err.value) and "xxxx" not in str(err.value)
 
 
-def test_the_container_holds_no_secret_socket_or_writable_program_beyond_its_exec(monkeypatch):
+def test_the_container_holds_no_secret_socket_or_writable_program_beyond_its_exec(
+    monkeypatch, isolation
+):
     """What the code can reach besides its own exec (these held): the container's main
     process (``sleep``) has no secret in ``/proc/1/environ``, there is no engine socket, the
     program and input mounts are read-only, and the uid is not one of the image's."""

@@ -90,7 +90,7 @@ def chain_to(target: Path, depth: int = 12) -> str:
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_link_chain_out_of_outputs_is_refused_in_every_mode(mode, canary, host_tmp):
+def test_link_chain_out_of_outputs_is_refused_in_every_mode(mode, canary, host_tmp, isolation):
     script = (
         "import os\n"
         "os.symlink('.', '/var/outputs/x')\n"
@@ -104,7 +104,7 @@ def test_link_chain_out_of_outputs_is_refused_in_every_mode(mode, canary, host_t
     assert left_behind(host_tmp) == []
 
 
-def test_link_chain_inside_a_declared_dir_is_refused_naming_the_entry(canary, host_tmp):
+def test_link_chain_inside_a_declared_dir_is_refused_naming_the_entry(canary, host_tmp, isolation):
     script = (
         "import os\n"
         "os.makedirs('/var/outputs/d/sub')\n"
@@ -122,7 +122,7 @@ def test_link_chain_inside_a_declared_dir_is_refused_naming_the_entry(canary, ho
     ["ABSOLUTE", "..", "../..", "x/../..", "sub/../../d2", "../d/ok.txt"],
     ids=["absolute-canary", "parent", "grandparent", "through-link", "sibling-output", "own-name"],
 )
-def test_links_leading_out_of_their_dir_are_refused(target, canary, host_tmp):
+def test_links_leading_out_of_their_dir_are_refused(target, canary, host_tmp, isolation):
     """Out by any road, including back in through the output's own name (it would break, or
     point elsewhere, once the folder moves) and into another output."""
     target = str(canary) if target == "ABSOLUTE" else target
@@ -139,7 +139,7 @@ def test_links_leading_out_of_their_dir_are_refused(target, canary, host_tmp):
     assert left_behind(host_tmp) == []
 
 
-def test_declared_output_that_is_itself_a_link_is_refused(canary, host_tmp):
+def test_declared_output_that_is_itself_a_link_is_refused(canary, host_tmp, isolation):
     for target in (str(canary), "other", "f"):
         script = (
             "import os\n"
@@ -151,7 +151,7 @@ def test_declared_output_that_is_itself_a_link_is_refused(canary, host_tmp):
     assert left_behind(host_tmp) == []
 
 
-def test_links_that_stay_inside_a_dir_are_kept_and_resolve_inside(host_tmp):
+def test_links_that_stay_inside_a_dir_are_kept_and_resolve_inside(host_tmp, isolation):
     script = (
         "import os\n"
         "os.makedirs('/var/outputs/d/sub/deeper')\n"
@@ -170,7 +170,7 @@ def test_links_that_stay_inside_a_dir_are_kept_and_resolve_inside(host_tmp):
     assert os.readlink(out.path / "self") == "."
 
 
-def test_hard_link_within_an_output_is_a_copy_and_across_outputs_is_refused(host_tmp):
+def test_hard_link_within_an_output_is_a_copy_and_across_outputs_is_refused(host_tmp, isolation):
     inside = (
         "import os\n"
         "os.makedirs('/var/outputs/d')\n"
@@ -192,7 +192,7 @@ def test_hard_link_within_an_output_is_a_copy_and_across_outputs_is_refused(host
 
 
 @pytest.mark.parametrize("where", ["top", "inside"])
-def test_fifo_in_outputs_is_refused_naming_it(where, host_tmp):
+def test_fifo_in_outputs_is_refused_naming_it(where, host_tmp, isolation):
     path = "/var/outputs/p" if where == "top" else "/var/outputs/d/p"
     script = f"import os\nos.makedirs('/var/outputs/d')\nos.mkfifo({path!r})\n"
     outputs = {"p": File} if where == "top" else {"d": Dir}
@@ -206,7 +206,7 @@ def test_fifo_in_outputs_is_refused_naming_it(where, host_tmp):
     [b"esc\x1b]52;c;cHduZWQ=\x07", b"new\nline", b"\xff\xfe"],
     ids=["terminal-escape", "newline", "undecodable"],
 )
-def test_odd_names_in_a_dir_are_refused_escaped(raw, host_tmp):
+def test_odd_names_in_a_dir_are_refused_escaped(raw, host_tmp, isolation):
     script = (
         "import os\n"
         "os.makedirs(b'/var/outputs/d')\n"
@@ -219,7 +219,7 @@ def test_odd_names_in_a_dir_are_refused_escaped(raw, host_tmp):
     assert left_behind(host_tmp) == []
 
 
-def test_undeclared_junk_is_skipped_and_never_written(canary, host_tmp):
+def test_undeclared_junk_is_skipped_and_never_written(canary, host_tmp, isolation):
     script = (
         "import os\n"
         "os.symlink('.', '/var/outputs/x')\n"
@@ -235,7 +235,9 @@ def test_undeclared_junk_is_skipped_and_never_written(canary, host_tmp):
     assert left_behind(host_tmp) == []  # a scalar output keeps nothing on the host
 
 
-def test_returned_dir_passed_to_a_second_sandbox_carries_only_its_own_files(canary, host_tmp):
+def test_returned_dir_passed_to_a_second_sandbox_carries_only_its_own_files(
+    canary, host_tmp, isolation
+):
     first = (
         "import os\n"
         "os.makedirs('/var/outputs/d/sub')\n"
@@ -285,7 +287,9 @@ def test_dir_input_with_links_out_is_refused_and_the_host_is_untouched(tmp_path,
     assert left_behind(host_tmp) == []
 
 
-def test_dir_input_links_inside_are_kept_and_modes_only_change_on_the_copies(tmp_path, host_tmp):
+def test_dir_input_links_inside_are_kept_and_modes_only_change_on_the_copies(
+    tmp_path, host_tmp, isolation
+):
     tree = tmp_path / "tree"
     (tree / "sub").mkdir(parents=True)
     (tree / "sub" / "data").write_text("payload")
@@ -319,7 +323,7 @@ def test_fifo_in_a_dir_input_is_refused_not_waited_on(tmp_path, host_tmp):
 # 3. Size and time on the host ----------------------------------------------------------------
 
 
-def test_sparse_file_past_the_disk_limit_is_refused_before_its_data_is_read(host_tmp):
+def test_sparse_file_past_the_disk_limit_is_refused_before_its_data_is_read(host_tmp, isolation):
     sandbox = create(
         "sparse", command=["truncate", "-s", "700M", "/var/outputs/big"], outputs={"big": File}
     )
@@ -328,7 +332,7 @@ def test_sparse_file_past_the_disk_limit_is_refused_before_its_data_is_read(host
     assert left_behind(host_tmp) == []
 
 
-def test_sparse_file_within_the_limit_keeps_its_holes_on_the_host(host_tmp):
+def test_sparse_file_within_the_limit_keeps_its_holes_on_the_host(host_tmp, isolation):
     script = "f = open('/var/outputs/big', 'wb')\nf.seek(40 * 2**20)\nf.write(b'end')\n"
     big = writes("verbatim", script, {"big": File}).run()
     info = os.stat(big.path)
@@ -339,7 +343,7 @@ def test_sparse_file_within_the_limit_keeps_its_holes_on_the_host(host_tmp):
         assert f.read() == b"end"
 
 
-def test_a_flood_of_empty_files_counts_against_the_limit(host_tmp):
+def test_a_flood_of_empty_files_counts_against_the_limit(host_tmp, isolation):
     """Empty files weigh nothing on a tmpfs but cost the host a file each: each counts as a
     block. (20k files against a 4 MiB limit: the same rule as 100k against the default.)"""
     script = (
@@ -354,7 +358,7 @@ def test_a_flood_of_empty_files_counts_against_the_limit(host_tmp):
     assert left_behind(host_tmp) == []
 
 
-def test_collection_that_cannot_finish_ends_at_the_timeout(host_tmp):
+def test_collection_that_cannot_finish_ends_at_the_timeout(host_tmp, isolation):
     """The code leaves a process behind that stops (SIGSTOP) the ``tar`` collecting its
     outputs: collection would wait forever; the run's timeout ends it. The timeout itself is
     the only bound here (no timing is asserted)."""
@@ -466,7 +470,9 @@ def test_forged_type_record_in_auto_io_is_refused_naming_the_output(record, host
     assert left_behind(host_tmp) == []
 
 
-def test_auto_io_outputs_replace_a_fifo_or_link_the_code_left_at_their_names(canary, host_tmp):
+def test_auto_io_outputs_replace_a_fifo_or_link_the_code_left_at_their_names(
+    canary, host_tmp, isolation
+):
     """Left in place, the FIFO would block the runner's write until the timeout (bounded at
     60 s here only so a regression fails instead of hanging) and the link would redirect it."""
     script = (

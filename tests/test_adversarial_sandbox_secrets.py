@@ -20,6 +20,7 @@ import stat
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import docker.errors
@@ -30,6 +31,7 @@ from jupyter_sandbox._preview import preview
 from jupyter_sandbox.display import bundle
 from jupyter_sandbox.events import Output, RunFinished
 from jupyter_sandbox.sandbox import _client, _pool
+from jupyter_sandbox.sandbox._isolation import STATE_ROOTS
 from jupyter_sandbox.sandbox._secrets import HIDDEN, StreamMasker, holds_secret
 
 SECRET = "tök-✓-Zq81xV-s3cr3t"
@@ -86,7 +88,9 @@ def test_a_secret_deep_or_behind_a_cycle_is_found_without_recursion():
     assert not holds_secret(cyclic, (SECRET,))
 
 
-def test_a_secret_written_piecemeal_on_both_streams_never_shows(secret, no_leaked_containers):
+def test_a_secret_written_piecemeal_on_both_streams_never_shows(
+    secret, no_leaked_containers, isolation
+):
     """Char by char with flush, byte by byte with os.write, and padded to cross 4/32/64 KiB
     frames, on stdout and stderr: masked in the live events, the record and its bundle."""
     code = (
@@ -101,7 +105,9 @@ def test_a_secret_written_piecemeal_on_both_streams_never_shows(secret, no_leake
         "    time.sleep(0.005)\n"
         "for size in (4096, 32768, 65536):\n"
         "    for fd in (1, 2):\n"
-        "        os.write(fd, b'x' * (size - 3) + t.encode() + b'\\n')\n"
+        "        data = b'x' * (size - 3) + t.encode() + b'\\n'\n"
+        "        while data:\n"  # a write may take less than all (gVisor's, of 64 KiB)
+        "            data = data[os.write(fd, data) :]\n"
     )
     events: list[object] = []
     run = create("leak", code=code, secrets=["JSBX_TOKEN"]).execute({}, on_event=events.append)
@@ -111,7 +117,7 @@ def test_a_secret_written_piecemeal_on_both_streams_never_shows(secret, no_leake
         assert stream.count("***") == 5 and stream.count("x") == 4093 + 32765 + 65533
 
 
-def test_a_secret_in_a_traceback_is_masked_in_the_error(secret, no_leaked_containers):
+def test_a_secret_in_a_traceback_is_masked_in_the_error(secret, no_leaked_containers, isolation):
     """The error's message, its stderr tail and its record carry the mask, not the value."""
     sandbox = create(
         "raise",
@@ -126,7 +132,7 @@ def test_a_secret_in_a_traceback_is_masked_in_the_error(secret, no_leaked_contai
 
 
 def test_a_secret_in_an_output_that_does_not_parse_is_masked_in_the_error(
-    secret, no_leaked_containers
+    secret, no_leaked_containers, isolation
 ):
     """Verbatim code writes the secret where an int was declared: the parse error names the
     output, not the value."""
@@ -139,7 +145,7 @@ def test_a_secret_in_an_output_that_does_not_parse_is_masked_in_the_error(
 
 
 def test_an_output_holding_a_secret_is_hidden_in_record_and_live_view_but_returned(
-    secret, monkeypatch, no_leaked_containers
+    secret, monkeypatch, no_leaked_containers, isolation
 ):
     """The variable gets the real value (the code was asked for it); every preview of it, in
     the record, its bundle and the live view's event, shows `HIDDEN` instead. Numbers too."""
@@ -173,7 +179,7 @@ def test_an_output_holding_a_secret_is_hidden_in_record_and_live_view_but_return
 
 
 def test_the_result_cache_is_private_and_misses_when_a_secret_changes(
-    secret, monkeypatch, tmp_path, no_leaked_containers
+    secret, monkeypatch, tmp_path, no_leaked_containers, isolation
 ):
     """Cached entries are 0600 in a 0700 folder, hold no secret (transcripts are masked, the
     key is an HMAC), and a run whose secret changed is run again, not served the old outputs."""
@@ -212,15 +218,13 @@ def _sandbox_pids(engine) -> list[int]:
     raise AssertionError("the run's process never started")
 
 
-def test_no_host_user_but_root_can_read_a_running_sandboxs_secret(
-    secret, docker_engine, no_leaked_containers
-):
-    """Read /proc/<pid>/environ of every process of a running sandbox: root finds the secret
-    (so the attack aims right); uid 1000 (the image's user, and most desktops' first human) is
-    refused; the processes' uid belongs to no host account at all."""
+@contextlib.contextmanager
+def _sleeping_run(isolation: str) -> Iterator[None]:
+    """A run of ``sleep 30`` holding the secret, going on in a thread until the block ends
+    (then cancelled: the container is removed)."""
     cancel = threading.Event()
     ended: list[BaseException] = []
-    sandbox = create("sleepy", command=["sleep", "30"], secrets=["JSBX_TOKEN"])
+    sandbox = create("sleepy", command=["sleep", "30"], secrets=["JSBX_TOKEN"], isolation=isolation)
 
     def run() -> None:
         try:
@@ -231,21 +235,88 @@ def test_no_host_user_but_root_can_read_a_running_sandboxs_secret(
     worker = threading.Thread(target=run)
     worker.start()
     try:
+        yield
+    finally:
+        cancel.set()
+        worker.join(_BOUND)
+    assert not worker.is_alive() and [type(e) for e in ended] == [SandboxCancelled]
+
+
+_AS_1000 = ["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups"]
+
+
+def test_no_host_user_but_root_can_read_a_running_sandboxs_secret(
+    secret, docker_engine, no_leaked_containers
+):
+    """Read /proc/<pid>/environ of every process of a running sandbox: root finds the secret
+    (so the attack aims right); uid 1000 (the image's user, and most desktops' first human) is
+    refused; the processes' uid belongs to no host account at all."""
+    with _sleeping_run("container"):
         pids = _sandbox_pids(docker_engine)
         environs = [Path(f"/proc/{pid}/environ").read_bytes() for pid in pids]
         assert any(secret.encode() in env for env in environs)
         for pid in pids:
-            as_1000 = ["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups"]
-            read = subprocess.run([*as_1000, "cat", f"/proc/{pid}/environ"], capture_output=True)
+            read = subprocess.run([*_AS_1000, "cat", f"/proc/{pid}/environ"], capture_output=True)
             assert read.returncode != 0 and secret.encode() not in read.stdout, pid
             uid = int(Path(f"/proc/{pid}/status").read_text().split("Uid:")[1].split()[0])
             with pytest.raises(KeyError):
                 pwd.getpwuid(uid)
             assert _pool.UID_BASE <= uid < _pool.UID_BASE + _pool.UID_SPAN
-    finally:
-        cancel.set()
-        worker.join(_BOUND)
-    assert not worker.is_alive() and [type(e) for e in ended] == [SandboxCancelled]
+
+
+def _gvisor_sandbox(engine) -> tuple[str, list[int]]:
+    """This process' gVisor container once the run's ``sleep 30`` runs in it (two sleeps:
+    the container's own and the run's), and the host pids of its runsc processes (the Sentry,
+    the gofer: the code's processes exist only inside the Sentry)."""
+    labels = [f"{_client.KIND}=run", f"{_client.OWNER_PID}={os.getpid()}"]
+    roots = [d for r in STATE_ROOTS for d in Path(r).glob("runtime-*/moby")]
+    deadline = time.monotonic() + _BOUND
+    while time.monotonic() < deadline:
+        for found in engine.api.containers(filters={"label": labels}):
+            for root in roots:
+                ps = subprocess.run(
+                    ["runsc", "--root", str(root), "ps", found["Id"]],
+                    capture_output=True,
+                    text=True,
+                )
+                if ps.stdout.split().count("sleep") == 2:
+                    return found["Id"], [
+                        int(p.parent.name)
+                        for p in Path("/proc").glob("[0-9]*/cmdline")
+                        if found["Id"].encode() in _read(p) and b"runsc" in _read(p)
+                    ]
+        time.sleep(0.1)
+    raise AssertionError("the run's process never started")
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:  # a process that ended meanwhile
+        return b""
+
+
+def test_under_gvisor_no_host_process_holds_a_running_sandboxs_secret(
+    secret, docker_engine, no_leaked_containers
+):
+    """Under gVisor the code's processes are the Sentry's, not the host's: the secret is in the
+    environment of the run's process inside the sandbox (so the attack aims right), in the
+    environment of no host process of the sandbox, and uid 1000 can read neither their
+    environment nor their memory."""
+    with _sleeping_run("gvisor"):
+        container, pids = _gvisor_sandbox(docker_engine)
+        inside = docker_engine.containers.get(container).exec_run(
+            ["sh", "-c", "cat /proc/[0-9]*/environ"]
+        )
+        assert secret.encode() in inside.output
+        assert pids, "no runsc process of the sandbox on the host"
+        for pid in pids:
+            assert secret.encode() not in _read(Path(f"/proc/{pid}/environ")), pid
+            for what in ("environ", "mem"):
+                read = subprocess.run(
+                    [*_AS_1000, "head", "-c", "1", f"/proc/{pid}/{what}"], capture_output=True
+                )
+                assert read.returncode != 0, (pid, what)
 
 
 def _cell_messages(client, code: str, **kwargs) -> tuple[list[dict], dict]:
@@ -261,7 +332,7 @@ def _cell_messages(client, code: str, **kwargs) -> tuple[list[dict], dict]:
             return seen, client.get_shell_msg(timeout=_BOUND)
 
 
-def test_a_secret_never_reaches_the_notebook_from_a_real_kernel(docker_engine):
+def test_a_secret_never_reaches_the_notebook_from_a_real_kernel(docker_engine, isolation):
     """In a real kernel, ``%%sandbox --secret``: no iopub message (live stream, widget state,
     final bundle, error) carries the secret, written piecemeal on both streams, returned as an
     output or raised; the notebook variable still holds the real value."""
@@ -298,7 +369,7 @@ def test_a_secret_never_reaches_the_notebook_from_a_real_kernel(docker_engine):
 
 
 def test_the_containers_own_uid_still_has_a_name_a_home_and_writable_places(
-    no_leaked_containers,
+    no_leaked_containers, isolation
 ):
     """The uid no host account has is no account in the image either: libraries asking
     ``getpass.getuser()`` still get a name, ``~`` is writable, and so are /tmp and outputs."""

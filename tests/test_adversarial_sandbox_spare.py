@@ -51,7 +51,7 @@ def _auto_sandbox():
 
 @pytest.mark.parametrize("how", [["rm", "-f"], ["kill"]], ids=["rm-f", "kill"])
 def test_a_spare_removed_from_outside_never_gives_a_wrong_answer(
-    how, docker_engine, no_leaked_containers
+    how, docker_engine, no_leaked_containers, isolation
 ):
     """Command mode read its input from the dead spare's mounts (exit 1, not 42); auto mode
     could not open its runner. Each run after the kill must see everything staged."""
@@ -91,6 +91,7 @@ class _Engine:
                 "--iptables=false",
                 "--ip6tables=false",
                 "--shutdown-timeout=1",
+                "--add-runtime=runsc=/usr/bin/runsc",  # for the tests' gVisor half
             ],
             stdout=log,
             stderr=log,
@@ -164,7 +165,7 @@ def on_second_engine(second_engine, no_leaked_containers, monkeypatch) -> Iterat
         assert not left.stdout.split(), f"containers left on the second engine: {left.stdout}"
 
 
-def test_an_engine_restart_between_runs_never_gives_a_wrong_answer(on_second_engine):
+def test_an_engine_restart_between_runs_never_gives_a_wrong_answer(isolation, on_second_engine):
     """The spare waiting when the engine restarts is gone (or stopped) afterwards: the next
     run gets its right answer from a fresh container with everything staged (the promise
     allows a clear `ContainerError` instead; what we built gives the answer), never exit 1
@@ -180,7 +181,7 @@ def test_an_engine_restart_between_runs_never_gives_a_wrong_answer(on_second_eng
 
 
 def test_a_stopped_engine_is_one_line_of_ours_and_its_restart_serves_right_answers(
-    on_second_engine,
+    isolation, on_second_engine
 ):
     """With the engine down the run fails as a `ContainerError` of one line (not the HTTP
     layer's raw ConnectionError); once it is back, the next run is right."""

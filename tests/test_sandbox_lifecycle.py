@@ -54,7 +54,7 @@ def _kill_watchdog(pid):
     os.kill(watchdog, signal.SIGKILL)
 
 
-def test_ctrl_c_removes_the_container(docker_engine):
+def test_ctrl_c_removes_the_container(docker_engine, isolation):
     sandbox = create("interrupted", code="import time\ntime.sleep(120)")
 
     def interrupt_when_running():
@@ -69,14 +69,14 @@ def test_ctrl_c_removes_the_container(docker_engine):
     assert not _containers_of(docker_engine, os.getpid())
 
 
-def test_interpreter_exit_removes_running_containers(docker_engine):
+def test_interpreter_exit_removes_running_containers(docker_engine, isolation):
     child = subprocess.Popen([sys.executable, "-c", LONG_RUN, "3"], stdout=subprocess.PIPE)
     _wait_for_container(docker_engine, child.pid)
     assert child.wait(timeout=60) == 0
     assert not _containers_of(docker_engine, child.pid)
 
 
-def test_killed_kernel_leaves_an_orphan_that_load_reaps(docker_engine):
+def test_killed_kernel_leaves_an_orphan_that_load_reaps(docker_engine, isolation):
     child = subprocess.Popen([sys.executable, "-c", LONG_RUN, "120"], stdout=subprocess.PIPE)
     _wait_for_container(docker_engine, child.pid)
     _kill_watchdog(child.pid)
@@ -89,7 +89,7 @@ def test_killed_kernel_leaves_an_orphan_that_load_reaps(docker_engine):
     assert not _containers_of(docker_engine, child.pid)
 
 
-def test_load_ext_reaps_in_the_background(docker_engine, shell):
+def test_load_ext_reaps_in_the_background(docker_engine, shell, isolation):
     child = subprocess.Popen([sys.executable, "-c", LONG_RUN, "120"], stdout=subprocess.PIPE)
     _wait_for_container(docker_engine, child.pid)
     _kill_watchdog(child.pid)
@@ -103,7 +103,7 @@ def test_load_ext_reaps_in_the_background(docker_engine, shell):
     assert not _containers_of(docker_engine, child.pid)
 
 
-def test_cancelling_the_awaiting_task_removes_the_container(docker_engine):
+def test_cancelling_the_awaiting_task_removes_the_container(docker_engine, isolation):
     import asyncio
 
     sandbox = create("cancelled", code="import time\ntime.sleep(120)")
@@ -122,7 +122,7 @@ def test_cancelling_the_awaiting_task_removes_the_container(docker_engine):
     assert not _containers_of(docker_engine, os.getpid())
 
 
-def test_cancel_event_stops_a_run(docker_engine):
+def test_cancel_event_stops_a_run(docker_engine, isolation):
     from jupyter_sandbox import SandboxCancelled
 
     cancel = threading.Event()

@@ -108,6 +108,7 @@ def purge(container_id: str) -> None:
                     capture_output=True,
                     timeout=_PURGE_TIMEOUT,
                     check=False,
+                    env={},  # runsc needs none; ours may hold more than execve takes
                 )
     for lock in (f for f in files if f.suffix == ".lock"):  # failed creates leave these
         with contextlib.suppress(OSError):

@@ -397,6 +397,9 @@ _NO_MODULE = re.compile(r"ModuleNotFoundError: No module named '([^'.]+)")
 _CANNOT_START = (
     re.compile(r'exec: "([^"\n]+)": ([^:\n]+)'),  # runc (Docker): exec: "python3": not found
     re.compile(r"executable file `([^`\n]+)` (not found[^:\n]*)"),  # crun (Podman)
+    # runsc (gVisor): error finding executable "python3" in PATH [...]: no such file or ...
+    re.compile(r'error finding executable "([^"\n]+)" in PATH [^\n]*: (no such file or directory)'),
+    re.compile(r"failed to load ([^:\n]+): (no such file or directory)"),  # runsc, a path
     # the script that also collects outputs (`_run.collecting`), as sh says it
     re.compile(
         rf"^{re.escape(WRAPPER)}: \d+: exec: ([^\n]+): (not found|Permission denied)$", re.MULTILINE
