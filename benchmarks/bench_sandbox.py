@@ -140,38 +140,47 @@ def main() -> None:
         "--pause", type=float, default=1.0, help="seconds between runs spaced like cells"
     )
     parser.add_argument("--builds", action="store_true", help="also time two builds")
+    parser.add_argument(
+        "--only", choices=["runs", "fan-out"], help="one table only (the other takes long)"
+    )
     parser.add_argument("--packages", nargs="+", default=["requests", "pyyaml", "rich"])
     args = parser.parse_args()
 
     load_before = _load()
-    runs = measure_prepared(
-        [
-            ("docker run --rm CLI, same confinement", quiesce, cli),
-            (f"warm create().run, {args.pause:g} s apart", spaced(args.pause), run),
-            (f"warm create().run, back to back (mean of {IN_A_ROW})", quiesce, back_to_back),
-            ("cold create().run (no spare)", settle, run),
-            (f"warm %%sandbox, {args.pause:g} s apart", spaced(args.pause), magic_run()),
-            ("cache hit (identical run, cache='auto')", nothing, cache_hit()),
-        ],
-        args.rounds,
-    )
-    label, seconds = runs[2]
-    runs[2] = (label, seconds / IN_A_ROW)
-    gather = fan_out()
-    fans = measure_prepared(
-        [
-            (f"{FAN_OUT} parallel docker run CLI", quiesce, cli_parallel),
-            (f"tool(concurrency={FAN_OUT}) gather, spares up", spaced(args.pause), gather),
-            (f"tool(concurrency={FAN_OUT}) gather, no spare", settle, gather),
-        ],
-        args.rounds,
-    )
+    runs = fans = []
+    if args.only != "fan-out":
+        runs = measure_prepared(
+            [
+                ("docker run --rm CLI, same confinement", quiesce, cli),
+                (f"warm create().run, {args.pause:g} s apart", spaced(args.pause), run),
+                (f"warm create().run, back to back (mean of {IN_A_ROW})", quiesce, back_to_back),
+                ("cold create().run (no spare)", settle, run),
+                (f"warm %%sandbox, {args.pause:g} s apart", spaced(args.pause), magic_run()),
+                ("cache hit (identical run, cache='auto')", nothing, cache_hit()),
+            ],
+            args.rounds,
+        )
+        label, seconds = runs[2]
+        runs[2] = (label, seconds / IN_A_ROW)
+    if args.only != "runs":
+        gather = fan_out()
+        fans = measure_prepared(
+            [
+                (f"{FAN_OUT} parallel docker run CLI", quiesce, cli_parallel),
+                (f"tool(concurrency={FAN_OUT}) gather, spares up", spaced(args.pause), gather),
+                (f"tool(concurrency={FAN_OUT}) gather, no spare", settle, gather),
+            ],
+            args.rounds,
+        )
     settle()
     print(f"median of {args.rounds} interleaved rounds; load before {load_before}, after {_load()}")
-    print_table("one run", runs, unit="ms")
-    print_table(f"fan-out of {FAN_OUT} runs (time for all; ratio < 1 is faster)", fans, unit="s")
-    for label, seconds in fans:
-        print(f"  {label:42} {FAN_OUT / seconds:6.2f} containers/s")
+    if runs:
+        print_table("one run", runs, unit="ms")
+    if fans:
+        title = f"fan-out of {FAN_OUT} runs (time for all; ratio < 1 is faster)"
+        print_table(title, fans, unit="s")
+        for label, seconds in fans:
+            print(f"  {label:42} {FAN_OUT / seconds:6.2f} containers/s")
     if args.builds:
         uv = build_seconds(args.packages, "uv")
         pip = build_seconds(args.packages, "pip")
