@@ -223,3 +223,25 @@ def test_approve_and_reject_continue_the_real_run(tmp_home: Path, browser, monke
         )
     finally:
         lab.stop()
+
+
+def test_html_export_shows_the_magics_and_no_buttons(saved_records: Path, browser) -> None:
+    """nbconvert's HTML (no kernel, no extension): the exact magics to run, no dead button,
+    readable in both themes."""
+    from nbconvert import HTMLExporter
+
+    nb = nbformat.read(saved_records / "paused.ipynb", as_version=4)
+    for theme in ("light", "dark"):
+        html, _ = HTMLExporter(theme=theme).from_notebook_node(nb)
+        path = saved_records / f"export-{theme}.html"
+        path.write_text(html)
+        page = browser.new_page(viewport={"width": 1200, "height": 900})
+        page.goto(path.as_uri())
+        paused = page.locator(".jsb-paused")
+        assert f"%orchestrate_approve {RUN_ID}" in paused.inner_text()
+        assert f"%orchestrate_reject {RUN_ID} REASON" in paused.inner_text()
+        assert page.locator(".jsb button, .jsb input").count() == 0
+        assert f"forked from run {RUN_ID} at call 2" in page.locator(".jsb").nth(1).inner_text()
+        assert_contrast(page, errors=False)
+        page.screenshot(path=SCREENSHOTS / f"export-paused-{theme}.png", full_page=True)
+        page.close()

@@ -156,18 +156,21 @@ def _orchestrate(record: TraceRecord) -> str:
     return "".join(parts)  # no stdout: the cell's stream outputs show it, once
 
 
+PAUSED = "margin:4px 0;padding-left:8px;border-left:3px solid var(--jp-warn-color1,#f57c00)"
+"""A paused run's box: marked at its left edge, as in JupyterLab (inline: see `SCROLL`)."""
+
+
 def _paused(record: TraceRecord) -> str:
     """A paused run: the calls it waits on and the two magics that answer it. No buttons: a
     static page (an export, a notebook viewer) has no kernel a button could reach."""
     rows = "".join(
-        f"<tr><td>{call.get('call_id')}</td><td>{escape(str(call.get('tool')))}</td>"
-        f"<td>{escape(fmt.call_signature(call))}</td>"
+        f"<tr><td>#{call.get('call_id')}</td><td>{escape(fmt.call_signature(call))}</td>"
         f"<td>{fmt.line_of(call)}</td></tr>"
         for call in record.get("pending", [])
     )
     approve, reject = fmt.approval_magics(record)
     return (
-        f'<div class="jsb-paused" style="margin:4px 0"><div>{escape(fmt.paused_heading(record))}'
+        f'<div class="jsb-paused" style="{PAUSED}"><div>{escape(fmt.paused_heading(record))}'
         f'</div><table class="jsb-pending">{rows}</table>'
         "<div>To answer, run one of these in a cell (this kernel or a later one):</div>"
         f"<pre>{escape(approve)}\n{escape(reject)}</pre>"

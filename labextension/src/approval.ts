@@ -116,6 +116,7 @@ export function renderApproval(record: ITraceRecord, store: IAnswerStore | null)
       node.disabled = true;
     }
     form.hidden = true; // the line below says the whole magic, reason included
+    hint.hidden = true; // answered: no other way to answer to offer
     status.textContent = done.inserted
       ? `Ran ${done.code} in a new cell below: the run continues there.`
       : `No notebook here to run it in: run ${done.code} in a cell of the run's notebook.`;
