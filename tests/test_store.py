@@ -132,17 +132,23 @@ def test_a_value_that_pickles_but_cannot_be_rebuilt_becomes_a_marker(store: Stor
 
 
 def test_a_value_whose_class_this_process_lacks_is_named_in_the_error(tmp_path: Path) -> None:
+    # The class lives in the subprocess's __main__ under a name no test module defines: a
+    # class of the same name in this process's __main__ (test_orchestrate_magic's `Frame`
+    # lands there) would let pickle rebuild it, and the test would depend on their order.
     path = tmp_path / "store.sqlite"
     script = (
         "import sys\nfrom jupyter_sandbox.orchestrate._store import Store\n"
-        "class Frame:\n    pass\n"
+        "class OnlyInTheWritersProcess:\n    pass\n"
         "s = Store(sys.argv[1])\nrun = s.new_run(scope='nb', cell='c', code='', tools=[])\n"
-        "s.record_call(run, 0, {'result': Frame()})\nprint(run)\n"
+        "s.record_call(run, 0, {'result': OnlyInTheWritersProcess()})\nprint(run)\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", script, str(path)], capture_output=True, text=True, check=True
     )
-    with Store(path) as store, pytest.raises(StoreError, match="Frame") as error:
+    import __main__
+
+    assert not hasattr(__main__, "OnlyInTheWritersProcess")
+    with Store(path) as store, pytest.raises(StoreError, match="OnlyInTheWritersProcess") as error:
         store.run(done.stdout.strip())
     assert "call 0 of run" in str(error.value) and "cannot rebuild" in str(error.value)
 
