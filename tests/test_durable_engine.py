@@ -24,13 +24,24 @@ from jupyter_sandbox.orchestrate import Tool
 # $DIE_IN names it (a kernel killed mid-run).
 TOOLS = textwrap.dedent(
     """
-    import asyncio, os, signal
+    import asyncio, os, signal, sqlite3, time
 
     def _count(name):
         with open(os.environ["COUNTS"], "a") as f:
             f.write(name + "\\n")
         if os.environ.get("DIE_IN") == name:
+            _stored(int(os.environ.get("DIE_AFTER_STORED", "0")))
             os.kill(os.getpid(), signal.SIGKILL)
+
+    def _stored(n):
+        # wait until the store holds n call records (a durable run writes them within a
+        # second of their end, on a timer's thread)
+        while n:
+            with sqlite3.connect(os.environ["STORE"]) as db:
+                (found,) = db.execute("SELECT count(*) FROM calls WHERE idx >= 0").fetchone()
+            if found >= n:
+                return
+            time.sleep(0.05)
 
     def step(x: int) -> int:
         _count("step")
@@ -214,16 +225,22 @@ step(b)
 """
 
 
-def crash(tmp_path: Path, store: Path, die_in: str) -> str:
-    """Run CRASH durably in a process that is killed (SIGKILL) in tool ``die_in``; the run's id."""
+def crash(tmp_path: Path, store: Path, die_in: str, stored: int = 0, every: float = 1.0) -> str:
+    """Run CRASH durably in a process that is killed (SIGKILL) in tool ``die_in``, once the
+    store holds ``stored`` call records; records are written every ``every`` seconds (and
+    with each checkpoint). The run's id."""
     killed = in_new_process(
         tmp_path,
         f"""
         import durable_tools as m
         from jupyter_sandbox import orchestrate
+        from jupyter_sandbox.orchestrate import _durable
+        _durable.CHECKPOINT_EVERY = {every!r}
         orchestrate({CRASH!r}, tools=[m.step, m.slow], store={str(store)!r}, cell="crash")
         """,
         DIE_IN=die_in,
+        DIE_AFTER_STORED=str(stored),
+        STORE=str(store),
     )
     assert killed.returncode == -9, killed.stderr
     (info,) = Store(store).runs()
@@ -234,12 +251,30 @@ def crash(tmp_path: Path, store: Path, die_in: str) -> str:
 def test_in_flight_rule_a_call_that_completed_before_the_kill_is_not_made_again(env):
     tmp_path, mod = env
     store = tmp_path / "s.sqlite"
-    run_id = crash(tmp_path, store, die_in="step")  # both slow calls completed
+    # both slow calls completed and their records were written (within a second)
+    run_id = crash(tmp_path, store, die_in="step", stored=2)
     assert counts(tmp_path) == {"slow": 2, "step": 1}
     result = resume_run(run_id, store=store, tools=[mod.step, mod.slow])
     assert result.value == 6
     assert counts(tmp_path) == {"slow": 2, "step": 2}  # only the unfinished step again
     assert [c.replayed for c in result.trace] == [True, True, False]
+
+
+def test_a_kill_loses_the_records_not_written_yet_and_those_calls_are_made_again(env):
+    """Records are written with checkpoints or once a second, not per call: killed before
+    either (the interval made an hour), the calls since the first checkpoint (before call 0)
+    are made again on resume; the code before it is not run again."""
+    tmp_path, mod = env
+    store = tmp_path / "s.sqlite"
+    run_id = crash(tmp_path, store, die_in="step", every=3600.0)
+    assert counts(tmp_path) == {"slow": 2, "step": 1}
+    stored = Store(store).run(run_id)
+    assert stored.checkpoint is not None and stored.checkpoint.call_index == 0
+    assert [i for i in stored.calls if i >= 0] == []  # nothing written since
+    result = resume_run(run_id, store=store, tools=[mod.step, mod.slow])
+    assert result.value == 6
+    assert counts(tmp_path) == {"slow": 4, "step": 2}
+    assert sorted(Store(store).run(run_id).calls) == [-1, 0, 1, 2]  # the end wrote them all
 
 
 def test_in_flight_rule_a_call_that_had_not_completed_is_made_again(env):

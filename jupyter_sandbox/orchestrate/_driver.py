@@ -47,6 +47,7 @@ from ._pending import Pending, Raised
 from ._replay import Answers
 from ._result import OrchestrationResult
 from ._runtime import pool
+from ._sandbox_tool import SandboxTool
 from ._sessions import SessionLink
 from ._stubs import build_stubs
 from ._tool import Tool
@@ -469,7 +470,10 @@ class Driver:
                     "cell again from the start"
                 )
         gated = tool.approve is not False and tool.gated(args, kwargs)
-        if self.durable is not None and (gated or tool.is_async or self.durable.due()):
+        # A sandbox call is slow and a gated one waits for a person: worth a checkpoint each.
+        # Any other call checkpoints at most once a second (`_durable`).
+        costly = gated or isinstance(tool, SandboxTool)
+        if self.durable is not None and (costly or self.durable.due()):
             self.durable.checkpoint(snap, number, self._in_flight())
         if gated:
             refusal = self._approval(call, number)

@@ -2,15 +2,29 @@
 
 A run given a store (``orchestrate(..., store=...)``) is *durable*: it survives the kernel.
 
-- **Records.** Every call's record (tool, arguments, status, result or error) is written when
-  the call finishes; the run's inputs are written at its start (as the record numbered
-  `INPUTS`, -1), so a fork or a resume without a snapshot can run the code again.
+- **Records.** A finished call's record (tool, arguments, status, result or error) is kept in
+  memory and written later, in one transaction with others: with the next checkpoint (before
+  it, in the same transaction, so a checkpoint is never in the store without the records of
+  the calls that finished before it), else by a timer at most `CHECKPOINT_EVERY` (1 s) after
+  the previous write, and when the run ends or pauses. Turning a call into its stored form
+  (keeping plain data, pickling, sealing) happens then too, not per call. The run's inputs
+  are written at its start (as the record numbered `INPUTS`, -1), so a fork or a resume
+  without a snapshot can run the code again.
 - **Checkpoints** (`CHECKPOINT_EVERY`). Monty's snapshot of the paused program (0.3-2 ms to
-  dump, a few KB) is written before every async tool call (sandbox tools are async: the
-  calls worth not repeating), before every gated call (a pause must be resumable), and
-  before any other call once the last one is more than a second old. Only the latest is kept.
-  A snapshot is taken where the code stops at a call, so it holds the arguments of that call
-  and the ``call_id`` s of the async calls still in flight (`pending`).
+  dump, a few KB) is written before every sandbox tool call (slow: the calls worth not
+  repeating) and before every gated call (a pause must be resumable); before any other call,
+  sync or async, only when the last one is more than a second old (a ``gather`` of 1000
+  async tools writes one or two, not 1000). Only the latest is kept. A snapshot is taken
+  where the code stops at a call, so it holds the arguments of that call and the
+  ``call_id`` s of the async calls still in flight (`pending`).
+- **What a kill loses.** A process killed mid-run (``kill -9`` of the kernel) loses the
+  records not written yet: those of the calls that finished in the last second or so (the
+  timer's interval, plus its delay on a loaded machine). On resume those calls count as not
+  completed and are made again; every call whose record was written is answered from it,
+  and the code before the latest checkpoint does not run again. So a durable run repeats at
+  most about a second's worth of finished calls, and never one that finished before a later
+  checkpoint was written (every sandbox and gated call writes one). The timer has a thread
+  of its own: a long sync tool does not hold the records before it back.
 - **Resume** (`Restore`): load the latest snapshot into a fresh worker. Monty announces the
   call the snapshot stopped at again, and the code before it does not run again. *The
   in-flight rule*: a call (the announced one, or one that was pending) whose record says it
@@ -29,6 +43,7 @@ A run given a store (``orchestrate(..., store=...)``) is *durable*: it survives 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import threading
@@ -46,7 +61,8 @@ from ._store import HandleMarker, RunStatus, Store, StoredRun
 from ._values import MAX_DEPTH, data_size, is_plain
 
 CHECKPOINT_EVERY = 1.0
-"""Seconds after which a sync call checkpoints too (async and gated calls always do)."""
+"""Seconds after which any call checkpoints (sandbox and gated calls always do), and after
+which buffered records are written on their own."""
 INPUTS = -1
 """The record number a run's inputs are kept under."""
 KEEP_LIMIT = 2**20
@@ -69,49 +85,102 @@ def open_store(store: Store | str | os.PathLike[str]) -> Store:
 
 
 class Durable:
-    """A run's link to its store: writes its records and checkpoints, and its end."""
+    """A run's link to its store: buffers its records, writes them with its checkpoints (or
+    on their own once a second), and its end. `record` and `flush` may be called from any
+    thread (a stopping run ends its calls from the thread that stops it; a timer flushes)."""
 
     def __init__(self, store: Store, run_id: str) -> None:
         self.store = store
         self.run_id = run_id
         self._saved = float("-inf")
         """When the last checkpoint was written (monotonic)."""
+        self._written = time.monotonic()
+        """When the buffered records were last written (monotonic)."""
+        self._unwritten: dict[int, ToolCall] = {}
+        """Finished calls whose records are not in the store yet, by number."""
+        self._buffer = threading.Lock()
+        """Guards ``_unwritten`` and ``_timer``."""
+        self._writing = threading.Lock()
+        """Held from taking the buffer to its commit: a timer's write of older records never
+        commits after a checkpoint taken later (the in-flight rule reads records first)."""
+        self._timer: threading.Timer | None = None
 
     def due(self) -> bool:
-        """Whether a sync call must checkpoint before it runs (the last is over a second old)."""
+        """Whether a call that need not checkpoint must (the last is over a second old)."""
         return time.monotonic() - self._saved > CHECKPOINT_EVERY
 
     def checkpoint(
         self, snap: pm.FunctionSnapshot, index: int, pending: Mapping[int, tuple[int, ToolCall]]
     ) -> None:
-        """Write the snapshot stopped at call ``index``; ``pending`` maps the call_id of each
-        async call in flight to its number and call."""
-        self.store.checkpoint(
-            self.run_id,
-            dump=snap.dump(),
-            call_index=index,
-            pending=[
-                {
-                    "call_id": call_id,
-                    "index": number,
-                    "tool": call.tool,
-                    "args": tuple(keepable(a) for a in call.args),
-                    "kwargs": {k: keepable(v) for k, v in call.kwargs.items()},
-                }
-                for call_id, (number, call) in pending.items()
-            ],
-        )
+        """Write the snapshot stopped at call ``index``, with the records buffered so far;
+        ``pending`` maps the call_id of each async call in flight to its number and call."""
+        dump = snap.dump()
+        entries = [
+            {
+                "call_id": call_id,
+                "index": number,
+                "tool": call.tool,
+                "args": tuple(keepable(a) for a in call.args),
+                "kwargs": {k: keepable(v) for k, v in call.kwargs.items()},
+            }
+            for call_id, (number, call) in pending.items()
+        ]
+        with self._writing:
+            calls = self._take()
+            self.store.checkpoint(
+                self.run_id, dump=dump, call_index=index, pending=entries, calls=calls
+            )
         self._saved = time.monotonic()
 
     def record(self, index: int, call: ToolCall) -> None:
-        record = Recorded.of(call).to_dict()
-        record["args"] = tuple(keepable(a) for a in call.args)
-        record["kwargs"] = {k: keepable(v) for k, v in call.kwargs.items()}
-        record["result"] = keepable(call.result)
-        self.store.record_call(self.run_id, index, record)
+        """Buffer finished call ``index``: it is written with the next checkpoint, else by a
+        timer at most `CHECKPOINT_EVERY` after the last write, else when the run ends."""
+        with self._buffer:
+            self._unwritten[index] = call
+            if self._timer is not None:
+                return
+            wait = max(0.0, CHECKPOINT_EVERY - (time.monotonic() - self._written))
+            timer = self._timer = threading.Timer(wait, self._on_timer)
+            timer.daemon = True
+        timer.start()  # a timer `finish` cancelled first does not run
+
+    def flush(self) -> None:
+        """Write the buffered records now (in one transaction)."""
+        with self._writing:
+            calls = self._take()
+            if calls:
+                self.store.record_calls(self.run_id, calls)
 
     def finish(self, status: RunStatus) -> None:
+        """Write what is buffered, then the run's status (a paused run's drained calls too)."""
+        with self._buffer:
+            timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
+        self.flush()
         self.store.finish(self.run_id, status)
+
+    def _on_timer(self) -> None:
+        with self._buffer:
+            self._timer = None
+        with contextlib.suppress(StoreError):  # the run's next write or its end says so
+            self.flush()
+
+    def _take(self) -> dict[int, dict[str, Any]]:
+        """The buffered records as the store keeps them (made now, not per call), emptying
+        the buffer. Call it holding ``_writing``."""
+        with self._buffer:
+            taken, self._unwritten = self._unwritten, {}
+            self._written = time.monotonic()
+        return {index: _stored_record(call) for index, call in taken.items()}
+
+
+def _stored_record(call: ToolCall) -> dict[str, Any]:
+    record = Recorded.of(call).to_dict()
+    record["args"] = tuple(keepable(a) for a in call.args)
+    record["kwargs"] = {k: keepable(v) for k, v in call.kwargs.items()}
+    record["result"] = keepable(call.result)
+    return record
 
 
 @dataclass

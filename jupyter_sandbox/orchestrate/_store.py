@@ -44,7 +44,7 @@ import stat
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -279,18 +279,15 @@ class Store:
 
     def record_call(self, run_id: str, index: int, record: dict[str, Any]) -> None:
         """Keep call ``index``'s record (replacing an earlier one of the same index)."""
-        payload = _pickle(record)
-        monty, mac = self._seal("call", (run_id, str(index)), payload)
-        # One statement, its own transaction (no BEGIN/COMMIT round trips: ~20% of a call's
-        # write); the run's `updated` is left alone for that.
-        with self._lock, self._errors():
-            try:
-                self._connection().execute(
-                    "INSERT OR REPLACE INTO calls VALUES (?, ?, ?, ?, ?)",
-                    (run_id, index, monty, mac, payload),
-                )
-            except sqlite3.IntegrityError:  # the foreign key: no such run
-                raise self._unknown(run_id) from None
+        self.record_calls(run_id, {index: record})
+
+    def record_calls(self, run_id: str, records: Mapping[int, dict[str, Any]]) -> None:
+        """Keep several calls' records (by index) in one transaction: a durable run writes
+        the records it buffered at once (see `_durable`)."""
+        rows = [self._call_row(run_id, index, record) for index, record in records.items()]
+        # The run's `updated` is left alone: it is its last checkpoint or status change.
+        with self._write() as db:
+            self._insert_calls(db, run_id, rows)
 
     def checkpoint(
         self,
@@ -299,12 +296,17 @@ class Store:
         dump: bytes,
         call_index: int,
         pending: list[dict[str, Any]] | None = None,
+        calls: Mapping[int, dict[str, Any]] | None = None,
     ) -> None:
-        """Keep the run's latest snapshot (the previous one is replaced)."""
+        """Keep the run's latest snapshot (the previous one is replaced), and ``calls``
+        (records by index) with it in the same transaction, so a checkpoint is never
+        visible without the records that finished before it."""
+        rows = [self._call_row(run_id, index, record) for index, record in (calls or {}).items()]
         payload = _pickle((dump, call_index, pending or []))
         monty, mac = self._seal("checkpoint", (run_id,), payload)
         with self._write() as db:
             now = self._touch(db, run_id)
+            self._insert_calls(db, run_id, rows)
             db.execute(
                 "INSERT OR REPLACE INTO checkpoints VALUES (?, ?, ?, ?, ?)",
                 (run_id, now, monty, mac, payload),
@@ -498,6 +500,21 @@ class Store:
         if cursor.rowcount == 0:
             raise self._unknown(run_id)
         return now
+
+    def _call_row(
+        self, run_id: str, index: int, record: dict[str, Any]
+    ) -> tuple[str, int, str, bytes, bytes]:
+        payload = _pickle(record)
+        monty, mac = self._seal("call", (run_id, str(index)), payload)
+        return run_id, index, monty, mac, payload
+
+    def _insert_calls(
+        self, db: sqlite3.Connection, run_id: str, rows: list[tuple[str, int, str, bytes, bytes]]
+    ) -> None:
+        try:
+            db.executemany("INSERT OR REPLACE INTO calls VALUES (?, ?, ?, ?, ?)", rows)
+        except sqlite3.IntegrityError:  # the foreign key: no such run
+            raise self._unknown(run_id) from None
 
     def _unknown(self, run_id: str) -> StoreError:
         return StoreError(
