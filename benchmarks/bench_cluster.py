@@ -2,9 +2,11 @@
 
 Starts a scheduler and two workers (``dask scheduler``/``dask worker`` on loopback, both
 workers on this machine's engine, 8 threads each), then measures, rounds interleaved:
-a warm run spaced like cells (1 s apart), and a fan-out of 16 runs from 16 threads. On one
-machine the cluster can only add cost (the scheduler hop, tar bytes both ways, events through
-the scheduler); the numbers say how much. Run: ``.venv/bin/python benchmarks/bench_cluster.py``.
+a warm run spaced like cells (1 s apart) against the same run on the local engine, and a
+fan-out of 16 runs from 16 threads against 16 parallel ``docker run --rm`` (the CLI, so the
+baseline does not depend on our own local fan-out). On one machine the cluster can only add
+cost (the scheduler hop, tar bytes both ways, events through the scheduler); the numbers say
+how much. Run: ``.venv/bin/python benchmarks/bench_cluster.py``.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pathlib import Path
 from _timing import measure_prepared, print_table
 
 from jupyter_sandbox import create
+from jupyter_sandbox.sandbox import default_base_image
 
 ROUNDS = 7
 FAN_OUT = 16
@@ -68,8 +71,13 @@ def main() -> None:
         remote = create("remote", cluster=client, **spec)
         pool = ThreadPoolExecutor(FAN_OUT)
 
-        def fan_out(sandbox):
-            return lambda: list(pool.map(lambda i: sandbox.run(x=i), range(FAN_OUT)))
+        def fan_out():
+            return list(pool.map(lambda i: remote.run(x=i), range(FAN_OUT)))
+
+        def cli_fan_out() -> None:
+            command = ["docker", "run", "--rm", "--network", "none", default_base_image()]
+            runs = [subprocess.Popen([*command, "python3", "-c", "pass"]) for _ in range(FAN_OUT)]
+            assert all(run.wait() == 0 for run in runs)
 
         def pause() -> None:
             time.sleep(1.0)
@@ -83,8 +91,8 @@ def main() -> None:
         )
         spread = measure_prepared(
             [
-                (f"local fan-out of {FAN_OUT} (baseline)", pause, fan_out(local)),
-                (f"cluster fan-out of {FAN_OUT}, 2 workers", pause, fan_out(remote)),
+                (f"{FAN_OUT} parallel docker run --rm (baseline)", pause, cli_fan_out),
+                (f"cluster fan-out of {FAN_OUT}, 2 workers", pause, fan_out),
             ],
             ROUNDS,
         )
