@@ -9,9 +9,9 @@ A spare not taken within `_IDLE` (5 min) is removed.
 How many spares wait per image and limits follows demand: as many as runs of that key ran at
 once at the peak of the last `_IDLE` seconds (one for cells run one at a time, two when runs
 come back to back faster than a spare starts, 16 after a fan-out of 16), at most `_MAX_SPARES`
-in all. They are started one at a time by one thread per key, so refilling never competes with
-a burst of runs for more than one container start; after a run that found no spare (a burst, a
-first run) the refill waits for the run's end.
+in all. They are started one at a time by one thread per key, and not while several runs of
+the key go on: refilling never competes with a burst of runs, and after a run that found no
+spare (a first run) it waits for the run's end.
 
 The container's own process is ``sleep``; the code runs as an exec in it. That buys: outputs can
 live on a size-limited tmpfs and still be read back (an exec tars them), so a disk fill cannot
@@ -284,12 +284,23 @@ def _target(key: _Key) -> int:
 
 
 def _refill(client: DockerClient, image: str, limits: ContainerLimits) -> None:
-    """Start spares for the key, one at a time, until it has `_target` of them."""
+    """Start spares for the key, one at a time, until it has `_target` of them. Not while
+    several runs of the key go on: a burst needs the CPU more (its last `release` refills).
+
+    Deciding to stop and leaving `_refilling` happen under one hold of `_lock`: a `release`
+    that found this thread still running (so started none) is never left without a refill.
+    """
     key = (image, limits)
+    stopped = False
     try:
         while True:
             with _lock:
-                if _closing or len(_spares.get(key, ())) >= _target(key):
+                demand = _demand.get(key)
+                busy = demand is not None and demand.running > 1
+                if _closing or busy or len(_spares.get(key, ())) >= _target(key):
+                    stopped = True
+                    _refilling.discard(key)
+                    _ready.notify_all()
                     return
                 _starting[key] = _starting.get(key, 0) + 1
             try:
@@ -304,9 +315,10 @@ def _refill(client: DockerClient, image: str, limits: ContainerLimits) -> None:
             if not _keep(key, slot):
                 return
     finally:
-        with _lock:
-            _refilling.discard(key)
-            _ready.notify_all()
+        if not stopped:  # a failed start, or closing
+            with _lock:
+                _refilling.discard(key)
+                _ready.notify_all()
 
 
 def _keep(key: _Key, slot: Slot) -> bool:
