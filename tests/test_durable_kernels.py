@@ -351,12 +351,6 @@ def test_paused_runs_are_approved_and_rejected_from_a_second_kernel(tmp_path):
     assert counted(path) == {"step 1": 1, "step 2": 1, "remove a": 1}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: IPython's parse_argstring splits without posix rules, so the quotes around "
-    "--value '...' reach json.loads (magics/_durable.py, orchestrate_fork); the magic's own "
-    "'not JSON' message suggests this very quoting",
-)
 def test_a_fork_takes_a_quoted_json_value_with_spaces(tmp_path):
     path = tmp_path / "store.sqlite"
     k = started(path, delay=0)

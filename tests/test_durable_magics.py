@@ -11,6 +11,7 @@ import time
 import pytest
 from _kernels import Kernel, kernel
 
+from jupyter_sandbox import Store
 from jupyter_sandbox.records import TRACE_MIME
 
 GATED = """
@@ -212,3 +213,42 @@ def test_resume_after_kill_continues_from_the_snapshot(tmp_path, store):
         resumed = k.ok(SLOW_CELL)
         assert resumed.value == "(1, 20)"
         assert made(k) == "[('slow', 2)]"
+
+
+# -- in this process's IPython (the `shell` fixture): how a line reaches the fork magic --------
+
+
+@pytest.fixture
+def forkable(shell, store):
+    """A real shell whose OrchestrateMagics.store is ``store``, with one stored run that made
+    one call (count(1)); yields the shell and the run's id."""
+    shell.run_line_magic("config", f"OrchestrateMagics.store = {str(store)!r}")
+    try:
+        assert shell.run_cell(GATED).success
+        assert shell.run_cell("%%orchestrate --quiet\ncount(1)").result == 1
+        yield shell, Store(store).runs()[0].run_id
+    finally:
+        shell.run_line_magic("config", "OrchestrateMagics.store = None")
+
+
+def test_a_fork_takes_a_dict_ipython_expanded_to_its_repr(forkable):
+    shell, run_id = forkable
+    shell.user_ns["edited"] = {"rows": [1, 2], "note": "a b"}
+    # IPython expands {edited} to the dict's repr (single quotes, spaces): a Python literal
+    forked = shell.run_cell(f"%orchestrate_fork {run_id} 0 --value {{edited}}")
+    assert forked.success and forked.result == {"rows": [1, 2], "note": "a b"}
+    # JSON in quotes, as a shell would write it; the quotes are dropped
+    forked = shell.run_cell(f"""%orchestrate_fork {run_id} 0 --value '{{"rows": [3]}}'""")
+    assert forked.success and forked.result == {"rows": [3]}
+
+
+def test_a_fork_call_number_counts_only_the_calls_made(forkable, capsys):
+    """The run's inputs are kept under record -1: N=-1 is no call, and the range names the
+    calls the code made (0 to 0 here)."""
+    shell, run_id = forkable
+    for n in (-1, 1):
+        ran = shell.run_cell(f"%orchestrate_fork {run_id} {n} --value 5")
+        assert not ran.success
+        shown = capsys.readouterr().err.strip()
+        assert shown == f"UsageError: N: run {run_id} made calls 0 to 0, not {n}", shown
+    assert shell.run_cell(f"%orchestrate_fork {run_id} 0 --value 5").result == 5

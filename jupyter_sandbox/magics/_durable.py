@@ -9,6 +9,8 @@ one, and show it as a cell shows its run. The store is ``%config OrchestrateMagi
 
 from __future__ import annotations
 
+import ast
+import contextlib
 import json
 import os
 import time
@@ -158,7 +160,14 @@ class DurableMagics(CellMagics):
     @help_option
     @argument("run_id", metavar="RUN_ID", help="the stored run to fork")
     @argument("call", metavar="N", type=int, help="the call whose result is replaced")
-    @argument("--value", required=True, metavar="JSON", help="call N's result, as JSON")
+    @argument(
+        "--value",
+        required=True,
+        nargs="+",
+        metavar="JSON",
+        help="call N's result: JSON, or a Python literal (e.g. the {dict} IPython expands); "
+        "one pair of quotes around it is dropped, as a shell would",
+    )
     @line_magic
     def orchestrate_fork(self, line: str) -> Any:
         """Run a stored run again with call N answered by --value: the calls before it are
@@ -166,13 +175,7 @@ class DurableMagics(CellMagics):
         args = parse_options(self.orchestrate_fork, line)
         if args is None:
             return None
-        try:
-            value = json.loads(args.value)
-        except json.JSONDecodeError as exc:
-            raise UsageError(
-                f"%orchestrate_fork --value: not JSON ({exc.msg}); quote it, e.g. "
-                "--value '{\"rows\": 3}' or --value '\"text\"'"
-            ) from None
+        value = fork_value(" ".join(args.value))
         store = self._store("%orchestrate_fork")
         _stored(lambda: store.run(args.run_id))  # an unknown run: one line, before any view
         try:
@@ -206,6 +209,24 @@ class DurableMagics(CellMagics):
                 "store's path"
             )
         return store
+
+
+def fork_value(text: str) -> Any:
+    """``--value``'s text as a value. IPython splits a magic's line without shell rules (the
+    quotes around ``'{"rows": [1, 2]}'`` stay, and an unquoted value with spaces arrives in
+    pieces, joined again here) and expands ``{name}`` to a repr (a dict arrives with single
+    quotes). So: one pair of outer quotes is dropped, then the text is read as JSON, else as
+    a Python literal; only if neither reads it is the text read as written."""
+    quoted = len(text) >= 2 and text[0] == text[-1] and text[0] in "'\""
+    for candidate in [text[1:-1], text] if quoted else [text]:
+        with contextlib.suppress(ValueError):  # JSONDecodeError is one
+            return json.loads(candidate)
+        with contextlib.suppress(ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            return ast.literal_eval(candidate)
+    raise UsageError(
+        f"%orchestrate_fork --value: not JSON nor a Python literal: {text}; e.g. "
+        "--value '{\"rows\": 3}', --value 3 or --value '\"text\"'"
+    )
 
 
 def _stored(read: Callable[[], Any]) -> Any:
