@@ -4,8 +4,11 @@ and ends the turn (no failure goes back to the model), and `resume_run` finishes
 
 from __future__ import annotations
 
-from jupyter_sandbox import CodeModeAgent, resume_run
+import pytest
+
+from jupyter_sandbox import CodeModeAgent, Store, resume_run
 from jupyter_sandbox.codemode import ScriptedLLM
+from jupyter_sandbox.errors import StoreError
 from jupyter_sandbox.orchestrate import Tool, default_store_path
 
 CODE = """```python
@@ -76,3 +79,30 @@ def test_gated_tools_without_approver_or_store_use_the_default_store(tmp_path, m
     assert agent.run("tidy up").result.status == "paused"
     # no gated tool: runs stay out of any store, as before
     assert CodeModeAgent(ScriptedLLM([CODE]), tools(made)[:1]).store is None
+
+
+def test_the_magic_keeps_runs_in_the_configured_store_and_an_empty_one_is_off(
+    shell, tmp_path, capsys
+):
+    """%%codemode uses %config OrchestrateMagics.store (not the default store): a gated call
+    pauses the run there; with the setting empty there is no store, so it fails instead."""
+    configured = tmp_path / "configured.sqlite"
+    assert shell.run_cell(
+        "from jupyter_sandbox import tool\nfrom jupyter_sandbox.codemode import ScriptedLLM\n"
+        "made = []\n@tool\ndef count(n: int) -> int:\n    made.append(n)\n    return n\n"
+        "@tool(approve=True)\ndef delete(path: str) -> str:\n    return 'deleted ' + path\n"
+    ).success
+    try:
+        shell.run_line_magic("config", f"OrchestrateMagics.store = {str(configured)!r}")
+        shell.user_ns["model"] = ScriptedLLM([CODE])
+        assert shell.run_cell("%%codemode --llm model --quiet\ntidy up").success
+        (paused,) = Store(configured).runs(status="paused")
+        with pytest.raises(StoreError, match="no run"):
+            Store(default_store_path()).run(paused.run_id)
+        shell.run_line_magic("config", "OrchestrateMagics.store = ''")
+        shell.user_ns["model"] = ScriptedLLM([CODE])
+        failed = shell.run_cell("%%codemode --llm model --quiet --max-attempts 1\ntidy up")
+        assert not failed.success and "needs approval" in str(failed.error_in_exec)
+        assert len(Store(configured).runs()) == 1  # nothing more kept
+    finally:
+        shell.run_line_magic("config", "OrchestrateMagics.store = None")

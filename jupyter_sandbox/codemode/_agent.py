@@ -40,7 +40,8 @@ class CodeModeAgent:
     default `default_store_path()`): a gated call pauses the run and ends the turn, whose
     result reports it (``result.result.status == "paused"``, ``.run_id``, ``.pending``);
     `resume_run` or ``%orchestrate_approve RUN_ID`` continues it, in any process. A pause is
-    no failure: it goes back to no model.
+    no failure: it goes back to no model. ``store=""`` keeps no store even then (as an empty
+    ``%config OrchestrateMagics.store`` does): a gated call without an approver fails.
     """
 
     def __init__(
@@ -84,7 +85,7 @@ class CodeModeAgent:
         self.type_check = type_check
         self.approver = approver
         gated = approver is None and any(t.approve is not False for t in self.tools.values())
-        self.store = default_store_path() if store is None and gated else store
+        self.store = default_store_path() if store is None and gated else store or None
         """Where runs are kept: ``store``, or the default store when a tool is gated and
         no approver answers it (a gated call then pauses the run); None: runs are not kept."""
         self.system_prompt = system_prompt(self.tools, self.inputs)

@@ -39,7 +39,7 @@ def load(ipython: InteractiveShell) -> None:
     ipython.register_magics(cells)
     ipython.register_magics(DurableMagics(ipython, cells))
     ipython.register_magics(SandboxMagics(shell=ipython))
-    ipython.register_magics(CodeModeMagics(shell=ipython))
+    ipython.register_magics(CodeModeMagics(ipython, cells))
     if help_alone not in ipython.input_transformers_cleanup:
         ipython.input_transformers_cleanup.append(help_alone)
     _reap_in_background()

@@ -13,7 +13,7 @@ one line names that mark for frontends without it.
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
@@ -37,6 +37,9 @@ from ._common import (
     tools_option,
 )
 
+if TYPE_CHECKING:
+    from ._orchestrate import OrchestrateMagics
+
 INSERT_MARK = "# inserted by %%codemode, cell"
 """The second line of an inserted cell, before a short hash of the source cell's id."""
 
@@ -50,8 +53,11 @@ class CodeModeMagics(CellMagics):
     ).tag(config=True)
     max_attempts = Int(3, help="Model replies to try before giving up.").tag(config=True)
 
-    def __init__(self, shell: InteractiveShell | None = None, **kwargs: Any) -> None:
+    def __init__(self, shell: InteractiveShell, cells: OrchestrateMagics, **kwargs: Any) -> None:
         super().__init__(shell=shell, **kwargs)
+        self.cells = cells
+        """``%%orchestrate``'s magics: their store (``%config OrchestrateMagics.store``) keeps
+        the model's runs too."""
         self._inserted: dict[str, str] = {}
         """The cell ``--insert`` put below each source cell this session, by its mark."""
 
@@ -92,12 +98,14 @@ class CodeModeMagics(CellMagics):
         llm = lookup(shell, llm_name, "--llm")
         input_names = split_names(args.inputs)
         inputs = {name: lookup(shell, name, "--in") for name in input_names}
+        store = self.cells.open_store()  # None: the setting is empty, no store
         try:
             agent = CodeModeAgent(
                 llm,
                 select_tools(args.tools),
                 inputs=inputs,
                 max_attempts=self.max_attempts if args.max_attempts is None else args.max_attempts,
+                store="" if store is None else store,
             )
         except SandboxConfigError as exc:
             raise self.usage_error(exc) from None
