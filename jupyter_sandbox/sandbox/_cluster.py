@@ -210,7 +210,7 @@ def _run_remote(
         except BaseException:  # Ctrl-C, or our own stop: the container goes first
             _stop(client, future, job, started=run.worker is not None)
             raise
-        _drain(events, on_event, result.events - received, run)
+        _drain(events, on_event, result.events - received)
     finally:
         with _lock:
             _routes.pop(job.run_id, None)
@@ -232,18 +232,17 @@ def _wait(
     received = 0
     idle_since: float | None = None
     next_check = time.monotonic()
-    started = False
     while not future.done():
         if cancel is not None and cancel.is_set():
             raise SandboxCancelled("the run was cancelled; its container was removed")
         with contextlib.suppress(queue.Empty):
             message = events.get(timeout=_POLL)
             if message[0] == "started":
-                started, run.worker = True, message[1]
+                run.worker = message[1]
             else:
                 received += 1
                 on_event(_decode(message))
-        if not started and time.monotonic() >= next_check:
+        if run.worker is None and time.monotonic() >= next_check:
             next_check = time.monotonic() + 2.0
             info = client.scheduler_info(n_workers=1)
             if info["workers"]:
@@ -274,9 +273,7 @@ def _wait(
         ) from None
 
 
-def _drain(
-    events: queue.Queue[list[Any]], on_event: EventCallback, missing: int, run: SandboxRun
-) -> None:
+def _drain(events: queue.Queue[list[Any]], on_event: EventCallback, missing: int) -> None:
     """Emit the events still on their way when the result came (bounded: never a hang)."""
     deadline = time.monotonic() + _EVENTS_WAIT
     while missing > 0 and time.monotonic() < deadline:
