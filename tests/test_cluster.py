@@ -400,3 +400,21 @@ def test_an_unreachable_or_malformed_address_is_one_line_at_run():
     with pytest.raises(SandboxConfigError) as wrong:
         create("x", code="pass", cluster="nonsense:x").run()
     assert "no scheduler address" in str(wrong.value) and "\n" not in str(wrong.value)
+
+
+def test_a_secret_reaches_the_remote_code_and_is_masked_on_its_way_back(cluster, monkeypatch):
+    """The worker masks what the code prints; the record hides an output holding it."""
+    monkeypatch.setenv("JSBX_CLUSTER_TOKEN", "tok-5f3a9c")
+    code = (
+        "import os\nprint(os.environ['JSBX_CLUSTER_TOKEN'])\nz = os.environ['JSBX_CLUSTER_TOKEN']"
+    )
+    sandbox = create(
+        "secret", code=code, outputs={"z": str}, secrets=["JSBX_CLUSTER_TOKEN"],
+        cluster=cluster.client,
+    )  # fmt: skip
+    events: list = []
+    run = sandbox.execute({}, on_event=events.append)
+    assert run.value == "tok-5f3a9c"  # the value is the program's own to return
+    assert run.stdout == "***\n"
+    assert "tok-5f3a9c" not in "".join(getattr(e, "text", "") for e in events)
+    assert "tok-5f3a9c" not in json.dumps(run.to_record())
