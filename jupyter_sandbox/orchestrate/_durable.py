@@ -68,6 +68,10 @@ INPUTS = -1
 KEEP_LIMIT = 2**20
 """Bytes (written out) past which a value is not kept in the store but named (`keepable`)."""
 
+_SMALL = frozenset({type(None), bool, float})
+_SHORT = 4096
+"""Characters of a text `keepable` keeps without measuring it (far under `KEEP_LIMIT`)."""
+
 _stores: dict[str, Store] = {}
 _stores_lock = threading.Lock()
 
@@ -176,8 +180,8 @@ class Durable:
 
 
 def _stored_record(call: ToolCall) -> dict[str, Any]:
-    record = Recorded.of(call).to_dict()
-    record["args"] = tuple(keepable(a) for a in call.args)
+    record = Recorded.dict_of(call)
+    record["args"] = tuple([keepable(a) for a in call.args])
     record["kwargs"] = {k: keepable(v) for k, v in call.kwargs.items()}
     record["result"] = keepable(call.result)
     return record
@@ -232,9 +236,15 @@ def stored_inputs(run: StoredRun, given: Mapping[str, Any] | None) -> dict[str, 
 def keepable(value: Any) -> Any:
     """``value`` if the store should keep it (plain data up to `KEEP_LIMIT`), else a
     `HandleMarker` naming its type."""
+    kind = type(value)
+    if (  # the usual argument, kept without a walk: a float, a word-sized int, a short text
+        kind in _SMALL
+        or (kind is int and value.bit_length() <= 64)
+        or (kind is str and len(value) <= _SHORT)
+    ):
+        return value
     if is_plain(value) and data_size(value, KEEP_LIMIT) <= KEEP_LIMIT:
         return value
-    kind = type(value)
     return HandleMarker(f"{kind.__module__}.{kind.__qualname__}")
 
 

@@ -49,24 +49,33 @@ class Recorded:
 
     @classmethod
     def of(cls, call: ToolCall) -> Recorded:
-        return cls(
-            call_id=call.call_id,
-            tool=call.tool,
-            args=call.args,
-            kwargs=call.kwargs,
-            status=call.status,
-            result=call.result,
-            error=call.error,
-            children=tuple(call.children),
-        )
+        return cls(**cls.dict_of(call))
+
+    @staticmethod
+    def dict_of(call: ToolCall) -> dict[str, Any]:
+        """``of(call).to_dict()`` without the object between (a durable run stores each call)."""
+        return {
+            "call_id": call.call_id,
+            "tool": call.tool,
+            "args": call.args,
+            "kwargs": call.kwargs,
+            "status": call.status,
+            "result": call.result,
+            "error": call.error,
+            "children": tuple(call.children),
+        }
 
     def to_dict(self) -> dict[str, Any]:
         """The record as a store keeps it (`Store.record_call`); `from_dict` reads it."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return {name: getattr(self, name) for name in _FIELDS}
 
     @classmethod
     def from_dict(cls, record: Mapping[str, Any]) -> Recorded:
         return cls(**{f.name: record[f.name] for f in fields(cls) if f.name in record})
+
+
+_FIELDS = tuple(f.name for f in fields(Recorded))
+"""`Recorded`'s field names (``fields()`` itself is slow: a durable run stores every call)."""
 
 
 @dataclass

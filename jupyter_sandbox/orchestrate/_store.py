@@ -38,6 +38,7 @@ import importlib.metadata
 import json
 import os
 import pickle
+import re
 import secrets
 import sqlite3
 import stat
@@ -176,6 +177,8 @@ class Store:
         try:
             _make_folder(self.path.parent)
             self._key = _key(self.path.parent / "key")
+            self._keyed = hmac.new(self._key, digestmod=hashlib.sha256)
+            """The HMAC with the key taken in: each seal copies it (half the cost of a new one)."""
             os.close(os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600))
             self._pid = os.getpid()
             self._db = self._connect()
@@ -522,7 +525,7 @@ class Store:
         )
 
     def _seal(self, kind: str, context: tuple[str, ...], payload: bytes) -> tuple[str, bytes]:
-        return MONTY_VERSION, _mac(self._key, kind, context, MONTY_VERSION, payload)
+        return MONTY_VERSION, _mac(self._keyed, kind, context, MONTY_VERSION, payload)
 
     def _unseal(
         self,
@@ -536,7 +539,7 @@ class Store:
         advice: str = "re-run the cell without --resume",
     ) -> bytes:
         """``payload`` if this store sealed it for this row and this Monty version."""
-        if not hmac.compare_digest(mac, _mac(self._key, kind, context, monty, payload)):
+        if not hmac.compare_digest(mac, _mac(self._keyed, kind, context, monty, payload)):
             raise StoreError(
                 f"{what} in {self.path} was modified outside jupyter-sandbox "
                 "(signature mismatch): refusing to load it"
@@ -560,12 +563,14 @@ def _run_context(
     return run_id, scope, cell, forked
 
 
-def _mac(key: bytes, kind: str, context: tuple[str, ...], monty: str, payload: bytes) -> bytes:
-    """HMAC-SHA256 over length-prefixed parts (no two different tuples encode alike)."""
-    mac = hmac.new(key, digestmod=hashlib.sha256)
-    for part in (kind, *context, monty):
-        encoded = part.encode("utf-8", "surrogatepass")
-        mac.update(len(encoded).to_bytes(8, "big") + encoded)
+def _mac(
+    keyed: hmac.HMAC, kind: str, context: tuple[str, ...], monty: str, payload: bytes
+) -> bytes:
+    """HMAC-SHA256 (``keyed``: one with the key taken in) over length-prefixed parts (no two
+    different tuples encode alike), then the payload."""
+    mac = keyed.copy()
+    encoded = [part.encode("utf-8", "surrogatepass") for part in (kind, *context, monty)]
+    mac.update(b"".join([len(part).to_bytes(8, "big") + part for part in encoded]))
     mac.update(payload)  # not concatenated: a dump may be megabytes
     return mac.digest()
 
@@ -580,10 +585,20 @@ def _pickle(value: object) -> bytes:
 def _round_trip(value: object) -> bytes:
     """``value`` pickled, once it is known to unpickle too: an exception class whose
     ``__init__`` takes more than its message pickles but cannot be rebuilt, and one such record
-    must not make its whole run unloadable."""
+    must not make its whole run unloadable. Bytes naming no class (no byte of the opcodes
+    that load one anywhere in them: builtin data only, the usual call record) always load:
+    they are not loaded to check (a durable run stores every call)."""
     data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-    pickle.loads(data)
+    if _CLASS_OPCODES.search(data):
+        pickle.loads(data)
     return data
+
+
+_CLASS_OPCODES = re.compile(
+    b"[" + re.escape(pickle.STACK_GLOBAL + pickle.EXT1 + pickle.EXT2 + pickle.EXT4) + b"]"
+)
+"""The opcodes by which a protocol 4+ pickle names a class or function (GLOBAL is protocol
+3's). A byte of one inside data (an int, a character) is only a false alarm: it checks."""
 
 
 def _picklable(value: object) -> object:
