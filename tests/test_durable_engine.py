@@ -18,6 +18,7 @@ import pytest
 from jupyter_sandbox import Store, fork_run, orchestrate, resume_run
 from jupyter_sandbox.errors import OrchestrationError, SandboxConfigError, StoreError
 from jupyter_sandbox.orchestrate import Tool
+from jupyter_sandbox.orchestrate._durable import CHECKPOINT_EVERY
 
 # The tools live in a module of their own so a second process can import the same ones. Each
 # call appends its name to the file $COUNTS; `die` kills its process with SIGKILL when
@@ -421,3 +422,32 @@ def test_a_sleep_awaited_beside_a_gated_call_is_over_once_the_run_resumes(env):
     assert paused.status == "paused"
     result = resume_run(paused.run_id, approve=True, store=store, tools=tools(mod))
     assert result.value == [None, "deleted /data/y"]
+
+
+class CountingStore(Store):
+    """A real store that counts the checkpoints written to it."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.checkpoints = 0
+
+    def checkpoint(self, run_id, **kwargs):  # type: ignore[no-untyped-def]
+        self.checkpoints += 1
+        super().checkpoint(run_id, **kwargs)
+
+
+def test_plain_calls_checkpoint_at_most_once_a_second_gated_calls_each_time(env):
+    tmp_path, mod = env
+    store = CountingStore(tmp_path / "s.sqlite")
+    # 300 async calls at once (a gather): not 300 checkpoints, one per second of the run at most
+    code = "import asyncio\nawait asyncio.gather(*[slow(i) for i in range(300)])"
+    result = orchestrate(code, tools=[mod.slow], store=store, type_check=False)
+    assert result.value == list(range(1, 301))
+    assert 1 <= store.checkpoints <= 1 + result.duration / CHECKPOINT_EVERY
+    # every record is written by the end, in batches
+    assert sorted(store.run(result.run_id).calls) == list(range(-1, 300))
+    # a gated call always checkpoints (a pause must be resumable), however recent the last
+    store.checkpoints = 0
+    code = "[await adelete('/data/' + str(i)) for i in range(5)]"
+    gated = orchestrate(code, tools=tools(mod), store=store, approver=lambda call: True)
+    assert len(gated.value) == 5 and store.checkpoints == 5
