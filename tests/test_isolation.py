@@ -63,6 +63,15 @@ def test_a_level_that_does_not_exist_is_one_config_error(monkeypatch):
         create("t", code="pass")
 
 
+def test_gvisor_refuses_a_network_it_would_not_give(shell):
+    """runsc is registered with --network=none: a bridge would silently be only ``lo``."""
+    with pytest.raises(SandboxConfigError, match=r"^network 'bridge' needs isolation 'container'"):
+        create("t", code="pass", network="bridge", isolation="gvisor")
+    result = shell.run_cell("%%sandbox --network bridge --isolation gvisor\npass")
+    assert isinstance(result.error_in_exec, UsageError)
+    assert str(result.error_in_exec).startswith("--network 'bridge' needs isolation")
+
+
 @pytest.mark.usefixtures("no_leaked_containers")
 def test_the_magic_takes_the_level_as_option_and_as_config(shell):
     cell = f"%%sandbox --quiet --out release:str {{}}\n{RELEASE}"

@@ -576,6 +576,13 @@ def create(
     _check_prebuilt(image, base_image, packages, system_packages, additional_commands)
     _check_choice(cache, CacheMode, "cache")
     _check_choice(network, Network, "network")
+    level = isolation_level(isolation)
+    if level == "gvisor" and network != "none":
+        raise SandboxConfigError(
+            f"network {network!r} needs isolation 'container': gVisor runs with its network off"
+            " (runsc --network=none)",
+            parameter="network",
+        )
     _cluster.check_cluster(cluster)
     bounded(retries, "retries", low=0, high=MAX_RETRIES, integer=True)
     if timeout is not None:
@@ -603,5 +610,5 @@ def create(
         cache=cache,
         network=network,
         cluster=cluster,
-        isolation=isolation_level(isolation),
+        isolation=level,
     )
