@@ -192,10 +192,20 @@ async def slow(n: int) -> int:
 SLOW_CELL = "%%orchestrate --resume --quiet\nn = count(1)\nm = await slow(n + 1)\n(n, m)"
 
 
+def counted_written(store) -> bool:
+    """Whether the store's newest run holds count(1)'s record (call 0)."""
+    if not store.exists():
+        return False
+    with Store(store) as opened:
+        runs = opened.runs()
+        return bool(runs) and 0 in opened.run(runs[0].run_id).calls
+
+
 def test_resume_after_kill_continues_from_the_snapshot(tmp_path, store):
-    """The kernel dies while the cell waits on a slow tool; in a new kernel the same cell
-    with --resume continues from the snapshot: count(1) is not made again, the slow call
-    (which never completed) is."""
+    """The kernel dies while the cell waits on a slow tool, once count(1)'s record is written
+    (within a second of its end: records are written in batches, see `_durable`); in a new
+    kernel the same cell with --resume continues from the snapshot: count(1) is not made
+    again, the slow call (which never completed) is."""
     started = tmp_path / "started"
     first = Kernel(store)
     try:
@@ -203,8 +213,8 @@ def test_resume_after_kill_continues_from_the_snapshot(tmp_path, store):
         first.ok(SLOW.format(started=str(started), seconds=600))
         first.start(SLOW_CELL)
         deadline = time.monotonic() + 120
-        while not started.exists():
-            assert time.monotonic() < deadline, "the slow tool never started"
+        while not (started.exists() and counted_written(store)):
+            assert time.monotonic() < deadline, "the slow tool never started, or count's record"
             time.sleep(0.1)
     finally:
         first.kill()
