@@ -155,12 +155,14 @@ def orchestrate(
     check knows them; the run leaves its own for the next. Limits apply to this run alone.
 
     ``store`` (a `Store` or its path) makes the run durable (see `_durable`): its calls'
-    records and Monty snapshots are written as it goes, under a run id (``result.run_id``)
-    kept by ``scope`` (the notebook) and ``cell`` (default: a hash of the code). With
-    ``resume=True`` it continues run ``run_id``, or the last run of this cell unless that
-    ended ok: the same code from its latest snapshot (code before it does not run again,
-    completed calls are not made again), edited code answered from its records while it
-    repeats them. Without a store the run and its cost are what they always were.
+    records (in batches, at most a second late) and Monty snapshots (before each sandbox or
+    gated call, else at most once a second) are written as it goes, under a run id
+    (``result.run_id``) kept by ``scope`` (the notebook) and ``cell`` (default: a hash of the
+    code). With ``resume=True`` it continues run ``run_id``, or the last run of this cell
+    unless that ended ok: the same code from its latest snapshot (code before it does not run
+    again, calls whose records were written are not made again), edited code answered from
+    its records while it repeats them. Without a store the run and its cost are what they
+    always were.
 
     A tool with ``approve=`` gates its calls: ``approver(call) -> bool`` answers inline (a
     rejected call raises ``PermissionError`` in the code, which may catch it); with no
