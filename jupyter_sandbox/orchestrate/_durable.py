@@ -14,9 +14,9 @@ A run given a store (``orchestrate(..., store=...)``) is *durable*: it survives 
   dump, a few KB) is written before every sandbox tool call (slow: the calls worth not
   repeating) and before every gated call (a pause must be resumable); before any other call,
   sync or async, only when the last one is more than a second old (a ``gather`` of 1000
-  async tools writes one or two, not 1000). Only the latest is kept. A snapshot is taken
-  where the code stops at a call, so it holds the arguments of that call and the
-  ``call_id`` s of the async calls still in flight (`pending`).
+  async tools writes one per second of the run at most, not 1000). Only the latest is
+  kept. A snapshot is taken where the code stops at a call, so it holds the arguments of
+  that call and the ``call_id`` s of the async calls still in flight (`pending`).
 - **What a kill loses.** A process killed mid-run (``kill -9`` of the kernel) loses the
   records not written yet: those of the calls that finished in the last second or so (the
   timer's interval, plus its delay on a loaded machine). On resume those calls count as not
@@ -29,8 +29,8 @@ A run given a store (``orchestrate(..., store=...)``) is *durable*: it survives 
   call the snapshot stopped at again, and the code before it does not run again. *The
   in-flight rule*: a call (the announced one, or one that was pending) whose record says it
   completed is answered from its record; one without a completed record is made again, with
-  the arguments the snapshot holds. Calls after the snapshot that completed before the kernel
-  died are answered from their records too, in order, while the code repeats them (the
+  the arguments the snapshot holds. Calls after the snapshot whose records were written before
+  the kernel died are answered from them too, in order, while the code repeats them (the
   journal's replay, `_replay.Answers`).
 - **Handles** (opaque host objects, `_values`) do not survive a restart: a dump carries no
   host object. The store keeps plain data only (`keepable`): an object, or data over
