@@ -57,7 +57,7 @@ CREATE_DIFFERENCES = {
     "cache": "default 'disable': a notebook re-runs a cell to run it again",
 }
 """Flyte parameters we lack or default otherwise (the README's table gives the same reasons)."""
-OUR_EXTRAS = {"base_image", "network", "cluster"}
+OUR_EXTRAS = {"base_image", "network", "cluster", "isolation"}
 """Keyword-only parameters of ours that Flyte lacks."""
 
 
