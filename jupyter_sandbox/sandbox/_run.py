@@ -136,7 +136,8 @@ class _Reader(threading.Thread):
         self._lock = threading.RLock()
         self._closed = False
         self._held = b""
-        self._past_marker = False
+        self.past_marker = False
+        """Whether the marker came: what follows is the outputs' tar."""
 
     def run(self) -> None:
         try:
@@ -144,7 +145,7 @@ class _Reader(threading.Thread):
             for out, err in chunks:
                 if err:
                     self._take("stderr", err)
-                if out and not self._past_marker:
+                if out and not self.past_marker:
                     tail = self._stdout(out)
                     if tail is not None:
                         self._unpack(tail, chunks)
@@ -161,7 +162,7 @@ class _Reader(threading.Thread):
             data, self._held = self._held + data, b""
             at = data.find(marker) if marker else -1
             if at >= 0:
-                self._past_marker = True
+                self.past_marker = True
                 self._take("stdout", data[:at])
                 return data[at + len(marker) :]
             keep = _overlap(data, marker)
@@ -399,6 +400,10 @@ def run_container(
                 oom = exit_code == _SIGKILLED and _oom_kills(client, slot) > 0
             raw.oom_killed = oom
             error = reader.outputs_error
+            if exit_code == 0 and collect is not None and not reader.past_marker:
+                error = ContainerError(  # the script writes the marker on every exit 0
+                    "the engine's stream of the run ended before its outputs came: run it again"
+                )
             if exit_code == 0 and error is not None:
                 if not isinstance(error, ContainerError):
                     raise error
@@ -408,8 +413,10 @@ def run_container(
         raw.stderr = "".join(reader.parts["stderr"])
         clean = True
     finally:
-        if stream is not None:
-            _close(stream)  # a background child may hold it open; removal ends it anyway
+        if stream is not None and not (clean and reader.done.is_set()):
+            # a background child may hold it open (removal ends it anyway). One that ended is
+            # left alone: its connection may be back in the client's pool, serving another call
+            _close(stream)
         # timeout, Ctrl-C, engine error: gone before control returns
         _pool.release(client, slot, now=not clean)
     return raw
