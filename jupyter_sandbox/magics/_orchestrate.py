@@ -145,13 +145,16 @@ class OrchestrateMagics(CellMagics):
                 "--resume: no earlier run of this cell, nor a failed run of the same code, "
                 "completed a tool call; running every call"
             )
-        limits = Limits(
-            timeout=self.timeout,
-            max_memory=self.max_memory,
-            max_calls=self.max_calls,
-            max_result=self.max_result,
-            max_output=self.max_output,
-        )
+        try:  # a bad %config value: one usage line naming the option, as a bad option gets
+            limits = Limits(
+                timeout=self.timeout,
+                max_memory=self.max_memory,
+                max_calls=self.max_calls,
+                max_result=self.max_result,
+                max_output=self.max_output,
+            )
+        except SandboxConfigError as exc:
+            raise self.usage_error(exc) from None
 
         def run(on_event: EventCallback) -> OrchestrationResult:
             return orchestrate(
