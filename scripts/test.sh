@@ -8,4 +8,4 @@ cd "$ROOT"
 .venv/bin/ruff check jupyter_sandbox tests benchmarks scripts
 .venv/bin/ruff format --check jupyter_sandbox tests benchmarks scripts
 .venv/bin/mypy
-.venv/bin/python -m pytest -ra "$@"
+.venv/bin/python -m pytest -ra --durations=20 "$@"  # the slowest tests, to keep CI under 30 min
