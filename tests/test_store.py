@@ -434,3 +434,30 @@ def test_a_forked_child_writes_through_its_own_connection(store: Store) -> None:
     assert child.exitcode == 0
     store.record_call(run_id, 2, record(2))  # the parent's connection still works
     assert store.run(run_id).calls == {i: record(i) for i in range(3)}
+
+
+_TAKE_OVER = """
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1], timeout=0)
+try:
+    db.execute("PRAGMA journal_mode = DELETE").fetchone()  # needs the file to itself
+    print("taken")
+except sqlite3.OperationalError as error:
+    print(error)
+"""
+
+
+def test_a_second_store_of_an_open_path_keeps_the_first_ones_locks(tmp_path: Path) -> None:
+    """Closing any descriptor of a database file drops every POSIX lock the process holds on
+    it: a second `Store` of a path this process has open must not open the file, or another
+    kernel could delete the WAL under the first (seen as "database disk image is malformed")."""
+    path = tmp_path / "store.sqlite"
+    first = Store(path)
+    first.new_run(scope="s", cell="c", code="1", tools=[])
+    Store(path).close()
+    other = subprocess.run(
+        [sys.executable, "-c", _TAKE_OVER, str(path)], capture_output=True, text=True, check=True
+    )
+    assert other.stdout.strip() == "database is locked"
+    assert first.runs(scope="s")  # and the first store still reads
+    first.close()

@@ -179,7 +179,7 @@ class Store:
             self._key = _key(self.path.parent / "key")
             self._keyed = hmac.new(self._key, digestmod=hashlib.sha256)
             """The HMAC with the key taken in: each seal copies it (half the cost of a new one)."""
-            os.close(os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600))
+            _make_file(self.path)
             self._pid = os.getpid()
             self._db = self._connect()
         except (OSError, sqlite3.Error) as error:
@@ -649,6 +649,23 @@ def _prune(
         "ORDER BY created DESC, rowid DESC LIMIT -1 OFFSET ?)"
     )
     return dropped + db.execute(in_all, (total,)).rowcount
+
+
+def _make_file(path: Path) -> None:
+    """Create the store's file 0600 if it is missing; refuse a link or anything not a file.
+
+    An existing file is only looked at, never opened here: closing any descriptor of a
+    database file drops every POSIX lock this process holds on it, so a second `Store` of a
+    path this process already has open would silently unlock the first one's transactions
+    (and another kernel could then checkpoint the WAL under it: "database disk image is
+    malformed"; SQLite's "How To Corrupt", 2.2)."""
+    try:
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
+        return
+    except FileExistsError:
+        pass
+    if not stat.S_ISREG(os.lstat(path).st_mode):
+        raise OSError(errno.EINVAL, "not a regular file (a link, a folder...)", str(path))
 
 
 def _make_folder(folder: Path) -> None:
