@@ -11,6 +11,7 @@ import asyncio
 import os
 import threading
 import time
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -52,9 +53,11 @@ def test_outputs_come_back_in_the_exec_that_ran_the_code(docker_engine):
     sandbox = _double()
     since = time.time() - 1
     assert [sandbox.run(x=i) for i in range(3)] == [0, 2, 4]
-    execs = _execs(docker_engine, since)
-    assert len(execs) == 3, execs  # was 6: the code's exec, then a `tar` exec for the outputs
-    assert len(set(execs)) == 3  # a container of its own for each run
+    execs = Counter(_execs(docker_engine, since))
+    # Each run's container saw one exec (it was two: the code's, then a `tar` for the
+    # outputs). The window starts up to 2 s early (the engine counts whole seconds), so a
+    # container of an earlier test may show too: at least the three runs', one exec each.
+    assert len(execs) >= 3 and set(execs.values()) == {1}, execs
 
 
 def test_output_that_looks_like_the_marker_streams_unchanged():
