@@ -178,8 +178,15 @@ _closing = False
 def _background(target: object, *args: object) -> None:
     thread = threading.Thread(target=target, args=args, daemon=True)  # type: ignore[arg-type]
     with _lock:
-        _threads[:] = [t for t in _threads if t.is_alive()] + [thread]
-    thread.start()
+        # Drop finished threads only: one another caller appended but has not started yet
+        # is not alive either, and `quiesce` must still wait for it.
+        _threads[:] = [t for t in _threads if t.is_alive() or t.ident is None] + [thread]
+    try:
+        thread.start()
+    except BaseException:  # never started: `quiesce` must not wait for it
+        with _lock:
+            _threads.remove(thread)
+        raise
 
 
 def fresh_uid() -> int:
@@ -473,11 +480,18 @@ def remove_later(slot: Slot) -> None:
 
 def quiesce() -> None:
     """Wait for background starts and removals: afterwards the spares are up and waiting, and
-    used containers are gone."""
-    with _lock:
-        pending = list(_threads)
-    for thread in pending:
-        thread.join()
+    used containers are gone. A thread may start another while it is waited for (a removal
+    after a refill's eviction...): wait again until none is left."""
+    while True:
+        with _lock:
+            pending = [thread for thread in _threads if thread.is_alive() or thread.ident is None]
+        if not pending:
+            return
+        for thread in pending:
+            if thread.ident is not None:  # else appended, not started yet: the next round
+                thread.join()
+            else:
+                time.sleep(0.01)
 
 
 def settle() -> None:
