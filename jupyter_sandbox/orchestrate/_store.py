@@ -428,6 +428,19 @@ class Store:
     # --- plumbing ---
 
     def _connect(self) -> sqlite3.Connection:
+        """A connection, set up. Kernels opening a new store at once race to switch it to
+        WAL, which SQLite answers "database is locked" without waiting for: retry that, up to
+        the busy timeout."""
+        deadline = time.monotonic() + _BUSY_MS / 1000
+        while True:
+            try:
+                return self._connect_once()
+            except sqlite3.OperationalError as error:
+                if "locked" not in str(error) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02 + secrets.randbelow(30) / 1000)
+
+    def _connect_once(self) -> sqlite3.Connection:
         db = sqlite3.connect(
             self.path, timeout=_BUSY_MS / 1000, isolation_level=None, check_same_thread=False
         )
