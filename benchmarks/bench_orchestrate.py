@@ -2,23 +2,29 @@
 the cost of a durable run (a store) against today's path, and the latency of an empty cell.
 Prints tables; medians over repeated interleaved rounds, with the machine's load.
 
-    .venv/bin/python benchmarks/bench_orchestrate.py [--calls 1000] [--rounds 15] [--durable]
+    .venv/bin/python benchmarks/bench_orchestrate.py [--calls 1000] [--rounds 15] [--durable|--hot]
 
-``--durable`` prints only the durable table (store on vs off, sync and async tools).
+``--durable`` prints only the durable table (store on vs off, sync and async tools); ``--hot``
+only the three tool-call rows issue 12 sets goals for (sync call, awaited async call, gather),
+each against its own baseline measured in the same rounds.
 
-Baseline: the bare ``feed_start``/``resume`` loop, the fastest way to drive Monty by hand.
+Baselines: the bare ``feed_start``/``resume`` loop, the fastest way to drive Monty by hand;
+for an async call the same loop answering ``{"future": ...}`` and settling it with the
+coroutine's value (run to its end right there, no event loop); for ``gather`` CPython's own
+``asyncio.gather`` of the same coroutines.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import signal
 import statistics
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import pydantic_monty as pm
@@ -49,6 +55,101 @@ def bare_monty(code: str) -> None:
 
 async def aadd(x: int, y: int) -> int:
     return x + y
+
+
+async def nap(i: int) -> int:
+    await asyncio.sleep(NAP)
+    return i
+
+
+NAP = 0.2
+"""Seconds each tool of the ``gather`` row sleeps."""
+
+
+def await_code(n: int) -> str:
+    return f"acc = 0\nfor i in range({n}):\n    acc = await aadd(acc, i)\nacc"
+
+
+def gather_code(n: int) -> str:
+    return f"import asyncio\nlen(await asyncio.gather(*[nap(i) for i in range({n})]))"
+
+
+def _ran(coro: Coroutine[Any, Any, Any]) -> Any:
+    """The value of a coroutine that never suspends, run to its end without a loop."""
+    try:
+        coro.send(None)
+    except StopIteration as stop:
+        return stop.value
+    raise AssertionError("the coroutine suspended")
+
+
+def bare_monty_async(code: str) -> None:
+    """The async baseline: answer each call with a future, settle every pending one at each
+    FutureSnapshot with its coroutine's value."""
+    with pool().checkout(limits={"max_suspensions": 10**7}) as session:
+        snap = session.feed_start(code)
+        waiting: dict[int, Any] = {}
+        while not isinstance(snap, pm.MontyComplete):
+            if isinstance(snap, pm.FutureSnapshot):
+                settled = {i: {"return_value": waiting.pop(i)} for i in snap.pending_call_ids}
+                snap = snap.resume(settled)
+                continue
+            assert isinstance(snap, pm.FunctionSnapshot)
+            waiting[snap.call_id] = _ran(aadd(*snap.args))
+            snap = snap.resume({"future": ...})
+
+
+def cpython_gather(n: int) -> None:
+    async def main() -> None:
+        await asyncio.gather(*[nap(i) for i in range(n)])
+
+    asyncio.run(main())
+
+
+def hot_table(n: int, rounds: int) -> None:
+    """The rows issue 12 sets goals for, each with its baseline in the same interleaved rounds:
+    a sync call through the API (<= 1.1x the bare loop), an awaited async call (<= 1.2x the
+    bare future + settle loop), a gather of ``n`` tools sleeping `NAP` s (<= 1.15x CPython)."""
+    tools = [add, aadd, nap]
+    sync_code, async_code, many = loop_code(n), await_code(n), gather_code(n)
+
+    def api(code: str) -> Callable[[], object]:
+        return lambda: orchestrate(code, tools=tools, type_check=False)
+
+    tables = [
+        (
+            f"sync tool call, {n} per cell",
+            n,
+            "us",
+            [("bare feed_start/resume loop (baseline)", lambda: bare_monty(sync_code)),
+             ("orchestrate() API, sync tool", api(sync_code))],
+        ),
+        (
+            f"async tool call awaited, {n} per cell",
+            n,
+            "us",
+            [("bare Monty future + settle (baseline)", lambda: bare_monty_async(async_code)),
+             ("orchestrate() API, awaited async tool", api(async_code))],
+        ),
+        (
+            f"gather of {n} async tools sleeping {NAP} s, per cell",
+            1,
+            "ms",
+            [("CPython asyncio.gather (baseline)", lambda: cpython_gather(n)),
+             ("orchestrate() API, asyncio.gather", api(many))],
+        ),
+    ]  # fmt: skip
+    load = os.getloadavg()[0]
+    rows = [row for *_, table_rows in tables for row in table_rows]
+    timed = iter(measure(rows, rounds))
+    after = os.getloadavg()[0]
+    for title, per, unit, table_rows in tables:
+        print_table(
+            f"{title}, median of {rounds} interleaved rounds (load {load:.2f} -> {after:.2f})",
+            [next(timed) for _ in table_rows],
+            per=per,
+            unit=unit,
+        )
 
 
 def durable_table(n: int, rounds: int) -> None:
@@ -93,8 +194,13 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--durable", action="store_true", help="only the durable-run table")
+    parser.add_argument("--hot", action="store_true", help="only issue 12's tool-call rows")
     args = parser.parse_args()
     n, rounds = args.calls, args.rounds
+    if not args.durable:
+        hot_table(n, rounds)
+    if args.hot:
+        return
     durable_table(n, rounds)
     if args.durable:
         return
@@ -116,9 +222,12 @@ def main() -> None:
         ("%%orchestrate (type-checked)", magic(True)),
         ("plain CPython calls", lambda: cpython(n)),
     ]
+    load = os.getloadavg()[0]
+    timed = measure(rows, rounds)
     print_table(
-        f"per tool call, {n} calls per cell, median of {rounds} interleaved rounds",
-        measure(rows, rounds),
+        f"per tool call, {n} calls per cell, median of {rounds} interleaved rounds "
+        f"(load {load:.2f} -> {os.getloadavg()[0]:.2f})",
+        timed,
         per=n,
     )
 
