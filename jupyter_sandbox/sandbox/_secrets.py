@@ -8,18 +8,30 @@ preview: a preview cut mid-secret would show a prefix that masking can no longer
 
 Masking recognises the secret's own text. It guards against honest code that prints what it
 should not; code that means to leak a secret can always encode it first (base64, reversed...).
+Error messages are cut to a bound (Python's ``int()`` quotes 200 characters, ours 40-120)
+before we see them, so a secret straddling the cut shows only a piece of itself, which no
+longer matches: `mask_error` also masks a secret's start (or end) where text is cut.
 """
 
 from __future__ import annotations
 
 import codecs
 import json
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 MASK = "***"
 HIDDEN = "*** (holds a secret value)"
 """The preview of a value that holds a secret."""
+CUT_SHOWN = 1
+"""Characters of a secret an error message cut mid-secret may still show: a longer start
+(or end) of it next to a cut is masked. One character is no secret, and masking single
+characters next to every quote would garble messages."""
+_CUT_AFTER = re.compile(r"['\"…]|\.\.\.|\Z")
+"""Where bounded text stops a value it quotes: a closing quote, an ellipsis, its end."""
+_CUT_BEFORE = re.compile(r"\A|['\"…]|\.\.\.")
+"""Where bounded text starts a value it quotes (a tail): an opening quote, an ellipsis."""
 
 
 def forms(secrets: Iterable[str]) -> tuple[str, ...]:
@@ -59,9 +71,59 @@ def _mask(text: str, spellings: Iterable[str]) -> str:
 
 
 def mask_error(err: BaseException, secrets: tuple[str, ...]) -> None:
-    """Mask the message of an exception we are about to show (its ``args`` make its text)."""
+    """Mask the message of an exception we are about to show (its ``args`` make its text),
+    with `mask_cut`: error text quotes values cut to a bound."""
     if secrets:
-        err.args = tuple(mask(a, secrets) if isinstance(a, str) else a for a in err.args)
+        err.args = tuple(mask_cut(a, secrets) if isinstance(a, str) else a for a in err.args)
+
+
+def mask_cut(text: str, secrets: Iterable[str]) -> str:
+    """`mask`, and also each piece of a secret (in any of its `forms`) longer than
+    `CUT_SHOWN` that ends where the text cuts a value (`_CUT_AFTER`: ``'SECRETVAL`` at the
+    end of ``int()``'s message) or starts where it begins one (`_CUT_BEFORE`). Only for
+    bounded text such as error messages: a stream legitimately ends in the middle of a word.
+    The pieces of every form are found in the same text, then masked at once: masking one
+    form's piece first could leave another form's longer piece unrecognisable."""
+    spellings = forms(secrets)
+    text = _mask(text, spellings)
+    spans = sorted(span for secret in spellings for span in _pieces(text, secret))
+    merged: list[list[int]] = []
+    for start, end in spans:  # overlapping pieces become one mask
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    for start, end in reversed(merged):  # from the end: earlier spans keep their place
+        text = text[:start] + MASK + text[end:]
+    return text
+
+
+def _pieces(text: str, secret: str) -> list[tuple[int, int]]:
+    """Spans of ``text`` holding the longest start of ``secret`` before each `_CUT_AFTER`
+    and the longest end of it after each `_CUT_BEFORE` (more than `CUT_SHOWN` characters,
+    less than the whole). Only positions holding the secret's first (or last) character are
+    tried."""
+    spans: list[tuple[int, int]] = []
+    if len(secret) <= CUT_SHOWN + 1:
+        return spans
+    for cut in _CUT_AFTER.finditer(text):
+        end = cut.start()
+        if end <= CUT_SHOWN:  # `find` would read a negative bound from the end
+            continue
+        pos = text.find(secret[0], max(end - len(secret) + 1, 0), end - CUT_SHOWN)
+        while pos != -1 and not secret.startswith(text[pos:end]):
+            pos = text.find(secret[0], pos + 1, end - CUT_SHOWN)
+        if pos != -1:
+            spans.append((pos, end))
+    for cut in _CUT_BEFORE.finditer(text):
+        start = cut.end()
+        stop = min(start + len(secret) - 1, len(text))
+        pos = text.rfind(secret[-1], start + CUT_SHOWN, stop)
+        while pos != -1 and not secret.endswith(text[start : pos + 1]):
+            pos = text.rfind(secret[-1], start + CUT_SHOWN, pos)
+        if pos != -1:
+            spans.append((start, pos + 1))
+    return spans
 
 
 def holds_secret(value: Any, secrets: tuple[str, ...]) -> bool:
