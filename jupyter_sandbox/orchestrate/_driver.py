@@ -38,6 +38,7 @@ from .._errors import (
     StoreError,
 )
 from .._events import CallFinished, CallStarted, EventCallback, Output, ToolCall, ignore
+from . import _typecheck
 from ._confine import kill_worker
 from ._durable import Durable, Restore, handle_in
 from ._failures import describe, for_sandbox, translate
@@ -326,7 +327,10 @@ class Driver:
             if self.session is not None:
                 self.session.load(session, self.code, limits, stubs)
             inputs = {name: to_sandbox(value) for name, value in self.inputs.items()}
-            checked = self.type_check and self._checked_apart(session)
+            # skipped when these stubs, declarations and code passed before (`_typecheck`)
+            checked = stubs is not None and _typecheck.checked(
+                stubs, self.code, self.session, lambda: self._checked_apart(session)
+            )
             # The trace's times count from here: building stubs, waiting for a worker and the
             # type check are not the code's.
             self._t0 = time.perf_counter()

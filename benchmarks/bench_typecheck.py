@@ -1,0 +1,111 @@
+"""What the type check costs a cell (issue 12's last row): a cell run with ``--no-type-check``
+(the baseline), the same cell checked cold (the cache emptied before each run) and checked
+with a cached pass (the same cell and tools run before). Medians of interleaved rounds, with
+the machine's load; "check" is a row's median minus the baseline's.
+
+    .venv/bin/python benchmarks/bench_typecheck.py [--rounds 40]
+
+Two cells: a one-liner and a 40-line cell, each calling a registered tool (a cell naming no
+tool skips the check, see `Driver.__init__`). Under each table, a cached check's parts
+timed alone: the cache hit (hashing stubs and code) and building the stubs it hashes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from collections.abc import Callable
+
+from _timing import measure_prepared, print_table
+
+from jupyter_sandbox.orchestrate import _typecheck, orchestrate, resolve_tools
+from jupyter_sandbox.orchestrate._stubs import build_stubs
+
+
+def add(x: int, y: int) -> int:
+    return x + y
+
+
+def scale(values: list[int], factor: float = 1.0) -> list[float]:
+    return [v * factor for v in values]
+
+
+TOOLS = [add, scale]
+SMALL = "add(1, 2)"
+LARGE = "\n".join(
+    [
+        "total = 0",
+        "def step(i: int) -> int:",
+        "    return add(i, i * 2)",
+        *(f"total = add(total, step({i}))" for i in range(30)),
+        "values = scale([1, 2, 3], 0.5)",
+        "for v in values:",
+        "    total = add(total, int(v))",
+        "class Acc:",
+        "    def __init__(self, n: int) -> None:",
+        "        self.n = n",
+        "Acc(total).n",
+    ]
+)
+
+
+def rows(code: str) -> list[tuple[str, object, object]]:
+    def unchecked() -> object:
+        return orchestrate(code, tools=TOOLS, type_check=False)
+
+    def checked() -> object:
+        return orchestrate(code, tools=TOOLS)
+
+    def nothing() -> None:
+        pass
+
+    def warm() -> None:  # a pass of this very cell is in the cache
+        checked()
+
+    return [
+        ("--no-type-check (baseline)", nothing, unchecked),
+        ("checked, cold (cache emptied)", _typecheck.passed.clear, checked),
+        ("checked, cached (unchanged cell and tools)", warm, checked),
+    ]
+
+
+def per_call_us(fn: Callable[[], object], runs: int = 2000) -> float:
+    start = time.perf_counter()
+    for _ in range(runs):
+        fn()
+    return (time.perf_counter() - start) / runs * 1e6
+
+
+def parts(code: str) -> str:
+    """A cached check's two parts: the cache hit (building the key and finding it) and
+    building the stubs the key hashes (which every checked run does, cached or not)."""
+    tools = resolve_tools(TOOLS)
+    stubs = build_stubs(tools, {})
+    _typecheck.passed.add(_typecheck.key(stubs, code, None))
+    hit = per_call_us(lambda: _typecheck.checked(stubs, code, None, lambda: False))
+    built = per_call_us(lambda: build_stubs(tools, {}))
+    return f"cache hit {hit:.1f} us; building the stubs ({len(tools)} tools) {built:.0f} us"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=40)
+    args = parser.parse_args()
+    for label, code in (("one-line cell", SMALL), ("40-line cell", LARGE)):
+        load = os.getloadavg()[0]
+        table = measure_prepared(rows(code), args.rounds)  # type: ignore[arg-type]
+        print_table(
+            f"type check, {label}: median of {args.rounds} interleaved rounds "
+            f"(load {load:.2f} -> {os.getloadavg()[0]:.2f})",
+            table,
+            unit="ms",
+        )
+        base = table[0][1]
+        for name, seconds in table[1:]:
+            print(f"  check cost, {name:40} {(seconds - base) * 1e3:8.2f} ms")
+        print(f"  {parts(code)}")
+
+
+if __name__ == "__main__":
+    main()
