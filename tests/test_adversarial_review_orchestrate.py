@@ -224,19 +224,39 @@ def test_a_result_of_shared_long_numbers_is_refused_by_max_result(cell):
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - before < 300
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: a handle counts as 8 bytes whatever its repr; the code can share one "
-    "handle with a long repr (a DataFrame, a bytearray) a million times and the display "
-    "writes the repr each time",
-)
 def test_a_result_sharing_a_handle_with_a_long_repr_is_refused_by_max_result():
+    """A handle counted 8 bytes whatever its repr: the code could share one handle with a
+    long repr (a DataFrame, a bytearray) a million times and the display wrote it each time."""
+
     def blob() -> object:
         return bytearray(1000)  # a handle whose repr is 4 KB
 
     # 10,000 references: 40 MB once written out, past a 1 MB --max-result.
     with pytest.raises(LimitExceeded, match="--max-result"):
         orchestrate("b = blob()\n[[b] * 1000] * 10", tools=[blob], max_result=1)
+    # The same handle a hundred times (400 KB) is within the limit, and comes back as itself.
+    value = orchestrate("b = blob()\n[b] * 100", tools=[blob], max_result=1).value
+    assert len(value) == 100 and all(b is value[0] for b in value)
+
+
+def test_a_handle_past_max_result_is_refused_without_writing_its_repr():
+    big = bytearray(8 * 2**20)  # its repr would be 32 MB
+
+    def blob() -> object:
+        return big
+
+    with pytest.raises(LimitExceeded, match="--max-result"):
+        orchestrate("blob()", tools=[blob], max_result=1)
+
+
+@pytest.mark.parametrize("make", [ExitOnRepr, LazyProxy], ids=["repr-exits", "class-raises"])
+def test_a_returned_handle_whose_repr_or_class_raises_is_the_cells_value(make):
+    value = make()
+
+    def get() -> object:
+        return value
+
+    assert bounded(lambda: orchestrate("[get()] * 3", tools=[get]).value) == [value] * 3
 
 
 @pytest.mark.xfail(

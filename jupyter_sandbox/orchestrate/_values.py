@@ -42,7 +42,7 @@ MAX_DEPTH = 64
 """Nesting levels that cross as data; deeper parts cross as handles (Monty's conversion
 recurses, and a 5000-deep list would overflow it)."""
 _HANDLE_SIZE = 8
-"""What `data_size` counts for a number, a handle or a container's slot."""
+"""What `data_size` counts for each item (a container's slot), on top of what it writes."""
 
 
 def is_plain(value: object) -> bool:
@@ -126,11 +126,16 @@ def _to_sandbox(value: Any, depth: int, plain: dict[int, bool], done: dict[int, 
 def data_size(value: object, limit: int) -> int:
     """Roughly the bytes ``value`` takes once written out (its repr, JSON, a display
     message), counting shared references each time they appear, as writing them out does:
-    characters of text and bytes, digits of numbers, and `_HANDLE_SIZE` more for each item
-    (all a handle counts). Stops counting past ``limit`` (and returns what it has, more than
-    ``limit``), so a value that would write out to gigabytes, or a cycle, costs only
-    ``limit`` worth of walking."""
+    characters of text and bytes, digits of numbers, the host repr of a handle (an object),
+    and `_HANDLE_SIZE` more for each item. Stops counting past ``limit`` (and returns what it
+    has, more than ``limit``), so a value that would write out to gigabytes, or a cycle,
+    costs only ``limit`` worth of walking.
+
+    A handle once counted 8 bytes whatever its repr, so the code could share one object with
+    a long repr (a DataFrame, a bytearray) a million times and the display wrote that repr
+    each time. Each object's repr is measured once (`_repr_size`), however often it is met."""
     total = 0
+    reprs: dict[int, int] = {}
     stack = [value]
     while stack and total <= limit:
         item = stack.pop()
@@ -150,7 +155,32 @@ def data_size(value: object, limit: int) -> int:
                 if kind is dict
                 else item  # type: ignore[arg-type]
             )
+        elif kind not in _SCALARS:  # a handle: displays write its host repr each time
+            size = reprs.get(id(item))  # the value holds the item, so its id stays its own
+            if size is None:
+                size = reprs[id(item)] = _repr_size(item, limit)
+            total += size
     return total
+
+
+def _repr_size(item: object, limit: int) -> int:
+    """The length of ``item``'s repr, as a display writes it. An object holding more bytes
+    than ``limit`` (a buffer: a bytearray, an array) is past it without writing its repr
+    (which takes 1-4 characters a byte); a repr that raises counts nothing (the display
+    shows one line of its failure). A ``KeyboardInterrupt`` from it may be Ctrl-C: it
+    propagates."""
+    try:
+        held = memoryview(item).nbytes  # type: ignore[arg-type]
+    except Exception:  # no buffer, or one that refuses
+        held = 0
+    if held > limit:
+        return held
+    try:
+        return len(repr(item))
+    except KeyboardInterrupt:
+        raise
+    except BaseException:  # a tool's object: its repr may raise anything, SystemExit too
+        return 0
 
 
 def too_deep(value: object) -> bool:
