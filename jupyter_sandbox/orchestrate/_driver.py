@@ -40,7 +40,7 @@ from .._errors import (
 from .._events import CallFinished, CallStarted, EventCallback, Output, ToolCall, ignore
 from . import _typecheck
 from ._confine import kill_worker
-from ._durable import Durable, Restore, handle_in
+from ._durable import Durable, Restore
 from ._failures import describe, for_sandbox, translate
 from ._limits import Limits
 from ._memo import Journal, Recorded
@@ -327,6 +327,8 @@ class Driver:
             if self.session is not None:
                 self.session.load(session, self.code, limits, stubs)
             inputs = {name: to_sandbox(value) for name, value in self.inputs.items()}
+            if self.durable is not None:  # names the handles among them (`_rebind`)
+                self.durable.sent_inputs(self.inputs, inputs)
             # skipped when these stubs, declarations and code passed before (`_typecheck`)
             checked = stubs is not None and _typecheck.checked(
                 stubs, self.code, self.session, lambda: self._checked_apart(session)
@@ -388,15 +390,9 @@ class Driver:
             future: concurrent.futures.Future[Any] = concurrent.futures.Future()
             if call.replayed:
                 future.set_result(call.result)
-            elif (lost := handle_in((call.args, call.kwargs))) is not None:
-                raise StoreError(
-                    f"{call.tool}() must be made again after the restore, but an argument of "
-                    f"it was an object ({lost}) the store could not keep; run the cell again"
-                )
-            else:
-                future = self.pending.submit(
-                    self.tools[call.tool].invoke(call, call.args, call.kwargs)
-                )
+            else:  # made again: the handles it was passed, bound again (`_rebind`)
+                args, kwargs = restore.rebind((call.args, call.kwargs))
+                future = self.pending.submit(self.tools[call.tool].invoke(call, args, kwargs))
             self.pending.add(entry["call_id"], future, call)
         self._calls = restore.index
         return snap
@@ -435,6 +431,8 @@ class Driver:
                 limit="calls",
             )
         args, kwargs = snap.args, snap.kwargs
+        if self.restore is not None:  # the handles it held before the restore, bound again
+            args, kwargs = self.restore.rebind((args, kwargs))
         offset = snap.position.start  # the call's line and column, inline: this is the hot path
         index = bisect.bisect_right(self._line_starts, offset) - 1
         line, column = index + 1, offset - self._line_starts[index] + 1
@@ -465,14 +463,6 @@ class Driver:
                 return snap.resume(self.pending.add(call.call_id, done, call))
             if found:
                 return snap.resume(self._succeeded(call, value))
-        if self.restore is not None:
-            lost = handle_in((args, kwargs), self.restore.classes)
-            if lost is not None:
-                raise StoreError(
-                    f"{name}() was passed an object ({lost}) the run held before it was "
-                    "restored: objects live only in the process that made them; run the "
-                    "cell again from the start"
-                )
         gated = tool.approve is not False and tool.gated(args, kwargs)
         # A sandbox call is slow and a gated one waits for a person: worth a checkpoint each.
         # Any other call checkpoints at most once a second (`_durable`).
@@ -569,11 +559,12 @@ class Driver:
         call.result = value
         if self._remembers:
             self.answers.remember(call, value)
-        if self.durable is not None:
-            self.durable.record(self._numbers[id(call)], call)
+        sent = to_sandbox(value)
+        if self.durable is not None:  # ``sent`` names the handles in it (`_rebind`)
+            self.durable.record(self._numbers[id(call)], call, sent)
         if self._emitting:
             self.emit(CallFinished(call))
-        return {"return_value": to_sandbox(value)}
+        return {"return_value": sent}
 
     def _failed(self, call: ToolCall, exc: BaseException) -> Any:
         call.end = time.perf_counter() - self._t0
