@@ -259,14 +259,12 @@ def test_a_returned_handle_whose_repr_or_class_raises_is_the_cells_value(make):
     assert bounded(lambda: orchestrate("[get()] * 3", tools=[get]).value) == [value] * 3
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: nesting is counted through a context variable, which a plain thread does "
-    "not inherit; a tool that runs orchestrate() on a thread of its own (an executor, "
-    "run_in_executor) nests on the cells' pool and deadlocks it once every worker is held",
-)
-def test_orchestrate_nested_through_a_tools_own_thread_works_or_fails_at_once():
-    levels = WORKERS  # one run per worker, and one more that can only wait for a worker
+@pytest.mark.parametrize("levels", [WORKERS, 3 * WORKERS], ids=["a-pool-full", "three-pools"])
+def test_orchestrate_nested_through_a_tools_own_thread_works_or_fails_at_once(levels):
+    """Nesting is counted through a context variable, which a plain thread does not
+    inherit: a tool that ran orchestrate() on a thread of its own (an executor,
+    run_in_executor) nested on the cells' pool and deadlocked it once every worker was held.
+    ``WORKERS`` levels: one run per worker, and one more that could only wait for one."""
 
     def nest(level: int) -> Any:
         code = "1" if level == levels else f"nest({level + 1})"
@@ -297,3 +295,20 @@ def test_orchestrate_nested_through_a_tools_own_thread_works_or_fails_at_once():
     outcome = asyncio.run(scenario())
     assert bounded(lambda: orchestrate("1 + 1").value) == 2  # the cancel freed the workers
     assert outcome in (1, "nesting")
+
+
+def test_more_independent_runs_than_workers_all_finish():
+    """Runs with no known parent spill to pools with a free worker (the fix above): runs
+    started side by side, more than every spare pool holds, still all finish."""
+
+    async def slow(x: int) -> int:
+        await asyncio.sleep(0.2)
+        return x
+
+    async def scenario() -> list[Any]:
+        runs = [
+            orchestrate_async("await slow(x)", tools=[slow], inputs={"x": i}) for i in range(10)
+        ]
+        return [r.value for r in await asyncio.wait_for(asyncio.gather(*runs), HANG_GUARD)]
+
+    assert asyncio.run(scenario()) == list(range(10))

@@ -25,6 +25,7 @@ from jupyter_sandbox import (
     File,
     InvalidOutput,
     NonZeroExit,
+    OrchestrationError,
     SandboxConfigError,
     ToolError,
     create,
@@ -266,51 +267,79 @@ def test_a_secret_cut_at_any_bound_of_an_error_shows_at_most_one_character(cut):
 
 GROWTH = """
 import resource, sys
-from jupyter_sandbox import create
+from jupyter_sandbox import OutputLimitExceeded, create
 from jupyter_sandbox.sandbox._pool import settle
 code = "n = 16 * 2**20 // 3\\nopen('/var/outputs/x', 'w').write('[' + '[],' * (n - 1) + '[]]')"
-sandbox = create("j", code=code, outputs={"x": list}, auto_io=False, resources={"disk": "32M"})
+resources = {"disk": "32M", "memory": "256m"}
+sandbox = create("j", code=code, outputs={"x": list}, auto_io=False, resources=resources)
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-value = sandbox.run()
-print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024, len(value))
+try:
+    outcome = f"decoded {len(sandbox.run())}"
+except OutputLimitExceeded as err:
+    outcome = str(err)
+print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024, outcome)
 settle()
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a JSON output is decoded whole: 16 MiB of '[],' became ~424 MiB in the kernel "
-    "(x26), so the default 256 MiB disk limit lets a container ask the kernel for ~7 GB; "
-    "needs a size bound on decoded outputs (a design choice: an option and its default); "
-    "open finding",
-)
-def test_a_json_output_never_costs_the_kernel_many_times_its_size():
-    """Measured in a fresh process, so the peak is this run's alone."""
+def test_a_json_output_never_costs_the_kernel_more_than_the_runs_memory_limit():
+    """16 MiB of '[],' decode to ~340 MiB of lists (x21; the default 256 MiB disk limit let a
+    container ask the kernel for ~7 GB): with a 256 MiB memory limit the output is refused
+    before it is decoded. Measured in a fresh process, so the peak is this run's alone."""
     import subprocess
     import sys
 
     done = subprocess.run(
         [sys.executable, "-c", GROWTH], capture_output=True, text=True, check=True, timeout=300
     )
-    growth, items = map(int, done.stdout.split())
-    assert items == 16 * 2**20 // 3
-    assert growth < 8 * 16 * 2**20
+    growth, outcome = done.stdout.split(maxsplit=1)
+    assert "output 'x' would decode to" in outcome, outcome
+    assert "raise resources memory" in outcome
+    assert len(outcome.strip().splitlines()) == 1
+    assert int(growth) < 8 * 16 * 2**20
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a sandbox tool returns its output's real value to the orchestration (as create() "
-    "does to the notebook), and nothing on the orchestrate side knows the sandbox's secrets: "
-    "the call's result preview, the printed stream and the record's value show it unmasked "
-    "(the sandbox's own record hides it); open finding",
-)
+def test_a_json_output_within_the_memory_limit_is_decoded():
+    n = 2**20 // 3  # 1 MiB of '[],': ~21 MiB of lists, within 256 MiB
+    code = f"open('/var/outputs/x', 'w').write('[' + '[],' * ({n} - 1) + '[]]')"
+    resources = {"disk": "32M", "memory": "256m"}
+    value = create("j", code=code, outputs={"x": list}, auto_io=False, resources=resources).run()
+    assert value == [[]] * n
+
+
 def test_a_secret_a_sandbox_tool_returns_never_shows_in_the_orchestration_record(monkeypatch):
+    """A sandbox tool returns its output's real value to the orchestration (as create() does
+    to the notebook); nothing on the orchestrate side knew the sandbox's secrets, so the
+    call's result preview, the printed stream and the record's value showed it unmasked."""
     import json
 
     monkeypatch.setenv(TOKEN, "S3CR3T-through-a-tool")
     code = f"import os\nt = os.environ[{TOKEN!r}]"
     tok = as_tool(create("tok", code=code, outputs={"t": str}, secrets=[TOKEN]))
-    result = orchestrate("t = await tok()\nprint('got', t)\nt", tools=[tok])
-    assert result.value == "S3CR3T-through-a-tool"  # the value itself is the code's to use
+    seen: list[str] = []
+
+    def echo(text: str) -> str:
+        seen.append(text)
+        return text
+
+    events: list[object] = []
+    cell = (
+        "t = await tok()\nprint('got', t)\nprint(t[:4], end='')\nprint(t[4:])\n"
+        "echo(t)\nprint('x' * 300 + t)\n[t, 'x' * 300 + t]"
+    )
+    result = orchestrate(cell, tools=[tok, echo], on_event=events.append)
+    # the value itself is the code's to use, and to pass to other tools
+    assert result.value == ["S3CR3T-through-a-tool", "x" * 300 + "S3CR3T-through-a-tool"]
+    assert seen == ["S3CR3T-through-a-tool"]
     shown = json.dumps(result.to_record(), default=repr) + result.stdout
-    assert "S3CR3T" not in shown
+    streamed = "".join(e.text for e in events if isinstance(e, Output))
+    assert "got ***" in result.stdout and "got ***" in streamed
+    for text in (shown, streamed):
+        assert "S3CR3T" not in text and "3CR" not in text
+
+    # an error quoting it: the message, its traceback and the record
+    with pytest.raises(OrchestrationError, match="ValueError") as err:
+        orchestrate("t = await tok()\nraise ValueError('bad ' + t)", tools=[tok])
+    raised = str(err.value) + err.value.sandbox_traceback
+    assert "bad ***" in raised and "S3CR3T" not in raised
+    assert "S3CR3T" not in json.dumps(err.value.result.to_record(), default=repr)

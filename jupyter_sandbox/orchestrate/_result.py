@@ -9,6 +9,7 @@ from .._bounds import ToolStats, kept_calls, stream_tail
 from .._events import ToolCall
 from .._preview import preview
 from ..records import RECORD_VERSION, CallRecord, ToolRow, TraceRecord, TraceStatus
+from ._scrub import mask_record
 
 TRACEBACK_CHARS = 4000
 """The most of a tool's host traceback one call's record keeps."""
@@ -38,6 +39,8 @@ class OrchestrationResult:
     """(run id, call number) this run was forked from (`fork_run`)."""
     session: str | None = None
     """The session (``session=``) whose variables the run started from and left."""
+    secrets: tuple[str, ...] = field(default=(), repr=False)
+    """Secrets the run's sandbox tools returned: `to_record` masks them (`_scrub`)."""
 
     @property
     def status(self) -> Literal["ok", "error", "interrupted", "paused"]:
@@ -73,7 +76,7 @@ class OrchestrationResult:
             record["forked_from"] = {"run_id": self.forked_from[0], "call": self.forked_from[1]}
         if self.session is not None:
             record["session"] = self.session
-        return record
+        return mask_record(record, self.secrets)
 
     def _calls_record(self) -> tuple[list[CallRecord], int, list[ToolRow]]:
         """The calls a saved notebook keeps (see `_bounds`: a long trace keeps its ends and its

@@ -21,6 +21,11 @@ _lock = threading.Lock()
 _pools: dict[int, pydantic_monty.Monty] = {}
 WORKERS = max(2, os.cpu_count() or 2)
 """Workers each pool may run at once."""
+SPARE_LEVELS = 4
+"""Pools a run with no known parent may draw from (`hold_level`): 0 (cells) and the three
+below it that nested runs use."""
+_held: dict[int, set[int]] = {}
+"""The ids of the runs drawing on each level's pool now."""
 _loop: asyncio.AbstractEventLoop | None = None
 _confinement: Confinement | None = None
 
@@ -66,3 +71,30 @@ def tool_loop() -> asyncio.AbstractEventLoop:
             ).start()
             _loop = loop
         return _loop
+
+
+def hold_level(run: object, parent_level: int | None) -> int:
+    """The pool level ``run`` draws its worker from, counted until `release_level`.
+
+    A run nested in a tool whose context holds its parent (the tool runs on the parent's
+    thread, or in an asyncio task) takes the level below the parent's: a run never waits
+    for a worker held by a run waiting on it. A run with no known parent takes the first of
+    `SPARE_LEVELS` pools that has a worker to spare, else waits at level 0. Such a run may
+    be independent (a thread of the notebook's) or nested through a thread or executor a
+    tool started itself, which a context variable does not follow: it took the cells' pool,
+    and once every worker there was held by a run waiting on such a tool, the workers were
+    deadlocked until Ctrl-C. Taking a pool with a free worker never waits on its parent;
+    only past `SPARE_LEVELS` x `WORKERS` runs at once does one wait at level 0 again."""
+    with _lock:
+        if parent_level is not None:
+            level = parent_level + 1
+        else:
+            level = next((n for n in range(SPARE_LEVELS) if len(_held.get(n, ())) < WORKERS), 0)
+        _held.setdefault(level, set()).add(id(run))
+        return level
+
+
+def release_level(run: object, level: int) -> None:
+    """``run`` no longer draws on the pool of ``level`` (once; again is harmless)."""
+    with _lock:
+        _held.get(level, set()).discard(id(run))

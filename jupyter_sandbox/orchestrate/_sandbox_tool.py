@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import inspect
+import os
 import threading
 import time
 import weakref
@@ -24,6 +25,7 @@ from .._errors import ContainerError, SandboxConfigError
 from .._events import ToolCall
 from .._threads import in_thread
 from ..records import RunRecord
+from ._scrub import note
 from ._tool import Approve, Tool
 
 DEFAULT_CONCURRENCY = 4
@@ -37,6 +39,7 @@ class SandboxLike(Protocol):
     name: str
     inputs: Mapping[str, str | None]
     outputs: Mapping[str, str | None]
+    secrets: Sequence[str]
 
     def execute(self, inputs: Mapping[str, Any], *, cancel: threading.Event) -> Any: ...
 
@@ -98,6 +101,9 @@ class SandboxTool(Tool):
         finally:
             slots.release()
         _keep(call, run.to_record())
+        if call is not None and any(kind == "outputs" for kind, _ in run.hidden):
+            # The code gets the real value; what the orchestration shows masks it (`_scrub`).
+            note(value for name in self.sandbox.secrets if (value := os.environ.get(name)))
         return run.value
 
     @staticmethod

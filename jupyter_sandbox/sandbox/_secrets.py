@@ -189,9 +189,18 @@ class StreamMasker:
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._pending = ""
 
+    def add(self, secrets: Iterable[str]) -> None:
+        """Mask ``secrets`` too from now on (an orchestration learns its secrets as its
+        sandbox tools return them)."""
+        self.secrets = tuple(dict.fromkeys((*self.secrets, *forms(secrets))))
+
     def feed(self, data: bytes) -> str:
         """The text of ``data`` that can be shown now, masked."""
-        text = _mask(self._pending + self._decoder.decode(data), self.secrets)
+        return self.feed_text(self._decoder.decode(data))
+
+    def feed_text(self, text: str) -> str:
+        """`feed` for a stream that arrives as text."""
+        text = _mask(self._pending + text, self.secrets)
         keep = self._held(text)
         self._pending = text[len(text) - keep :]
         return text[: len(text) - keep]
