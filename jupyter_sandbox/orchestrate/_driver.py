@@ -40,16 +40,15 @@ from .._errors import (
 from .._events import CallFinished, CallStarted, EventCallback, Output, ToolCall, ignore
 from . import _typecheck
 from ._confine import kill_worker
-from ._durable import Durable, Restore, handle_in
+from ._durable import Durable, Restore
 from ._failures import describe, for_sandbox, translate
 from ._limits import Limits
 from ._memo import Journal, Recorded
-from ._pending import Pending, Raised
+from ._pending import Entry, Pending, Raised
 from ._replay import Answers
 from ._result import OrchestrationResult
-from ._runtime import hold_level, pool, release_level
+from ._runtime import pool
 from ._sandbox_tool import SandboxTool
-from ._scrub import Scrub, scrubbing
 from ._sessions import SessionLink
 from ._stubs import build_stubs
 from ._tool import Tool
@@ -160,10 +159,6 @@ class Driver:
                 "sandboxed code whose tools run sandboxed code...): flatten the tools",
                 limit="nesting",
             )
-        self.level = self.depth
-        """The level of the worker pool the run draws on (`_runtime.hold_level`)."""
-        self.scrub: Scrub = Scrub(None if self.parent is None else self.parent.scrub)
-        """The secrets its sandbox tools returned, masked in what it shows (`_scrub`)."""
 
     # -- public --------------------------------------------------------------------------
 
@@ -174,8 +169,6 @@ class Driver:
         nested in (`orchestrate` inside a tool counts its depth from it)."""
         self._t0 = time.perf_counter()
         _running.set(self)
-        scrubbing.set(self.scrub)
-        self.level = hold_level(self, None if self.parent is None else self.parent.level)
         if self.parent is not None:
             with self.parent._lock:
                 self.parent._children.add(self)
@@ -274,43 +267,46 @@ class Driver:
             self.journal.calls = [Recorded.of(call) for call in self.result.trace]
             self.journal.failed = self.result.error is not None
         self.result.duration = time.perf_counter() - self._t0
-        tail = self.scrub.flush()  # the start of a secret held back at the end, if any
-        if tail:
-            self._stdout.append(tail)
-            self.emit(Output("stdout", tail))
         self.result.stdout = "".join(self._stdout)
-        self.result.secrets = self.scrub.secrets
         if session is not None:  # its worker may be dead (killed): the pool starts another
             session.__exit__(None, None, None)
         if self.parent is not None:
             with self.parent._lock:
                 self.parent._children.discard(self)
-        release_level(self, self.level)
 
     @contextlib.contextmanager
     def _on_host(self, call: ToolCall | None) -> Iterator[None]:
-        """Mark the thread as blocked on the host while the body runs, so `stop` may abandon
-        it; once abandoned, the body's outcome is dropped (`_Abandoned`). A run killed
-        before the body starts does not start it."""
+        """Mark the thread as blocked on the host while the body runs (`_block`)."""
+        self._block(call)
+        try:
+            yield
+        finally:
+            self._unblock()
+
+    def _block(self, call: ToolCall | None) -> None:
+        """Mark the thread as blocked on the host, so `stop` may abandon it; async calls
+        waiting to start go to the loop first. A run killed before does not block."""
+        self.pending.flush()
         with self._lock:
             if self._killed.is_set():
                 raise Interrupted("interrupted")
             self._blocked, self._on_host_call = True, call
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._blocked, self._on_host_call = False, None
-                abandoned = self._abandoned
-            if abandoned:
-                raise _Abandoned  # the run is over: drop the body's outcome
+
+    def _unblock(self) -> None:
+        """End `_block`; once the run was abandoned meanwhile, drop what the thread did
+        (`_Abandoned`)."""
+        with self._lock:
+            self._blocked, self._on_host_call = False, None
+            abandoned = self._abandoned
+        if abandoned:
+            raise _Abandoned  # the run is over: drop the body's outcome
 
     # -- the loop ------------------------------------------------------------------------
 
     def _run_session(self) -> Any:
         limits = self.limits
         stubs = build_stubs(self.tools, self.inputs) + _CHECKED_STUB if self.type_check else None
-        session = pool(self.level).checkout(
+        session = pool(self.depth).checkout(
             script_name=_SCRIPT,
             limits={
                 "max_feed_duration_secs": limits.timeout,
@@ -340,6 +336,8 @@ class Driver:
             if self.session is not None:
                 self.session.load(session, self.code, limits, stubs)
             inputs = {name: to_sandbox(value) for name, value in self.inputs.items()}
+            if self.durable is not None:  # names the handles among them (`_rebind`)
+                self.durable.sent_inputs(self.inputs, inputs)
             # skipped when these stubs, declarations and code passed before (`_typecheck`)
             checked = stubs is not None and _typecheck.checked(
                 stubs, self.code, self.session, lambda: self._checked_apart(session)
@@ -398,19 +396,12 @@ class Driver:
             if entry is None:  # it had ended before the snapshot
                 call.end, call.error = 0.0, None if old is None else old.error
                 continue
-            future: concurrent.futures.Future[Any] = concurrent.futures.Future()
             if call.replayed:
-                future.set_result(call.result)
-            elif (lost := handle_in((call.args, call.kwargs))) is not None:
-                raise StoreError(
-                    f"{call.tool}() must be made again after the restore, but an argument of "
-                    f"it was an object ({lost}) the store could not keep; run the cell again"
-                )
-            else:
-                future = self.pending.submit(
-                    self.tools[call.tool].invoke(call, call.args, call.kwargs)
-                )
-            self.pending.add(entry["call_id"], future, call)
+                self.pending.settled(entry["call_id"], call.result, call)
+            else:  # made again: the handles it was passed, bound again (`_rebind`)
+                args, kwargs = restore.rebind((call.args, call.kwargs))
+                coro = self.tools[call.tool].invoke(call, args, kwargs)
+                self.pending.start(entry["call_id"], coro, call)
         self._calls = restore.index
         return snap
 
@@ -448,19 +439,16 @@ class Driver:
                 limit="calls",
             )
         args, kwargs = snap.args, snap.kwargs
+        if self.restore is not None:  # the handles it held before the restore, bound again
+            args, kwargs = self.restore.rebind((args, kwargs))
         offset = snap.position.start  # the call's line and column, inline: this is the hot path
-        index = bisect.bisect_right(self._line_starts, offset) - 1
-        line, column = index + 1, offset - self._line_starts[index] + 1
+        starts, t0 = self._line_starts, self._t0
+        index = bisect.bisect_right(starts, offset) - 1
+        # positional: call_id, tool, args, kwargs, start, line, column (faster than keywords)
         call = ToolCall(
-            call_id=snap.call_id,
-            tool=name,
-            args=args,
-            kwargs=kwargs,
-            start=time.perf_counter() - self._t0,
-            line=line,
-            column=column,
-            origin=self._t0,
-        )
+            snap.call_id, name, args, kwargs, time.perf_counter() - t0, index + 1,
+            offset - starts[index] + 1, origin=t0,
+        )  # fmt: skip
         self.result.trace.append(call)
         if self._emitting:
             self.emit(CallStarted(call))
@@ -473,39 +461,31 @@ class Driver:
         if self._remembers:
             found, value = self.answers.lookup(number, call)
             if found and tool.is_async:  # the code may gather it: it must stay awaitable
-                done: concurrent.futures.Future[Any] = concurrent.futures.Future()
-                done.set_result(value)
-                return snap.resume(self.pending.add(call.call_id, done, call))
+                return snap.resume(self.pending.settled(call.call_id, value, call))
             if found:
                 return snap.resume(self._succeeded(call, value))
-        if self.restore is not None:
-            lost = handle_in((args, kwargs), self.restore.classes)
-            if lost is not None:
-                raise StoreError(
-                    f"{name}() was passed an object ({lost}) the run held before it was "
-                    "restored: objects live only in the process that made them; run the "
-                    "cell again from the start"
-                )
         gated = tool.approve is not False and tool.gated(args, kwargs)
         # A sandbox call is slow and a gated one waits for a person: worth a checkpoint each.
         # Any other call checkpoints at most once a second (`_durable`).
-        costly = gated or isinstance(tool, SandboxTool)
-        if self.durable is not None and (costly or self.durable.due()):
+        if self.durable is not None and (
+            gated or isinstance(tool, SandboxTool) or self.durable.due()
+        ):
             self.durable.checkpoint(snap, number, self._in_flight())
         if gated:
             refusal = self._approval(call, number)
             if refusal is not None:
                 return snap.resume(self._failed(call, PermissionError(refusal)))
         if tool.is_async:
-            future = self.pending.submit(tool.invoke(call, args, kwargs))
-            return snap.resume(self.pending.add(call.call_id, future, call))
+            coro = tool.invoke(call, args, kwargs)
+            return snap.resume(self.pending.start(call.call_id, coro, call))
+        # `_on_host` spelled out: this is the hot path
+        self._block(call)
         try:
-            with self._on_host(call):
-                value = tool.invoke(call, args, kwargs)
-        except _Abandoned:
-            raise
+            value = tool.invoke(call, args, kwargs)
         except BaseException as exc:  # SystemExit from argparse too: it is this call's failure
+            self._unblock()
             return snap.resume(self._failed(call, exc))
+        self._unblock()
         return snap.resume(self._succeeded(call, value))
 
     def _approval(self, call: ToolCall, number: int) -> str | None:
@@ -516,6 +496,7 @@ class Driver:
         if self._decision is not None and self.restore is not None and number == self.restore.index:
             (approved, reason), self._decision = self._decision, None
         elif self.approver is not None:
+            self.pending.flush()  # the approver may take a while (a person)
             try:
                 approved, reason = bool(self.approver(call)), None
             except Exception as exc:
@@ -540,18 +521,19 @@ class Driver:
             done = self.pending.wait(list(calls), self._killed)
             if not done:
                 raise Interrupted("interrupted while waiting for tools")
-            for _, (future, call) in done:
-                self._finish(call, future)
+            for _, entry in done:
+                self._finish(entry)
 
     def _end_pending(self) -> None:
         """Give every call the run stopped waiting for its end in the trace (and so in the
         journal): the outcome of one that finished unnoticed (a resumed run is answered with
         it), else ``cancelled``."""
-        for future, call in self.pending.left():
+        for entry in self.pending.left():
+            call = entry.call
             if call is None or call.end is not None:
                 continue
-            if future.done() and not future.cancelled():
-                self._finish(call, future)
+            if entry.finished():
+                self._finish(entry)
                 continue
             call.cancelled = True
             call.error = "Cancelled: the run stopped before this call finished"
@@ -567,11 +549,14 @@ class Driver:
         done = self.pending.wait(call_ids, self._killed)
         if not done:
             raise Interrupted("interrupted while waiting for tools")
-        return {call_id: self._finish(call, future) for call_id, (future, call) in done}
+        return {call_id: self._finish(entry) for call_id, entry in done}
 
-    def _finish(self, call: ToolCall | None, future: concurrent.futures.Future[Any]) -> Any:
+    def _finish(self, entry: Entry) -> Any:
+        """The answer for a finished pending call, its record made."""
+        call = entry.call
+        assert entry.outcome is not None  # taken by `wait`, or `finished`
         try:
-            value = future.result()
+            value = entry.outcome.result()
         except BaseException as raised:  # a tool may raise CancelledError itself
             exc = raised.exc if isinstance(raised, Raised) else raised
             return self._failed(call, exc) if call else {"exception": for_sandbox(exc)}
@@ -582,11 +567,12 @@ class Driver:
         call.result = value
         if self._remembers:
             self.answers.remember(call, value)
-        if self.durable is not None:
-            self.durable.record(self._numbers[id(call)], call)
+        sent = to_sandbox(value)
+        if self.durable is not None:  # ``sent`` names the handles in it (`_rebind`)
+            self.durable.record(self._numbers[id(call)], call, sent)
         if self._emitting:
             self.emit(CallFinished(call))
-        return {"return_value": to_sandbox(value)}
+        return {"return_value": sent}
 
     def _failed(self, call: ToolCall, exc: BaseException) -> Any:
         call.end = time.perf_counter() - self._t0
@@ -617,11 +603,11 @@ class Driver:
                     limit="time",
                 )
             if name == "system.sleep":
+                self.pending.flush()
                 if self._killed.wait(seconds):
                     raise Interrupted("interrupted")
                 return snap.resume({"return_value": None})
-            sleep = self.pending.submit(asyncio.sleep(seconds))
-            return snap.resume(self.pending.add(snap.call_id, sleep, None))
+            return snap.resume(self.pending.start(snap.call_id, asyncio.sleep(seconds), None))
         return snap.resume_not_handled()
 
     def _name_lookup(self, snap: pm.NameLookupSnapshot) -> pm.SyncSnapshot:
@@ -652,7 +638,6 @@ class Driver:
             if self._worker_pid is not None:
                 kill_worker(self._worker_pid)
         self._output_left -= len(text)
-        text = self.scrub.stream(text)
         if text:
             self._stdout.append(text)
             self.emit(Output("stderr" if stream == "stderr" else "stdout", text))
@@ -681,7 +666,6 @@ class Driver:
         return f"name {name!r} is not defined; the tools this cell can call are: {available}"
 
     def _fail(self, error: OrchestrationError) -> OrchestrationError:
-        self.scrub.error(error)
         self.result.error = f"{type(error).__name__}: {error}"
         self.result.interrupted = isinstance(error, Interrupted)
         self.result.sandbox_traceback = error.sandbox_traceback or None
