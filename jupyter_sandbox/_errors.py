@@ -169,7 +169,8 @@ class SandboxCancelled(ContainerError):
 
 class OutputLimitExceeded(ContainerError):
     """The code wrote more stdout+stderr than the run's output cap (the container was stopped),
-    or left more in ``/var/outputs`` than its disk limit (nothing of it was returned)."""
+    or left more in ``/var/outputs`` than its disk limit, or JSON outputs that would decode to
+    more than its memory limit (nothing of it was returned)."""
 
 
 class NonZeroExit(ContainerError):

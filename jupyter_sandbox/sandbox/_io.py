@@ -35,7 +35,7 @@ from .._errors import (
 from .._owner import temp_prefix
 from .._preview import preview as bounded_preview
 from . import _codec
-from ._spec import Mode
+from ._spec import Mode, parse_size
 from ._types import Dir, File
 
 INPUTS = "/var/inputs"
@@ -510,7 +510,9 @@ def _stays_inside(links: Mapping[tuple[str, ...], str], link: tuple[str, ...], t
     return True
 
 
-def collect_outputs(folder: Path | None, tags: Mapping[str, str | None]) -> dict[str, Any]:
+def collect_outputs(
+    folder: Path | None, tags: Mapping[str, str | None], *, memory: str | int
+) -> dict[str, Any]:
     """Decode declared outputs from the folder `extract_outputs` filled, in declaration order.
 
     `File`/`Dir` outputs move to a fresh host directory that outlives the run (the caller owns
@@ -518,11 +520,17 @@ def collect_outputs(folder: Path | None, tags: Mapping[str, str | None]) -> dict
     folder where a file was declared (or the reverse), `InvalidOutput`. An output declared
     without a type takes the type the auto-IO runner recorded (never a path), or ``str`` in
     the other modes (where no record is collected).
+
+    JSON decodes to many times its size (``[[],[],...]``: ~21x), so before decoding, the
+    JSON outputs together (and the runner's record) must fit the run's ``memory`` limit as
+    `_codec.json_size` bounds their objects, else `OutputLimitExceeded`: the kernel holds no
+    more of a run's values than the run itself could (the limit is below the host's memory).
     """
     if not tags:
         return {}
     root = folder if folder is not None and folder.is_dir() else None
-    inferred = _inferred(root, tags) if root is not None else {}
+    budget = _Budget(parse_size(memory))
+    inferred = _inferred(root, tags, budget) if root is not None else {}
     values: dict[str, Any] = {}
     paths: dict[str, type[File | Dir]] = {}
     for name, declared in tags.items():
@@ -543,8 +551,11 @@ def collect_outputs(folder: Path | None, tags: Mapping[str, str | None]) -> dict
         if tag in _codec.PATH_TAGS:
             values[name] = paths[name] = File if tag == "file" else Dir  # moved once all parse
             continue
+        data = (root / name).read_bytes()
+        if tag == "json":
+            budget.spend(data, f"output {name!r}")
         try:
-            values[name] = _codec.decode(tag, (root / name).read_bytes())
+            values[name] = _codec.decode(tag, data)
         except ValueError as exc:
             raise InvalidOutput(f"output {name!r} is not a valid {tag}: {exc}", name=name) from None
     if paths:  # only now: a failure above must not leave a kept folder behind
@@ -555,15 +566,35 @@ def collect_outputs(folder: Path | None, tags: Mapping[str, str | None]) -> dict
     return values
 
 
-def _inferred(root: Path, tags: Mapping[str, str | None]) -> dict[str, str]:
+class _Budget:
+    """What JSON outputs may still decode to, in bytes of Python objects."""
+
+    def __init__(self, memory: int) -> None:
+        self.memory = self.left = memory
+
+    def spend(self, data: bytes, what: str) -> None:
+        size = _codec.json_size(data, self.left)
+        if size > self.left:
+            raise OutputLimitExceeded(
+                f"{what} would decode to ~{size / 2**20:,.0f} MiB of objects, past what the "
+                f"run's memory limit leaves for its outputs ({self.left / 2**20:,.0f} of "
+                f"{self.memory / 2**20:,.0f} MiB): return less (or a File), or raise "
+                "resources memory"
+            )
+        self.left -= size
+
+
+def _inferred(root: Path, tags: Mapping[str, str | None], budget: _Budget) -> dict[str, str]:
     """The auto-IO runner's record of inferred tags, checked: the code ran in the same
     process as the runner, so the record is as untrusted as any output."""
     untyped = [name for name, tag in tags.items() if tag is None]
     path = root / _codec.INFERRED_TYPES
     if not untyped or not path.is_file():
         return {}
+    data = path.read_bytes()
+    budget.spend(data, f"the auto-IO runner's record {_codec.INFERRED_TYPES}")
     try:
-        record = json.loads(path.read_bytes())
+        record = json.loads(data)
     except (ValueError, RecursionError):
         record = None
     for name in untyped:

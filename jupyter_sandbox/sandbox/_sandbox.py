@@ -283,7 +283,9 @@ class Sandbox:
                 run.stdout, run.stderr, run.exit_code = raw.stdout, raw.stderr, raw.exit_code
                 try:
                     self._check(raw, run.image)
-                    run.outputs = collect_outputs(archive, self.outputs)
+                    run.outputs = collect_outputs(
+                        archive, self.outputs, memory=self.resources.memory
+                    )
                 except ContainerError as err:
                     mask_error(err, run.secrets)
                     emit(RunFinished(self.name, raw.exit_code, raw.seconds, error=str(err)))
