@@ -335,6 +335,7 @@ def test_resume_run_says_what_is_missing(env):
 
 
 def test_an_object_held_across_a_restore_is_named_not_handed_over(env):
+    """Not given again, the input the handle came from is named (`test_durable_handles`)."""
     tmp_path, mod = env
 
     class Frame:
@@ -347,7 +348,7 @@ def test_an_object_held_across_a_restore_is_named_not_handed_over(env):
     code = "delete('/tmp/d')\nuse(df)"
     listed = [*tools(mod), Tool(use)]
     paused = orchestrate(code, tools=listed, inputs={"df": Frame()}, store=store)
-    with pytest.raises(StoreError, match=r"use\(\) was passed an object \(Frame\)"):
+    with pytest.raises(StoreError, match=r"needs notebook variable `df` \(a .*Frame handle\)"):
         resume_run(paused.run_id, approve=True, store=store, tools=listed)
 
 
@@ -375,7 +376,7 @@ def test_a_fork_needs_an_input_the_store_could_not_keep_given_again(env):
     code = "a = size(df, n)\nb = step(a)\n[a, b]"
     first = orchestrate(code, tools=listed, inputs={"df": Frame(), "n": 3}, store=store)
     assert first.value == [6, 12]
-    with pytest.raises(StoreError, match=r"input 'df' was an object \(.*Frame\).*inputs="):
+    with pytest.raises(StoreError, match=r"variable `df` \(a .*Frame handle\).*inputs="):
         fork_run(first.run_id, 1, value=0, store=store, tools=listed)
     fork = fork_run(first.run_id, 0, value=7, store=store, tools=listed, inputs={"df": Frame()})
     assert fork.value == [7, 14]  # n=3 came from the store; call 0 is the value given

@@ -181,7 +181,12 @@ class DurableMagics(CellMagics):
         try:
             return show_run(
                 lambda on_event: fork_run(
-                    args.run_id, args.call, value=value, store=store, on_event=on_event
+                    args.run_id,
+                    args.call,
+                    value=value,
+                    store=store,
+                    inputs=self.shell.user_ns,  # objects the store could not keep, by name
+                    on_event=on_event,
                 )
             ).value
         except SandboxConfigError as exc:  # N out of range
@@ -197,7 +202,12 @@ class DurableMagics(CellMagics):
             )
         return show_run(
             lambda on_event: resume_run(
-                run_id, approve=approve, reason=reason, store=store, on_event=on_event
+                run_id,
+                approve=approve,
+                reason=reason,
+                store=store,
+                inputs=self.shell.user_ns,  # the handles it held, bound again by name
+                on_event=on_event,
             )
         ).value
 

@@ -47,8 +47,9 @@ from ._memo import Journal, Recorded
 from ._pending import Entry, Pending, Raised
 from ._replay import Answers
 from ._result import OrchestrationResult
-from ._runtime import pool
+from ._runtime import hold_level, pool, release_level
 from ._sandbox_tool import SandboxTool
+from ._scrub import Scrub, scrubbing
 from ._sessions import SessionLink
 from ._stubs import build_stubs
 from ._tool import Tool
@@ -159,6 +160,10 @@ class Driver:
                 "sandboxed code whose tools run sandboxed code...): flatten the tools",
                 limit="nesting",
             )
+        self.level = self.depth
+        """The level of the worker pool the run draws on (`_runtime.hold_level`)."""
+        self.scrub: Scrub = Scrub(None if self.parent is None else self.parent.scrub)
+        """The secrets its sandbox tools returned, masked in what it shows (`_scrub`)."""
 
     # -- public --------------------------------------------------------------------------
 
@@ -169,6 +174,8 @@ class Driver:
         nested in (`orchestrate` inside a tool counts its depth from it)."""
         self._t0 = time.perf_counter()
         _running.set(self)
+        scrubbing.set(self.scrub)
+        self.level = hold_level(self, None if self.parent is None else self.parent.level)
         if self.parent is not None:
             with self.parent._lock:
                 self.parent._children.add(self)
@@ -267,12 +274,18 @@ class Driver:
             self.journal.calls = [Recorded.of(call) for call in self.result.trace]
             self.journal.failed = self.result.error is not None
         self.result.duration = time.perf_counter() - self._t0
+        tail = self.scrub.flush()  # the start of a secret held back at the end, if any
+        if tail:
+            self._stdout.append(tail)
+            self.emit(Output("stdout", tail))
         self.result.stdout = "".join(self._stdout)
+        self.result.secrets = self.scrub.secrets
         if session is not None:  # its worker may be dead (killed): the pool starts another
             session.__exit__(None, None, None)
         if self.parent is not None:
             with self.parent._lock:
                 self.parent._children.discard(self)
+        release_level(self, self.level)
 
     @contextlib.contextmanager
     def _on_host(self, call: ToolCall | None) -> Iterator[None]:
@@ -306,7 +319,7 @@ class Driver:
     def _run_session(self) -> Any:
         limits = self.limits
         stubs = build_stubs(self.tools, self.inputs) + _CHECKED_STUB if self.type_check else None
-        session = pool(self.depth).checkout(
+        session = pool(self.level).checkout(
             script_name=_SCRIPT,
             limits={
                 "max_feed_duration_secs": limits.timeout,
@@ -638,6 +651,7 @@ class Driver:
             if self._worker_pid is not None:
                 kill_worker(self._worker_pid)
         self._output_left -= len(text)
+        text = self.scrub.stream(text)
         if text:
             self._stdout.append(text)
             self.emit(Output("stderr" if stream == "stderr" else "stdout", text))
@@ -666,6 +680,7 @@ class Driver:
         return f"name {name!r} is not defined; the tools this cell can call are: {available}"
 
     def _fail(self, error: OrchestrationError) -> OrchestrationError:
+        self.scrub.error(error)
         self.result.error = f"{type(error).__name__}: {error}"
         self.result.interrupted = isinstance(error, Interrupted)
         self.result.sandbox_traceback = error.sandbox_traceback or None

@@ -32,23 +32,27 @@ A run given a store (``orchestrate(..., store=...)``) is *durable*: it survives 
   the arguments the snapshot holds. Calls after the snapshot whose records were written before
   the kernel died are answered from them too, in order, while the code repeats them (the
   journal's replay, `_replay.Answers`).
-- **Handles** (opaque host objects, `_values`) do not survive a restart: a dump carries no
-  host object. The store keeps plain data only (`keepable`): an object, or data over
-  `KEEP_LIMIT`, is kept as a `HandleMarker` naming its type, so a durable cell never pickles
-  a DataFrame it was handed or a tool returned. A resumed run that hands a tool a handle it
-  held before the restart fails with `StoreError` naming the handle's type; a call whose
-  stored result was one counts as not completed (made again if needed); a stored input that
-  was one must be given again (``inputs=``), else `StoreError` names it.
+- **Handles** (opaque host objects, `_values`) are not in a dump: it keeps only their uuids.
+  The store keeps plain data only (`keepable`): an object, or data over `KEEP_LIMIT`, is kept
+  as a `HandleMarker` naming its type, so a durable cell never pickles a DataFrame it was
+  handed or a tool returned. Each handle sent into Monty is named instead (`_rebind`: the
+  input it came from, or the call that returned it, kept with the inputs' and that call's
+  records), and a restored run binds an input's handle again from the input of that name it
+  is given (the notebook variable); a handle a tool returned before the restart cannot be
+  had again, and `StoreError` names its call. In a run without a snapshot, a call whose
+  stored result was one counts as not completed (made again if needed), and a stored input
+  that was one must be given again (``inputs=``), else `StoreError` names it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,6 +61,15 @@ import pydantic_monty as pm
 from .._errors import StoreError
 from .._events import ToolCall
 from ._memo import Recorded
+from ._rebind import (
+    Origin,
+    Rebinder,
+    input_handles,
+    missing_input,
+    result_handles,
+    type_of,
+    wrong_input,
+)
 from ._store import HandleMarker, RunStatus, Store, StoredRun
 from ._values import MAX_DEPTH, data_size, is_plain
 
@@ -102,6 +115,13 @@ class Durable:
         """When the buffered records were last written (monotonic)."""
         self._unwritten: dict[int, ToolCall] = {}
         """Finished calls whose records are not in the store yet, by number."""
+        self._origins: dict[int, dict[str, Origin]] = {}
+        """Where the handles in those calls' results came from (`_rebind`), by number."""
+        self._inputs: dict[str, Any] | None = None
+        """The inputs' record again, with where their handles came from, until written."""
+        self._handles: dict[int, tuple[str, Any]] = {}
+        """The uuid of each object sent into Monty as a handle, by ``id`` (with the object,
+        which it keeps alive): a checkpoint names an async call's handle arguments by it."""
         self._buffer = threading.Lock()
         """Guards ``_unwritten`` and ``_timer``."""
         self._writing = threading.Lock()
@@ -124,8 +144,8 @@ class Durable:
                 "call_id": call_id,
                 "index": number,
                 "tool": call.tool,
-                "args": tuple(keepable(a) for a in call.args),
-                "kwargs": {k: keepable(v) for k, v in call.kwargs.items()},
+                "args": tuple(self._kept(a) for a in call.args),
+                "kwargs": {k: self._kept(v) for k, v in call.kwargs.items()},
             }
             for call_id, (number, call) in pending.items()
         ]
@@ -136,11 +156,27 @@ class Durable:
             )
         self._saved = time.monotonic()
 
-    def record(self, index: int, call: ToolCall) -> None:
-        """Buffer finished call ``index``: it is written with the next checkpoint, else by a
-        timer at most `CHECKPOINT_EVERY` after the last write, else when the run ends."""
+    def sent_inputs(self, inputs: Mapping[str, Any], sent: Mapping[str, Any]) -> None:
+        """Name the handles among the run's inputs (``sent``: as Monty got them), so that a
+        restored run can bind them again; written with the next write (none if no handle)."""
+        origins = self._named(input_handles(sent))
+        if origins:
+            with self._buffer:
+                self._inputs = {**inputs_record(inputs), "handles": origins}
+
+    def record(self, index: int, call: ToolCall, sent: Any = None) -> None:
+        """Buffer finished call ``index`` (``sent``: its result as Monty got it, naming the
+        handles in it): it is written with the next checkpoint, else by a timer at most
+        `CHECKPOINT_EVERY` after the last write, else when the run ends."""
+        origins = (
+            self._named(result_handles(call.call_id, call.tool, sent))
+            if sent is not None and sent is not call.result  # converted: it holds a handle
+            else None
+        )
         with self._buffer:
             self._unwritten[index] = call
+            if origins:
+                self._origins[index] = origins
             if self._timer is not None:
                 return
             wait = max(0.0, CHECKPOINT_EVERY - (time.monotonic() - self._written))
@@ -164,6 +200,26 @@ class Durable:
         self.flush()
         self.store.finish(self.run_id, status)
 
+    def _named(self, found: Iterator[tuple[pm.ClassInstance, Origin]]) -> dict[str, Origin]:
+        """The origins of handles just sent, by uuid; each handle's object is remembered."""
+        origins = {}
+        with self._buffer:
+            for handle, origin in found:
+                uuid = str(handle.id)
+                origins[uuid] = origin
+                self._handles[id(handle.value)] = (uuid, handle.value)
+        return origins
+
+    def _kept(self, value: Any) -> Any:
+        """An argument of a call in flight as a checkpoint keeps it: `keepable`, and a handle
+        this run sent in is a `HandleMarker` carrying its uuid (a restored run binds it)."""
+        found = self._handles.get(id(value))
+        if found is None or found[1] is not value:
+            return keepable(value)
+        marker = HandleMarker(type_of(value))
+        marker["id"] = found[0]
+        return marker
+
     def _on_timer(self) -> None:
         with self._buffer:
             self._timer = None
@@ -175,8 +231,15 @@ class Durable:
         the buffer. Call it holding ``_writing``."""
         with self._buffer:
             taken, self._unwritten = self._unwritten, {}
+            origins, self._origins = self._origins, {}
+            inputs, self._inputs = self._inputs, None
             self._written = time.monotonic()
-        return {index: _stored_record(call) for index, call in taken.items()}
+        records = {index: _stored_record(call) for index, call in taken.items()}
+        for index, found in origins.items():
+            records[index]["handles"] = found
+        if inputs is not None:
+            records[INPUTS] = inputs
+        return records
 
 
 def _stored_record(call: ToolCall) -> dict[str, Any]:
@@ -202,6 +265,20 @@ class Restore:
     classes: frozenset[str] = frozenset()
     """Classes the code defines: their instances reach tools as Monty's stand-ins in any run,
     so such a stand-in is no lost host object."""
+    run_id: str = ""
+    origins: Mapping[str, Origin] = field(default_factory=dict)
+    """Where each handle the run sent into Monty came from, by uuid (`_rebind`)."""
+    given: Mapping[str, Any] = field(default_factory=dict)
+    """The inputs given to the resumed run (the notebook's variables) its handles bind to."""
+
+    @functools.cached_property
+    def _rebinder(self) -> Rebinder:
+        return Rebinder(self.run_id, self.origins, self.given, self.classes)
+
+    def rebind(self, value: Any) -> Any:
+        """``value`` (a call's arguments) with the handles the run held before the restore
+        bound again; `StoreError` names one that cannot be."""
+        return self._rebinder.rebind(value)
 
 
 def stored_calls(run: StoredRun) -> dict[int, Recorded]:
@@ -217,20 +294,27 @@ def stored_calls(run: StoredRun) -> dict[int, Recorded]:
     return calls
 
 
+def inputs_record(inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """A run's inputs as the store keeps them (record `INPUTS`)."""
+    return {"inputs": {k: keepable(v) for k, v in inputs.items()}}
+
+
 def stored_inputs(run: StoredRun, given: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The inputs a stored run was given, ``given`` overriding them by name. One the store
-    could not keep (an object) must be given again: `StoreError` names it."""
+    """The inputs a stored run was given, each one named in ``given`` replaced by it (other
+    names in ``given`` are ignored: a notebook's namespace may be passed). One the store could
+    not keep (an object) must be given again, of the same type: `StoreError` says which."""
     record = run.calls.get(INPUTS)
-    inputs = dict(record["inputs"]) if record else {}
-    inputs.update(given or {})
-    for name, value in inputs.items():
+    kept: dict[str, Any] = dict(record["inputs"]) if record else {}
+    given = given or {}
+    for name, value in kept.items():
         kind = handle_in(value)
-        if kind is not None:
-            raise StoreError(
-                f"run {run.run_id}'s input {name!r} was an object ({kind}) the store cannot "
-                f"keep: pass it again, inputs={{{name!r}: ...}}"
-            )
-    return inputs
+        if kind is None:
+            continue
+        if name not in given:
+            raise StoreError(missing_input(run.run_id, name, kind))
+        if type_of(given[name]) != kind:
+            raise StoreError(wrong_input(run.run_id, name, kind, f"a {type_of(given[name])}"))
+    return {name: given.get(name, value) for name, value in kept.items()}
 
 
 def keepable(value: Any) -> Any:
@@ -252,18 +336,15 @@ def defined_classes(code: str) -> frozenset[str]:
     return frozenset(re.findall(r"^[ \t]*class[ \t]+(\w+)", code, re.MULTILINE))
 
 
-def handle_in(value: Any, classes: frozenset[str] = frozenset(), depth: int = 0) -> str | None:
-    """The type name of the first value in ``value`` that did not survive the store or a
-    restart (a `HandleMarker`, or the stand-in Monty gives for a host object after a
-    restore, unless its class is one of ``classes``, the code's own), else None."""
+def handle_in(value: Any, depth: int = 0) -> str | None:
+    """The type name of the first `HandleMarker` in ``value`` (a value the store did not
+    keep), else None."""
     if isinstance(value, HandleMarker):
         return value["handle"]
-    if isinstance(value, pm.MontyClassProxy):
-        return None if value.name in classes else str(value.name)
     if depth < MAX_DEPTH and type(value) in (list, tuple, set, frozenset, dict):
         items = value.values() if type(value) is dict else value
         for item in items:
-            found = handle_in(item, classes, depth + 1)
+            found = handle_in(item, depth + 1)
             if found is not None:
                 return found
     return None

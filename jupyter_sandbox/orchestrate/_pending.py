@@ -3,9 +3,15 @@
 An async tool's coroutine runs on an event loop (the tool loop, or the caller's own with
 ``orchestrate_async``) while the code goes on; Monty holds a future for it under the call's
 ``call_id`` and stops at a `FutureSnapshot` when every task waits. `Pending` keeps those
-futures (with the `ToolCall` each belongs to), waits for the first of them to finish, and when
-the run ends cancels what is left and waits for it to wind down: a sandbox tool stops and
-removes its container on cancel, so no container outlives the run that started it.
+calls, starts their coroutines, hands the driver every one that has finished when it waits,
+and when the run ends cancels what is left and waits for it to wind down: a sandbox tool stops
+and removes its container on cancel, so no container outlives the run that started it.
+
+Each crossing between the driver's thread and the loop's is a thread wake-up, which costs more
+than the rest of a call on a busy machine, so they are batched both ways: coroutines are handed
+to the loop together (when the driver is about to wait or block, or `BATCH_FOR` after the first
+of them), and finished calls are collected in one queue the driver drains at once, so it wakes
+once for everything that finished meanwhile rather than once per call.
 """
 
 from __future__ import annotations
@@ -13,83 +19,154 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import functools
+import queue
 import threading
+import time
 from collections.abc import Coroutine
-from typing import Any
+from typing import Any, Protocol
 
 from .._events import ToolCall
 from ._failures import describe
 
 CLEANUP_WAIT = 10.0
 """Seconds a stopping run waits for its cancelled async tool calls to wind down."""
+BATCH_FOR = 0.002
+"""Seconds the first of a batch of coroutines may wait before the batch goes to the loop
+(the code making many calls before it awaits any: ``gather``); an await sends it at once."""
+_ANSWERED = {"future": ...}
+"""What tells Monty a call's value comes later, as a future under its ``call_id``."""
 
-Entry = tuple[concurrent.futures.Future[Any], ToolCall | None]
-"""A pending future and its call (None for a sleep the code awaits)."""
+
+class Outcome(Protocol):
+    """How a call ended, read once it is done: a task, or a future set by hand."""
+
+    def done(self) -> bool: ...
+    def cancelled(self) -> bool: ...
+    def result(self) -> Any: ...
+
+
+class Entry:
+    """A pending call (None for a sleep the code awaits) and its outcome: None until the
+    loop starts its coroutine."""
+
+    __slots__ = ("call", "outcome")
+
+    def __init__(self, call: ToolCall | None, outcome: Outcome | None) -> None:
+        self.call = call
+        self.outcome = outcome
+
+    def finished(self) -> bool:
+        """Whether it ran to an outcome of its own (not cancelled, not never started)."""
+        return self.outcome is not None and self.outcome.done() and not self.outcome.cancelled()
 
 
 class Pending:
-    """One run's futures by Monty ``call_id``, and the tasks behind them."""
+    """One run's pending calls by Monty ``call_id``, and the tasks behind them."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self._entries: dict[int, Entry] = {}
         self._tasks: list[asyncio.Task[Any]] = []
+        self._finished: queue.SimpleQueue[int] = queue.SimpleQueue()
+        """``call_id``s whose outcome is in, put by the loop's thread (or `settled`)."""
+        self._ready: set[int] = set()
+        """Taken from ``_finished`` but not yet asked for by Monty."""
+        self._lock = threading.Lock()  # the batch and ``_stopped``: `stop` is any thread's
+        self._batch: list[tuple[Entry, int, Coroutine[Any, Any, Any]]] = []
+        self._batch_since = 0.0
+        self._stopped = False
 
-    def submit(self, coro: Coroutine[Any, Any, Any]) -> concurrent.futures.Future[Any]:
-        """Run ``coro`` on the loop, keeping its task so `stop` can wait for it."""
+    def start(self, call_id: int, coro: Coroutine[Any, Any, Any], call: ToolCall | None) -> Any:
+        """Hold ``call_id`` for ``coro``, which the loop runs (soon: see `BATCH_FOR`); returns
+        the answer that tells Monty to wait for it."""
+        entry = self._entries[call_id] = Entry(call, None)
+        with self._lock:
+            if not self._batch:
+                self._batch_since = time.perf_counter()
+            self._batch.append((entry, call_id, coro))
+            due = time.perf_counter() - self._batch_since >= BATCH_FOR
+        if due:
+            self.flush()
+        return _ANSWERED
 
-        async def tracked() -> Any:
-            task = asyncio.current_task()
-            assert task is not None
+    def settled(self, call_id: int, value: Any, call: ToolCall) -> Any:
+        """Hold ``call_id`` already answered with ``value`` (a replayed call: the code may
+        gather it, so it stays a future); returns the answer that tells Monty to wait."""
+        done: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        done.set_result(value)
+        self._entries[call_id] = Entry(call, done)
+        self._finished.put(call_id)
+        return _ANSWERED
+
+    def flush(self) -> None:
+        """Hand the batch to the loop now: the driver is about to wait, or to block."""
+        if not self._batch:  # read without the lock: only the driver's thread adds to it
+            return
+        with self._lock:
+            batch, self._batch = self._batch, []
+        if batch:
+            self.loop.call_soon_threadsafe(self._begin, batch)
+
+    def _begin(self, batch: list[tuple[Entry, int, Coroutine[Any, Any, Any]]]) -> None:
+        """On the loop: a task for each coroutine (none once the run stopped)."""
+        for entry, call_id, coro in batch:
+            if self._stopped:
+                coro.close()
+                continue
+            task = self.loop.create_task(_guarded(coro))
             self._tasks.append(task)
-            try:
-                return await coro
-            except (Exception, asyncio.CancelledError):
-                raise
-            except BaseException as exc:  # SystemExit, KeyboardInterrupt would stop the loop
-                raise Raised(exc) from None
+            entry.outcome = task
+            task.add_done_callback(functools.partial(self._done, call_id))
 
-        return asyncio.run_coroutine_threadsafe(tracked(), self.loop)
-
-    def add(
-        self, call_id: int, future: concurrent.futures.Future[Any], call: ToolCall | None
-    ) -> Any:
-        """Hold ``future`` for ``call_id``; returns the answer that tells Monty to wait."""
-        self._entries[call_id] = (future, call)
-        return {"future": ...}
+    def _done(self, call_id: int, _: object) -> None:
+        self._finished.put(call_id)
 
     def __contains__(self, call_id: int) -> bool:
         return call_id in self._entries
 
     def calls(self) -> dict[int, ToolCall]:
         """The tool calls pending now, by ``call_id`` (what a checkpoint must remember)."""
-        return {i: call for i, (_, call) in self._entries.items() if call is not None}
+        return {i: e.call for i, e in self._entries.items() if e.call is not None}
 
     def wait(self, call_ids: list[int], killed: threading.Event) -> list[tuple[int, Entry]]:
         """Wait until at least one of ``call_ids`` is done (checking ``killed`` every 0.1 s:
         it returns an empty list once set); take all that are."""
-        futures = {self._entries[i][0]: i for i in call_ids}
+        self.flush()
+        ready, finished = self._ready, self._finished
+        wanted = set(call_ids)
         while True:
-            done, _ = concurrent.futures.wait(
-                futures, timeout=0.1, return_when=concurrent.futures.FIRST_COMPLETED
-            )
-            if done:
-                return [(futures[f], self._entries.pop(futures[f])) for f in done]
+            with contextlib.suppress(queue.Empty):
+                while True:  # what finished meanwhile: one wake-up for all of it
+                    ready.add(finished.get_nowait())
+            taken = ready & wanted
+            if taken:
+                ready -= taken
+                return [(i, self._entries.pop(i)) for i in taken]
             if killed.is_set():
                 return []
+            with contextlib.suppress(queue.Empty):
+                ready.add(finished.get(timeout=0.1))
 
     def stop(self) -> None:
-        """Cancel the calls still running and wait (up to `CLEANUP_WAIT`) for them to end."""
-        tasks = [t for t in self._tasks if not t.done()]
-        if not tasks:
-            return
+        """Cancel the calls still running (and drop those not started) and wait (up to
+        `CLEANUP_WAIT`) for them to end."""
+        with self._lock:
+            self._stopped = True
+            batch, self._batch = self._batch, []
+        for _, _, coro in batch:
+            coro.close()
+        if not self._tasks and not any(e.outcome is None for e in self._entries.values()):
+            return  # nothing started, nothing on its way to the loop
         with contextlib.suppress(RuntimeError):
             if asyncio.get_running_loop() is self.loop:  # `stop` from orchestrate_async
-                for task in tasks:
+                for task in self._tasks:
                     task.cancel()  # waiting here would block the loop they run on
                 return
 
         async def stop() -> None:
+            # On the loop, after any batch handed over before: its tasks are in the list.
+            tasks = [t for t in self._tasks if not t.done()]
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
@@ -100,6 +177,15 @@ class Pending:
     def left(self) -> list[Entry]:
         """Every entry not taken by `wait` (the run ended without awaiting them)."""
         return list(self._entries.values())
+
+
+async def _guarded(coro: Coroutine[Any, Any, Any]) -> Any:
+    try:
+        return await coro
+    except (Exception, asyncio.CancelledError):
+        raise
+    except BaseException as exc:  # SystemExit, KeyboardInterrupt would stop the loop
+        raise Raised(exc) from None
 
 
 class Raised(Exception):

@@ -25,13 +25,14 @@ from ._durable import (
     Durable,
     Restore,
     defined_classes,
-    keepable,
+    inputs_record,
     open_store,
     stored_calls,
     stored_inputs,
 )
 from ._limits import Limits, resolve_limits
 from ._memo import Recorded
+from ._rebind import stored_origins
 from ._replay import Answers
 from ._result import OrchestrationResult
 from ._runtime import tool_loop
@@ -106,7 +107,8 @@ def begin(
         if stored is not None and stored.status != "ok":
             calls = stored_calls(stored)
             if stored.code == code and stored.checkpoint is not None:
-                return _taken_up(store, stored, None), _restore(stored, calls, None), calls
+                restore = _restore(stored, calls, None, inputs)
+                return _taken_up(store, stored, None), restore, calls
             return _fresh(store, scope, cell, code, tools, inputs), None, calls
     return _fresh(store, scope, cell, code, tools, inputs), None, None
 
@@ -124,7 +126,7 @@ def _fresh(
     run_id = store.new_run(
         scope=scope, cell=cell, code=code, tools=sorted(tools), forked_from=forked_from
     )
-    store.record_call(run_id, INPUTS, {"inputs": {k: keepable(v) for k, v in inputs.items()}})
+    store.record_call(run_id, INPUTS, inputs_record(inputs))
     return Durable(store, run_id)
 
 
@@ -149,8 +151,13 @@ def _taken_up(store: Store, stored: StoredRun, tools: Mapping[str, Tool] | None)
 
 
 def _restore(
-    stored: StoredRun, calls: dict[int, Recorded], decision: tuple[bool, str | None] | None
+    stored: StoredRun,
+    calls: dict[int, Recorded],
+    decision: tuple[bool, str | None] | None,
+    given: Mapping[str, Any] | None,
 ) -> Restore | None:
+    """What the run resumes from; ``given`` (by name) bind again the handles its inputs
+    sent into Monty (`_rebind`)."""
     saved = stored.checkpoint
     if saved is None:
         return None
@@ -161,6 +168,9 @@ def _restore(
         decision=decision,
         calls=calls,
         classes=defined_classes(stored.code),
+        run_id=stored.run_id,
+        origins=stored_origins(stored.calls),
+        given=given or {},
     )
 
 
@@ -188,9 +198,12 @@ def resume_run(
     again at a later gated call, which ``approver`` may answer inline instead.
 
     ``store`` defaults to `default_store_path()`; ``tools`` to the registered tools (a
-    tool the run used that is missing raises `StoreError` naming it); ``inputs`` replace
-    the run's stored inputs by name (needed only for an object the store could not keep,
-    and only when there is no snapshot). Raises `StoreError` for an unknown run, a run that
+    tool the run used that is missing raises `StoreError` naming it); ``inputs`` give again,
+    by name, the objects the store could not keep (a DataFrame the run was handed): with a
+    snapshot, each handle the code passes a tool is bound again to the input of its name,
+    which must have the same type (other names are ignored, so a notebook's namespace may be
+    passed); a handle a tool returned before the restart cannot be (`StoreError` names its
+    call). Raises `StoreError` for an unknown run, a run that
     ended ok (`fork_run` runs it again), or a saved blob that fails its checks.
     """
     opened = open_store(default_store_path() if store is None else store)
@@ -216,7 +229,7 @@ def resume_run(
     durable = _taken_up(opened, stored, resolved)
     calls = stored_calls(stored)
     decision = None if approve is None else (approve, reason)
-    restore = _restore(stored, calls, decision)
+    restore = _restore(stored, calls, decision, inputs)
     driver = Driver(
         stored.code,
         resolved,

@@ -1,0 +1,184 @@
+"""Opaque handles across a restart: each one a durable run sends into Monty is named, so that a
+restored run can bind it again.
+
+Monty keeps a host object in a snapshot only as a reference, the uuid of the
+`pydantic_monty.ClassInstance` that carried it in. After ``load_snapshot`` the object is gone,
+and the sandbox's reference to it reaches the host as a `pydantic_monty.MontyClassProxy` with
+that same ``id`` (measured on pydantic-monty 1.4.0; `tests/test_durable_handles.py` checks it).
+So a durable run records, for each handle it sends in, its uuid and where it came from (its
+*origin*), in the store with the call records:
+
+- **an input**: the input's name (the notebook variable), the path inside it when the handle
+  sat in a container input (``frames[0]``), and its type. On restore it is bound again from
+  the input of that name given to the resumed run (``--resume`` with ``--in df``, or
+  ``resume_run(..., inputs={"df": df})``), which must have the same type.
+- **a tool's result**: the call's number and tool. That object cannot be had again: a call
+  that completed is not made again after a restore (that is what a durable run promises), so
+  a restored run that hands it to a tool fails with `StoreError` naming the call, and says
+  how to go on (fork the run at that call, giving the object as its result).
+
+Binding is lazy: a restored run looks an input up only when the code hands a handle to a tool,
+so a run that no longer needs the object resumes without it, and one that does fails before the
+call, with nothing written (it can be resumed again once the variable is defined).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pydantic_monty as pm
+
+from .._errors import StoreError
+from ._store import HandleMarker
+from ._values import MAX_DEPTH
+
+Origin = dict[str, Any]
+"""Where a handle came from, as the store keeps it (builtin data only): ``type`` always, then
+``input`` and ``path`` for an input, or ``call`` and ``tool`` for a tool's result."""
+Path = tuple[str | int, ...]
+
+
+def type_of(value: object) -> str:
+    """The name a handle's type is kept under (``module.QualName``, never a repr)."""
+    kind = type(value)
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
+def sent(converted: Any) -> Iterator[tuple[Path, pm.ClassInstance]]:
+    """Each handle in a value as `_values.to_sandbox` converted it, with its path: the keys
+    and indexes of the dicts, lists and tuples it sits in (`to_sandbox` makes nothing else a
+    container). A container shared in several places is walked once."""
+    seen: set[int] = set()
+    stack: list[tuple[Path, Any]] = [((), converted)]
+    while stack:
+        path, item = stack.pop()
+        kind = type(item)
+        if kind is pm.ClassInstance:
+            yield path, item
+        elif (kind is dict or kind is list or kind is tuple) and len(path) <= MAX_DEPTH:
+            if id(item) in seen:
+                continue
+            seen.add(id(item))
+            pairs = item.items() if kind is dict else enumerate(item)
+            stack.extend(((*path, key), child) for key, child in pairs)
+
+
+def input_handles(converted: Mapping[str, Any]) -> Iterator[tuple[pm.ClassInstance, Origin]]:
+    """The handles among a run's inputs (as converted), with their origins."""
+    for name, value in converted.items():
+        for path, handle in sent(value):
+            yield handle, {"type": type_of(handle.value), "input": name, "path": list(path)}
+
+
+def result_handles(
+    call_id: int, tool: str, converted: Any
+) -> Iterator[tuple[pm.ClassInstance, Origin]]:
+    """The handles in a call's result (as converted), with their origins: the call is named
+    by its number in the trace (``#``, Monty's call id), which `fork_run` takes."""
+    for _, handle in sent(converted):
+        yield handle, {"type": type_of(handle.value), "call": call_id, "tool": tool}
+
+
+def label(origin: Origin) -> str:
+    """An input's name as the notebook writes it, with the path inside it (``frames[0]``)."""
+    return str(origin["input"]) + "".join(f"[{key!r}]" for key in origin["path"])
+
+
+class Rebinder:
+    """Puts the objects back into the arguments a restored run's code passes a tool: each
+    `MontyClassProxy` (and each checkpointed argument kept as a `HandleMarker` with an
+    ``id``) whose uuid has an origin becomes the object it names now."""
+
+    def __init__(
+        self,
+        run_id: str,
+        origins: Mapping[str, Origin],
+        given: Mapping[str, Any],
+        classes: frozenset[str],
+    ) -> None:
+        self.run_id = run_id
+        self.origins = origins
+        self.given = given
+        """The inputs given to the resumed run, by name (the notebook's variables)."""
+        self.classes = classes
+        """Classes the code defines: their instances come back as stand-ins in any run, so
+        such a stand-in is no lost host object; it is passed on as it is."""
+
+    def rebind(self, value: Any, depth: int = 0) -> Any:
+        """``value`` with each handle it holds bound again (the same object when it holds
+        none); `StoreError` when one cannot be."""
+        kind = type(value)
+        if kind is pm.MontyClassProxy:
+            return value if value.name in self.classes else self._bound(str(value.id), value.name)
+        if kind is HandleMarker:
+            return self._bound(value.get("id"), value["handle"])
+        if depth >= MAX_DEPTH or not (kind is tuple or kind is list or kind is dict):
+            return value
+        if kind is dict:
+            pairs = {k: self.rebind(v, depth + 1) for k, v in value.items()}
+            changed = any(pairs[k] is not v for k, v in value.items())
+            return pairs if changed else value
+        items = [self.rebind(item, depth + 1) for item in value]
+        changed = any(new is not old for new, old in zip(items, value, strict=True))
+        return kind(items) if changed else value
+
+    def _bound(self, uuid: str | None, kind: str) -> Any:
+        origin = self.origins.get(uuid) if uuid is not None else None
+        if origin is None:
+            raise StoreError(
+                f"run {self.run_id} passes a tool an object ({kind}) it held before it was "
+                "restored, and the store does not know where it came from (objects live only "
+                "in the process that made them): run the cell again from the start"
+            )
+        if "call" in origin:
+            number, tool = origin["call"], origin["tool"]
+            raise StoreError(
+                f"run {self.run_id} needs the object ({origin['type']}) that call #{number} "
+                f"({tool}()) returned, which did not survive the restart and is not made "
+                f"again: fork_run({self.run_id!r}, {number}, value=...) continues from that "
+                "call with an object you give, or run the cell again without --resume"
+            )
+        return self._input(origin)
+
+    def _input(self, origin: Origin) -> Any:
+        name, wanted = str(origin["input"]), str(origin["type"])
+        if name not in self.given:
+            raise StoreError(missing_input(self.run_id, name, wanted))
+        value = self.given[name]
+        try:
+            for key in origin["path"]:
+                value = value[key]
+        except (LookupError, TypeError):
+            found = "something without that item"
+        else:
+            if type_of(value) == wanted:
+                return value
+            found = f"a {type_of(value)}"
+        raise StoreError(wrong_input(self.run_id, label(origin), wanted, found))
+
+
+def missing_input(run_id: str, name: str, kind: str) -> str:
+    """What to say when a run needs an input that is not given (an object: not stored)."""
+    return (
+        f"run {run_id} needs notebook variable `{name}` (a {kind} handle) to continue: "
+        f"define it and run again (from Python: inputs={{{name!r}: ...}})"
+    )
+
+
+def wrong_input(run_id: str, name: str, kind: str, found: str) -> str:
+    """What to say when an input given again is not of the type the run was given."""
+    return (
+        f"run {run_id} needs `{name}` to be a {kind}, as when the run began, but it is "
+        f"{found} now: give it a {kind} and run again"
+    )
+
+
+def stored_origins(records: Mapping[int, Mapping[str, Any]]) -> dict[str, Origin]:
+    """The origins a stored run's records keep (each record's ``handles``), by uuid."""
+    found: dict[str, Origin] = {}
+    for record in records.values():
+        handles = record.get("handles")
+        if handles:
+            found.update(handles)
+    return found
