@@ -265,6 +265,21 @@ def test_a_secret_cut_at_any_bound_of_an_error_shows_at_most_one_character(cut):
             assert not any(p in shown for p in pieces if not p.isdigit()), shown
 
 
+def test_a_cell_ending_in_a_sandbox_tools_secret_shows_it_hidden(shell, monkeypatch):
+    """``%%orchestrate`` returned the value to IPython, whose ``Out[]`` (saved in the
+    notebook) wrote the secret out; ``--out`` gets the real value, as ``%%sandbox``'s do."""
+    from jupyter_sandbox.orchestrate import tool
+    from jupyter_sandbox.sandbox._secrets import HIDDEN
+
+    monkeypatch.setenv(TOKEN, "S3CR3T-in-a-cell")
+    code = f"import os\nt = os.environ[{TOKEN!r}]"
+    tool(create("tok", code=code, outputs={"t": str}, secrets=[TOKEN]), name="tok")
+    outcome = shell.run_cell("%%orchestrate --out t\nt = await tok()\nprint(t)\nt")
+    assert outcome.error_in_exec is None
+    assert repr(outcome.result) == HIDDEN
+    assert shell.user_ns["t"] == "S3CR3T-in-a-cell"
+
+
 GROWTH = """
 import resource, sys
 from jupyter_sandbox import OutputLimitExceeded, create

@@ -18,6 +18,7 @@ from .._events import EventCallback
 from ..orchestrate import Limits, OrchestrationResult, ToolCache, orchestrate
 from ..orchestrate._durable import open_store
 from ..orchestrate._memo import Journals
+from ..orchestrate._scrub import shown_value
 from ..orchestrate._store import Store, default_store_path
 from ._common import (
     CellMagics,
@@ -183,11 +184,13 @@ class OrchestrateMagics(CellMagics):
             result = show_run(run, quiet=args.quiet, code=cell)
         except SandboxConfigError as exc:
             raise self.usage_error(exc) from None
+        except StoreError as exc:  # --resume of a run live elsewhere, a refused dump: one line
+            raise UsageError(str(exc)) from None
         finally:
             self._journals.finished(cell, journal)
         if args.out:
             shell.user_ns[args.out] = result.value
-        return result.value
+        return shown_value(result.value, result.secrets)  # a sandbox tool's secret: hidden
 
     def open_store(self) -> Store | None:
         """The store runs and sessions are kept in (``%config OrchestrateMagics.store``; one

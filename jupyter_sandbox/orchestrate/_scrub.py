@@ -7,7 +7,9 @@ orchestration shows or keeps of it is masked, as the sandbox's own record is: th
 stream (live and in ``result.stdout``), the run's record (its value, every call's arguments,
 result, error and host traceback, the run's error and Monty traceback) and the error raised.
 ``result.value`` and the calls' values themselves stay real, as do a journal's and a store's
-copies (they replay the run; a store keeps plain data only, sealed and 0600).
+copies (they replay the run; a store keeps plain data only, sealed and 0600); a notebook cell
+shows a value holding a secret as ``*** (holds a secret value)`` (`shown_value`), while
+``--out`` gets the real value, as ``%%sandbox`` does.
 
 The secrets are learnt as the tools return (`note`): a run holds a `Scrub`, found by the
 sandbox tool through the context the run's tools run in; a run nested in a tool passes what it
@@ -103,3 +105,13 @@ def mask_record(record: _Record, secrets: tuple[str, ...]) -> _Record:
         return item
 
     return cast(_Record, walk(record))
+
+
+def shown_value(value: Any, secrets: tuple[str, ...]) -> Any:
+    """What a notebook cell shows as its value (``Out[]``, which notebooks save): ``value``,
+    or a stand-in whose repr says it holds a secret when it does."""
+    if not secrets:
+        return value
+    from ..sandbox._secrets import Hidden, holds_secret
+
+    return Hidden() if holds_secret(value, secrets) else value

@@ -154,7 +154,9 @@ def holds_secret(value: Any, secrets: tuple[str, ...]) -> bool:
         else:
             try:
                 texts = (str(item), repr(item))
-            except Exception:  # a value whose str/repr raises shows nothing
+            except KeyboardInterrupt:  # may be Ctrl-C: it stays the person's
+                raise
+            except BaseException:  # a value whose str/repr raises (even SystemExit) shows nothing
                 continue
             if any(s in t for t in texts for s in secrets):
                 return True
