@@ -132,6 +132,24 @@ def test_printing_a_handle_shows_no_host_repr():
     assert SECRET not in result.stdout and SECRET not in result.value
 
 
+def test_a_handles_class_reaches_a_tool_as_its_name_and_class_only():
+    """The accepted limit (`_values`' docstring): the code learns a handle's class name and
+    can hand ``type(h)`` to a tool; nothing is constructed, called or read on the way."""
+    Opaque.touched.clear()
+    received: list[object] = []
+
+    def get() -> object:
+        return Opaque.__new__(Opaque)
+
+    def take(x: object) -> bool:
+        received.append(x)
+        return True
+
+    result = orchestrate("t = type(get())\ntake(t)\nstr(t) + ' ' + str(get())", tools=[get, take])
+    assert result.value == "<class 'Opaque'> Opaque()"
+    assert received == [Opaque] and Opaque.touched == []
+
+
 # -- a tool's exception or object cannot break the run, whatever its dunders raise ------------
 
 

@@ -4,6 +4,13 @@ Monty holds plain data (numbers, strings, bytes, dates, Decimal, containers of t
 else (a DataFrame, an array, a client object) is wrapped in `pydantic_monty.ClassInstance`
 with no attributes and no methods exposed: the code can pass it to tools and return it, but
 cannot read it, and the host gets the very same object back.
+
+A handle shows its host class's name and nothing of its state: ``str(h)`` reads ``Opaque()``,
+and ``type(h)`` is the class, which the code can name and hand to a tool (the tool gets the
+host class) but cannot call, construct or read. That is accepted: the name is no data of the
+object; the class gives a tool nothing a handle does not already (any host object crosses as
+a handle, a function too, so a tool that calls what it is given is the risk either way); and
+the name is what errors and restored runs use to say which object a message is about.
 """
 
 from __future__ import annotations
