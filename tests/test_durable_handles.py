@@ -16,7 +16,7 @@ from _kernels import Kernel
 from test_durable_kernels import alive, counted, descendants, the_run, wait_for
 
 from jupyter_sandbox import Store, fork_run, orchestrate, resume_run
-from jupyter_sandbox.errors import StoreError
+from jupyter_sandbox.errors import OrchestrationError, StoreError
 from jupyter_sandbox.orchestrate import Tool
 
 
@@ -101,7 +101,7 @@ def test_an_input_handle_is_bound_again_to_the_object_given_on_resume(tmp_path, 
     assert calls.made == {"ask": 1, "use": 1}
 
 
-def test_a_missing_input_is_named_and_the_run_stays_resumable(tmp_path, calls):
+def test_a_missing_input_is_named_and_the_paused_run_stays_paused(tmp_path, calls):
     store = tmp_path / "store.sqlite"
     run_id = paused("ask(1)\nuse(df)", calls, store, df=Frame("before"))
     with pytest.raises(StoreError) as raised:
@@ -110,11 +110,26 @@ def test_a_missing_input_is_named_and_the_run_stays_resumable(tmp_path, calls):
         f"run {run_id} needs notebook variable `df` (a {FRAME} handle) to continue: define it "
         "and run again (from Python: inputs={'df': ...})"
     )
-    assert calls.made == {"ask": 1}  # approved and made; `use` never ran
-    assert Store(store).run(run_id).status == "error"
-    result = resume_run(run_id, store=store, tools=calls.tools(), inputs={"df": Frame("now")})
+    assert calls.made == {}  # refused before the gated call
+    assert Store(store).run(run_id).status == "paused"  # to be approved again
+    given = {"df": Frame("now")}
+    result = resume_run(run_id, approve=True, store=store, tools=calls.tools(), inputs=given)
     assert result.value == "now"
-    assert calls.made == {"ask": 1, "use": 1}  # the gated call was not made again
+    assert calls.made == {"ask": 1, "use": 1}
+
+
+def test_a_failed_run_is_not_taken_up_again_without_its_input(tmp_path, calls):
+    """Resuming a run that failed after its restore checks its inputs first too: nothing is
+    made again, and the run is left as it was, for want of one."""
+    store = tmp_path / "store.sqlite"
+    run_id = paused("ask(1)\nuse(df)\n1 / 0", calls, store, df=Frame("before"))
+    given = {"df": Frame("now")}
+    with pytest.raises(OrchestrationError, match="ZeroDivisionError"):
+        resume_run(run_id, approve=True, store=store, tools=calls.tools(), inputs=given)
+    with pytest.raises(StoreError, match="needs notebook variable `df`"):
+        resume_run(run_id, store=store, tools=calls.tools())
+    assert calls.made == {"ask": 1, "use": 1}
+    assert Store(store).run(run_id).status == "error"
 
 
 def test_an_input_of_another_type_is_refused_naming_both_types(tmp_path, calls):
@@ -126,7 +141,8 @@ def test_an_input_of_another_type_is_refused_naming_both_types(tmp_path, calls):
         f"run {run_id} needs `df` to be a {FRAME}, as when the run began, but it is a "
         f"builtins.list now: give it a {FRAME} and run again"
     )
-    assert calls.made == {"ask": 1}
+    assert calls.made == {}
+    assert Store(store).run(run_id).status == "paused"
 
 
 def test_a_handle_inside_a_container_input_is_bound_from_the_same_place(tmp_path, calls):
@@ -138,9 +154,8 @@ def test_a_handle_inside_a_container_input_is_bound_from_the_same_place(tmp_path
             run_id, approve=True, store=store, tools=calls.tools(), inputs={"frames": {"b": []}}
         )
     given = Frame("after")
-    result = resume_run(
-        run_id, store=store, tools=calls.tools(), inputs={"frames": {"b": [0, given]}}
-    )
+    frames = {"frames": {"b": [0, given]}}
+    result = resume_run(run_id, approve=True, store=store, tools=calls.tools(), inputs=frames)
     assert result.value == "after" and calls.seen == [given]
 
 
@@ -278,10 +293,61 @@ def test_the_uuid_names_survive_a_resume_that_checkpoints_again(tmp_path, calls)
     store = tmp_path / "store.sqlite"
     code = "ask(1)\nask(2)\nuse(df)"
     run_id = paused(code, calls, store, df=Frame("before"))
-    again = resume_run(run_id, approve=True, store=store, tools=calls.tools())
+    middle = {"df": Frame("middle")}
+    again = resume_run(run_id, approve=True, store=store, tools=calls.tools(), inputs=middle)
     assert again.status == "paused"  # at ask(2): a new checkpoint
     given = Frame("after")
     result = resume_run(
         run_id, approve=True, store=store, tools=calls.tools(), inputs={"df": given}
     )
     assert result.value == "after" and calls.seen == [given]
+
+
+def test_a_handle_the_code_returns_after_a_restore_is_the_object_given(tmp_path, calls):
+    store = tmp_path / "store.sqlite"
+    run_id = paused("ask(1)\n[df, 2]", calls, store, df=Frame("before"))
+    given = Frame("after")
+    result = resume_run(
+        run_id, approve=True, store=store, tools=calls.tools(), inputs={"df": given}
+    )
+    assert result.value[0] is given and result.value[1] == 2
+
+
+GATED_TOOLS = """
+@tool(approve=True)
+def ask(n: int) -> int:
+    count(f"ask {n}")
+    return n
+
+@tool
+def use(frame: object, n: int) -> str:
+    count(f"use {frame.tag}")
+    return f"{frame.tag} {n}"
+"""
+
+
+def test_a_paused_run_approved_in_a_new_kernel_binds_its_notebook_variable(tmp_path):
+    """``%orchestrate_approve`` hands the run the notebook's variables it needs: the object
+    ``df`` again, while ``n`` (plain data, kept in the store) stays the run's own."""
+    path = tmp_path / "store.sqlite"
+    first = kernel(path, delay=0)
+    try:
+        first.ok(GATED_TOOLS)
+        first.ok("df, n = Frame('first'), 1")
+        ran = first.ok("%%orchestrate --quiet --in df,n\nask(n)\nuse(df, n)")
+        (run,) = Store(path).runs()
+        assert run.status == "paused", ran.text
+    finally:
+        first.kill()
+    second = kernel(path, delay=0)
+    try:
+        second.ok(GATED_TOOLS)
+        missing = second.run(f"%orchestrate_approve {run.run_id}")
+        assert f"run {run.run_id} needs notebook variable `df`" in missing.text
+        assert Store(path).run(run.run_id).status == "paused"
+        second.ok("df, n = Frame('second'), 99")
+        approved = second.ok(f"%orchestrate_approve {run.run_id}")
+    finally:
+        second.close()
+    assert approved.value == "'second 1'"
+    assert counted(path) == {"ask 1": 1, "use second": 1}

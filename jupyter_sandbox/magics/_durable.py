@@ -27,6 +27,7 @@ from .._events import EventCallback
 from .._preview import preview
 from ..display import OrchestrateView
 from ..orchestrate import OrchestrationResult, fork_run, resume_run
+from ..orchestrate._durable import unkept_inputs
 from ..orchestrate._paused import PausedRun, paused_runs
 from ..orchestrate._sessions import sessions
 from ..orchestrate._store import Store
@@ -177,7 +178,7 @@ class DurableMagics(CellMagics):
             return None
         value = fork_value(" ".join(args.value))
         store = self._store("%orchestrate_fork")
-        _stored(lambda: store.run(args.run_id))  # an unknown run: one line, before any view
+        run = _stored(lambda: store.run(args.run_id))  # an unknown run: one line, before a view
         try:
             return show_run(
                 lambda on_event: fork_run(
@@ -185,7 +186,7 @@ class DurableMagics(CellMagics):
                     args.call,
                     value=value,
                     store=store,
-                    inputs=self.shell.user_ns,  # objects the store could not keep, by name
+                    inputs=unkept_inputs(run, self.shell.user_ns),
                     on_event=on_event,
                 )
             ).value
@@ -206,7 +207,7 @@ class DurableMagics(CellMagics):
                 approve=approve,
                 reason=reason,
                 store=store,
-                inputs=self.shell.user_ns,  # the handles it held, bound again by name
+                inputs=unkept_inputs(run, self.shell.user_ns),  # its handles, bound again
                 on_event=on_event,
             )
         ).value

@@ -375,6 +375,8 @@ class Driver:
             elif isinstance(snap, pm.MontyComplete):
                 if self.session is not None:
                     self.session.save(session, self.code, self.tools, self.inputs)
+                if self.restore is not None:  # a handle it returns, bound again (`_rebind`)
+                    return self.restore.rebind(snap.output)
                 return snap.output
             elif isinstance(snap, pm.FutureSnapshot):
                 snap = snap.resume(self._settle(snap.pending_call_ids))

@@ -271,6 +271,9 @@ class Restore:
     given: Mapping[str, Any] = field(default_factory=dict)
     """The inputs given to the resumed run (the notebook's variables) its handles bind to."""
 
+    def __post_init__(self) -> None:
+        self._rebinder.check()  # a missing input: refused before the run is taken up
+
     @functools.cached_property
     def _rebinder(self) -> Rebinder:
         return Rebinder(self.run_id, self.origins, self.given, self.classes)
@@ -301,8 +304,8 @@ def inputs_record(inputs: Mapping[str, Any]) -> dict[str, Any]:
 
 def stored_inputs(run: StoredRun, given: Mapping[str, Any] | None) -> dict[str, Any]:
     """The inputs a stored run was given, each one named in ``given`` replaced by it (other
-    names in ``given`` are ignored: a notebook's namespace may be passed). One the store could
-    not keep (an object) must be given again, of the same type: `StoreError` says which."""
+    names in ``given`` are ignored). One the store could not keep (an object) must be given
+    again, of the same type: `StoreError` says which."""
     record = run.calls.get(INPUTS)
     kept: dict[str, Any] = dict(record["inputs"]) if record else {}
     given = given or {}
@@ -315,6 +318,19 @@ def stored_inputs(run: StoredRun, given: Mapping[str, Any] | None) -> dict[str, 
         if type_of(given[name]) != kind:
             raise StoreError(wrong_input(run.run_id, name, kind, f"a {type_of(given[name])}"))
     return {name: given.get(name, value) for name, value in kept.items()}
+
+
+def unkept_inputs(run: StoredRun, namespace: Mapping[str, Any]) -> dict[str, Any]:
+    """The variables of ``namespace`` (a notebook's) that stored run ``run`` needs given again:
+    those named like its inputs the store did not keep (objects, the handles' sources). Its
+    other inputs stay the stored ones, whatever the notebook holds now."""
+    record = run.calls.get(INPUTS)
+    kept = record["inputs"] if record else {}
+    return {
+        name: namespace[name]
+        for name, value in kept.items()
+        if name in namespace and handle_in(value) is not None
+    }
 
 
 def keepable(value: Any) -> Any:

@@ -17,9 +17,10 @@ So a durable run records, for each handle it sends in, its uuid and where it cam
   a restored run that hands it to a tool fails with `StoreError` naming the call, and says
   how to go on (fork the run at that call, giving the object as its result).
 
-Binding is lazy: a restored run looks an input up only when the code hands a handle to a tool,
-so a run that no longer needs the object resumes without it, and one that does fails before the
-call, with nothing written (it can be resumed again once the variable is defined).
+Each input a restored run's handles came from is checked before the run is taken up (given,
+of the same type, with the item at the path), so a run that lacks one is left as it was: a
+paused run stays paused, to be approved again once the variable is defined. The objects are
+looked up when the code hands a handle to a tool (or returns it).
 """
 
 from __future__ import annotations
@@ -104,6 +105,12 @@ class Rebinder:
         self.classes = classes
         """Classes the code defines: their instances come back as stand-ins in any run, so
         such a stand-in is no lost host object; it is passed on as it is."""
+
+    def check(self) -> None:
+        """`StoreError` unless each input the run's handles came from is given, as it was."""
+        for origin in self.origins.values():
+            if "input" in origin:
+                self._input(origin)
 
     def rebind(self, value: Any, depth: int = 0) -> Any:
         """``value`` with each handle it holds bound again (the same object when it holds

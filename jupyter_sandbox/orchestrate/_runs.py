@@ -201,9 +201,8 @@ def resume_run(
     tool the run used that is missing raises `StoreError` naming it); ``inputs`` give again,
     by name, the objects the store could not keep (a DataFrame the run was handed): with a
     snapshot, each handle the code passes a tool is bound again to the input of its name,
-    which must have the same type (other names are ignored, so a notebook's namespace may be
-    passed); a handle a tool returned before the restart cannot be (`StoreError` names its
-    call). Raises `StoreError` for an unknown run, a run that
+    which must have the same type; a handle a tool returned before the restart cannot be
+    (`StoreError` names its call). Raises `StoreError` for an unknown run, a run that
     ended ok (`fork_run` runs it again), or a saved blob that fails its checks.
     """
     opened = open_store(default_store_path() if store is None else store)
@@ -226,10 +225,10 @@ def resume_run(
             parameter="approve",
         )
     resolved = resolve_tools(tools)
-    durable = _taken_up(opened, stored, resolved)
     calls = stored_calls(stored)
     decision = None if approve is None else (approve, reason)
     restore = _restore(stored, calls, decision, inputs)
+    durable = _taken_up(opened, stored, resolved)  # last: what fails before leaves it as it was
     driver = Driver(
         stored.code,
         resolved,
