@@ -8,10 +8,12 @@ and when the run ends cancels what is left and waits for it to wind down: a sand
 and removes its container on cancel, so no container outlives the run that started it.
 
 Each crossing between the driver's thread and the loop's is a thread wake-up, which costs more
-than the rest of a call on a busy machine, so they are batched both ways: coroutines are handed
-to the loop together (when the driver is about to wait or block, or `BATCH_FOR` after the first
-of them), and finished calls are collected in one queue the driver drains at once, so it wakes
-once for everything that finished meanwhile rather than once per call.
+than the rest of a call on a busy machine, so they are batched both ways: while calls are out
+on the loop, new coroutines are handed to it together (when the driver is about to wait or
+block, or `BATCH_FOR` after the first of them), and finished calls are collected in one queue
+the driver drains at once, so it wakes once for everything that finished meanwhile rather than
+once per call. A call made when none is out (an awaited call) goes to the loop at once: it runs
+there while Monty answers the driver, often finishing before the driver asks for it.
 """
 
 from __future__ import annotations
@@ -75,6 +77,8 @@ class Pending:
         self._lock = threading.Lock()  # the batch and ``_stopped``: `stop` is any thread's
         self._batch: list[tuple[Entry, int, Coroutine[Any, Any, Any]]] = []
         self._batch_since = 0.0
+        self._out = 0
+        """Calls handed over (or settled) whose outcome the driver has not yet taken."""
         self._stopped = False
 
     def start(self, call_id: int, coro: Coroutine[Any, Any, Any], call: ToolCall | None) -> Any:
@@ -85,8 +89,7 @@ class Pending:
             if not self._batch:
                 self._batch_since = time.perf_counter()
             self._batch.append((entry, call_id, coro))
-            due = time.perf_counter() - self._batch_since >= BATCH_FOR
-        if due:
+        if not self._out or time.perf_counter() - self._batch_since >= BATCH_FOR:
             self.flush()
         return _ANSWERED
 
@@ -96,6 +99,7 @@ class Pending:
         done: concurrent.futures.Future[Any] = concurrent.futures.Future()
         done.set_result(value)
         self._entries[call_id] = Entry(call, done)
+        self._out += 1
         self._finished.put(call_id)
         return _ANSWERED
 
@@ -106,6 +110,7 @@ class Pending:
         with self._lock:
             batch, self._batch = self._batch, []
         if batch:
+            self._out += len(batch)
             self.loop.call_soon_threadsafe(self._begin, batch)
 
     def _begin(self, batch: list[tuple[Entry, int, Coroutine[Any, Any, Any]]]) -> None:
@@ -136,9 +141,9 @@ class Pending:
         ready, finished = self._ready, self._finished
         wanted = set(call_ids)
         while True:
-            with contextlib.suppress(queue.Empty):
-                while True:  # what finished meanwhile: one wake-up for all of it
-                    ready.add(finished.get_nowait())
+            while not finished.empty():  # what finished meanwhile: one wake-up for all of it
+                ready.add(finished.get())
+                self._out -= 1
             taken = ready & wanted
             if taken:
                 ready -= taken
@@ -147,6 +152,7 @@ class Pending:
                 return []
             with contextlib.suppress(queue.Empty):
                 ready.add(finished.get(timeout=0.1))
+                self._out -= 1
 
     def stop(self) -> None:
         """Cancel the calls still running (and drop those not started) and wait (up to
