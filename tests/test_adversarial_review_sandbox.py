@@ -265,6 +265,28 @@ def test_a_secret_cut_at_any_bound_of_an_error_shows_at_most_one_character(cut):
             assert not any(p in shown for p in pieces if not p.isdigit()), shown
 
 
+def test_a_sandbox_tools_secret_stays_masked_when_a_later_run_gets_it_without_the_tool(
+    monkeypatch,
+):
+    """A cache answering the call, or a session variable holding the value, hands a later run
+    the secret without the tool running there: it is still masked."""
+    import json
+
+    from jupyter_sandbox.orchestrate import ToolCache
+
+    monkeypatch.setenv(TOKEN, "S3CR3T-cached-or-kept")
+    code = f"import os\nt = os.environ[{TOKEN!r}]"
+    tok = as_tool(create("tok", code=code, outputs={"t": str}, secrets=[TOKEN]))
+    cache = ToolCache()
+    runs = [orchestrate("t = await tok()\nprint(t)\nt", tools=[tok], cache=cache) for _ in "12"]
+    assert runs[1].trace[0].replayed  # the second run never called the tool
+    runs.append(orchestrate("t = await tok()", tools=[tok], session="kept-secret"))
+    runs.append(orchestrate("print(t)\nt", tools=[tok], session="kept-secret"))
+    assert runs[-1].value == "S3CR3T-cached-or-kept"
+    for run in runs:
+        assert "S3CR3T" not in json.dumps(run.to_record(), default=repr) + run.stdout
+
+
 def test_a_cell_ending_in_a_sandbox_tools_secret_shows_it_hidden(shell, monkeypatch):
     """``%%orchestrate`` returned the value to IPython, whose ``Out[]`` (saved in the
     notebook) wrote the secret out; ``--out`` gets the real value, as ``%%sandbox``'s do."""

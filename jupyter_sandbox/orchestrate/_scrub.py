@@ -13,8 +13,11 @@ shows a value holding a secret as ``*** (holds a secret value)`` (`shown_value`)
 
 The secrets are learnt as the tools return (`note`): a run holds a `Scrub`, found by the
 sandbox tool through the context the run's tools run in; a run nested in a tool passes what it
-learns to the run it is nested in, which may receive the value from that tool. Nothing is
-imported from the Docker side until a sandbox tool has returned a secret.
+learns to the run it is nested in, which may receive the value from that tool. A later run may
+get the value again without calling the tool (a journal or a cache answers the call, a session
+variable holds it), so every run of the process masks, from its start, every secret a sandbox
+tool has returned in the process so far (`_returned`). Nothing is imported from the Docker
+side until a sandbox tool has returned a secret.
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ scrubbing: contextvars.ContextVar[Scrub | None] = contextvars.ContextVar(
 )
 """The `Scrub` of the run whose tool is executing (set on the run's thread; an async tool's
 task inherits it)."""
+_returned: dict[str, None] = {}
+"""Every secret a sandbox tool has returned to orchestration code in this process, in order."""
 _Record = TypeVar("_Record")
 
 
@@ -44,6 +49,8 @@ class Scrub:
         """The secrets' values (raw: `_secrets.forms` adds their escaped spellings)."""
         self._parent = parent
         self._stream: StreamMasker | None = None
+        if _returned:
+            self.add(tuple(_returned))
 
     def add(self, secrets: Iterable[str]) -> None:
         """Mask ``secrets`` from now on, here and in the run this one is nested in."""
@@ -84,6 +91,8 @@ class Scrub:
 
 def note(secrets: Iterable[str]) -> None:
     """A sandbox tool returned a value holding ``secrets``: the run calling it masks them."""
+    secrets = tuple(s for s in secrets if s)
+    _returned.update(dict.fromkeys(secrets))
     scrub = scrubbing.get()
     if scrub is not None:
         scrub.add(secrets)
