@@ -18,6 +18,7 @@ from ._driver import MAX_NESTING, Driver
 from ._durable import open_store
 from ._limits import Limits, resolve_limits
 from ._memo import Journal, ToolCache
+from ._options import RunOptions
 from ._replay import Answers
 from ._result import OrchestrationResult
 from ._runs import begin, fork_run, resume_run, start, wait
@@ -49,13 +50,12 @@ __all__ = [
 ]
 
 
-def _driver(loop: asyncio.AbstractEventLoop, options: Mapping[str, Any]) -> Driver:
-    """A `Driver` for one run of `orchestrate` or `orchestrate_async`, whose parameters are the
-    same: ``options`` is their ``locals()`` taken first thing, so the two cannot drift apart."""
-    o = dict(options)
-    code, tools, inputs = o["code"], resolve_tools(o["tools"]), o["inputs"] or {}
-    journal, resume = o["journal"], o["resume"]
-    store = None if o["store"] is None else open_store(o["store"])
+def _driver(loop: asyncio.AbstractEventLoop, o: RunOptions) -> Driver:
+    """A `Driver` for one run of `orchestrate` or `orchestrate_async` (whose parameters are
+    the same: see `RunOptions`), its async tools on ``loop``."""
+    code, tools, inputs = o.code, resolve_tools(o.tools), o.inputs or {}
+    journal, resume = o.journal, o.resume
+    store = None if o.store is None else open_store(o.store)
     durable = restore = records = None
     if store is not None:
         durable, restore, records = begin(
@@ -63,43 +63,43 @@ def _driver(loop: asyncio.AbstractEventLoop, options: Mapping[str, Any]) -> Driv
             code=code,
             tools=tools,
             inputs=inputs,
-            scope=o["scope"],
-            cell=o["cell"],
+            scope=o.scope,
+            cell=o.cell,
             resume=resume,
-            run_id=o["run_id"],
+            run_id=o.run_id,
         )
     if journal is not None and resume and restore is None and (records is None or journal.failed):
         # this kernel's own journal keeps the values themselves (the store only plain data)
         records = dict(enumerate(journal.calls))
     answers = None
-    if o["cache"] is not None or records:
-        answers = Answers(records, o["cache"])
+    if o.cache is not None or records:
+        answers = Answers(records, o.cache)
     driver = Driver(
         code,
         tools,
         inputs,
         resolve_limits(
-            o["limits"],
-            timeout=o["timeout"],
-            max_memory=o["max_memory"],
-            max_calls=o["max_calls"],
-            max_result=o["max_result"],
-            max_output=o["max_output"],
+            o.limits,
+            timeout=o.timeout,
+            max_memory=o.max_memory,
+            max_calls=o.max_calls,
+            max_result=o.max_result,
+            max_output=o.max_output,
         ),
-        type_check=o["type_check"],
-        on_event=o["on_event"] or ignore,
+        type_check=o.type_check,
+        on_event=o.on_event or ignore,
         loop=loop,
         journal=journal,
         answers=answers,
-        session=sessions.open(o["session"], scope=o["scope"], store=store)
-        if o["session"] is not None
+        session=sessions.open(o.session, scope=o.scope, store=store)
+        if o.session is not None
         else None,
         durable=durable,
         restore=restore,
-        approver=o["approver"],
+        approver=o.approver,
     )
     driver.result.run_id = None if durable is None else durable.run_id
-    driver.result.session = o["session"]
+    driver.result.session = o.session
     return driver
 
 
@@ -170,7 +170,7 @@ def orchestrate(
     ``run_id`` and the ``pending`` call, for `resume_run` to continue in any process; with
     neither, a gated call fails the run (`OrchestrationError`) saying to pass one.
     """
-    driver = _driver(tool_loop(), locals())
+    driver = _driver(tool_loop(), RunOptions(**locals()))
     return wait(driver)
 
 
@@ -199,7 +199,7 @@ async def orchestrate_async(
 ) -> OrchestrationResult:
     """`orchestrate` for a running event loop: async tools run on this loop, so they may use
     clients bound to it; cancelling the awaiting task stops the sandbox."""
-    driver = _driver(asyncio.get_running_loop(), locals())
+    driver = _driver(asyncio.get_running_loop(), RunOptions(**locals()))
     try:
         return await asyncio.wrap_future(start(driver))
     except asyncio.CancelledError:
