@@ -27,8 +27,15 @@ RUN_ID = paused_record()["run_id"]
 @pytest.fixture
 def saved_records(tmp_home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A notebook whose outputs are a paused and a forked record, saved as a kernel left them;
-    the kernels Lab starts use a store of their own."""
+    the kernels Lab starts use a store of their own and load the extension at start (as a
+    user's IPython profile would), so a magic a button inserts gives the extension's answer."""
     monkeypatch.setenv("JUPYTER_SANDBOX_STORE", str(tmp_home / "store.sqlite"))
+    profile = tmp_home / "ipython" / "profile_default"
+    profile.mkdir(parents=True)
+    (profile / "ipython_config.py").write_text(
+        'c.InteractiveShellApp.extensions = ["jupyter_sandbox"]\n'
+    )
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_home / "ipython"))
     root = tmp_home / "root"
     root.mkdir()
     nb = nbformat.v4.new_notebook()
@@ -112,6 +119,9 @@ def test_paused_record_buttons_run_the_magic_below(saved_records: Path, tmp_home
         )
         assert sources(page)[1] == f"%orchestrate_reject {RUN_ID} not these files"
         wait_executed(page, 1)  # ran in the notebook's kernel (its output is the magic's)
+        # the record is a sample: its run is not in this kernel's store, which the magic says
+        inserted = page.locator(".jp-Cell").nth(1).locator(".jp-OutputArea").inner_text()
+        assert f"no run '{RUN_ID}' in " in inserted and "%orchestrate_pending" in inserted
         answer = panel.locator(".jsb-answer")
         assert answer.get_attribute("role") == "status"
         assert answer.inner_text() == (

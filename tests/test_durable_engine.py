@@ -315,7 +315,7 @@ def test_fork_answers_earlier_calls_from_the_store_and_call_n_with_the_value(env
     assert fork.forked_from == (first.run_id, 1) and fork.run_id != first.run_id
     assert fork.to_record()["forked_from"] == {"run_id": first.run_id, "call": 1}
     assert Store(store).run(fork.run_id).forked_from == (first.run_id, 1)
-    with pytest.raises(SandboxConfigError, match="calls 0 to 2"):
+    with pytest.raises(SandboxConfigError, match="no call #3; it made calls #0, #1, #2"):
         fork_run(first.run_id, 3, value=0, store=store, tools=tools(mod))
 
 

@@ -192,6 +192,45 @@ def test_a_killed_kernel_resumes_from_its_checkpoint_in_a_new_kernel(tmp_path):
     assert store.run(run.run_id).status == "ok"
 
 
+def test_a_run_live_in_another_kernel_is_refused_until_that_kernel_is_killed(tmp_path):
+    """Two kernels on one store: the second may not ``--resume`` the cell the first is still
+    running (both would make its calls); once the first is killed, it takes the run over."""
+    path = tmp_path / "store.sqlite"
+    store = Store(path)
+    first = started(path, delay=3600)
+    second = started(path, delay=0)
+    try:
+        first.start("%%orchestrate --quiet" + SLOW_CELL)
+        run = wait_for(  # and the records before it written: a resume answers them
+            "quick(2) recorded while slow(3) runs in the first kernel",
+            lambda: (
+                (r := the_run(store)) is not None
+                and completed(r, "quick")
+                and counted(path)["slow 3 started"] == 1
+                and r
+            ),
+        )
+        refused = second.run("%%orchestrate --resume" + SLOW_CELL)
+        pid = first.km.provisioner.pid  # type: ignore[union-attr]
+        assert refused.status == "error"
+        assert refused.text.strip() == (
+            f"UsageError: run {run.run_id} is running in process {pid}: interrupt it there or wait"
+        )
+        assert store.run(run.run_id).status == "running"
+        assert counted(path)["step 4"] == 0 and counted(path)["slow 3 started"] == 1
+        first.kill()
+        resumed = second.ok("%%orchestrate --resume" + SLOW_CELL)
+    finally:
+        if first.km.is_alive():  # not killed: the test failed before
+            first.close()
+        second.close()
+    assert resumed.value == "[10, 20, 30, 40]"
+    taken = store.run(run.run_id)
+    assert taken.status == "ok" and taken.owner is not None and taken.owner.process.pid != pid
+    assert counted(path)["step 1"] == 1  # before the checkpoint: not made again
+    assert counted(path)["slow 3 started"] == 2  # in flight at the kill: made again
+
+
 def kernel_containers(docker_engine: Any, pid: int) -> list[dict[str, Any]]:
     labels = ["jupyter-sandbox.kind=run", f"jupyter-sandbox.owner-pid={pid}"]
     return docker_engine.api.containers(all=True, filters={"label": labels})

@@ -123,6 +123,23 @@ def test_a_session_outlives_its_kernel(store):
         assert again.value == "['aa', 'bb']"
 
 
+def test_a_session_cell_approved_later_updates_its_session(store):
+    """A ``--session`` cell that pauses at a gated call leaves its state in the session once
+    it is approved and completes, as the cell would have without the gate."""
+    with kernel(store) as k:
+        k.ok(GATED)
+        ran = k.ok(
+            '%%orchestrate --session s\nn = count(2)\nsaid = delete("/data/x")\n'
+            'label = said + "!"\nlabel'
+        )
+        run_id = paused_run(ran)
+        assert k.ok(f"%orchestrate_approve {run_id}").value == "'deleted /data/x!'"
+        after = k.ok("%%orchestrate --session s\n(n, label)")
+        assert after.value == "(2, 'deleted /data/x!')"
+        assert "label: str" in k.ok("%orchestrate_sessions").text
+        assert made(k) == "[('count', 2), ('delete', '/data/x')]"
+
+
 def test_fork_answers_a_call_with_the_given_value(store):
     with kernel(store) as k:
         k.ok(GATED)
@@ -145,7 +162,10 @@ def test_bad_input_is_one_line_saying_what_to_do(store):
             ("%orchestrate_approve nosuchrun", "no run 'nosuchrun' in .*%orchestrate_pending"),
             ("%orchestrate_reject nosuchrun why", "no run 'nosuchrun'"),
             (f"%orchestrate_fork {run_id} 0 --value {{x", "--value: not JSON"),
-            (f"%orchestrate_fork {run_id} 9 --value 1", "N: run \\w+ made calls 0 to 0, not 9"),
+            (
+                f"%orchestrate_fork {run_id} 9 --value 1",
+                "N: run \\w+ has no call #9; it made calls #0",
+            ),
             (f"%orchestrate_approve {run_id}", "is ok, not paused"),
             ("%orchestrate_reset", "name one session"),
             ("%orchestrate_pending now", "takes no arguments"),
@@ -253,12 +273,14 @@ def test_a_fork_takes_a_dict_ipython_expanded_to_its_repr(forkable):
 
 
 def test_a_fork_call_number_counts_only_the_calls_made(forkable, capsys):
-    """The run's inputs are kept under record -1: N=-1 is no call, and the range names the
-    calls the code made (0 to 0 here)."""
+    """The run's inputs are kept under record -1: N=-1 is no call, and the error lists the
+    calls the code made by their trace numbers (#0 here)."""
     shell, run_id = forkable
     for n in (-1, 1):
         ran = shell.run_cell(f"%orchestrate_fork {run_id} {n} --value 5")
         assert not ran.success
         shown = capsys.readouterr().err.strip()
-        assert shown == f"UsageError: N: run {run_id} made calls 0 to 0, not {n}", shown
+        assert shown == (
+            f"UsageError: N: run {run_id} has no call #{n}; it made calls #0 (the trace's # column)"
+        ), shown
     assert shell.run_cell(f"%orchestrate_fork {run_id} 0 --value 5").result == 5

@@ -128,7 +128,9 @@ class DurableMagics(CellMagics):
             return
         here = notebook_scope(self.shell)
         for run in paused:
-            call = "(its call cannot be read)" if run.tool is None else _call_line(run)
+            call = "(its call was not stored: paused by an older version)"
+            if run.tool is not None:
+                call = _call_line(run)
             where = "" if run.scope == here else f" of {run.scope}"
             age = _age(time.time() - run.since)
             print(f"{run.run_id}  cell {run.cell[:12]}{where}  {call}  paused {age} ago")

@@ -56,6 +56,14 @@ def _driver(loop: asyncio.AbstractEventLoop, o: RunOptions) -> Driver:
     code, tools, inputs = o.code, resolve_tools(o.tools), o.inputs or {}
     journal, resume = o.journal, o.resume
     store = None if o.store is None else open_store(o.store)
+    limits = resolve_limits(
+        o.limits,
+        timeout=o.timeout,
+        max_memory=o.max_memory,
+        max_calls=o.max_calls,
+        max_result=o.max_result,
+        max_output=o.max_output,
+    )
     durable = restore = records = None
     if store is not None:
         durable, restore, records = begin(
@@ -67,6 +75,8 @@ def _driver(loop: asyncio.AbstractEventLoop, o: RunOptions) -> Driver:
             cell=o.cell,
             resume=resume,
             run_id=o.run_id,
+            limits=limits,  # a resumed snapshot runs under these, not its own
+            session=o.session,
         )
     if journal is not None and resume and restore is None and (records is None or journal.failed):
         # this kernel's own journal keeps the values themselves (the store only plain data)
@@ -78,14 +88,7 @@ def _driver(loop: asyncio.AbstractEventLoop, o: RunOptions) -> Driver:
         code,
         tools,
         inputs,
-        resolve_limits(
-            o.limits,
-            timeout=o.timeout,
-            max_memory=o.max_memory,
-            max_calls=o.max_calls,
-            max_result=o.max_result,
-            max_output=o.max_output,
-        ),
+        limits,
         type_check=o.type_check,
         on_event=o.on_event or ignore,
         loop=loop,

@@ -1,4 +1,4 @@
-"""Just enough CBOR to replace two fields of a Monty session dump (see `_sessions`).
+"""Just enough CBOR to replace two fields of a Monty session or snapshot dump (see `_sessions`).
 
 A dump is ``MONTY`` + a format header + one CBOR item. We never decode the whole item (the
 heap can be large): `span` walks map keys down a path and returns where a value's bytes start
@@ -62,6 +62,13 @@ def _text(data: bytes, at: int) -> str | None:
 def span(data: bytes, at: int, path: tuple[str, ...]) -> tuple[int, int]:
     """Start and end of the value reached from the map at ``at`` through the keys ``path``;
     `KeyError` naming the key when it is missing."""
+    start = find(data, at, path)
+    return start, skip(data, start)
+
+
+def find(data: bytes, at: int, path: tuple[str, ...]) -> int:
+    """Where the value reached through ``path`` starts (`span` without walking to its end,
+    which for a dump's state means walking its whole heap)."""
     for key in path:
         major, count, _, at = _head(data, at)
         if major != _MAP:
@@ -74,7 +81,14 @@ def span(data: bytes, at: int, path: tuple[str, ...]) -> tuple[int, int]:
             at = skip(data, at)
         else:
             raise KeyError(key)
-    return at, skip(data, at)
+    return at
+
+
+def first_key(data: bytes, at: int) -> str | None:
+    """The first key of the map at ``at`` (a Rust enum's variant: ``{"Idle": ...}``); None
+    when it is not a map with a text key first."""
+    major, count, _, start = _head(data, at)
+    return _text(data, start) if major == _MAP and count else None
 
 
 def decode_text(data: bytes, at: int) -> str | None:

@@ -52,7 +52,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -136,23 +136,26 @@ class Durable:
     def checkpoint(
         self, snap: pm.FunctionSnapshot, index: int, pending: Mapping[int, tuple[int, ToolCall]]
     ) -> None:
-        """Write the snapshot stopped at call ``index``, with the records buffered so far;
+        """Write the snapshot stopped at call ``index``, with the records buffered so far and
+        that call itself (a paused run's gated call is listed from it, without Monty);
         ``pending`` maps the call_id of each async call in flight to its number and call."""
         dump = snap.dump()
         entries = [
-            {
-                "call_id": call_id,
-                "index": number,
-                "tool": call.tool,
-                "args": tuple(self._kept(a) for a in call.args),
-                "kwargs": {k: self._kept(v) for k, v in call.kwargs.items()},
-            }
+            _entry(call_id, number, call.tool, call.args, call.kwargs, self._kept)
             for call_id, (number, call) in pending.items()
         ]
+        waiting = _entry(
+            snap.call_id, index, snap.function_name, snap.args, snap.kwargs, self._kept
+        )
         with self._writing:
             calls = self._take()
             self.store.checkpoint(
-                self.run_id, dump=dump, call_index=index, pending=entries, calls=calls
+                self.run_id,
+                dump=dump,
+                call_index=index,
+                pending=entries,
+                calls=calls,
+                call=waiting,
             )
         self._saved = time.monotonic()
 
@@ -240,6 +243,25 @@ class Durable:
         if inputs is not None:
             records[INPUTS] = inputs
         return records
+
+
+def _entry(
+    call_id: int,
+    index: int,
+    tool: str,
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+    kept: Callable[[Any], Any],
+) -> dict[str, Any]:
+    """A call as a checkpoint keeps it (`Store.checkpoint`'s ``pending`` and ``call``), each
+    argument as ``kept`` keeps it."""
+    return {
+        "call_id": call_id,
+        "index": index,
+        "tool": tool,
+        "args": tuple(kept(a) for a in args),
+        "kwargs": {k: kept(v) for k, v in kwargs.items()},
+    }
 
 
 def _stored_record(call: ToolCall) -> dict[str, Any]:

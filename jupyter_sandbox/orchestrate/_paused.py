@@ -2,9 +2,9 @@
 lists, so a person can decide without opening the notebook that started the run.
 
 A paused run's checkpoint is the Monty snapshot stopped at its gated call; that call is not
-among the run's call records (it has not been made). Loading the snapshot into a worker
-announces it again, with its tool and arguments: we read those and hand the worker back
-without resuming anything (~2 ms a run). The snapshot was verified by the store first.
+among the run's call records (it has not been made), but the checkpoint keeps it beside the
+dump (`Checkpoint.call`): listing reads the store only, never a Monty worker (which would cost
+a worker checkout per run, and could wait on a pool a tool's nested run is using).
 """
 
 from __future__ import annotations
@@ -12,9 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import pydantic_monty as pm
-
-from ._runtime import pool
 from ._store import Store
 
 
@@ -26,23 +23,33 @@ class PausedRun:
     since: float
     """When the run paused (epoch seconds)."""
     tool: str | None
-    """The gated call's tool; None when the snapshot announced no call (it cannot be read)."""
+    """The gated call's tool; None when the store does not say (a checkpoint written by a
+    version whose store schema kept no call: approving or rejecting it still works)."""
     args: tuple[Any, ...] = ()
     kwargs: dict[str, Any] | None = None
+    call_id: int | None = None
+    """The call's number in the run's trace (its ``#``)."""
 
 
 def paused_runs(store: Store) -> list[PausedRun]:
     """The store's paused runs, oldest first, each with the call it waits on."""
     found = []
     for info in sorted(store.runs(status="paused"), key=lambda info: info.updated):
-        run = store.run(info.run_id)
-        tool, args, kwargs = None, (), None
-        if run.checkpoint is not None:
-            with pool().checkout() as session:
-                snap = session.load_snapshot(run.checkpoint.dump)
-                if isinstance(snap, pm.FunctionSnapshot):
-                    tool, args, kwargs = str(snap.function_name), snap.args, snap.kwargs
+        saved = store.run(info.run_id).checkpoint
+        call = saved.call if saved is not None else None
+        if call is None:
+            found.append(PausedRun(info.run_id, info.scope, info.cell, info.updated, None))
+            continue
         found.append(
-            PausedRun(info.run_id, info.scope, info.cell, info.updated, tool, args, kwargs)
+            PausedRun(
+                info.run_id,
+                info.scope,
+                info.cell,
+                info.updated,
+                call["tool"],
+                tuple(call["args"]),
+                dict(call["kwargs"]),
+                call["call_id"],
+            )
         )
     return found

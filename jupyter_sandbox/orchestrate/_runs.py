@@ -4,6 +4,12 @@
 interruptible (Ctrl-C stops the run). `begin` makes a run with a store durable (see
 `_durable`); `resume_run` continues a stored run, in this process or any other that can open
 the store, and `fork_run` runs a stored run's code again with one call's result replaced.
+
+A run is continued by one process at a time: the store records which process runs it
+(`RunOwner`). A run left ``running`` is taken up only once that process is gone (a kernel
+killed with ``kill -9``); while it lives, resuming it is refused, since both would make its
+calls. Taking a run up is one conditional write (`Store.claim`): of two processes racing for
+it, one wins.
 """
 
 from __future__ import annotations
@@ -36,7 +42,8 @@ from ._rebind import stored_origins
 from ._replay import Answers
 from ._result import OrchestrationResult
 from ._runtime import tool_loop
-from ._store import Store, StoredRun, default_store_path
+from ._sessions import sessions, with_limits
+from ._store import Store, StoredRun, default_store_path, this_process
 from ._tool import Tool
 from ._tools import Tools, resolve_tools
 
@@ -93,24 +100,30 @@ def begin(
     cell: str | None,
     resume: bool,
     run_id: str | None,
+    limits: Limits,
+    session: str | None = None,
 ) -> tuple[Durable, Restore | None, dict[int, Recorded] | None]:
     """A durable run of ``code``: its link to the store, the snapshot it resumes from, and
     the stored calls that answer its own.
 
     With ``resume``, the run taken up is ``run_id``, else the last run of ``cell`` (by
     default the code's hash) in ``scope``, unless it ended ok. The same code with a snapshot
-    continues that run from its snapshot; other code (the cell was edited) is a new run whose
-    calls are answered from the old run's records while it repeats them."""
+    continues that run from its snapshot, under ``limits`` (not the limits it was dumped
+    with); other code (the cell was edited) is a new run whose
+    calls are answered from the old run's records while it repeats them. A run still running
+    in a live process is refused (`StoreError`). ``session``: the session a new run continues
+    (a paused one updates it when it is approved and completes)."""
     cell = cell or hashlib.sha256(code.encode()).hexdigest()[:16]
     if resume:
         stored = store.run(run_id) if run_id else store.last_run(scope, cell)
         if stored is not None and stored.status != "ok":
+            _refuse_if_running(stored)
             calls = stored_calls(stored)
             if stored.code == code and stored.checkpoint is not None:
-                restore = _restore(stored, calls, None, inputs)
+                restore = _restore(stored, calls, None, limits, inputs)
                 return _taken_up(store, stored, None), restore, calls
-            return _fresh(store, scope, cell, code, tools, inputs), None, calls
-    return _fresh(store, scope, cell, code, tools, inputs), None, None
+            return _fresh(store, scope, cell, code, tools, inputs, session=session), None, calls
+    return _fresh(store, scope, cell, code, tools, inputs, session=session), None, None
 
 
 def _fresh(
@@ -121,19 +134,38 @@ def _fresh(
     tools: Mapping[str, Tool],
     inputs: Mapping[str, Any],
     forked_from: tuple[str, int] | None = None,
+    session: str | None = None,
 ) -> Durable:
     """A new run in the store, its inputs recorded (record `INPUTS`)."""
     run_id = store.new_run(
-        scope=scope, cell=cell, code=code, tools=sorted(tools), forked_from=forked_from
+        scope=scope,
+        cell=cell,
+        code=code,
+        tools=sorted(tools),
+        forked_from=forked_from,
+        session=session,
     )
     store.record_call(run_id, INPUTS, inputs_record(inputs))
     return Durable(store, run_id)
 
 
+def _refuse_if_running(stored: StoredRun) -> None:
+    """`StoreError` if ``stored`` is running in a process that is alive (this one included:
+    a run in another thread): continuing it here would make its calls twice."""
+    owner = stored.owner
+    if stored.status == "running" and owner is not None and owner.alive():
+        mine = owner == this_process()
+        where = f"this process ({owner.process.pid})" if mine else f"process {owner.process.pid}"
+        if owner.host != this_process().host:
+            where += f" on {owner.host}"
+        raise StoreError(f"run {stored.run_id} is running in {where}: interrupt it there or wait")
+
+
 def _taken_up(store: Store, stored: StoredRun, tools: Mapping[str, Tool] | None) -> Durable:
-    """The stored run continued under its own id: claimed (status running again, if it is
-    still what ``stored`` says: a paused run is continued once, whoever approves it twice).
-    Each tool it had that its code names must be among ``tools``."""
+    """The stored run continued under its own id: claimed (status running again and owned by
+    this process, if it is still what ``stored`` says: a paused run is continued once,
+    whoever approves it twice, and a dead kernel's run is taken over once). Each tool it had
+    that its code names must be among ``tools``."""
     if tools is not None:
         named = set(re.findall(r"\w+", stored.code))
         missing = sorted(set(stored.tools) & named - set(tools))
@@ -142,7 +174,7 @@ def _taken_up(store: Store, stored: StoredRun, tools: Mapping[str, Tool] | None)
                 f"run {stored.run_id} used tools that are not registered now: "
                 f"{', '.join(missing)}; register them (@tool) or pass tools=[...]"
             )
-    if not store.claim(stored.run_id, stored.status):
+    if not store.claim(stored.run_id, stored.status, stored.owner):
         raise StoreError(
             f"run {stored.run_id} was taken up by another process meanwhile (it was "
             f"{stored.status}): see its state with %orchestrate_pending or Store.runs()"
@@ -154,15 +186,17 @@ def _restore(
     stored: StoredRun,
     calls: dict[int, Recorded],
     decision: tuple[bool, str | None] | None,
+    limits: Limits,
     given: Mapping[str, Any] | None,
 ) -> Restore | None:
-    """What the run resumes from; ``given`` (by name) bind again the handles its inputs
-    sent into Monty (`_rebind`)."""
+    """What the run resumes from: its latest snapshot, with ``limits`` put into it (a dump
+    restores the limits of the run that made it); ``given`` (by name) bind again the handles
+    its inputs sent into Monty (`_rebind`)."""
     saved = stored.checkpoint
     if saved is None:
         return None
     return Restore(
-        dump=saved.dump,
+        dump=with_limits(saved.dump, limits),
         index=saved.call_index,
         pending=saved.pending,
         decision=decision,
@@ -195,7 +229,9 @@ def resume_run(
     again; calls with a completed record are answered from it, the others are made again
     (see `_durable`); without a snapshot the code runs from the start with its calls
     answered from their records. The result is the run's (same ``run_id``): it may pause
-    again at a later gated call, which ``approver`` may answer inline instead.
+    again at a later gated call, which ``approver`` may answer inline instead. A run of a
+    session (``session=`` / ``--session``) leaves its state in that session when it completes,
+    as the cell would have (replacing what cells of the session ran meanwhile).
 
     ``store`` defaults to `default_store_path()`; ``tools`` to the registered tools (a
     tool the run used that is missing raises `StoreError` naming it); ``inputs`` give again,
@@ -203,7 +239,8 @@ def resume_run(
     snapshot, each handle the code passes a tool is bound again to the input of its name,
     which must have the same type; a handle a tool returned before the restart cannot be
     (`StoreError` names its call). Raises `StoreError` for an unknown run, a run that
-    ended ok (`fork_run` runs it again), or a saved blob that fails its checks.
+    ended ok (`fork_run` runs it again), a run still running in a live process, or a saved
+    blob that fails its checks.
     """
     opened = open_store(default_store_path() if store is None else store)
     stored = opened.run(run_id)
@@ -212,6 +249,7 @@ def resume_run(
             f"run {run_id} ended ok: nothing to resume; fork_run({run_id!r}, N, value=...) "
             "runs it again with call N's result replaced"
         )
+    _refuse_if_running(stored)
     paused = stored.status == "paused"
     if paused and approve is None:
         raise SandboxConfigError(
@@ -227,23 +265,28 @@ def resume_run(
     resolved = resolve_tools(tools)
     calls = stored_calls(stored)
     decision = None if approve is None else (approve, reason)
-    restore = _restore(stored, calls, decision, inputs)
+    resolved_limits = resolve_limits(limits)
+    restore = _restore(stored, calls, decision, resolved_limits, inputs)
     durable = _taken_up(opened, stored, resolved)  # last: what fails before leaves it as it was
     driver = Driver(
         stored.code,
         resolved,
         {} if restore is not None else stored_inputs(stored, inputs),
-        resolve_limits(limits),
+        resolved_limits,
         type_check=False,  # the code is the run's: it was checked when the run began
         on_event=on_event or ignore,
         loop=tool_loop(),
         answers=Answers(calls),
+        session=None
+        if stored.session is None
+        else sessions.open(stored.session, scope=stored.scope, store=opened),
         durable=durable,
         restore=restore,
         approver=approver,
     )
     driver.result.run_id = stored.run_id
     driver.result.forked_from = stored.forked_from
+    driver.result.session = stored.session
     return wait(driver)
 
 
@@ -259,11 +302,12 @@ def fork_run(
     limits: Limits | None = None,
     approver: Callable[[ToolCall], bool] | None = None,
 ) -> OrchestrationResult:
-    """Run stored run ``run_id``'s code again as a new durable run, with call number
-    ``call_index`` (0-based, in the order the code made them) answered with ``value``:
-    what-if debugging without making the expensive calls again.
+    """Run stored run ``run_id``'s code again as a new durable run, with the call numbered
+    ``call_index`` in its trace (the ``#`` column: Monty's call id, which sleeps and OS calls
+    also take numbers from) answered with ``value``: what-if debugging without making the
+    expensive calls again.
 
-    The calls before ``call_index`` are answered from the stored records while the code
+    The calls before it are answered from the stored records while the code
     repeats them (one that had failed is made again, as ``--resume`` does); the calls after
     it are made live. The run's stored inputs are used; ``inputs`` replaces them by name (an
     object the store could not keep must be given again: `StoreError` names it). The result
@@ -272,11 +316,7 @@ def fork_run(
     opened = open_store(default_store_path() if store is None else store)
     stored = opened.run(run_id)
     calls = stored_calls(stored)
-    if not (isinstance(call_index, int) and 0 <= call_index <= max(calls, default=-1)):
-        made = f"calls 0 to {max(calls)}" if calls else "no tool call"
-        raise SandboxConfigError(
-            f"call_index: run {run_id} made {made}, not {call_index!r}", parameter="call_index"
-        )
+    index = _numbered(stored.run_id, calls, call_index)
     resolved = resolve_tools(tools)
     given = stored_inputs(stored, inputs)
     forked_from = (run_id, call_index)
@@ -289,12 +329,30 @@ def fork_run(
         type_check=True,
         on_event=on_event or ignore,
         loop=tool_loop(),
-        answers=Answers(
-            {i: c for i, c in calls.items() if i < call_index}, fixed={call_index: value}
-        ),
+        answers=Answers({i: c for i, c in calls.items() if i < index}, fixed={index: value}),
         durable=durable,
         approver=approver,
     )
     driver.result.run_id = durable.run_id
     driver.result.forked_from = forked_from
     return wait(driver)
+
+
+_LISTED = 12
+"""Call numbers a fork's error lists before it abbreviates."""
+
+
+def _numbered(run_id: str, calls: Mapping[int, Recorded], number: object) -> int:
+    """The order (0-based, what the store keys records by) of the call whose trace number
+    (``#``, its call id) is ``number``; `SandboxConfigError` listing the valid ones if none."""
+    found = {call.call_id: index for index, call in calls.items()}
+    if isinstance(number, int) and not isinstance(number, bool) and number in found:
+        return found[number]
+    numbers = [f"#{n}" for n in sorted(found)]
+    if len(numbers) > _LISTED:
+        numbers = [*numbers[: _LISTED - 2], "...", numbers[-1]]
+    made = f"calls {', '.join(numbers)}" if numbers else "no tool call"
+    raise SandboxConfigError(
+        f"call_index: run {run_id} has no call #{number}; it made {made} (the trace's # column)",
+        parameter="call_index",
+    )

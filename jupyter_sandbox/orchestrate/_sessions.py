@@ -23,8 +23,11 @@ Monty's dump restores more than the globals, and two of those things must not ca
   would not do: the checker takes ``n = 1`` in it as ``Literal[1]``.
 
 Both are two fields of the dump's CBOR (`_cbor`), replaced in place; the rest is copied byte
-for byte. The dump format is pydantic-monty's own and version-bound (a dump loads only into
-the same Monty version): `_FORMAT` names the one this code knows, and any other is refused.
+for byte. A run's snapshot (``snapshot.dump()``, what a durable run resumes from) has the
+same limits inside its REPL, followed by the executor's state: `with_limits` rewrites those
+too, so a resumed run keeps the limits it is given now, not those of the run that paused.
+The dump format is pydantic-monty's own and version-bound (a dump loads only into the same
+Monty version): `_FORMAT` names the one this code knows, and any other is refused.
 
 A cell that fails leaves its session as it was before the cell; opaque handles are not part
 of a dump, so a handle kept in a session comes back as a stand-in that tools cannot use.
@@ -47,7 +50,10 @@ from ._tools import Tool
 
 _FORMAT = b"MONTY\x00\x0e\x00"
 """How a pydantic-monty 1.4.0 session dump starts: magic and format version."""
-_LIMITS = ("state", "Idle", "heap", "tracker", "limits")
+_HEAP_LIMITS = ("heap", "tracker", "limits")
+_LIMITS = ("state", "Idle", *_HEAP_LIMITS)
+_SNAPSHOT_LIMITS = ("state", "Suspended", "FunctionCall", "snapshot", "repl", *_HEAP_LIMITS)
+"""Where a snapshot stopped at a function call (every checkpoint is one) keeps them."""
 _TYPE_CHECK = ("type_check",)
 _TRACKER = _cbor.encode("tracker") + b"\xa4" + _cbor.encode("limits")
 """The resource tracker (a map of four entries) and its first key, ``limits``."""
@@ -57,6 +63,8 @@ _AFTER = (
 )
 """The entries a dump holds after the limits, to its last byte: the rest of the tracker, the
 rest of the heap, then the session's globals."""
+_SNAPSHOT_AFTER = (*_AFTER, "executor", "vm_state")
+"""The same in a snapshot: its REPL ends with the globals, then come the executor's parts."""
 _NAMES = "_jupyter_sandbox_names"
 _HEADER = "from typing import Any\nfrom collections.abc import Callable\n"
 """What the session's declarations use (the cell's stubs import the same again)."""
@@ -159,16 +167,7 @@ class SessionLink:
         if stubs is not None:
             check = _check_state(_HEADER + _loosened(context, _bound(code)) + stubs, imports)
         dump = _replace(dump, _TYPE_CHECK, _cbor.encode(check))
-        start, end = _limits(dump)
-        old = _cbor.decode_simple_map(dump, start)
-        seconds, fraction = divmod(limits.timeout, 1)
-        new = {
-            **old,
-            "max_feed_duration": {"secs": int(seconds), "nanos": int(fraction * 1e9)},
-            "max_memory": limits.max_memory * 2**20,
-            "max_suspensions": 2 * limits.max_calls + 1000,  # as the driver's checkout
-        }
-        session.load_session(dump[:start] + _cbor.encode(new) + dump[end:])
+        session.load_session(with_limits(dump, limits))
 
     def save(
         self,
@@ -266,22 +265,53 @@ def _annotation(type_name: str, classes: set[str]) -> str:
     return "Any"
 
 
+def with_limits(dump: bytes, limits: Limits) -> bytes:
+    """A session dump, or a snapshot stopped at a call, with ``limits`` in place of the
+    limits it was dumped with (Monty restores a dump's own); `OrchestrationError` for a dump
+    whose format this code does not know."""
+    if not dump.startswith(_FORMAT):
+        raise OrchestrationError(
+            "the saved state was dumped by another version of pydantic-monty and cannot be "
+            "loaded: run the cell again from the start"
+        )
+    try:
+        start, end = _limits(dump)
+    except (KeyError, ValueError, IndexError) as error:
+        raise OrchestrationError(
+            f"the saved state has no limits where this pydantic-monty's dumps keep them "
+            f"({error!r}): run the cell again from the start"
+        ) from None
+    old = _cbor.decode_simple_map(dump, start)
+    seconds, fraction = divmod(limits.timeout, 1)
+    new = {
+        **old,
+        "max_feed_duration": {"secs": int(seconds), "nanos": int(fraction * 1e9)},
+        "max_memory": limits.max_memory * 2**20,
+        "max_suspensions": 2 * limits.max_calls + 1000,  # as the driver's checkout
+    }
+    return dump[:start] + _cbor.encode(new) + dump[end:]
+
+
 def _limits(dump: bytes) -> tuple[int, int]:
     """Where the dump's limits are. They come after the heap, which may be megabytes of
     items: walking to them costs a second per 100,000 values. So we look for them from the
-    end and accept a place only if exactly what a dump holds after them follows, to the last
-    byte (a look-alike inside a value cannot be followed by that); else we walk."""
+    end and accept a place only if exactly what a session dump (or a snapshot) holds after
+    them follows, to the last byte (a look-alike inside a value cannot be followed by that);
+    else we walk."""
+    state = _cbor.find(dump, len(_FORMAT), ("state",))
+    idle = _cbor.first_key(dump, state) == "Idle"
+    after, path = (_AFTER, _LIMITS) if idle else (_SNAPSHOT_AFTER, _SNAPSHOT_LIMITS)
     end = len(dump)
     while (found := dump.rfind(_TRACKER, len(_FORMAT), end)) >= 0:
         start = found + len(_TRACKER)
         try:
             stop = _cbor.skip(dump, start)
-            if _cbor.keys_follow(dump, stop, _AFTER) == len(dump):
+            if _cbor.keys_follow(dump, stop, after) == len(dump):
                 return start, stop
         except (ValueError, IndexError):
             pass
         end = found
-    return _cbor.span(dump, len(_FORMAT), _LIMITS)
+    return _cbor.span(dump, len(_FORMAT), path)
 
 
 def _replace(dump: bytes, path: tuple[str, ...], encoded: bytes) -> bytes:

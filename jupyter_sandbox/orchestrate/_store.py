@@ -25,8 +25,13 @@ One SQLite file (standard library), shared by every kernel of the user:
 - **Bounded growth.** `new_run` keeps the last ``keep`` runs of its cell and ``total`` runs in
   all; a paused run is never dropped (a person may approve it hours later). The space they
   held is reused; `prune` also gives it back to the file system.
-- **Schema version.** The ``meta`` table holds the schema version, so a later release can
-  migrate a store this one wrote; a store from a newer release is refused, not guessed at.
+- **Owners.** A run records the process running it (`_owner.Owner`: pid, start time, boot
+  id, PID namespace, and the host), set when it starts and when a process claims it: a run
+  left ``running`` is taken up only once that process is gone (see `_runs`).
+- **Schema version.** The ``meta`` table holds the schema version; a store from a newer
+  release is refused, not guessed at. Version 2 added the runs' owner and the checkpoint's
+  waiting call; a version 1 store is migrated when first opened (its checkpoints have no call
+  stored: `Checkpoint.call` is None for them).
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ import os
 import pickle
 import re
 import secrets
+import socket
 import sqlite3
 import stat
 import tempfile
@@ -52,11 +58,12 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from .._errors import SandboxConfigError, StoreError
+from .._owner import Owner, me, parse_token
 
 MONTY_VERSION = importlib.metadata.version("pydantic-monty")
 """Every blob is tagged with it: Monty dumps load only into the version that wrote them."""
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 RunStatus = Literal["running", "paused", "ok", "error", "interrupted"]
 
@@ -69,7 +76,7 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY, scope TEXT NOT NULL, cell TEXT NOT NULL, status TEXT NOT NULL,
     created REAL NOT NULL, updated REAL NOT NULL, forked_run TEXT, forked_call INTEGER,
-    monty TEXT NOT NULL, mac BLOB NOT NULL, payload BLOB NOT NULL);
+    monty TEXT NOT NULL, mac BLOB NOT NULL, payload BLOB NOT NULL, owner TEXT);
 CREATE INDEX IF NOT EXISTS runs_by_cell ON runs (scope, cell, created);
 CREATE INDEX IF NOT EXISTS runs_by_age ON runs (created);
 CREATE TABLE IF NOT EXISTS calls (
@@ -84,6 +91,9 @@ CREATE TABLE IF NOT EXISTS sessions (
     updated REAL NOT NULL, monty TEXT NOT NULL, mac BLOB NOT NULL, payload BLOB NOT NULL,
     PRIMARY KEY (scope, name));
 """
+
+_MIGRATIONS = {1: "ALTER TABLE runs ADD COLUMN owner TEXT"}
+"""The statement that takes a store from each schema version to the next."""
 
 _SEALED = "CAST(monty AS TEXT), CAST(mac AS BLOB), CAST(payload AS BLOB)"
 """A sealed blob's columns, as the seal check takes them whatever another program stored."""
@@ -125,6 +135,35 @@ class Checkpoint:
     call_index: int
     pending: list[dict[str, Any]]
     saved: float
+    call: dict[str, Any] | None = None
+    """The call the snapshot stopped at (call_id, index, tool, args, kwargs): a paused run's
+    gated call, read without loading the dump. None in a checkpoint of a version 1 store."""
+
+
+@dataclass(frozen=True)
+class RunOwner:
+    """The process a run was last started or claimed by."""
+
+    host: str
+    process: Owner
+
+    def alive(self) -> bool:
+        """Whether that process still runs. One on another host cannot be judged from here:
+        it counts as alive (a run is never taken from a process that may be running it)."""
+        return self.host != socket.gethostname() or self.process.alive()
+
+    def encode(self) -> str:
+        return f"{self.host} {self.process.pid} {self.process.token}"
+
+    @staticmethod
+    def decode(text: str | None) -> RunOwner | None:
+        parts = (text or "").rsplit(" ", 2)
+        process = parse_token(parts[1], parts[2]) if len(parts) == 3 else None
+        return None if process is None else RunOwner(parts[0], process)
+
+
+def this_process() -> RunOwner:
+    return RunOwner(socket.gethostname(), me())
 
 
 @dataclass(frozen=True)
@@ -160,6 +199,10 @@ class StoredRun:
     created: float
     updated: float
     """When its last checkpoint or status change was stored."""
+    owner: RunOwner | None = None
+    """The process that started or last claimed it (None: a run of a version 1 store)."""
+    session: str | None = None
+    """The session (``--session``) the run continues, which it updates when it completes."""
 
 
 class Store:
@@ -261,9 +304,11 @@ class Store:
         code: str,
         tools: list[str],
         forked_from: tuple[str, int] | None = None,
+        session: str | None = None,
     ) -> str:
-        """Start a run (status ``running``) and return its id: 12 hex digits."""
-        header = json.dumps({"code": code, "tools": list(tools)}).encode()
+        """Start a run (status ``running``, owned by this process) and return its id: 12 hex
+        digits. ``session``: the session the run continues (`StoredRun.session`)."""
+        header = json.dumps({"code": code, "tools": list(tools), "session": session}).encode()
         forked_run, forked_call = forked_from if forked_from else (None, None)
         with self._write() as db:
             while True:
@@ -274,8 +319,13 @@ class Store:
             monty, mac = self._seal("run", context, header)
             now = time.time()
             db.execute(
-                "INSERT INTO runs VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?)",
-                (run_id, scope, cell, now, now, forked_run, forked_call, monty, mac, header),
+                "INSERT INTO runs (run_id, scope, cell, status, created, updated, forked_run, "
+                "forked_call, monty, mac, payload, owner) "
+                "VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    *(run_id, scope, cell, now, now, forked_run, forked_call),
+                    *(monty, mac, header, this_process().encode()),
+                ),
             )
             _prune(db, keep=self.keep, total=self.total, cell=(scope, cell))
         return run_id
@@ -300,12 +350,14 @@ class Store:
         call_index: int,
         pending: list[dict[str, Any]] | None = None,
         calls: Mapping[int, dict[str, Any]] | None = None,
+        call: dict[str, Any] | None = None,
     ) -> None:
         """Keep the run's latest snapshot (the previous one is replaced), and ``calls``
         (records by index) with it in the same transaction, so a checkpoint is never
-        visible without the records that finished before it."""
+        visible without the records that finished before it. ``call``: the call the
+        snapshot stopped at (`Checkpoint.call`)."""
         rows = [self._call_row(run_id, index, record) for index, record in (calls or {}).items()]
-        payload = _pickle((dump, call_index, pending or []))
+        payload = _pickle((dump, call_index, pending or [], call))
         monty, mac = self._seal("checkpoint", (run_id,), payload)
         with self._write() as db:
             now = self._touch(db, run_id)
@@ -325,14 +377,22 @@ class Store:
         with self._write() as db:
             self._touch(db, run_id, status)
 
-    def claim(self, run_id: str, expected: RunStatus) -> bool:
-        """Set the run's status to ``running`` if, and only if, it is ``expected`` now, in one
-        transaction: of two processes continuing one paused run (two approvals of the same
-        call), exactly one gets True."""
+    def claim(self, run_id: str, expected: RunStatus, owner: RunOwner | None = None) -> bool:
+        """Set the run's status to ``running`` and its owner to this process if, and only if,
+        its status is ``expected`` and its owner ``owner`` now, in one transaction: of two
+        processes continuing one paused run (two approvals of the same call), or taking over
+        one whose kernel died, exactly one gets True."""
         with self._write() as db:
             cursor = db.execute(
-                "UPDATE runs SET updated = ?, status = 'running' WHERE run_id = ? AND status = ?",
-                (time.time(), run_id, expected),
+                "UPDATE runs SET updated = ?, status = 'running', owner = ? "
+                "WHERE run_id = ? AND status = ? AND owner IS ?",
+                (
+                    time.time(),
+                    this_process().encode(),
+                    run_id,
+                    expected,
+                    None if owner is None else owner.encode(),
+                ),
             )
             return cursor.rowcount == 1
 
@@ -340,7 +400,7 @@ class Store:
         """The run, every blob verified; `StoreError` if there is no such run."""
         with self._read() as db:
             head = db.execute(
-                "SELECT scope, cell, status, created, updated, forked_run, forked_call, "
+                "SELECT scope, cell, status, created, updated, forked_run, forked_call, owner, "
                 f"{_SEALED} FROM runs WHERE run_id = ?",
                 (run_id,),
             ).fetchone()
@@ -353,7 +413,7 @@ class Store:
             saved = db.execute(
                 f"SELECT saved, {_SEALED} FROM checkpoints WHERE run_id = ?", (run_id,)
             ).fetchone()
-        scope, cell, status, created, updated, forked_run, forked_call, *sealed = head
+        scope, cell, status, created, updated, forked_run, forked_call, owner, *sealed = head
         forked_from = _forked(forked_run, forked_call)
         where = f"run {run_id!r}"
         context = _run_context(run_id, scope, cell, forked_from)
@@ -368,10 +428,10 @@ class Store:
         checkpoint = None
         if saved is not None:
             what = f"the checkpoint of {where}"
-            dump, call_index, pending = _unpickle(
+            dump, call_index, pending, *call = _unpickle(  # no call: schema version 1
                 self._unseal("checkpoint", (run_id,), *saved[1:], what=what), what
             )
-            checkpoint = Checkpoint(dump, call_index, pending, saved[0])
+            checkpoint = Checkpoint(dump, call_index, pending, saved[0], *call)
         return StoredRun(
             run_id=run_id,
             scope=scope,
@@ -384,6 +444,8 @@ class Store:
             forked_from=forked_from,
             created=created,
             updated=updated,
+            owner=RunOwner.decode(owner),
+            session=header.get("session"),
         )
 
     def runs(self, *, scope: str | None = None, status: RunStatus | None = None) -> list[RunInfo]:
@@ -454,11 +516,11 @@ class Store:
                 f"BEGIN IMMEDIATE; {_SCHEMA} INSERT OR IGNORE INTO meta "
                 f"VALUES ('schema', '{SCHEMA_VERSION}'); COMMIT;"
             )
-            (version,) = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+            version = _migrated(db)
         except BaseException:
             db.close()
             raise
-        if int(version) > SCHEMA_VERSION:
+        if version > SCHEMA_VERSION:
             db.close()
             raise StoreError(
                 f"the store at {self.path} has schema version {version}, written by a newer "
@@ -563,6 +625,24 @@ class Store:
                 f"{advice}"
             )
         return payload
+
+
+def _migrated(db: sqlite3.Connection) -> int:
+    """The store's schema version, after migrating an older one to `SCHEMA_VERSION` (in one
+    transaction: of kernels opening an old store at once, one migrates it)."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        (value,) = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+        version = int(value)
+        while version in _MIGRATIONS:
+            db.execute(_MIGRATIONS[version])
+            version += 1
+            db.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (str(version),))
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+    return version
 
 
 def _forked(run: str | None, call: int | None) -> tuple[str, int] | None:
