@@ -35,7 +35,7 @@ def paused_runs(store: Store) -> list[PausedRun]:
     """The store's paused runs, oldest first, each with the call it waits on."""
     found = []
     for info in sorted(store.runs(status="paused"), key=lambda info: info.updated):
-        saved = store.run(info.run_id).checkpoint
+        saved = store.checkpoint_of(info.run_id)
         call = saved.call if saved is not None else None
         if call is None:
             found.append(PausedRun(info.run_id, info.scope, info.cell, info.updated, None))

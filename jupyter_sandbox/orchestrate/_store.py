@@ -427,13 +427,7 @@ class Store:
             )
             for index, *blob in calls
         }
-        checkpoint = None
-        if saved is not None:
-            what = f"the checkpoint of {where}"
-            dump, call_index, pending, *call = _unpickle(  # no call: schema version 1
-                self._unseal("checkpoint", (run_id,), *saved[1:], what=what), what
-            )
-            checkpoint = Checkpoint(dump, call_index, pending, saved[0], *call)
+        checkpoint = None if saved is None else self._checkpoint(run_id, saved)
         return StoredRun(
             run_id=run_id,
             scope=scope,
@@ -449,6 +443,15 @@ class Store:
             owner=RunOwner.decode(owner),
             session=header.get("session"),
         )
+
+    def checkpoint_of(self, run_id: str) -> Checkpoint | None:
+        """The run's latest checkpoint alone, verified (None if it has none): what listing a
+        paused run's call needs, without unsealing every call record as `run` does."""
+        with self._read() as db:
+            saved = db.execute(
+                f"SELECT saved, {_SEALED} FROM checkpoints WHERE run_id = ?", (run_id,)
+            ).fetchone()
+        return None if saved is None else self._checkpoint(run_id, saved)
 
     def runs(self, *, scope: str | None = None, status: RunStatus | None = None) -> list[RunInfo]:
         """Runs, newest first, optionally of one scope and/or one status."""
@@ -569,6 +572,14 @@ class Store:
             yield
         except sqlite3.Error as error:
             raise StoreError(f"the store at {self.path} failed: {_reason(error)}") from error
+
+    def _checkpoint(self, run_id: str, saved: tuple[Any, ...]) -> Checkpoint:
+        """A checkpoints row (saved, then the sealed blob's columns), verified and loaded."""
+        what = f"the checkpoint of run {run_id!r}"
+        dump, call_index, pending, *call = _unpickle(  # no call: schema version 1
+            self._unseal("checkpoint", (run_id,), *saved[1:], what=what), what
+        )
+        return Checkpoint(dump, call_index, pending, saved[0], *call)
 
     def _touch(self, db: sqlite3.Connection, run_id: str, status: str | None = None) -> float:
         """Mark the run updated now (and set its status); `StoreError` if there is no such run."""
