@@ -231,6 +231,41 @@ def test_a_run_live_in_another_kernel_is_refused_until_that_kernel_is_killed(tmp
     assert counted(path)["slow 3 started"] == 2  # in flight at the kill: made again
 
 
+BIG_CELL = """
+a = step(1)
+b = await slow(2)
+big = [a] * 3_000_000
+len(big)
+"""
+
+
+def test_resume_in_a_new_kernel_runs_under_the_limits_it_is_given(tmp_path):
+    """A run killed under ``--max-memory 8`` resumes under ``--max-memory 256``: the
+    snapshot's own limits are replaced by those the resuming cell gives."""
+    path = tmp_path / "store.sqlite"
+    store = Store(path)
+    first = started(path, delay=3600)
+    try:
+        first.start("%%orchestrate --quiet --max-memory 8" + BIG_CELL)
+        wait_for(
+            "step(1) recorded while slow(2) runs",
+            lambda: (
+                (r := the_run(store)) is not None
+                and completed(r, "step")
+                and counted(path)["slow 2 started"] == 1
+            ),
+        )
+    finally:
+        first.kill()
+    second = started(path, delay=0)
+    try:
+        resumed = second.ok("%%orchestrate --quiet --resume --max-memory 256" + BIG_CELL)
+    finally:
+        second.close()
+    assert resumed.value == "3000000"
+    assert counted(path)["step 1"] == 1  # before the checkpoint: not made again
+
+
 def kernel_containers(docker_engine: Any, pid: int) -> list[dict[str, Any]]:
     labels = ["jupyter-sandbox.kind=run", f"jupyter-sandbox.owner-pid={pid}"]
     return docker_engine.api.containers(all=True, filters={"label": labels})
