@@ -44,7 +44,7 @@ from ._durable import Durable, Restore
 from ._failures import describe, for_sandbox, translate
 from ._limits import Limits
 from ._memo import Journal, Recorded
-from ._pending import Entry, Pending, Raised
+from ._pending import Entry, Pending
 from ._replay import Answers
 from ._result import OrchestrationResult
 from ._runtime import hold_level, pool, release_level
@@ -568,14 +568,10 @@ class Driver:
 
     def _finish(self, entry: Entry) -> Any:
         """The answer for a finished pending call, its record made."""
-        call = entry.call
-        assert entry.outcome is not None  # taken by `wait`, or `finished`
-        try:
-            value = entry.outcome.result()
-        except BaseException as raised:  # a tool may raise CancelledError itself
-            exc = raised.exc if isinstance(raised, Raised) else raised
+        call, exc = entry.call, entry.error
+        if exc is not None:
             return self._failed(call, exc) if call else {"exception": for_sandbox(exc)}
-        return self._succeeded(call, value) if call else {"return_value": None}
+        return self._succeeded(call, entry.value) if call else {"return_value": None}
 
     def _succeeded(self, call: ToolCall, value: Any) -> Any:
         call.end = time.perf_counter() - self._t0

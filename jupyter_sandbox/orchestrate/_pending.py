@@ -19,17 +19,14 @@ there while Monty answers the driver, often finishing before the driver asks for
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
-import functools
 import queue
 import threading
 import time
 from collections.abc import Coroutine
-from typing import Any, Protocol
+from typing import Any
 
 from .._events import ToolCall
-from ._failures import describe
 
 CLEANUP_WAIT = 10.0
 """Seconds a stopping run waits for its cancelled async tool calls to wind down."""
@@ -40,27 +37,23 @@ _ANSWERED = {"future": ...}
 """What tells Monty a call's value comes later, as a future under its ``call_id``."""
 
 
-class Outcome(Protocol):
-    """How a call ended, read once it is done: a task, or a future set by hand."""
-
-    def done(self) -> bool: ...
-    def cancelled(self) -> bool: ...
-    def result(self) -> Any: ...
-
-
 class Entry:
-    """A pending call (None for a sleep the code awaits) and its outcome: None until the
-    loop starts its coroutine."""
+    """A pending call (None for a sleep the code awaits), the task running it (None until
+    the loop starts it, or for a call answered by hand) and, once ``done``, its outcome: the
+    ``value`` it returned or the ``error`` it raised."""
 
-    __slots__ = ("call", "outcome")
+    __slots__ = ("call", "done", "error", "task", "value")
 
-    def __init__(self, call: ToolCall | None, outcome: Outcome | None) -> None:
+    def __init__(self, call: ToolCall | None) -> None:
         self.call = call
-        self.outcome = outcome
+        self.task: asyncio.Task[None] | None = None
+        self.done = False
+        self.value: Any = None
+        self.error: BaseException | None = None
 
     def finished(self) -> bool:
         """Whether it ran to an outcome of its own (not cancelled, not never started)."""
-        return self.outcome is not None and self.outcome.done() and not self.outcome.cancelled()
+        return self.done and not isinstance(self.error, asyncio.CancelledError)
 
 
 class Pending:
@@ -69,7 +62,7 @@ class Pending:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self._entries: dict[int, Entry] = {}
-        self._tasks: list[asyncio.Task[Any]] = []
+        self._tasks: list[asyncio.Task[None]] = []
         self._finished: queue.SimpleQueue[int] = queue.SimpleQueue()
         """``call_id``s whose outcome is in, put by the loop's thread (or `settled`)."""
         self._ready: set[int] = set()
@@ -84,7 +77,7 @@ class Pending:
     def start(self, call_id: int, coro: Coroutine[Any, Any, Any], call: ToolCall | None) -> Any:
         """Hold ``call_id`` for ``coro``, which the loop runs (soon: see `BATCH_FOR`); returns
         the answer that tells Monty to wait for it."""
-        entry = self._entries[call_id] = Entry(call, None)
+        entry = self._entries[call_id] = Entry(call)
         with self._lock:
             if not self._batch:
                 self._batch_since = time.perf_counter()
@@ -96,9 +89,8 @@ class Pending:
     def settled(self, call_id: int, value: Any, call: ToolCall) -> Any:
         """Hold ``call_id`` already answered with ``value`` (a replayed call: the code may
         gather it, so it stays a future); returns the answer that tells Monty to wait."""
-        done: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        done.set_result(value)
-        self._entries[call_id] = Entry(call, done)
+        entry = self._entries[call_id] = Entry(call)
+        entry.done, entry.value = True, value
         self._out += 1
         self._finished.put(call_id)
         return _ANSWERED
@@ -119,13 +111,22 @@ class Pending:
             if self._stopped:
                 coro.close()
                 continue
-            task = self.loop.create_task(_guarded(coro))
-            self._tasks.append(task)
-            entry.outcome = task
-            task.add_done_callback(functools.partial(self._done, call_id))
+            entry.task = self.loop.create_task(self._run(entry, call_id, coro))
+            self._tasks.append(entry.task)
 
-    def _done(self, call_id: int, _: object) -> None:
-        self._finished.put(call_id)
+    async def _run(self, entry: Entry, call_id: int, coro: Coroutine[Any, Any, Any]) -> None:
+        """Run ``coro`` to its outcome, kept in ``entry``, and tell the driver, in the task's
+        last step (not a done callback: one turn of the loop less per call). Nothing
+        escapes the task: ``SystemExit`` or ``KeyboardInterrupt`` raised in one would come
+        out of the loop's ``run_forever`` and kill the shared tool loop, hanging every later
+        async tool."""
+        try:
+            entry.value = await coro
+        except BaseException as exc:  # a tool may raise CancelledError itself
+            entry.error = exc
+        finally:
+            entry.done = True
+            self._finished.put(call_id)
 
     def __contains__(self, call_id: int) -> bool:
         return call_id in self._entries
@@ -162,7 +163,7 @@ class Pending:
             batch, self._batch = self._batch, []
         for _, _, coro in batch:
             coro.close()
-        if not self._tasks and not any(e.outcome is None for e in self._entries.values()):
+        if not self._tasks and all(e.done for e in self._entries.values()):
             return  # nothing started, nothing on its way to the loop
         with contextlib.suppress(RuntimeError):
             if asyncio.get_running_loop() is self.loop:  # `stop` from orchestrate_async
@@ -183,22 +184,3 @@ class Pending:
     def left(self) -> list[Entry]:
         """Every entry not taken by `wait` (the run ended without awaiting them)."""
         return list(self._entries.values())
-
-
-async def _guarded(coro: Coroutine[Any, Any, Any]) -> Any:
-    try:
-        return await coro
-    except (Exception, asyncio.CancelledError):
-        raise
-    except BaseException as exc:  # SystemExit, KeyboardInterrupt would stop the loop
-        raise Raised(exc) from None
-
-
-class Raised(Exception):
-    """Carries a tool's `BaseException` (``SystemExit``, ``KeyboardInterrupt``...) out of its
-    task: raised as is in a task, asyncio re-raises those two out of ``run_forever`` and the
-    shared tool loop dies, hanging every later async tool."""
-
-    def __init__(self, exc: BaseException) -> None:
-        super().__init__(describe(exc))
-        self.exc = exc
