@@ -64,7 +64,7 @@ def test_a_gated_call_pauses_and_a_later_cell_approves_it(store):
         run_id = paused_run(k.ok(CELL))
         assert made(k) == "[('count', 2)]"  # the gated call waits: not made
         pending = k.ok("%orchestrate_pending").text
-        assert run_id in pending and "delete('/data/old')" in pending
+        assert run_id in pending and "#1 delete('/data/old')" in pending
         approved = k.ok(f"%orchestrate_approve {run_id}")
         assert approved.value == "(2, 'deleted /data/old')"
         assert "deleted /data/old" in approved.text  # the continued run's print

@@ -252,14 +252,15 @@ def _stored(read: Callable[[], Any]) -> Any:
 
 
 def _call_line(run: PausedRun) -> str:
-    """``delete('/data/x', force=True)``, the arguments cut to `_ARGUMENTS` characters."""
+    """``#2 delete('/data/x', force=True)`` (the number the run's trace shows), the arguments
+    cut to `_ARGUMENTS` characters."""
     shown = ", ".join(
         [preview(a) for a in run.args]
         + [f"{k}={preview(v)}" for k, v in (run.kwargs or {}).items()]
     )
     if len(shown) > _ARGUMENTS:
         shown = shown[: _ARGUMENTS - 3] + "..."
-    return f"{run.tool}({shown})"
+    return f"#{run.call_id} {run.tool}({shown})"
 
 
 def _age(seconds: float) -> str:
