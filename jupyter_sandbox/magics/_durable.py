@@ -162,7 +162,9 @@ class DurableMagics(CellMagics):
     @magic_arguments()
     @help_option
     @argument("run_id", metavar="RUN_ID", help="the stored run to fork")
-    @argument("call", metavar="N", type=int, help="the call whose result is replaced")
+    @argument(
+        "call", metavar="N", type=int, help="the call whose result is replaced: its # in the trace"
+    )
     @argument(
         "--value",
         required=True,
