@@ -6,11 +6,13 @@ from __future__ import annotations
 import asyncio
 import gc
 import threading
+import time
 import warnings
 
 import pytest
 
 from jupyter_sandbox import ToolError, orchestrate
+from jupyter_sandbox.events import Output
 from jupyter_sandbox.orchestrate import _pending
 
 
@@ -86,3 +88,34 @@ def test_an_async_tool_raising_keyboard_interrupt_fails_its_call_and_the_loop_li
         orchestrate("await boom()", tools=[boom], type_check=False)
     code = "try:\n    await boom()\nexcept Exception:\n    r = 'caught'\n[r, await fine()]"
     assert orchestrate(code, tools=[boom, fine], type_check=False).value == ["caught", 1]
+
+
+def test_a_batched_call_starts_while_the_code_computes_with_no_driver_action(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # `second` waits in a batch (`first` is out) while Monty computes for a while without
+    # stopping at any call: the loop's own timer must start it meanwhile, not the driver's
+    # next action. The end of the computation is read from its print, which reaches the
+    # host as it happens without the driver doing anything else.
+    monkeypatch.setattr(_pending, "BATCH_FOR", 0.01)
+    seen: dict[str, float] = {}
+
+    async def first() -> int:
+        await asyncio.sleep(0.1)
+        return 1
+
+    async def second() -> int:
+        seen["second ran"] = time.perf_counter()
+        return 2
+
+    def on_event(event: object) -> None:
+        if isinstance(event, Output) and "computed" in event.text:
+            seen["computed"] = time.perf_counter()
+
+    code = (
+        "a = first()\nb = second()\nx = 0\nfor i in range(2_000_000):\n    x += i\n"
+        "print('computed')\n[await a, await b]"
+    )
+    result = orchestrate(code, tools=[first, second], type_check=False, on_event=on_event)
+    assert result.value == [1, 2]
+    assert seen["second ran"] < seen["computed"]

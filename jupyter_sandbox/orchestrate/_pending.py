@@ -9,11 +9,13 @@ and removes its container on cancel, so no container outlives the run that start
 
 Each crossing between the driver's thread and the loop's is a thread wake-up, which costs more
 than the rest of a call on a busy machine, so they are batched both ways: while calls are out
-on the loop, new coroutines are handed to it together (when the driver is about to wait or
-block, or `BATCH_FOR` after the first of them), and finished calls are collected in one queue
-the driver drains at once, so it wakes once for everything that finished meanwhile rather than
-once per call. A call made when none is out (an awaited call) goes to the loop at once: it runs
-there while Monty answers the driver, often finishing before the driver asks for it.
+on the loop, new coroutines wait in a batch that goes to the loop in one crossing, when the
+driver is about to wait or block or at the latest `BATCH_FOR` later (the loop's own timer takes
+it: code that makes calls and then computes a while still has them running); finished calls
+are collected in one queue the driver drains at once, so it wakes once for everything that
+finished meanwhile rather than once per call. A call made when none is out (an awaited call)
+goes to the loop at once: it runs there while Monty answers the driver, often finishing before
+the driver asks for it.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ import asyncio
 import contextlib
 import queue
 import threading
-import time
 from collections.abc import Coroutine
 from typing import Any
 
@@ -31,8 +32,8 @@ from .._events import ToolCall
 CLEANUP_WAIT = 10.0
 """Seconds a stopping run waits for its cancelled async tool calls to wind down."""
 BATCH_FOR = 0.002
-"""Seconds the first of a batch of coroutines may wait before the batch goes to the loop
-(the code making many calls before it awaits any: ``gather``); an await sends it at once."""
+"""Seconds a coroutine may wait in a batch (the code making many calls before it awaits any:
+``gather``) before the loop's timer takes it; an await or a blocking call sends it at once."""
 _ANSWERED = {"future": ...}
 """What tells Monty a call's value comes later, as a future under its ``call_id``."""
 
@@ -67,22 +68,25 @@ class Pending:
         """``call_id``s whose outcome is in, put by the loop's thread (or `settled`)."""
         self._ready: set[int] = set()
         """Taken from ``_finished`` but not yet asked for by Monty."""
-        self._lock = threading.Lock()  # the batch and ``_stopped``: `stop` is any thread's
+        # The batch, ``_armed`` and ``_stopped`` are shared by the driver's thread, the
+        # loop's and whichever thread calls `stop`.
+        self._lock = threading.Lock()
         self._batch: list[tuple[Entry, int, Coroutine[Any, Any, Any]]] = []
-        self._batch_since = 0.0
-        self._out = 0
-        """Calls handed over (or settled) whose outcome the driver has not yet taken."""
+        self._armed = False
+        """Whether the loop's timer will take the batch (`_take`) within `BATCH_FOR`."""
         self._stopped = False
+        self._out = 0
+        """Calls made (or settled) whose outcome the driver has not yet taken (its own)."""
 
     def start(self, call_id: int, coro: Coroutine[Any, Any, Any], call: ToolCall | None) -> Any:
         """Hold ``call_id`` for ``coro``, which the loop runs (soon: see `BATCH_FOR`); returns
         the answer that tells Monty to wait for it."""
         entry = self._entries[call_id] = Entry(call)
         with self._lock:
-            if not self._batch:
-                self._batch_since = time.perf_counter()
             self._batch.append((entry, call_id, coro))
-        if not self._out or time.perf_counter() - self._batch_since >= BATCH_FOR:
+            now = not self._out or not self._armed
+        self._out += 1
+        if now:
             self.flush()
         return _ANSWERED
 
@@ -102,17 +106,31 @@ class Pending:
         with self._lock:
             batch, self._batch = self._batch, []
         if batch:
-            self._out += len(batch)
             self.loop.call_soon_threadsafe(self._begin, batch)
 
     def _begin(self, batch: list[tuple[Entry, int, Coroutine[Any, Any, Any]]]) -> None:
-        """On the loop: a task for each coroutine (none once the run stopped)."""
+        """On the loop: a task for each coroutine (none once the run stopped), and the timer
+        that takes the next batch, armed while calls keep coming."""
         for entry, call_id, coro in batch:
             if self._stopped:
                 coro.close()
                 continue
             entry.task = self.loop.create_task(self._run(entry, call_id, coro))
             self._tasks.append(entry.task)
+        with self._lock:
+            if self._armed or self._stopped:
+                return
+            self._armed = True
+        self.loop.call_later(BATCH_FOR, self._take)
+
+    def _take(self) -> None:
+        """On the loop, `BATCH_FOR` after a batch began: begin what was batched since (the
+        driver may be busy in Monty for long), or stop the timer when nothing was."""
+        with self._lock:
+            batch, self._batch = self._batch, []
+            self._armed = False
+        if batch:
+            self._begin(batch)
 
     async def _run(self, entry: Entry, call_id: int, coro: Coroutine[Any, Any, Any]) -> None:
         """Run ``coro`` to its outcome, kept in ``entry``, and tell the driver, in the task's
