@@ -78,7 +78,10 @@ def translate(
          "raise it with --max-calls"),
     ):  # fmt: skip
         if isinstance(inner, kind) and marker in message:
-            return LimitExceeded(explanation, limit=limit, sandbox_traceback=tb)
+            # Monty gives a limit no frames, only its own line ("feed time limit exceeded:
+            # 1.05s > 1s"), which would show above ours saying the same thing in its words.
+            frames = tb if tb.lstrip().startswith("Traceback") else ""
+            return LimitExceeded(explanation, limit=limit, sandbox_traceback=frames)
     if last_tool_error is not None:
         tool_exc, call = last_tool_error
         if message == str(for_sandbox(tool_exc)):

@@ -1,0 +1,55 @@
+"""What a person new to the project meets first: help that answers, errors said once.
+
+Found by reading the README and running every notebook as a newcomer would (real IPython
+shell, real Monty workers).
+"""
+
+from __future__ import annotations
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+
+
+def _run(shell: InteractiveShell, capsys: pytest.CaptureFixture[str], cell: str) -> str:
+    """Run a cell; everything it showed (stdout and stderr)."""
+    shell.run_cell(cell)
+    shown = capsys.readouterr()
+    return shown.out + shown.err
+
+
+@pytest.mark.parametrize(
+    ("cell", "ours", "montys"),
+    [
+        ("%%orchestrate --timeout 1\nwhile True:\n    pass", "time limit exceeded", "feed time"),
+        (
+            '%%orchestrate --max-memory 8\nx = []\nwhile True:\n    x.append("a" * 1000)',
+            "memory limit exceeded",
+            "bytes >",
+        ),
+    ],
+    ids=["timeout", "memory"],
+)
+def test_a_limit_is_said_once_in_our_words(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str], cell: str, ours: str, montys: str
+) -> None:
+    """Monty gives a limit no frames, only its own line; shown above ours it said the same
+    thing twice, the first time in Monty's words (`feed time limit exceeded: 1.05s > 1s`)."""
+    shown = _run(shell, capsys, cell)
+    assert shown.count(ours) == 1, shown
+    assert montys not in shown, shown
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="magics/_durable.py (R1's file): %orchestrate_sessions/_pending/_reset read --help "
+    "as an argument; the README says every magic takes --help",
+)
+@pytest.mark.parametrize(
+    "magic", ["orchestrate_sessions", "orchestrate_pending", "orchestrate_reset"]
+)
+def test_every_durable_line_magic_takes_help(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str], magic: str
+) -> None:
+    shown = _run(shell, capsys, f"%{magic} --help")
+    assert "UsageError" not in shown, shown
+    assert f"%{magic}" in shown, shown
