@@ -5,7 +5,9 @@ the same run.
 
 Runs: ``docker run --rm`` of a one-line program through the CLI, with the confinement a sandbox
 gets (the baseline); a warm ``create().run`` spaced like cells (the spare started after the
-previous run is up), back to back (mean of 4 runs in a row), and cold (no spare waiting); the
+previous run is up), back to back (mean of 4 runs in a row; as when a cell's loop runs again,
+the pool remembers the previous round's row and keeps 4 spares), and cold (no spare waiting:
+removed before it, the demand they answered kept, `settle` with ``forget=False``); the
 same warm run through ``%%sandbox``; a cache hit. Fan-out: 16 runs through
 ``tool(sandbox, concurrency=16)`` and ``asyncio.gather`` in ``orchestrate``, with the spares
 that recent demand left and with none, against 16 parallel CLI runs. Rows take turns each
@@ -154,7 +156,7 @@ def main() -> None:
                 ("docker run --rm CLI, same confinement", quiesce, cli),
                 (f"warm create().run, {args.pause:g} s apart", spaced(args.pause), run),
                 (f"warm create().run, back to back (mean of {IN_A_ROW})", quiesce, back_to_back),
-                ("cold create().run (no spare)", settle, run),
+                ("cold create().run (no spare)", lambda: settle(forget=False), run),
                 (f"warm %%sandbox, {args.pause:g} s apart", spaced(args.pause), magic_run()),
                 ("cache hit (identical run, cache='auto')", nothing, cache_hit()),
             ],

@@ -44,6 +44,10 @@ def _connect() -> DockerClient:
 
     try:
         client = docker.from_env(timeout=_API_TIMEOUT)
+        if client.api.base_url.startswith("http+docker://"):  # a local socket (or SSH)
+            # no proxy, netrc or CA bundle applies to it: without this, requests reads the
+            # whole environment for them on every call (several calls per run)
+            client.api.trust_env = False
         client.ping()
     except DockerException as exc:
         where = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")

@@ -4,31 +4,34 @@ It reads each declared input from ``/var/inputs/<name>`` into a variable of the 
 the cell as ``<cell>`` (so tracebacks show the cell's own line numbers), then writes each declared
 scalar output variable to ``/var/outputs/<name>``. It is what lets a cell be pure business logic
 while inputs still never travel through argv or a shell.
+
+Its start is part of every run, so it imports only what a clean run needs (``os.path``, not
+``pathlib``; ``traceback`` once the cell failed): the two cost ~40 ms of a ~180 ms start under
+load here.
 """
 
 import json
 import linecache
-import pathlib
+import os
 import sys
-import traceback
 
-RUN = pathlib.Path(__file__).parent
+RUN = os.path.dirname(os.path.abspath(__file__))
+INPUTS = "/var/inputs"
+OUTPUTS = "/var/outputs"
 
-sys.path.insert(0, str(RUN))
+sys.path.insert(0, RUN)
 import jsbx_codec as codec  # type: ignore[import-not-found]  # noqa: E402  (copied here by the host)
 
 del sys.path[0]
 
 
 def main() -> None:
-    manifest = json.loads((RUN / "manifest.json").read_text())
+    manifest = json.loads(_read(os.path.join(RUN, "manifest.json")))
     namespace: dict[str, object] = {"__name__": "__main__"}
     for name, tag in manifest["inputs"].items():
-        path = pathlib.Path("/var/inputs") / name
-        namespace[name] = (
-            str(path) if tag in codec.PATH_TAGS else codec.decode(tag, path.read_bytes())
-        )
-    code = (RUN / "main.py").read_text()
+        path = os.path.join(INPUTS, name)
+        namespace[name] = path if tag in codec.PATH_TAGS else codec.decode(tag, _read(path))
+    code = _read(os.path.join(RUN, "main.py")).decode()
     # Registered, so a traceback shows the cell's failing line, not just its number.
     linecache.cache[CELL] = (len(code), None, code.splitlines(keepends=True), CELL)
     try:
@@ -52,13 +55,19 @@ def main() -> None:
     _write(codec.INFERRED_TYPES, json.dumps(inferred).encode())
 
 
+def _read(path: str) -> bytes:
+    with open(path, "rb") as file:
+        return file.read()
+
+
 def _write(name: str, data: bytes) -> None:
     """Write a fresh file, replacing whatever the code left under that name: a FIFO would
     block the write and a link would send it elsewhere (a folder stays, and fails loudly)."""
-    path = pathlib.Path("/var/outputs") / name
-    if path.is_symlink() or (path.exists() and not path.is_dir()):
-        path.unlink()
-    path.write_bytes(data)
+    path = os.path.join(OUTPUTS, name)
+    if os.path.islink(path) or (os.path.exists(path) and not os.path.isdir(path)):
+        os.unlink(path)
+    with open(path, "wb") as file:
+        file.write(data)
 
 
 def _report(exc: BaseException) -> None:
@@ -66,6 +75,8 @@ def _report(exc: BaseException) -> None:
     ours, not the user's. A network failure in a sandbox without network is shown from the
     cell's own lines only (the library frames under it run to 40 lines and say nothing the
     last line does not)."""
+    import traceback
+
     tb = exc.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename != CELL:
         tb = tb.tb_next

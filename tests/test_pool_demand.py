@@ -1,0 +1,58 @@
+"""Spares follow demand: runs back to back leave as many spares as the row was long.
+
+A refill started a spare as each run took one, but a start takes longer than a warm run, so a
+loop of runs outpaced it, and the starts beside the runs slowed them. Now the spares wait for
+the whole row, and are started again after it. Everything here is real: the engine, the containers.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import pytest
+
+from jupyter_sandbox import create
+from jupyter_sandbox.sandbox import _pool
+from jupyter_sandbox.sandbox._client import KIND, OWNER_PID
+
+pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("no_leaked_containers")]
+
+
+def _created(engine: Any, since: float, until: float) -> int:
+    """Containers this process created between ``since`` and ``until``."""
+    labels = [f"{KIND}=run", f"{OWNER_PID}={os.getpid()}"]
+    events = engine.events(
+        since=f"{since:.9f}",
+        until=f"{until:.9f}",
+        decode=True,
+        filters={"type": "container", "event": ["create"], "label": labels},
+    )
+    return sum(1 for _ in events)
+
+
+def _spares() -> int:
+    _pool.quiesce()
+    (slots,) = _pool._spares.values()
+    return len(slots)
+
+
+def test_runs_back_to_back_leave_as_many_spares_as_the_row_was_long(docker_engine):
+    sandbox = create("row", code="y = x + 1", inputs={"x": int}, outputs={"y": int}, timeout=62)
+    _pool.settle()
+    assert [sandbox.run(x=i) for i in range(3)] == [1, 2, 3]
+    assert _spares() == 3
+    # the next row takes them, and no spare starts beside it (it would slow each run); they
+    # are started again once the row is over
+    since = time.time()
+    assert [sandbox.run(x=i) for i in range(2)] == [1, 2]
+    assert _created(docker_engine, since, time.time()) == 0
+    assert _spares() == 3
+    # a run after a pause (`quiesce` waits for the refill) is no row: the longest stays 3
+    # until it expires
+    assert sandbox.run(x=0) == 1
+    assert _spares() == 3
+    _pool.settle()  # a clean slate: one run, one spare
+    assert sandbox.run(x=0) == 1
+    assert _spares() == 1
