@@ -16,7 +16,9 @@ One SQLite file (standard library), shared by every kernel of the user:
   A blob whose seal does not match, or that another Monty version saved, is refused with a
   `StoreError` and never loaded. The key is the file ``key`` beside the store: 32 random bytes,
   created 0600 under a temporary name and linked into place (so no process ever reads a
-  half-written key), and refused when another user owns it or group/others can read it.
+  half-written key), and refused when another user owns it or group/others can read it. So
+  is a store file (it holds tools' results, unsealed, and code), and a folder others may write
+  to (``/tmp``: anyone could swap the store or put their own ``-wal`` file beside it).
 - **Pickle.** Call records hold tool results, which are arbitrary Python values, so they are
   pickled. Only bytes this store sealed itself are ever unpickled, after their seal checked:
   a forged pickle needs the key. A value pickle cannot store, or could not load again, becomes
@@ -221,6 +223,7 @@ class Store:
         self._lock = threading.Lock()
         try:
             _make_folder(self.path.parent)
+            _private_folder(self.path.parent)
             self._key = _key(self.path.parent / "key")
             self._keyed = hmac.new(self._key, digestmod=hashlib.sha256)
             """The HMAC with the key taken in: each seal copies it (half the cost of a new one)."""
@@ -758,7 +761,8 @@ def _prune(
 
 
 def _make_file(path: Path) -> None:
-    """Create the store's file 0600 if it is missing; refuse a link or anything not a file.
+    """Create the store's file 0600 if it is missing; refuse a link or anything not a file,
+    and one another user owns or others may read (it holds tools' results and code).
 
     An existing file is only looked at, never opened here: closing any descriptor of a
     database file drops every POSIX lock this process holds on it, so a second `Store` of a
@@ -770,8 +774,37 @@ def _make_file(path: Path) -> None:
         return
     except FileExistsError:
         pass
-    if not stat.S_ISREG(os.lstat(path).st_mode):
+    info = os.lstat(path)
+    if not stat.S_ISREG(info.st_mode):
         raise OSError(errno.EINVAL, "not a regular file (a link, a folder...)", str(path))
+    _private(path, info, "the store")
+
+
+def _private_folder(folder: Path) -> None:
+    """Refuse a store folder others may write to (``/tmp``): anyone there could put their
+    own ``-wal`` file beside the store (which then receives its writes) or swap the store.
+    Root's folders are fine (only root writes them)."""
+    info = os.stat(folder)
+    if info.st_mode & stat.S_IWOTH or info.st_uid not in (os.geteuid(), 0):
+        raise StoreError(
+            f"the store's folder {folder} is writable by others or belongs to uid "
+            f"{info.st_uid} (mode {stat.S_IMODE(info.st_mode):04o}): put the store in a "
+            "folder of your own, e.g. the default ~/.local/share/jupyter-sandbox"
+        )
+
+
+def _private(path: Path, info: os.stat_result, what: str) -> None:
+    """Refuse a file of the store (``what``) that another user owns or others can use."""
+    if info.st_uid != os.geteuid():
+        raise StoreError(
+            f"{what} {path} belongs to uid {info.st_uid}, not to you "
+            f"(uid {os.geteuid()}): remove it, or point $JUPYTER_SANDBOX_STORE elsewhere"
+        )
+    if info.st_mode & 0o077:
+        raise StoreError(
+            f"{what} {path} is readable or writable by others "
+            f"(mode {stat.S_IMODE(info.st_mode):04o}): run chmod 600 {path}"
+        )
 
 
 def _make_folder(folder: Path) -> None:
@@ -805,16 +838,7 @@ def _key(path: Path) -> bytes:
         info = os.fstat(file.fileno())
         if not stat.S_ISREG(info.st_mode):
             raise StoreError(f"the store's key file {path} is not a regular file: remove it")
-        if info.st_uid != os.geteuid():
-            raise StoreError(
-                f"the store's key file {path} belongs to uid {info.st_uid}, not to you "
-                f"(uid {os.geteuid()}): remove it, or point $JUPYTER_SANDBOX_STORE elsewhere"
-            )
-        if info.st_mode & 0o077:
-            raise StoreError(
-                f"the store's key file {path} is readable or writable by others "
-                f"(mode {stat.S_IMODE(info.st_mode):04o}): run chmod 600 {path}"
-            )
+        _private(path, info, "the store's key file")
         key = file.read(KEY_BYTES + 1)
     if len(key) != KEY_BYTES:
         raise StoreError(

@@ -1,0 +1,151 @@
+"""An adversarial review of durable code mode (issue 11), against real Monty workers and real
+SQLite stores in tmp_path: what a person answers is what happens, a store others can read or
+swap is refused, a resume or approval that fails before its run starts leaves the run as it
+was, and racing approvals make the gated call once. Host-side counters prove which calls ran.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+
+from jupyter_sandbox import Store, fork_run, orchestrate, resume_run
+from jupyter_sandbox.errors import SandboxConfigError, StoreError
+from jupyter_sandbox.orchestrate import Tool
+from jupyter_sandbox.orchestrate._durable import open_store
+from jupyter_sandbox.orchestrate._store import this_process
+
+GATED = 'x = step(1)\nr = delete("/data/old")\n[x, r]'
+
+
+class Calls:
+    """The tools, each counting its calls on the host."""
+
+    def __init__(self) -> None:
+        self.made: list[str] = []
+        self._lock = threading.Lock()
+
+    def step(self, x: int) -> int:
+        with self._lock:
+            self.made.append("step")
+        return x * 2
+
+    def delete(self, path: str) -> str:
+        with self._lock:
+            self.made.append(f"delete {path}")
+        return "deleted " + path
+
+    def tools(self, *, gated: bool = True) -> list[Tool]:
+        def step(x: int) -> int:
+            return self.step(x)
+
+        def delete(path: str) -> str:
+            return self.delete(path)
+
+        return [Tool(step), Tool(delete, approve=gated)]
+
+
+@pytest.fixture
+def calls() -> Calls:
+    return Calls()
+
+
+def status(path: Path, run_id: str) -> str:
+    return open_store(path).run(run_id).status
+
+
+# -- what the person answered is what happens ---------------------------------------------
+
+
+def test_racing_approvals_make_the_gated_call_once(calls, tmp_path):
+    store = tmp_path / "s.sqlite"
+    paused = orchestrate(GATED, tools=calls.tools(), store=store)
+    outcomes: list[object] = []
+
+    def approve() -> None:
+        try:
+            done = resume_run(paused.run_id, approve=True, store=store, tools=calls.tools())
+            outcomes.append(done.value)
+        except StoreError as exc:
+            outcomes.append(str(exc))
+
+    threads = [threading.Thread(target=approve) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert outcomes.count([2, "deleted /data/old"]) == 1, outcomes
+    assert calls.made == ["step", "delete /data/old"]
+
+
+# -- a resume that fails before its run starts leaves the run as it was -------------------
+
+
+def tamper_session(path: Path, name: str) -> None:
+    from jupyter_sandbox.orchestrate._sessions import sessions
+
+    sessions.drop("adversarial", name)  # this process's copy: the store's is read next
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE sessions SET payload = payload || x'00' WHERE name = ?", (name,))
+
+
+# -- the store's file and folder ----------------------------------------------------------
+
+
+def test_a_store_file_others_can_read_is_refused(tmp_path):
+    path = tmp_path / "s.sqlite"
+    Store(path).close()
+    os.chmod(path, 0o644)
+    with pytest.raises(StoreError, match=f"readable or writable by others.*chmod 600 {path}"):
+        Store(path)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")
+def test_a_store_file_another_user_owns_is_refused(tmp_path):
+    path = tmp_path / "s.sqlite"
+    Store(path).close()
+    os.chown(path, 65534, 65534)
+    with pytest.raises(StoreError, match="belongs to uid 65534"):
+        Store(path)
+
+
+def test_a_store_in_a_folder_others_can_write_is_refused(tmp_path):
+    """Anyone could put their own ``-wal`` file (which then receives our writes) or swap the
+    store there."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)
+    with pytest.raises(StoreError, match=f"folder {shared} is writable by others"):
+        Store(shared / "s.sqlite")
+    assert not (shared / "s.sqlite").exists() and not (shared / "key").exists()
+
+
+# -- odd input ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("number", [-1, 10**30, "0", True, 0.0, None])
+def test_a_fork_of_a_call_number_not_in_the_run_lists_the_valid_ones(calls, tmp_path, number):
+    store = tmp_path / "s.sqlite"
+    done = orchestrate("a = step(1)\nstep(a)", tools=calls.tools(), store=store)
+    with pytest.raises(SandboxConfigError, match=r"it made calls #0, #1 \(the trace's #"):
+        fork_run(done.run_id, number, value=5, store=store, tools=calls.tools())
+    assert calls.made == ["step", "step"]
+
+
+def test_a_run_whose_owner_pid_was_reused_is_taken_over(calls, tmp_path):
+    """Its owner names a live pid (our parent's) with another start time: a new process has
+    that number, the run's is gone."""
+    store = tmp_path / "s.sqlite"
+    paused = orchestrate(GATED, tools=calls.tools(), store=store)
+    host, _, token = this_process().encode().rsplit(" ", 2)
+    start, boot, ns = token.split("-")
+    reused = f"{host} {os.getppid()} {int(start) + 1}-{boot}-{ns}"
+    with sqlite3.connect(store) as db:
+        db.execute("UPDATE runs SET status = 'running', owner = ?", (reused,))
+    again = resume_run(paused.run_id, store=store, tools=calls.tools())
+    assert again.status == "paused"  # asked again: nobody answered it
+    assert calls.made == ["step"]
