@@ -7,7 +7,8 @@ the machine's load; "check" is a row's median minus the baseline's.
 
 Two cells: a one-liner and a 40-line cell, each calling a registered tool (a cell naming no
 tool skips the check, see `Driver.__init__`). Under each table, a cached check's parts
-timed alone: the cache hit (hashing stubs and code) and building the stubs it hashes.
+timed alone: the cache hit (hashing stubs and code), the stubs it hashes when they are kept
+(`_stubs.kept`: unchanged tools and input types) and when they are written anew.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from collections.abc import Callable
 from _timing import measure_prepared, print_table
 
 from jupyter_sandbox.orchestrate import _typecheck, orchestrate, resolve_tools
-from jupyter_sandbox.orchestrate._stubs import build_stubs
+from jupyter_sandbox.orchestrate._stubs import build_stubs, kept
 
 
 def add(x: int, y: int) -> int:
@@ -78,14 +79,24 @@ def per_call_us(fn: Callable[[], object], runs: int = 2000) -> float:
 
 
 def parts(code: str) -> str:
-    """A cached check's two parts: the cache hit (building the key and finding it) and
-    building the stubs the key hashes (which every checked run does, cached or not)."""
+    """A cached check's parts: the cache hit (building the key and finding it) and the
+    stubs the key hashes (which every checked run gets, cached or not), kept or written."""
     tools = resolve_tools(TOOLS)
-    stubs = build_stubs(tools, {})
+    inputs = {"x": 1, "values": [1, 2, 3]}
+    stubs = build_stubs(tools, inputs)
     _typecheck.passed.add(_typecheck.key(stubs, code, None))
     hit = per_call_us(lambda: _typecheck.checked(stubs, code, None, lambda: False))
-    built = per_call_us(lambda: build_stubs(tools, {}))
-    return f"cache hit {hit:.1f} us; building the stubs ({len(tools)} tools) {built:.0f} us"
+    again = per_call_us(lambda: build_stubs(tools, inputs))
+
+    def written() -> None:
+        kept.clear()
+        build_stubs(tools, inputs)
+
+    anew = per_call_us(written, runs=500)
+    return (
+        f"cache hit {hit:.1f} us; stubs ({len(tools)} tools, {len(inputs)} inputs) "
+        f"kept {again:.1f} us, written anew {anew:.0f} us"
+    )
 
 
 def main() -> None:

@@ -4,18 +4,26 @@ Monty type-checks a cell (with ty) before running it, so ``add("a", 2)`` is reje
 any tool is called. The checker only knows what the stubs declare: every tool as a function
 signature, every input as a typed global, and every non-data class as an opaque class (a
 handle the code can pass around but not inspect).
+
+The stubs are built on every checked cell (they key the type-check cache, `_typecheck`), so
+the last sets built are kept, by what they are written from (`_stub_key`): an unchanged cell
+with unchanged tools and input types costs a few microseconds here, not a few hundred.
 """
 
 from __future__ import annotations
 
 import collections.abc
+import functools
 import inspect
+import threading
 import types
 import typing
-from collections.abc import Mapping
+from collections import OrderedDict
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ._stub_key import tool_key
 from ._tools import Tool
 from ._values import is_plain, type_name
 
@@ -111,32 +119,93 @@ class _StubWriter:
 @dataclass(frozen=True)
 class Stubs:
     """The declarations, by kind: the checker reads `source`, code mode shows the model each
-    tool's declaration beside its docstring (no re-parsing of the text)."""
+    tool's declaration beside its docstring (no re-parsing of the text). Immutable: one set
+    is shared by every cell built from the same tools and input types."""
 
-    classes: list[str]
+    classes: tuple[str, ...]
     """``class Frame: ...`` for each opaque handle type."""
-    functions: dict[str, str]
+    functions: Mapping[str, str]
     """Tool name -> ``def add(x: int, y: int) -> int: ...``."""
-    inputs: dict[str, str]
+    inputs: Mapping[str, str]
     """Input name -> ``x: int``."""
 
-    @property
+    @functools.cached_property
     def source(self) -> str:
         return "\n".join(
             [_HEADER, *self.classes, *self.functions.values(), *self.inputs.values(), ""]
         )
 
 
+_KEPT = 64
+"""Stub sets kept: the tool sets and input types a notebook's cells run with."""
+
+
+class _Kept:
+    """The stub sets built last, by `_stub_key` of their tools and inputs, least recently
+    used first, each with the objects its key names by id (kept alive so the ids stay
+    theirs); thread-safe (cells of several notebooks build stubs at once)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sets: OrderedDict[Hashable, tuple[list[object], Stubs]] = OrderedDict()
+
+    def get(self, key: Hashable) -> Stubs | None:
+        with self._lock:
+            found = self._sets.get(key)
+            if found is None:
+                return None
+            self._sets.move_to_end(key)
+            return found[1]
+
+    def put(self, key: Hashable, refs: list[object], built: Stubs) -> None:
+        with self._lock:
+            self._sets[key] = (refs, built)
+            while len(self._sets) > _KEPT:
+                self._sets.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._sets.clear()
+
+
+kept = _Kept()
+"""The process's stub sets (`clear` it to measure building them)."""
+
+
 def stubs(tools: Mapping[str, Tool], inputs: Mapping[str, Any]) -> Stubs:
-    """The stubs declaring ``tools`` and the types of ``inputs``."""
+    """The stubs declaring ``tools`` and the types of ``inputs``: a kept set when every tool
+    has a key (`_stub_key.tool_key`) and one was built from the same keys and inputs."""
+    plain = tuple(is_plain(value) for value in inputs.values())
+    refs: list[object] = []
+    keys = tuple(tool_key(t, refs) for t in tools.values())
+    # an input's stub is its type's, or for data Monty holds, its type's as data
+    kinds = tuple(map(type, inputs.values()))
+    refs += kinds
+    key = (tuple(tools), keys, tuple(inputs), tuple(map(id, kinds)), plain)
+    try:
+        found = None if None in keys else kept.get(key)
+    except TypeError:  # an unhashable annotation: no key
+        keys = (None,)
+        found = None
+    if found is not None:
+        return found
+    built = _written(tools, inputs, plain)
+    if None not in keys:
+        kept.put(key, refs, built)
+    return built
+
+
+def _written(
+    tools: Mapping[str, Tool], inputs: Mapping[str, Any], plain: tuple[bool, ...]
+) -> Stubs:
     writer = _StubWriter()
     functions = {name: writer.function(t) for name, t in tools.items()}
     declared = {
-        name: f"{name}: {type_name(value) if is_plain(value) else writer.render(type(value))}"
-        for name, value in inputs.items()
+        name: f"{name}: {type_name(value) if data else writer.render(type(value))}"
+        for (name, value), data in zip(inputs.items(), plain, strict=True)
     }
-    classes = [f"class {name}: ..." for name in writer.classes]
-    return Stubs(classes, functions, declared)
+    classes = tuple(f"class {name}: ..." for name in writer.classes)
+    return Stubs(classes, types.MappingProxyType(functions), types.MappingProxyType(declared))
 
 
 def build_stubs(tools: Mapping[str, Tool], inputs: Mapping[str, Any]) -> str:

@@ -1,0 +1,119 @@
+"""What a tool's stub is written from, read cheaply, so unchanged stubs are not written again.
+
+Writing a tool's stub costs 0.2-0.3 ms here (`inspect.signature`, then `typing.get_type_hints`,
+which compiles every string annotation), paid on every checked cell to key the type-check
+cache. The stub is a function of state that is cheap to read and compare: the function
+objects of the tool's ``__wrapped__`` chain, each one's code object, which parameters have a
+default, its annotations, a ``__signature__`` it was given, and for annotations written as
+strings (``from __future__ import annotations``) the objects their names resolve to in the
+function's globals. Re-registering a tool, redefining its function, replacing its code or
+defaults, editing its annotations, or rebinding a name a string annotation uses changes the
+key; rebinding an attribute of a module a string annotation reaches through (``np.ndarray``)
+does not, nor renaming a class in place.
+
+Anything else (a `functools.partial`, a callable object, a builtin, a `Tool` subclass with its
+own signature) has no key and its stub is written each time.
+"""
+
+from __future__ import annotations
+
+import builtins
+import functools
+import types
+import typing
+from collections.abc import Hashable, Mapping
+from typing import Any
+
+from ._tool import Tool
+
+_NO_NAME = object()
+"""What a name a string annotation uses resolves to when it is not defined."""
+_PARTIAL_METHOD = ("_partialmethod", "__partialmethod__")
+"""Attributes by which `inspect.signature` reads a function's signature from elsewhere."""
+_DEPTH = 8
+"""How deep aliases that are strings themselves (``Num = "int"``) are followed."""
+
+
+def tool_key(tool: Tool, refs: list[object]) -> Hashable | None:
+    """A hashable value equal for two tools exactly when their stubs are written from the
+    same state, or None when the tool is not a plain function (written each time).
+
+    Objects are in the key by ``id``; each is appended to ``refs``, which whoever keeps the
+    key must keep alive with it: a live object's id is its own, so an equal key names the
+    very same objects (an object freed and its id reused cannot match)."""
+    if type(tool).signature is not Tool.signature:
+        return None
+    parts: list[Hashable] = [tool.name, tool.is_async]
+    func: Any = tool.func
+    while True:  # the chain `inspect.signature` and `get_type_hints` follow
+        if type(func) is not types.FunctionType:
+            return None
+        own = func.__dict__
+        if any(name in own for name in _PARTIAL_METHOD):
+            return None
+        signature = own.get("__signature__")
+        refs += (func, func.__code__, signature)
+        parts.append(
+            (
+                id(func),
+                id(func.__code__),
+                len(func.__defaults__ or ()),
+                tuple(func.__kwdefaults__ or ()),
+                tuple(func.__annotations__.items()),
+                id(signature),
+            )
+        )
+        if "__wrapped__" not in own:
+            break
+        func = own["__wrapped__"]
+    # `get_type_hints` evaluates the outer annotations in the innermost function's globals
+    found = _resolved(tool.func.__annotations__.values(), func.__globals__)
+    refs += found
+    parts.append(tuple(map(id, found)))
+    return tuple(parts)
+
+
+def _resolved(annotations: typing.Iterable[Any], namespace: Mapping[str, Any]) -> list[object]:
+    """The objects the names in string annotations resolve to, in order, following values
+    that are annotations with strings in them (aliases) a few levels deep."""
+    names = [name for ann in annotations for name in names_in(ann)]
+    spare = namespace.get("__builtins__", builtins)
+    builtin = spare.__dict__ if isinstance(spare, types.ModuleType) else spare
+    objects: list[object] = []
+    for _ in range(_DEPTH):
+        if not names:
+            break
+        found = [namespace.get(n, builtin.get(n, _NO_NAME)) for n in names]
+        objects += found
+        names = [name for obj in found for name in _names_in_value(obj)]
+    return objects
+
+
+def _names_in_value(obj: object) -> tuple[str, ...]:
+    try:
+        return names_in(obj)
+    except TypeError:  # unhashable: not an annotation `get_type_hints` evaluates further
+        return ()
+
+
+@functools.lru_cache(maxsize=1024)
+def names_in(annotation: Any) -> tuple[str, ...]:
+    """The names the strings in ``annotation`` read (``"list[Frame]"`` reads ``list`` and
+    ``Frame``), including strings nested in a generic (``list["Frame"]``)."""
+    if isinstance(annotation, typing.ForwardRef):
+        annotation = annotation.__forward_arg__
+    if isinstance(annotation, str):
+        try:
+            return compile(annotation, "<annotation>", "eval").co_names
+        except (SyntaxError, ValueError):
+            return ()
+    return _names_in_args(typing.get_args(annotation))
+
+
+def _names_in_args(args: typing.Iterable[Any]) -> tuple[str, ...]:
+    """`names_in` over a generic's arguments; ``Callable[[int], str]`` has a list among them."""
+    return tuple(
+        name
+        for arg in args
+        for name in (_names_in_args(arg) if isinstance(arg, list) else names_in(arg))
+    )
