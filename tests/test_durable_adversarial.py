@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_sandbox import Store, fork_run, orchestrate, resume_run
-from jupyter_sandbox.errors import SandboxConfigError, StoreError
+from jupyter_sandbox.errors import SandboxConfigError, StoreError, ToolError
 from jupyter_sandbox.orchestrate import Tool
 from jupyter_sandbox.orchestrate._durable import open_store
 from jupyter_sandbox.orchestrate._store import this_process
@@ -59,6 +59,19 @@ def status(path: Path, run_id: str) -> str:
 
 
 # -- what the person answered is what happens ---------------------------------------------
+
+
+def test_a_rejected_call_is_not_made_when_its_tool_is_no_longer_gated(calls, tmp_path):
+    """The kernel that answers registers the tool without approve= (or a predicate that now
+    says no): the person's rejection still stands."""
+    store = tmp_path / "s.sqlite"
+    paused = orchestrate(GATED, tools=calls.tools(), store=store)
+    assert paused.status == "paused"
+    with pytest.raises(ToolError, match="PermissionError: no"):
+        resume_run(
+            paused.run_id, approve=False, reason="no", store=store, tools=calls.tools(gated=False)
+        )
+    assert calls.made == ["step"]
 
 
 def test_racing_approvals_make_the_gated_call_once(calls, tmp_path):

@@ -479,7 +479,11 @@ class Driver:
                 return snap.resume(self.pending.settled(call.call_id, value, call))
             if found:
                 return snap.resume(self._succeeded(call, value))
-        gated = tool.approve is not False and tool.gated(args, kwargs)
+        # A person's answer to the call a restored run stopped at stands, even if the tool
+        # registered now is not gated (a rejected call is never made).
+        gated = (tool.approve is not False and tool.gated(args, kwargs)) or (
+            self._decision is not None and self.restore is not None and number == self.restore.index
+        )
         # A sandbox call is slow and a gated one waits for a person: worth a checkpoint each.
         # Any other call checkpoints at most once a second (`_durable`).
         if self.durable is not None and (
