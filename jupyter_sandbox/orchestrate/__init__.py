@@ -64,6 +64,8 @@ def _driver(loop: asyncio.AbstractEventLoop, o: RunOptions) -> Driver:
         max_result=o.max_result,
         max_output=o.max_output,
     )
+    # A session's dump is read (and may be refused) before `begin` takes a stored run up.
+    session = None if o.session is None else sessions.open(o.session, scope=o.scope, store=store)
     durable = restore = records = None
     if store is not None:
         durable, restore, records = begin(
@@ -94,9 +96,7 @@ def _driver(loop: asyncio.AbstractEventLoop, o: RunOptions) -> Driver:
         loop=loop,
         journal=journal,
         answers=answers,
-        session=sessions.open(o.session, scope=o.scope, store=store)
-        if o.session is not None
-        else None,
+        session=session,
         durable=durable,
         restore=restore,
         approver=o.approver,

@@ -267,6 +267,9 @@ def resume_run(
     decision = None if approve is None else (approve, reason)
     resolved_limits = resolve_limits(limits)
     restore = _restore(stored, calls, decision, resolved_limits, inputs)
+    session = None  # its dump is read (and may be refused) before the run is taken up
+    if stored.session is not None:
+        session = sessions.open(stored.session, scope=stored.scope, store=opened)
     durable = _taken_up(opened, stored, resolved)  # last: what fails before leaves it as it was
     driver = Driver(
         stored.code,
@@ -277,9 +280,7 @@ def resume_run(
         on_event=on_event or ignore,
         loop=tool_loop(),
         answers=Answers(calls),
-        session=None
-        if stored.session is None
-        else sessions.open(stored.session, scope=stored.scope, store=opened),
+        session=session,
         durable=durable,
         restore=restore,
         approver=approver,
