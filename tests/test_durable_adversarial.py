@@ -17,6 +17,7 @@ from jupyter_sandbox import Store, fork_run, orchestrate, resume_run
 from jupyter_sandbox.errors import SandboxConfigError, StoreError, ToolError
 from jupyter_sandbox.orchestrate import Tool
 from jupyter_sandbox.orchestrate._durable import open_store
+from jupyter_sandbox.orchestrate._paused import paused_runs
 from jupyter_sandbox.orchestrate._store import this_process
 
 GATED = 'x = step(1)\nr = delete("/data/old")\n[x, r]'
@@ -190,3 +191,24 @@ def test_a_run_whose_owner_pid_was_reused_is_taken_over(calls, tmp_path):
     again = resume_run(paused.run_id, store=store, tools=calls.tools())
     assert again.status == "paused"  # asked again: nobody answered it
     assert calls.made == ["step"]
+
+
+def test_a_paused_run_whose_checkpoint_is_refused_is_listed_without_hiding_the_others(
+    calls, tmp_path
+):
+    """One run's checkpoint modified (or saved by another Monty version, after an upgrade):
+    %orchestrate_pending still lists every paused run, that one with the reason."""
+    store = tmp_path / "s.sqlite"
+    first = orchestrate('delete("/a")', tools=calls.tools(), store=store)
+    second = orchestrate('delete("/b")', tools=calls.tools(), store=store)
+    with sqlite3.connect(store) as db:
+        db.execute(
+            "UPDATE checkpoints SET payload = payload || x'00' WHERE run_id = ?", (second.run_id,)
+        )
+    listed = {run.run_id: run for run in paused_runs(open_store(store))}
+    assert listed[first.run_id].args == ("/a",) and listed[first.run_id].refused is None
+    refused = listed[second.run_id].refused
+    assert refused is not None and "modified outside jupyter-sandbox" in refused
+    with pytest.raises(StoreError, match="modified outside"):
+        resume_run(second.run_id, approve=True, store=store, tools=calls.tools())
+    assert calls.made == []

@@ -129,7 +129,9 @@ class DurableMagics(CellMagics):
         here = notebook_scope(self.shell)
         for run in paused:
             call = "(its call was not stored: paused by an older version)"
-            if run.tool is not None:
+            if run.refused is not None:
+                call = f"(refused: {run.refused})"
+            elif run.tool is not None:
                 call = _call_line(run)
             where = "" if run.scope == here else f" of {run.scope}"
             age = _age(time.time() - run.since)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .._errors import StoreError
 from ._store import Store
 
 
@@ -29,13 +30,22 @@ class PausedRun:
     kwargs: dict[str, Any] | None = None
     call_id: int | None = None
     """The call's number in the run's trace (its ``#``)."""
+    refused: str | None = None
+    """Why the store refuses the run's checkpoint (modified outside jupyter-sandbox, or saved
+    by another Monty version): the run is listed with it, not hidden, and not hiding the rest."""
 
 
 def paused_runs(store: Store) -> list[PausedRun]:
     """The store's paused runs, oldest first, each with the call it waits on."""
     found = []
     for info in sorted(store.runs(status="paused"), key=lambda info: info.updated):
-        saved = store.checkpoint_of(info.run_id)
+        try:
+            saved = store.checkpoint_of(info.run_id)
+        except StoreError as exc:
+            found.append(
+                PausedRun(info.run_id, info.scope, info.cell, info.updated, None, refused=str(exc))
+            )
+            continue
         call = saved.call if saved is not None else None
         if call is None:
             found.append(PausedRun(info.run_id, info.scope, info.cell, info.updated, None))
