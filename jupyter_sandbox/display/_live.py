@@ -13,6 +13,11 @@ something happens, and a clock that stops would say the run stopped). It stays b
 however long the run: the last `LIVE_CALLS` calls plus counts, the last `LOG_TAIL` build log
 lines. Events update plain Python state under a lock (microseconds, any thread); `record`
 builds the dict when the throttle asks for a render.
+
+A live trace's call previews are masked by every secret a sandbox tool has returned in the
+process (`orchestrate._scrub.known`), as the final record is by its run's: a call's result,
+or the arguments of a call the code hands it to, would otherwise show the secret while the
+run lasts.
 """
 
 from __future__ import annotations
@@ -88,12 +93,15 @@ class LiveTrace:
         return True
 
     def record(self) -> TraceRecord:
+        from jupyter_sandbox.orchestrate._scrub import known, mask_record  # a run exists
+
         with self._lock:
             calls = [_live_call(c) for c in self._recent]
             started, failed = self._started, self._failed
             queued = sum(call.status == "queued" for call in self._open.values())
             running = self._started - self._finished - queued  # only calls holding a slot
             tools = self._stats.rows()
+        calls = mask_record(calls, known())
         span = max([time.monotonic() - self._t0] + [c["end"] or c["start"] for c in calls])
         shown = f", showing the last {len(calls)}" if started > len(calls) else ""
         noun = "call" if started == 1 else "calls"

@@ -48,8 +48,8 @@ from ._pending import Entry, Pending
 from ._replay import Answers
 from ._result import OrchestrationResult
 from ._runtime import hold_level, pool, release_level
-from ._sandbox_tool import SandboxTool
-from ._scrub import Scrub, scrubbing
+from ._sandbox_tool import SandboxTool, secret_values
+from ._scrub import Scrub, note, scrubbing
 from ._sessions import SessionLink
 from ._stubs import build_stubs
 from ._tool import Tool
@@ -164,6 +164,10 @@ class Driver:
         """The level of the worker pool the run draws on (`_runtime.hold_level`)."""
         self.scrub: Scrub = Scrub(None if self.parent is None else self.parent.scrub)
         """The secrets its sandbox tools returned, masked in what it shows (`_scrub`)."""
+        if restore is not None or self._remembers:  # may hold what they returned elsewhere
+            note(secret_values(self.tools.values()), self.scrub)
+        if durable is not None:
+            durable.scrub = self.scrub  # its store keeps no value holding one
 
     # -- public --------------------------------------------------------------------------
 
@@ -489,7 +493,7 @@ class Driver:
         if self.durable is not None and (
             gated or isinstance(tool, SandboxTool) or self.durable.due()
         ):
-            self.durable.checkpoint(snap, number, self._in_flight())
+            self.durable.checkpoint(snap, number, self._in_flight(), required=gated)
         if gated:
             refusal = self._approval(call, number)
             if refusal is not None:

@@ -42,6 +42,10 @@ A run given a store (``orchestrate(..., store=...)``) is *durable*: it survives 
   had again, and `StoreError` names its call. In a run without a snapshot, a call whose
   stored result was one counts as not completed (made again if needed), and a stored input
   that was one must be given again (``inputs=``), else `StoreError` names it.
+- **Secrets** a sandbox tool returned (`_scrub`) are not kept either: a value holding one is a
+  `HandleMarker` (a call's result is made again on resume, an input must be given again), a
+  call's error is masked, and a checkpoint whose dump holds one is not written unless its call
+  is gated (`_scrub` says why).
 """
 
 from __future__ import annotations
@@ -70,6 +74,7 @@ from ._rebind import (
     type_of,
     wrong_input,
 )
+from ._scrub import SECRET, Scrub, holds, in_dump, known, masked
 from ._store import HandleMarker, RunStatus, Store, StoredRun
 from ._values import MAX_DEPTH, data_size, is_plain
 
@@ -128,18 +133,33 @@ class Durable:
         """Held from taking the buffer to its commit: a timer's write of older records never
         commits after a checkpoint taken later (the in-flight rule reads records first)."""
         self._timer: threading.Timer | None = None
+        self.scrub: Scrub | None = None
+        """The run's secrets (set by its `Driver`): what the store must not keep (`_scrub`)."""
 
     def due(self) -> bool:
         """Whether a call that need not checkpoint must (the last is over a second old)."""
         return time.monotonic() - self._saved > CHECKPOINT_EVERY
 
     def checkpoint(
-        self, snap: pm.FunctionSnapshot, index: int, pending: Mapping[int, tuple[int, ToolCall]]
+        self,
+        snap: pm.FunctionSnapshot,
+        index: int,
+        pending: Mapping[int, tuple[int, ToolCall]],
+        *,
+        required: bool = False,
     ) -> None:
         """Write the snapshot stopped at call ``index``, with the records buffered so far and
         that call itself (a paused run's gated call is listed from it, without Monty);
-        ``pending`` maps the call_id of each async call in flight to its number and call."""
+        ``pending`` maps the call_id of each async call in flight to its number and call.
+        A snapshot holding a secret is not written unless ``required`` (a gated call)."""
         dump = snap.dump()
+        secrets = self._secrets()
+        if not required and (
+            in_dump(dump, secrets)
+            or holds([(call.args, call.kwargs) for _, call in pending.values()], secrets)
+        ):
+            self._saved = time.monotonic()  # the next calls need not try again at once
+            return
         entries = [
             _entry(call_id, number, call.tool, call.args, call.kwargs, self._kept)
             for call_id, (number, call) in pending.items()
@@ -218,10 +238,13 @@ class Durable:
         this run sent in is a `HandleMarker` carrying its uuid (a restored run binds it)."""
         found = self._handles.get(id(value))
         if found is None or found[1] is not value:
-            return keepable(value)
+            return keepable(value, self._secrets())
         marker = HandleMarker(type_of(value))
         marker["id"] = found[0]
         return marker
+
+    def _secrets(self) -> tuple[str, ...]:
+        return () if self.scrub is None else self.scrub.secrets
 
     def _on_timer(self) -> None:
         with self._buffer:
@@ -237,7 +260,8 @@ class Durable:
             origins, self._origins = self._origins, {}
             inputs, self._inputs = self._inputs, None
             self._written = time.monotonic()
-        records = {index: _stored_record(call) for index, call in taken.items()}
+        secrets = self._secrets()
+        records = {index: _stored_record(call, secrets) for index, call in taken.items()}
         for index, found in origins.items():
             records[index]["handles"] = found
         if inputs is not None:
@@ -264,11 +288,12 @@ def _entry(
     }
 
 
-def _stored_record(call: ToolCall) -> dict[str, Any]:
+def _stored_record(call: ToolCall, secrets: tuple[str, ...]) -> dict[str, Any]:
     record = Recorded.dict_of(call)
-    record["args"] = tuple([keepable(a) for a in call.args])
-    record["kwargs"] = {k: keepable(v) for k, v in call.kwargs.items()}
-    record["result"] = keepable(call.result)
+    record["args"] = tuple([keepable(a, secrets) for a in call.args])
+    record["kwargs"] = {k: keepable(v, secrets) for k, v in call.kwargs.items()}
+    record["result"] = keepable(call.result, secrets)
+    record["error"] = masked(call.error, secrets)
     return record
 
 
@@ -320,8 +345,10 @@ def stored_calls(run: StoredRun) -> dict[int, Recorded]:
 
 
 def inputs_record(inputs: Mapping[str, Any]) -> dict[str, Any]:
-    """A run's inputs as the store keeps them (record `INPUTS`)."""
-    return {"inputs": {k: keepable(v) for k, v in inputs.items()}}
+    """A run's inputs as the store keeps them (record `INPUTS`); one holding a secret a sandbox
+    tool returned in this process is not kept (`_scrub`)."""
+    secrets = known()
+    return {"inputs": {k: keepable(v, secrets) for k, v in inputs.items()}}
 
 
 def stored_inputs(run: StoredRun, given: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -355,9 +382,11 @@ def unkept_inputs(run: StoredRun, namespace: Mapping[str, Any]) -> dict[str, Any
     }
 
 
-def keepable(value: Any) -> Any:
-    """``value`` if the store should keep it (plain data up to `KEEP_LIMIT`), else a
-    `HandleMarker` naming its type."""
+def keepable(value: Any, secrets: tuple[str, ...] = ()) -> Any:
+    """``value`` if the store should keep it (plain data up to `KEEP_LIMIT`, holding none of
+    ``secrets``), else a `HandleMarker` naming its type (or `SECRET`)."""
+    if secrets and holds(value, secrets):
+        return HandleMarker(SECRET)
     kind = type(value)
     if (  # the usual argument, kept without a walk: a float, a word-sized int, a short text
         kind in _SMALL

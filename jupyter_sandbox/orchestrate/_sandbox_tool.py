@@ -18,7 +18,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from .._errors import ContainerError, SandboxConfigError
@@ -103,7 +103,7 @@ class SandboxTool(Tool):
         _keep(call, run.to_record())
         if call is not None and any(kind == "outputs" for kind, _ in run.hidden):
             # The code gets the real value; what the orchestration shows masks it (`_scrub`).
-            note(value for name in self.sandbox.secrets if (value := os.environ.get(name)))
+            note(secret_values([self]))
         return run.value
 
     @staticmethod
@@ -139,6 +139,18 @@ class SandboxTool(Tool):
         except ContainerError as err:
             _keep(call, err.record)
             raise
+
+
+def secret_values(tools: Iterable[Tool]) -> tuple[str, ...]:
+    """The values of the secrets the sandbox tools among ``tools`` pass their containers, read
+    from the environment as the sandbox reads them for a run."""
+    return tuple(
+        value
+        for tool in tools
+        if isinstance(tool, SandboxTool)
+        for name in tool.sandbox.secrets
+        if (value := os.environ.get(name))
+    )
 
 
 def _keep(call: ToolCall | None, record: RunRecord | None) -> None:

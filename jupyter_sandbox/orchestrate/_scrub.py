@@ -4,20 +4,30 @@ A sandbox's secret reaches its container's code, which may write it to an output
 tool then returns that output to the orchestration code as the notebook would get it: the
 real value, the code's to use (it may hand it to another tool or sandbox). What the
 orchestration shows or keeps of it is masked, as the sandbox's own record is: the printed
-stream (live and in ``result.stdout``), the run's record (its value, every call's arguments,
-result, error and host traceback, the run's error and Monty traceback) and the error raised.
-``result.value`` and the calls' values themselves stay real, as do a journal's and a store's
-copies (they replay the run; a store keeps plain data only, sealed and 0600); a notebook cell
-shows a value holding a secret as ``*** (holds a secret value)`` (`shown_value`), while
-``--out`` gets the real value, as ``%%sandbox`` does.
+stream (live and in ``result.stdout``), the live trace's call previews (`known`, read by
+`display._live`), the run's record (its value, every call's arguments, result, error and host
+traceback, the run's error and Monty traceback) and the error raised. ``result.value`` and the
+calls' values themselves stay real, as does a journal's copy in memory; a notebook cell shows a
+value holding a secret as ``*** (holds a secret value)`` (`shown_value`), while ``--out`` gets
+the real value, as ``%%sandbox`` does.
+
+A durable store (a file) keeps no value holding a secret (`_durable.keepable`): such a call
+result is kept as a `HandleMarker` named `SECRET`, so the call counts as not completed and is
+made again on resume, as an object the store could not keep is; so is such an argument or input;
+a call's error text is masked; and a checkpoint whose Monty dump holds a secret is not written
+(`in_dump`: resuming starts from the one before, taken before the sandbox call), except at a
+gated call, whose pause needs it.
 
 The secrets are learnt as the tools return (`note`): a run holds a `Scrub`, found by the
 sandbox tool through the context the run's tools run in; a run nested in a tool passes what it
 learns to the run it is nested in, which may receive the value from that tool. A later run may
 get the value again without calling the tool (a journal or a cache answers the call, a session
 variable holds it), so every run of the process masks, from its start, every secret a sandbox
-tool has returned in the process so far (`_returned`). Nothing is imported from the Docker
-side until a sandbox tool has returned a secret.
+tool has returned in the process so far (`_returned`). A run that may be answered without its
+tools (resumed, approved, forked, replayed, cached) may hold a value a sandbox tool returned in
+another process (a kernel that died): it masks, from its start, the secrets of the sandbox
+tools it may call (`note` with its own `Scrub`, read from the environment as the tools read
+them). Nothing is imported from the Docker side until a sandbox tool has returned a secret.
 """
 
 from __future__ import annotations
@@ -36,6 +46,8 @@ scrubbing: contextvars.ContextVar[Scrub | None] = contextvars.ContextVar(
 )
 """The `Scrub` of the run whose tool is executing (set on the run's thread; an async tool's
 task inherits it)."""
+SECRET = "secret value"
+"""The name of the `HandleMarker` a durable store keeps in place of a value holding a secret."""
 _returned: dict[str, None] = {}
 """Every secret a sandbox tool has returned to orchestration code in this process, in order."""
 _Record = TypeVar("_Record")
@@ -89,13 +101,48 @@ class Scrub:
                     setattr(error, name, mask_cut(text, self.secrets))
 
 
-def note(secrets: Iterable[str]) -> None:
-    """A sandbox tool returned a value holding ``secrets``: the run calling it masks them."""
+def note(secrets: Iterable[str], scrub: Scrub | None = None) -> None:
+    """A sandbox tool returned a value holding ``secrets`` (or a run may hold one: see the
+    module's docstring): ``scrub`` (by default the run calling the tool) masks them, and every
+    later run of the process does."""
     secrets = tuple(s for s in secrets if s)
     _returned.update(dict.fromkeys(secrets))
-    scrub = scrubbing.get()
+    scrub = scrubbing.get() if scrub is None else scrub
     if scrub is not None:
         scrub.add(secrets)
+
+
+def known() -> tuple[str, ...]:
+    """Every secret a sandbox tool has returned in this process so far (a live view masks its
+    call previews by them: it renders from another thread, outside any run's context)."""
+    return tuple(_returned)
+
+
+def holds(value: Any, secrets: tuple[str, ...]) -> bool:
+    """Whether ``value`` holds one of ``secrets`` (`_secrets.holds_secret`)."""
+    if not secrets:
+        return False
+    from ..sandbox._secrets import holds_secret
+
+    return holds_secret(value, secrets)
+
+
+def in_dump(dump: bytes, secrets: tuple[str, ...]) -> bool:
+    """Whether a Monty dump holds one of ``secrets`` (Monty keeps a text as its UTF-8 bytes)."""
+    if not secrets:
+        return False
+    from ..sandbox._secrets import forms
+
+    return any(form.encode() in dump for form in forms(secrets))
+
+
+def masked(text: str | None, secrets: tuple[str, ...]) -> str | None:
+    """``text`` (a call's error, cut to a bound) masked, cut-aware."""
+    if not secrets or not text:
+        return text
+    from ..sandbox._secrets import mask_cut
+
+    return mask_cut(text, secrets)
 
 
 def mask_record(record: _Record, secrets: tuple[str, ...]) -> _Record:
