@@ -1,16 +1,23 @@
 """The type-check cache (issue 12) against real Monty workers: an unchanged cell with unchanged
 tools is checked once; a change to anything the checker reads (a tool's signature, an input's
 type, a session variable's type, the code, Monty's version) is checked again, so a type error
-is still reported after a cached success of another version."""
+is still reported after a cached success of another version. The stubs kept by what they are
+written from (`_stubs.kept`) are written again when a tool changes in place (its annotations,
+code, defaults, a name its string annotations read, its wrapped function, its signature): each
+such change gives the stubs written from nothing, and Monty rejects the cell."""
 
 from __future__ import annotations
 
+import functools
+import inspect
 import uuid
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from jupyter_sandbox.errors import OrchestrationError, TypeCheckError
-from jupyter_sandbox.orchestrate import _typecheck, orchestrate
+from jupyter_sandbox.orchestrate import Tool, _stubs, _typecheck, build_stubs, orchestrate
 from jupyter_sandbox.orchestrate._driver import Driver
 from jupyter_sandbox.orchestrate._sessions import sessions
 
@@ -132,3 +139,166 @@ def test_a_cell_the_check_lets_pass_still_fails_at_run_time(checks):
         with pytest.raises(OrchestrationError, match="IndexError"):
             orchestrate(code, tools=[add])
     assert len(checks) == 1
+
+
+# -- the stubs kept by what they are written from (`_stubs.kept`, `_stub_key`) -----------------
+
+
+def _defined(source: str, future: bool = True) -> dict[str, Any]:
+    """A module's namespace, as a notebook cell or an imported module would define it."""
+    namespace: dict[str, Any] = {"__name__": "tools_module"}
+    header = "from __future__ import annotations\n" if future else ""
+    exec(compile(header + source, "<tools>", "exec", dont_inherit=True), namespace)
+    return namespace
+
+
+def _edit_annotations() -> tuple[Tool, Callable[[], None]]:
+    act = _defined("def act(x: int) -> int:\n    return x\n", future=False)["act"]
+    return Tool(act), lambda: act.__annotations__.__setitem__("x", str)
+
+
+def _replace_code() -> tuple[Tool, Callable[[], None]]:
+    def act(x: int) -> int:
+        return x
+
+    def two(x: int, y: int) -> int:
+        return x + y
+
+    return Tool(act), lambda: setattr(act, "__code__", two.__code__)
+
+
+def _drop_default() -> tuple[Tool, Callable[[], None]]:
+    def act(x: int, y: int = 0) -> int:
+        return x + y
+
+    return Tool(act), lambda: setattr(act, "__defaults__", None)
+
+
+def _drop_keyword_default() -> tuple[Tool, Callable[[], None]]:
+    def act(x: int, *, y: int = 0) -> int:
+        return x + y
+
+    return Tool(act), lambda: setattr(act, "__kwdefaults__", None)
+
+
+def _rebind_string_annotation() -> tuple[Tool, Callable[[], None]]:
+    module = _defined("Num = int\ndef act(x: Num) -> int:\n    return 0\n")
+    return Tool(module["act"]), lambda: module.__setitem__("Num", str)
+
+
+def _rebind_alias_of_alias() -> tuple[Tool, Callable[[], None]]:
+    module = _defined('Inner = int\nNum = "Inner"\ndef act(x: Num) -> int:\n    return 0\n')
+    return Tool(module["act"]), lambda: module.__setitem__("Inner", str)
+
+
+def _rebind_string_in_generic() -> tuple[Tool, Callable[[], None]]:
+    module = _defined('Item = int\ndef act(x: list["Item"]) -> int:\n    return 0\n', False)
+    return Tool(module["act"]), lambda: module.__setitem__("Item", str)
+
+
+def _rebind_string_in_string() -> tuple[Tool, Callable[[], None]]:
+    module = _defined('Item = int\ndef act(x: list["Item"]) -> int:\n    return 0\n')
+    return Tool(module["act"]), lambda: module.__setitem__("Item", str)
+
+
+def _change_wrapped() -> tuple[Tool, Callable[[], None]]:
+    def act(x: int, y: int = 0) -> int:
+        return x + y
+
+    @functools.wraps(act)
+    def logged(*args: Any, **kwargs: Any) -> Any:
+        return act(*args, **kwargs)
+
+    return Tool(logged), lambda: setattr(act, "__defaults__", None)
+
+
+def _replace_signature() -> tuple[Tool, Callable[[], None]]:
+    def act(*args: Any) -> int:
+        return 0
+
+    def signature(*names: str) -> inspect.Signature:
+        kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+        return inspect.Signature([inspect.Parameter(n, kind) for n in names])
+
+    act.__signature__ = signature("x")  # type: ignore[attr-defined]
+    return Tool(act), lambda: setattr(act, "__signature__", signature("x", "y"))
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        _edit_annotations,
+        _replace_code,
+        _drop_default,
+        _drop_keyword_default,
+        _rebind_string_annotation,
+        _rebind_alias_of_alias,
+        _rebind_string_in_generic,
+        _rebind_string_in_string,
+        _change_wrapped,
+        _replace_signature,
+    ],
+)
+def test_a_tool_changed_in_place_is_written_and_checked_again(checks, change):
+    """The same `Tool` object, its function changed after a cell passed: the stubs are
+    written again (equal to stubs written from nothing) and Monty rejects the cell."""
+    tool, edit = change()
+    code = (
+        "act([1])" if change in (_rebind_string_in_generic, _rebind_string_in_string) else "act(1)"
+    )
+    assert orchestrate(code, tools=[tool]).error is None
+    assert orchestrate(code, tools=[tool]).error is None
+    edit()
+    kept_stubs = build_stubs({"act": tool}, {})
+    _stubs.kept.clear()
+    assert kept_stubs == build_stubs({"act": tool}, {})
+    with pytest.raises(TypeCheckError):
+        orchestrate(code, tools=[tool])
+    assert len(checks) == 2
+
+
+def test_an_input_held_as_a_handle_has_other_stubs_than_data():
+    tools = {"add": Tool(add)}
+    data, handles = build_stubs(tools, {"x": [1]}), build_stubs(tools, {"x": [object()]})
+    assert data != handles
+    _stubs.kept.clear()
+    assert (data, handles) == (
+        build_stubs(tools, {"x": [1]}),
+        build_stubs(tools, {"x": [object()]}),
+    )
+
+
+def test_a_tool_renamed_or_made_async_has_its_own_stubs():
+    assert "def plus(x: int, y: int)" in build_stubs({"plus": Tool(add, "plus")}, {})
+    assert "\ndef add(x: int, y: int)" in build_stubs({"add": Tool(add)}, {})
+    swapped = Tool(add)
+    swapped.is_async = True
+    assert "async def add(x: int, y: int)" in build_stubs({"add": swapped}, {})
+
+
+def test_a_freed_objects_id_reused_is_not_mistaken_for_it():
+    """Keys name objects by id and keep them alive: a function freed and another made in
+    its place (often at its address) never gets the stubs of the first."""
+    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    for i in range(50):
+        name = "x" * (1 + i % 2)  # all that differs: the signature object's parameter
+
+        def act(*args):
+            return 0
+
+        act.__signature__ = inspect.Signature([inspect.Parameter(name, kind)])
+        assert f"def act({name}: Any) -> Any" in build_stubs({"act": Tool(act)}, {})
+        del act
+
+
+def test_a_tool_without_a_key_is_written_each_time():
+    """A callable object has no key (`_stub_key`): its stubs follow its class as it changes."""
+
+    class Counter:
+        def __call__(self, x):
+            return x
+
+    tools = {"count": Tool(Counter(), "count")}
+    assert "def count(x: Any) -> Any" in build_stubs(tools, {})
+    Counter.__call__ = lambda self, x, y: x + y  # type: ignore[method-assign]
+    assert "def count(x: Any, y: Any) -> Any" in build_stubs(tools, {})

@@ -99,14 +99,20 @@ def _names_in_value(obj: object) -> tuple[str, ...]:
 @functools.lru_cache(maxsize=1024)
 def names_in(annotation: Any) -> tuple[str, ...]:
     """The names the strings in ``annotation`` read (``"list[Frame]"`` reads ``list`` and
-    ``Frame``), including strings nested in a generic (``list["Frame"]``)."""
+    ``Frame``), including strings nested in a generic (``list["Frame"]``) or in a string
+    (``'list["Frame"]'``, as ``from __future__ import annotations`` keeps it), which
+    `get_type_hints` evaluates in turn."""
     if isinstance(annotation, typing.ForwardRef):
         annotation = annotation.__forward_arg__
     if isinstance(annotation, str):
         try:
-            return compile(annotation, "<annotation>", "eval").co_names
+            code = compile(annotation, "<annotation>", "eval", dont_inherit=True)
         except (SyntaxError, ValueError):
             return ()
+        nested = (
+            name for const in code.co_consts if isinstance(const, str) for name in names_in(const)
+        )
+        return (*code.co_names, *nested)
     return _names_in_args(typing.get_args(annotation))
 
 
