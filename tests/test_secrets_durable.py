@@ -66,17 +66,10 @@ def _the_run(store: Store) -> StoredRun | None:
 
 
 @pytest.fixture
-def secret_env(monkeypatch: pytest.MonkeyPatch) -> str:
+def token(monkeypatch: pytest.MonkeyPatch, docker_engine: Any, no_leaked_containers: Any) -> Any:
+    """A sandbox tool returning the secret ``R2_TOKEN`` holds (set for this test)."""
     monkeypatch.setenv("R2_TOKEN", SECRET)
-    return SECRET
-
-
-def test_a_durable_run_keeps_no_secret_in_its_store_file(
-    tmp_path: Path, secret_env: str, docker_engine: Any, no_leaked_containers: Any
-) -> None:
-    """The token call's result, a call's argument, a call's error and the snapshot at the
-    next sandbox call (the code holds the token there) would each put the secret in the file."""
-    token = tool(
+    return tool(
         create(
             "token",
             code="import os\ntok = os.environ['R2_TOKEN']",
@@ -84,6 +77,11 @@ def test_a_durable_run_keeps_no_secret_in_its_store_file(
             secrets=["R2_TOKEN"],
         )
     )
+
+
+def test_a_durable_run_keeps_no_secret_in_its_store_file(tmp_path: Path, token: Any) -> None:
+    """The token call's result, a call's argument, a call's error and the snapshot at the
+    next sandbox call (the code holds the token there) would each put the secret in the file."""
     box = tool(create("box", code="n = 1", outputs={"n": int}))
 
     @tool
@@ -115,6 +113,19 @@ def test_a_durable_run_keeps_no_secret_in_its_store_file(
     assert records[3]["error"] is not None and "***" in records[3]["error"]
     assert stored.checkpoint is not None
     assert stored.checkpoint.call_index == 0  # the one before token(); not the one at box()
+    assert _on_disk(path) == []
+
+
+def test_a_session_holding_a_secret_is_kept_in_the_kernel_only(tmp_path: Path, token: Any) -> None:
+    """The session's state is dropped from the store (a new kernel finds none rather than an
+    older one), and this process goes on with it."""
+    path, scope = tmp_path / "store.sqlite", tmp_path.name
+    orchestrate("n = 1", session="s", store=path, scope=scope)
+    assert [info.name for info in Store(path).sessions(scope)] == ["s"]
+    orchestrate("tok = await token()", tools=[token], session="s", store=path, scope=scope)
+    assert Store(path).sessions(scope) == []
+    again = orchestrate("[n, len(tok)]", tools=[token], session="s", store=path, scope=scope)
+    assert again.value == [1, len(SECRET)]
     assert _on_disk(path) == []
 
 

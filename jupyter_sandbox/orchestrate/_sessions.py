@@ -30,7 +30,9 @@ The dump format is pydantic-monty's own and version-bound (a dump loads only int
 Monty version): `_FORMAT` names the one this code knows, and any other is refused.
 
 A cell that fails leaves its session as it was before the cell; opaque handles are not part
-of a dump, so a handle kept in a session comes back as a stand-in that tools cannot use.
+of a dump, so a handle kept in a session comes back as a stand-in that tools cannot use. A state
+holding a secret a sandbox tool returned is kept in the kernel only, never in the store
+(`_scrub`).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ import pydantic_monty as pm
 from .._errors import OrchestrationError
 from . import _cbor
 from ._limits import Limits
+from ._scrub import in_dump, known
 from ._tools import Tool
 
 _FORMAT = b"MONTY\x00\x0e\x00"
@@ -207,7 +210,11 @@ class SessionLink:
         state = SessionState(dump, types)
         self.state = state
         self._owner.keep(self.scope, self.name, state)
-        if self._store is not None:
+        if self._store is not None and in_dump(state.dump, known()):
+            # A secret a sandbox tool returned stays off disk (`_scrub`): this kernel keeps
+            # the state, a new kernel finds none rather than an older one.
+            self._store.drop_session(self.scope, self.name)
+        elif self._store is not None:
             self._store.save_session(self.scope, self.name, state.dump, state.names)
 
 
