@@ -8,7 +8,9 @@ the machine's load; "check" is a row's median minus the baseline's.
 Two cells: a one-liner and a 40-line cell, each calling a registered tool (a cell naming no
 tool skips the check, see `Driver.__init__`). Under each table, a cached check's parts
 timed alone: the cache hit (hashing stubs and code), the stubs it hashes when they are kept
-(`_stubs.kept`: unchanged tools and input types) and when they are written anew.
+(`_stubs.kept`: unchanged tools and input types) and when they are written anew, and what
+Monty adds: a worker checked out with the stubs and fed with the check skipped, against one
+checked out without type checking (interleaved rounds).
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ import os
 import time
 from collections.abc import Callable
 
-from _timing import measure_prepared, print_table
+from _timing import measure, measure_prepared, print_table
 
 from jupyter_sandbox.orchestrate import _typecheck, orchestrate, resolve_tools
+from jupyter_sandbox.orchestrate._runtime import pool
 from jupyter_sandbox.orchestrate._stubs import build_stubs, kept
 
 
@@ -99,6 +102,25 @@ def parts(code: str) -> str:
     )
 
 
+def monty_part(rounds: int) -> str:
+    """What Monty itself adds to a cached check (see the module docstring)."""
+    stubs = build_stubs(resolve_tools(TOOLS), {})
+
+    def fed(type_check: bool) -> Callable[[], object]:
+        def run() -> object:
+            declared = stubs if type_check else None
+            with pool().checkout(type_check=type_check, type_check_stubs=declared) as session:
+                return session.feed_run("1", skip_type_check=True)
+
+        return run
+
+    (_, off), (_, on) = measure([("off", fed(False)), ("stubs", fed(True))], rounds)
+    return (
+        f"Monty: checked out with the stubs, check skipped {on * 1e6:.0f} us vs "
+        f"without type checking {off * 1e6:.0f} us ({(on - off) * 1e6:+.0f} us)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=40)
@@ -116,6 +138,7 @@ def main() -> None:
         for name, seconds in table[1:]:
             print(f"  check cost, {name:40} {(seconds - base) * 1e3:8.2f} ms")
         print(f"  {parts(code)}")
+    print(f"  {monty_part(args.rounds * 10)} (load {os.getloadavg()[0]:.2f})")
 
 
 if __name__ == "__main__":

@@ -9,8 +9,10 @@ such change gives the stubs written from nothing, and Monty rejects the cell."""
 from __future__ import annotations
 
 import functools
+import gc
 import inspect
 import uuid
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -291,6 +293,18 @@ def test_a_freed_objects_id_reused_is_not_mistaken_for_it():
         del act
 
 
+def test_a_freed_class_id_reused_is_not_mistaken_for_it():
+    """The same for an input's class, which the kept stubs hold weakly: a class freed and
+    another made in its place is declared under its own name."""
+    tools = {"add": Tool(add)}
+    for i in range(50):
+        name = "A" * (1 + i % 2)
+        handle = type(name, (), {})()
+        assert f"\nx: {name}\n" in build_stubs(tools, {"x": handle})
+        del handle
+        gc.collect()
+
+
 def test_a_tool_without_a_key_is_written_each_time():
     """A callable object has no key (`_stub_key`): its stubs follow its class as it changes."""
 
@@ -302,3 +316,25 @@ def test_a_tool_without_a_key_is_written_each_time():
     assert "def count(x: Any) -> Any" in build_stubs(tools, {})
     Counter.__call__ = lambda self, x, y: x + y  # type: ignore[method-assign]
     assert "def count(x: Any, y: Any) -> Any" in build_stubs(tools, {})
+
+
+def test_kept_stubs_do_not_keep_a_replaced_tool_alive():
+    """A tool redefined in a notebook frees the old function and what its closure holds,
+    although the stubs written from it are still kept."""
+
+    class Big:
+        pass
+
+    def define() -> tuple[Tool, weakref.ref[Big]]:
+        held = Big()
+
+        def act(x: int) -> int:
+            return x if held else 0
+
+        return Tool(act), weakref.ref(held)
+
+    tool, held = define()
+    build_stubs({"act": tool}, {"big": Big()})
+    del tool
+    gc.collect()
+    assert held() is None

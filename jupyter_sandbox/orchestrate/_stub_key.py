@@ -39,8 +39,9 @@ def tool_key(tool: Tool, refs: list[object]) -> Hashable | None:
     same state, or None when the tool is not a plain function (written each time).
 
     Objects are in the key by ``id``; each is appended to ``refs``, which whoever keeps the
-    key must keep alive with it: a live object's id is its own, so an equal key names the
-    very same objects (an object freed and its id reused cannot match)."""
+    key must hold with it and check alive before using it: a live object's id is its own,
+    so an equal key names the very same objects (an object freed and its id reused cannot
+    match, see `_stubs._Kept`)."""
     if type(tool).signature is not Tool.signature:
         return None
     parts: list[Hashable] = [tool.name, tool.is_async]

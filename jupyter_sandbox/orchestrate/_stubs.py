@@ -18,6 +18,7 @@ import inspect
 import threading
 import types
 import typing
+import weakref
 from collections import OrderedDict
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
@@ -142,24 +143,39 @@ _KEPT = 64
 
 class _Kept:
     """The stub sets built last, by `_stub_key` of their tools and inputs, least recently
-    used first, each with the objects its key names by id (kept alive so the ids stay
-    theirs); thread-safe (cells of several notebooks build stubs at once)."""
+    used first; thread-safe (cells of several notebooks build stubs at once).
+
+    A key names objects by id. Each set holds them weakly where Python allows (functions,
+    code, classes, modules), so a tool redefined in a notebook frees the old function and
+    what its closure holds, and strongly otherwise (a ``__signature__``); a set whose weakly
+    held object is gone is dropped when looked up, as its id may be another object's now."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._sets: OrderedDict[Hashable, tuple[list[object], Stubs]] = OrderedDict()
+        self._sets: OrderedDict[Hashable, tuple[list[weakref.ref[Any]], list[object], Stubs]]
+        self._sets = OrderedDict()
 
     def get(self, key: Hashable) -> Stubs | None:
         with self._lock:
             found = self._sets.get(key)
             if found is None:
                 return None
+            if any(ref() is None for ref in found[0]):
+                del self._sets[key]
+                return None
             self._sets.move_to_end(key)
-            return found[1]
+            return found[2]
 
     def put(self, key: Hashable, refs: list[object], built: Stubs) -> None:
+        weak: list[weakref.ref[Any]] = []
+        strong: list[object] = []
+        for obj in refs:
+            try:
+                weak.append(weakref.ref(obj))
+            except TypeError:  # not weakly referable: small values (None, a Signature)
+                strong.append(obj)
         with self._lock:
-            self._sets[key] = (refs, built)
+            self._sets[key] = (weak, strong, built)
             while len(self._sets) > _KEPT:
                 self._sets.popitem(last=False)
 
