@@ -76,6 +76,7 @@ class OrchestrateMagics(CellMagics):
     @argument(
         "--timeout",
         type=float,
+        metavar="S",
         help=f"seconds of Monty compute time (default {_DEFAULTS.timeout:g})",
     )
     @argument(

@@ -90,32 +90,83 @@ class SandboxMagics(CellMagics):
     @help_option
     @argument("--name", help="also define NAME in the notebook: NAME(x=...) runs it again")
     @argument(
-        "--in", dest="inputs", action="append", metavar="NAME[:TYPE]", help="input variable(s)"
+        "--in",
+        dest="inputs",
+        action="append",
+        metavar="NAME[:TYPE]",
+        help="notebook variables passed in (comma-separated, repeatable; "
+        "TYPE e.g. int, str, File; default: the value's type)",
     )
     @argument(
-        "--out", dest="outputs", action="append", metavar="NAME[:TYPE]", help="output variable(s)"
+        "--out",
+        dest="outputs",
+        action="append",
+        metavar="NAME[:TYPE]",
+        help="variables of the code set in the notebook afterwards (comma-separated, "
+        "repeatable; default TYPE: the value's type)",
     )
-    @argument("--packages", nargs="+", action="extend", metavar="P", help="pip packages")
+    @argument(
+        "--packages",
+        nargs="+",
+        action="extend",
+        metavar="P",
+        help="pip packages (installed into an image built once)",
+    )
     @argument("--system-packages", nargs="+", action="extend", metavar="P", help="apt packages")
     @argument("--image", help="prebuilt image to run as is (no build)")
-    @argument("--base-image", help="image to build the environment on")
-    @argument("--cpus", type=float, help="CPUs (default 1)")
-    @argument("--memory", help="memory limit (default 1g)")
-    @argument("--timeout", type=float, help="seconds before the run is killed (default 600)")
+    @argument("--base-image", metavar="IMAGE", help="image to build the environment on")
+    @argument("--cpus", type=float, metavar="N", help="CPUs (default 1)")
+    @argument("--memory", metavar="SIZE", help="memory limit, e.g. 512m or 2g (default 1g)")
+    @argument(
+        "--timeout", type=float, metavar="S", help="seconds before the run is stopped (default 600)"
+    )
     @argument("--cluster", metavar="ADDR", help="Dask scheduler to run on (default: this machine)")
-    @argument("--network", choices=("none", "bridge"), default="none", help="default: none")
+    @argument(
+        "--network",
+        choices=("none", "bridge"),
+        default="none",
+        help="none (default) or bridge: a network for the code",
+    )
     @argument(
         "--isolation",
         choices=get_args(Isolation),
         help="container (runc, default) or gvisor (the code's system calls served by gVisor)",
     )
-    @argument("--env", nargs="+", action="extend", metavar="K=V", help="environment variables")
-    @argument("--secret", nargs="+", action="extend", metavar="NAME", help="host env vars to pass")
-    @argument("--retries", type=int, default=0, help="re-runs before an error surfaces")
-    @argument("--cache", action="store_true", help="reuse the result of an identical run")
-    @argument("--verbatim", action="store_true", help="run as written; IO via /var/inputs|outputs")
-    @argument("--command", action="store_true", help="the cell is a bash script")
-    @argument("--quiet", action="store_true", help="only the code's own output")
+    @argument(
+        "--env",
+        nargs="+",
+        action="extend",
+        metavar="K=V",
+        help="environment variables for the code",
+    )
+    @argument(
+        "--secret",
+        nargs="+",
+        action="extend",
+        metavar="NAME",
+        help="host environment variables read at run time, masked as *** in all output",
+    )
+    @argument(
+        "--retries",
+        type=int,
+        default=0,
+        metavar="N",
+        help="re-runs of a failed container before the error surfaces (default 0)",
+    )
+    @argument(
+        "--cache", action="store_true", help="reuse the result of an identical run (kept on disk)"
+    )
+    @argument(
+        "--verbatim",
+        action="store_true",
+        help="run the cell as written: it reads /var/inputs/NAME, writes /var/outputs/NAME",
+    )
+    @argument(
+        "--command", action="store_true", help="the cell is a bash script (files as --verbatim)"
+    )
+    @argument(
+        "--quiet", action="store_true", help="only the code's own output: no build or run record"
+    )
     @cell_magic
     def sandbox(self, line: str, cell: str) -> None:
         """Run the cell in a fresh container; declared outputs come back as notebook variables.
