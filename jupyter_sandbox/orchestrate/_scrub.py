@@ -149,11 +149,13 @@ def mask_record(record: _Record, secrets: tuple[str, ...]) -> _Record:
     """A JSON-safe ``record`` with every text in it masked (cut-aware: previews are cut)."""
     if not secrets:
         return record
-    from ..sandbox._secrets import mask_cut
+    from ..sandbox._secrets import CutMasker
+
+    mask = CutMasker(secrets)
 
     def walk(item: Any) -> Any:
         if isinstance(item, str):
-            return mask_cut(item, secrets)
+            return mask(item)
         if isinstance(item, dict):
             return {key: walk(value) for key, value in item.items()}
         if isinstance(item, list):

@@ -16,6 +16,7 @@ longer matches: `mask_error` also masks a secret's start (or end) where text is 
 from __future__ import annotations
 
 import codecs
+import functools
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -42,8 +43,14 @@ def forms(secrets: Iterable[str]) -> tuple[str, ...]:
     ``invalid literal for int(): 'pa\\ss'``), and reaches our own errors the same way (an
     output that does not parse is quoted): masking only the raw text left those showing in
     full. So the ``repr`` of the text and of its UTF-8 bytes (in both quote styles) and its
-    JSON escaping are masked too. A plain secret has no other form.
+    JSON escaping are masked too. A plain secret has no other form. Worked out once per set
+    of secrets (a durable run asks for each record it stores).
     """
+    return _forms(tuple(secrets))
+
+
+@functools.lru_cache(maxsize=64)
+def _forms(secrets: tuple[str, ...]) -> tuple[str, ...]:
     found: dict[str, None] = {}
     for secret in secrets:
         if not secret:
@@ -84,18 +91,38 @@ def mask_cut(text: str, secrets: Iterable[str]) -> str:
     bounded text such as error messages: a stream legitimately ends in the middle of a word.
     The pieces of every form are found in the same text, then masked at once: masking one
     form's piece first could leave another form's longer piece unrecognisable."""
-    spellings = forms(secrets)
-    text = _mask(text, spellings)
-    spans = sorted(span for secret in spellings for span in _pieces(text, secret))
-    merged: list[list[int]] = []
-    for start, end in spans:  # overlapping pieces become one mask
-        if merged and start <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], end)
-        else:
-            merged.append([start, end])
-    for start, end in reversed(merged):  # from the end: earlier spans keep their place
-        text = text[:start] + MASK + text[end:]
-    return text
+    return CutMasker(secrets)(text)
+
+
+class CutMasker:
+    """`mask_cut` by the same secrets for many texts (a record's, a live view's): their
+    `forms`, and the edges a text must hold to need more than a glance, worked out once."""
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        self.spellings = forms(secrets)
+        # The secret, and each piece `_pieces` finds, holds its first or last CUT_SHOWN + 1
+        # characters: most texts hold neither, and are returned as they are at once.
+        self._edges = [(s[: CUT_SHOWN + 1], s[-CUT_SHOWN - 1 :]) for s in self.spellings]
+
+    def __call__(self, text: str) -> str:
+        if not any(start in text or end in text for start, end in self._edges):
+            return text
+        text = _mask(text, self.spellings)
+        spans = sorted(
+            span
+            for secret, (start, end) in zip(self.spellings, self._edges, strict=True)
+            if start in text or end in text
+            for span in _pieces(text, secret)
+        )
+        merged: list[list[int]] = []
+        for start, end in spans:  # overlapping pieces become one mask
+            if merged and start <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], end)
+            else:
+                merged.append([start, end])
+        for start, end in reversed(merged):  # from the end: earlier spans keep their place
+            text = text[:start] + MASK + text[end:]
+        return text
 
 
 def _pieces(text: str, secret: str) -> list[tuple[int, int]]:
