@@ -14,7 +14,7 @@ import inspect
 import uuid
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 
@@ -303,6 +303,16 @@ def test_a_freed_class_id_reused_is_not_mistaken_for_it():
         assert f"\nx: {name}\n" in build_stubs(tools, {"x": handle})
         del handle
         gc.collect()
+
+
+def test_a_tool_with_an_unhashable_annotation_is_written_each_time(checks):
+    def act(x: Annotated[int, {"unit": "m"}]) -> int:
+        return x
+
+    assert "def act(x: int) -> int" in build_stubs({"act": Tool(act)}, {})
+    assert orchestrate("act(1)", tools=[act]).value == 1
+    with pytest.raises(TypeCheckError):
+        orchestrate("act('1')", tools=[act])
 
 
 def test_a_tool_without_a_key_is_written_each_time():

@@ -67,11 +67,14 @@ def tool_key(tool: Tool, refs: list[object]) -> Hashable | None:
         if "__wrapped__" not in own:
             break
         func = own["__wrapped__"]
-    # `get_type_hints` evaluates the outer annotations in the innermost function's globals
-    found = _resolved(tool.func.__annotations__.values(), func.__globals__)
+    try:  # `get_type_hints` evaluates the outer annotations in the innermost function's globals
+        found = _resolved(tool.func.__annotations__.values(), func.__globals__)
+        key = (*parts, tuple(map(id, found)))
+        hash(key)
+    except TypeError:  # an unhashable annotation (``Annotated[int, {...}]``): no key
+        return None
     refs += found
-    parts.append(tuple(map(id, found)))
-    return tuple(parts)
+    return key
 
 
 def _resolved(annotations: typing.Iterable[Any], namespace: Mapping[str, Any]) -> list[object]:
@@ -91,6 +94,8 @@ def _resolved(annotations: typing.Iterable[Any], namespace: Mapping[str, Any]) -
 
 
 def _names_in_value(obj: object) -> tuple[str, ...]:
+    if isinstance(obj, type):  # most do: a class is where the evaluation stops
+        return ()
     try:
         return names_in(obj)
     except TypeError:  # unhashable: not an annotation `get_type_hints` evaluates further

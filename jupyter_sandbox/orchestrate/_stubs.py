@@ -198,11 +198,7 @@ def stubs(tools: Mapping[str, Tool], inputs: Mapping[str, Any]) -> Stubs:
     kinds = tuple(map(type, inputs.values()))
     refs += kinds
     key = (tuple(tools), keys, tuple(inputs), tuple(map(id, kinds)), plain)
-    try:
-        found = None if None in keys else kept.get(key)
-    except TypeError:  # an unhashable annotation: no key
-        keys = (None,)
-        found = None
+    found = None if None in keys else kept.get(key)
     if found is not None:
         return found
     built = _written(tools, inputs, plain)
