@@ -116,6 +116,18 @@ def test_a_durable_run_keeps_no_secret_in_its_store_file(tmp_path: Path, token: 
     assert _on_disk(path) == []
 
 
+def test_an_input_holding_a_returned_secret_is_not_kept(tmp_path: Path, token: Any) -> None:
+    """A notebook variable holding the token (``--out`` of an earlier cell) given as an input:
+    the store names it as not kept, so a resume must be given it again."""
+    tok = orchestrate("await token()", tools=[token]).value
+    path = tmp_path / "store.sqlite"
+    result = orchestrate("len(tok)", inputs={"tok": tok, "n": 1}, store=path)
+    assert result.value == len(SECRET)
+    inputs = Store(path).run(result.run_id).calls[-1]["inputs"]
+    assert inputs == {"tok": {"handle": SECRET_MARKER}, "n": 1}
+    assert _on_disk(path) == []
+
+
 def test_a_session_holding_a_secret_is_kept_in_the_kernel_only(tmp_path: Path, token: Any) -> None:
     """The session's state is dropped from the store (a new kernel finds none rather than an
     older one), and this process goes on with it."""
