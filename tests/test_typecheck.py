@@ -203,6 +203,14 @@ def _rebind_string_in_string() -> tuple[Tool, Callable[[], None]]:
     return Tool(module["act"]), lambda: module.__setitem__("Item", str)
 
 
+def _edit_method() -> tuple[Tool, Callable[[], None]]:
+    class Client:
+        def act(self, x: int) -> int:
+            return x
+
+    return Tool(Client().act), lambda: Client.act.__annotations__.__setitem__("x", "str")
+
+
 def _change_wrapped() -> tuple[Tool, Callable[[], None]]:
     def act(x: int, y: int = 0) -> int:
         return x + y
@@ -237,6 +245,7 @@ def _replace_signature() -> tuple[Tool, Callable[[], None]]:
         _rebind_alias_of_alias,
         _rebind_string_in_generic,
         _rebind_string_in_string,
+        _edit_method,
         _change_wrapped,
         _replace_signature,
     ],
@@ -270,7 +279,13 @@ def test_an_input_held_as_a_handle_has_other_stubs_than_data():
     )
 
 
-def test_a_tool_renamed_or_made_async_has_its_own_stubs():
+def test_a_tool_renamed_bound_or_made_async_has_its_own_stubs():
+    class Client:
+        def act(self, x: int) -> int:
+            return x
+
+    assert "def act(self: Any, x: int)" in build_stubs({"act": Tool(Client.act)}, {})
+    assert "def act(x: int)" in build_stubs({"act": Tool(Client().act)}, {})
     assert "def plus(x: int, y: int)" in build_stubs({"plus": Tool(add, "plus")}, {})
     assert "\ndef add(x: int, y: int)" in build_stubs({"add": Tool(add)}, {})
     swapped = Tool(add)

@@ -11,8 +11,10 @@ defaults, editing its annotations, or rebinding a name a string annotation uses 
 key; rebinding an attribute of a module a string annotation reaches through (``np.ndarray``)
 does not, nor renaming a class in place.
 
-Anything else (a `functools.partial`, a callable object, a builtin, a `Tool` subclass with its
-own signature) has no key and its stub is written each time.
+A method bound to an object (``tool(client.search)``) is keyed by its function: the object it
+is bound to is not in its stub. Anything else (a `functools.partial`, a callable object, a
+builtin, a `Tool` subclass with its own signature) has no key and its stub is written each
+time.
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ _DEPTH = 8
 
 def tool_key(tool: Tool, refs: list[object]) -> Hashable | None:
     """A hashable value equal for two tools exactly when their stubs are written from the
-    same state, or None when the tool is not a plain function (written each time).
+    same state, or None when the tool is not a plain function or a method bound to an
+    object (written each time).
 
     Objects are in the key by ``id``; each is appended to ``refs``, which whoever keeps the
     key must hold with it and check alive before using it: a live object's id is its own,
@@ -44,8 +47,11 @@ def tool_key(tool: Tool, refs: list[object]) -> Hashable | None:
     match, see `_stubs._Kept`)."""
     if type(tool).signature is not Tool.signature:
         return None
-    parts: list[Hashable] = [tool.name, tool.is_async]
     func: Any = tool.func
+    bound = type(func) is types.MethodType  # its function's signature without the first
+    if bound:
+        func = func.__func__
+    parts: list[Hashable] = [tool.name, tool.is_async, bound]
     while True:  # the chain `inspect.signature` and `get_type_hints` follow
         if type(func) is not types.FunctionType:
             return None
