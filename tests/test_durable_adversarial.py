@@ -7,6 +7,7 @@ was, and racing approvals make the gated call once. Host-side counters prove whi
 from __future__ import annotations
 
 import os
+import signal
 import sqlite3
 import threading
 from pathlib import Path
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_sandbox import Store, fork_run, orchestrate, resume_run
-from jupyter_sandbox.errors import SandboxConfigError, StoreError, ToolError
+from jupyter_sandbox.errors import Interrupted, SandboxConfigError, StoreError, ToolError
 from jupyter_sandbox.orchestrate import Tool
 from jupyter_sandbox.orchestrate._durable import open_store
 from jupyter_sandbox.orchestrate._paused import paused_runs
@@ -212,3 +213,35 @@ def test_a_paused_run_whose_checkpoint_is_refused_is_listed_without_hiding_the_o
     with pytest.raises(StoreError, match="modified outside"):
         resume_run(second.run_id, approve=True, store=store, tools=calls.tools())
     assert calls.made == []
+
+
+# -- interrupts -----------------------------------------------------------------------------
+
+
+def test_an_approved_call_interrupted_on_the_host_is_asked_again_on_resume(calls, tmp_path):
+    """Ctrl-C (a real SIGINT, sent by the tool once it runs) while the approved call runs:
+    the run is left interrupted, and resuming it pauses at that call again instead of making
+    it unasked (the approval was spent); a second approval makes it."""
+    store = tmp_path / "s.sqlite"
+    release = threading.Event()
+
+    def delete(path: str) -> str:
+        calls.made.append(f"delete {path}")
+        if len(calls.made) == 2:  # the first approval's call: stopped by Ctrl-C
+            os.kill(os.getpid(), signal.SIGINT)
+            release.wait(60)
+        return "deleted " + path
+
+    tools = [Tool(calls.step), Tool(delete, approve=True)]
+    paused = orchestrate(GATED, tools=tools, store=store)
+    try:
+        with pytest.raises(Interrupted, match=r"the call to delete\(\).*was abandoned"):
+            resume_run(paused.run_id, approve=True, store=store, tools=tools)
+    finally:
+        release.set()
+    assert status(store, paused.run_id) == "interrupted"
+    again = resume_run(paused.run_id, store=store, tools=tools)
+    assert again.status == "paused" and calls.made == ["step", "delete /data/old"]
+    done = resume_run(paused.run_id, approve=True, store=store, tools=tools)
+    assert done.value == [2, "deleted /data/old"]
+    assert calls.made == ["step", "delete /data/old", "delete /data/old"]

@@ -70,9 +70,11 @@ def start(driver: Driver) -> concurrent.futures.Future[OrchestrationResult]:
 
 
 def wait(driver: Driver) -> OrchestrationResult:
-    """`start` the driver and wait for its outcome; Ctrl-C stops it (see `orchestrate`)."""
-    future = start(driver)
+    """`start` the driver and wait for its outcome; Ctrl-C stops it (see `orchestrate`), even
+    one arriving while the thread starts (its tools may run already)."""
+    future = driver.future
     try:
+        start(driver)
         return future.result()
     except KeyboardInterrupt:
         # Only the kernel's SIGINT lands here: a tool raising KeyboardInterrupt does so on
