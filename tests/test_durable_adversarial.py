@@ -13,6 +13,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from IPython.core.error import UsageError
 
 from jupyter_sandbox import Store, fork_run, orchestrate, resume_run
 from jupyter_sandbox.errors import Interrupted, SandboxConfigError, StoreError, ToolError
@@ -245,3 +246,21 @@ def test_an_approved_call_interrupted_on_the_host_is_asked_again_on_resume(calls
     done = resume_run(paused.run_id, approve=True, store=store, tools=tools)
     assert done.value == [2, "deleted /data/old"]
     assert calls.made == ["step", "delete /data/old", "delete /data/old"]
+
+
+def test_approving_an_interrupted_run_says_how_to_continue_it(shell, calls, tmp_path):
+    store = tmp_path / "s.sqlite"
+    paused = orchestrate(GATED, tools=calls.tools(), store=store)
+    with sqlite3.connect(store) as db:  # as the interrupted approval above leaves it
+        db.execute("UPDATE runs SET status = 'interrupted'")
+    shell.run_line_magic("config", f"OrchestrateMagics.store = {str(store)!r}")
+    try:
+        with pytest.raises(UsageError) as refused:
+            shell.run_line_magic("orchestrate_approve", paused.run_id)
+    finally:
+        shell.run_line_magic("config", "OrchestrateMagics.store = None")
+    assert str(refused.value) == (
+        f"run {paused.run_id} is interrupted, not paused: nothing to approve or reject; "
+        f"jupyter_sandbox.resume_run('{paused.run_id}') continues it (a gated call it has not "
+        "made waits for an answer again)"
+    )

@@ -202,10 +202,15 @@ class DurableMagics(CellMagics):
     def _continue(self, run_id: str, *, approve: bool, reason: str | None) -> Any:
         store = self._store("%orchestrate_approve" if approve else "%orchestrate_reject")
         run = _stored(lambda: store.run(run_id))
-        if run.status != "paused":
+        if run.status != "paused":  # e.g. interrupted while its approved call ran
+            then = (
+                "%orchestrate_pending lists paused runs"
+                if run.status == "ok"
+                else f"jupyter_sandbox.resume_run({run_id!r}) continues it (a gated call it "
+                "has not made waits for an answer again)"
+            )
             raise UsageError(
-                f"run {run_id} is {run.status}, not paused: nothing to approve or reject "
-                "(%orchestrate_pending lists paused runs)"
+                f"run {run_id} is {run.status}, not paused: nothing to approve or reject; {then}"
             )
         return show_run(
             lambda on_event: resume_run(
