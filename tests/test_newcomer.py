@@ -39,6 +39,18 @@ def test_a_limit_is_said_once_in_our_words(
     assert montys not in shown, shown
 
 
+def test_the_codes_own_error_is_said_once_under_its_frames(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The cell's traceback ended with `PermissionError: ...` and our line below repeated it
+    (`OrchestrationError: PermissionError: ...`): the demo's last cell showed it twice."""
+    shown = _run(shell, capsys, '%%orchestrate\nopen("/etc/passwd").read()')
+    assert shown.count("Permission denied: '/etc/passwd'") == 1, shown
+    frame = 'File "<cell>", line 2, in <module>\n    open("/etc/passwd").read()\n'
+    assert frame in shown, shown
+    assert "OrchestrationError: PermissionError: Permission denied" in shown, shown
+
+
 @pytest.mark.xfail(
     strict=True,
     reason="magics/_durable.py (R1's file): %orchestrate_sessions/_pending/_reset read --help "

@@ -151,6 +151,9 @@ def format_error(exc: SandboxError) -> str:
     if through is not None:
         return through
     if sandbox_tb:
+        *frames, own = sandbox_tb.rstrip().splitlines()
+        if frames and not host_tb and str(exc) == own:  # ours says it: the frames, then ours
+            return "\n".join([*frames, f"{type(exc).__name__}: {exc}"])
         parts.append(sandbox_tb.rstrip())
     if host_tb:
         parts.append(
