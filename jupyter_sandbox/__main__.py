@@ -52,7 +52,10 @@ def _add_sandbox_commands(commands: argparse._SubParsersAction) -> None:  # type
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="jupyter-sandbox", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="jupyter-sandbox",
+        description="Set up jupyter-sandbox on this machine (also: python -m jupyter_sandbox).",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
 
     kernel = commands.add_parser(
