@@ -77,27 +77,6 @@ def test_a_rejected_call_is_not_made_when_its_tool_is_no_longer_gated(calls, tmp
     assert calls.made == ["step"]
 
 
-def test_racing_approvals_make_the_gated_call_once(calls, tmp_path):
-    store = tmp_path / "s.sqlite"
-    paused = orchestrate(GATED, tools=calls.tools(), store=store)
-    outcomes: list[object] = []
-
-    def approve() -> None:
-        try:
-            done = resume_run(paused.run_id, approve=True, store=store, tools=calls.tools())
-            outcomes.append(done.value)
-        except StoreError as exc:
-            outcomes.append(str(exc))
-
-    threads = [threading.Thread(target=approve) for _ in range(3)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert outcomes.count([2, "deleted /data/old"]) == 1, outcomes
-    assert calls.made == ["step", "delete /data/old"]
-
-
 # -- a resume that fails before its run starts leaves the run as it was -------------------
 
 
@@ -166,6 +145,16 @@ def test_a_store_in_a_folder_others_can_write_is_refused(tmp_path):
     with pytest.raises(StoreError, match=f"folder {shared} is writable by others"):
         Store(shared / "s.sqlite")
     assert not (shared / "s.sqlite").exists() and not (shared / "key").exists()
+
+
+@pytest.mark.parametrize("version", ["abc", "0", ""])
+def test_a_store_with_an_unreadable_schema_version_is_refused_in_one_line(tmp_path, version):
+    path = tmp_path / "s.sqlite"
+    Store(path).close()
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (version,))
+    with pytest.raises(StoreError, match=f"schema version {version!r}, which no jupyter"):
+        Store(path)
 
 
 # -- odd input ------------------------------------------------------------------------------

@@ -524,7 +524,7 @@ class Store:
                 f"BEGIN IMMEDIATE; {_SCHEMA} INSERT OR IGNORE INTO meta "
                 f"VALUES ('schema', '{SCHEMA_VERSION}'); COMMIT;"
             )
-            version = _migrated(db)
+            version = _migrated(db, self.path)
         except BaseException:
             db.close()
             raise
@@ -643,12 +643,17 @@ class Store:
         return payload
 
 
-def _migrated(db: sqlite3.Connection) -> int:
+def _migrated(db: sqlite3.Connection, path: Path) -> int:
     """The store's schema version, after migrating an older one to `SCHEMA_VERSION` (in one
     transaction: of kernels opening an old store at once, one migrates it)."""
     db.execute("BEGIN IMMEDIATE")
     try:
         (value,) = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+        if not str(value).isdigit() or int(value) < 1:
+            raise StoreError(
+                f"the store at {path} has schema version {value!r}, which no jupyter-sandbox "
+                "writes: point $JUPYTER_SANDBOX_STORE at another store"
+            )
         version = int(value)
         while version in _MIGRATIONS:
             db.execute(_MIGRATIONS[version])
