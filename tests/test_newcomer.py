@@ -65,3 +65,23 @@ def test_every_durable_line_magic_takes_help(
     shown = _run(shell, capsys, f"%{magic} --help")
     assert "UsageError" not in shown, shown
     assert f"%{magic}" in shown, shown
+
+
+@pytest.mark.docker
+@pytest.mark.usefixtures("no_leaked_containers")
+@pytest.mark.xfail(
+    strict=True,
+    reason="orchestrate/_driver.py (C's file): Driver._failed skips only orchestrate/ frames, "
+    "so a sandbox tool's error keeps _threads.py and sandbox/_sandbox.py frames",
+)
+def test_a_failed_sandbox_tool_shows_none_of_our_frames() -> None:
+    """The trace row of a sandbox tool whose container exited 3 (notebook 03) held a host
+    traceback through `_threads.py` and `sandbox/_sandbox.py`: our code, not the user's."""
+    from jupyter_sandbox import create, orchestrate, tool
+
+    flaky = create("flaky", code="raise SystemExit(3)", outputs={"done": bool})
+    code = "try:\n    await flaky()\nexcept Exception as e:\n    str(e)"
+    result = orchestrate(code, tools=[tool(flaky)])
+    (call,) = result.trace
+    assert call.error is not None and "exited with code 3" in call.error
+    assert "jupyter_sandbox" not in (call.host_traceback or ""), call.host_traceback
