@@ -56,26 +56,25 @@ def tool_key(tool: Tool, refs: list[object]) -> Hashable | None:
         if type(func) is not types.FunctionType:
             return None
         own = func.__dict__
-        if any(name in own for name in _PARTIAL_METHOD):
+        if own and any(name in own for name in _PARTIAL_METHOD):
             return None
         signature = own.get("__signature__")
-        refs += (func, func.__code__, signature)
-        parts.append(
-            (
-                id(func),
-                id(func.__code__),
-                len(func.__defaults__ or ()),
-                tuple(func.__kwdefaults__ or ()),
-                tuple(func.__annotations__.items()),
-                id(signature),
-            )
+        code = func.__code__
+        refs += (func, code, signature)
+        parts += (
+            id(func),
+            id(code),
+            len(func.__defaults__ or ()),
+            tuple(func.__kwdefaults__ or ()),
+            tuple(func.__annotations__.items()),
+            id(signature),
         )
         if "__wrapped__" not in own:
             break
         func = own["__wrapped__"]
     try:  # `get_type_hints` evaluates the outer annotations in the innermost function's globals
-        found = _resolved(tool.func.__annotations__.values(), func.__globals__)
-        key = (*parts, tuple(map(id, found)))
+        found = _resolved(names_in_all(tuple(tool.func.__annotations__.values())), func.__globals__)
+        key = (*parts, *map(id, found))
         hash(key)
     except TypeError:  # an unhashable annotation (``Annotated[int, {...}]``): no key
         return None
@@ -83,25 +82,33 @@ def tool_key(tool: Tool, refs: list[object]) -> Hashable | None:
     return key
 
 
-def _resolved(annotations: typing.Iterable[Any], namespace: Mapping[str, Any]) -> list[object]:
-    """The objects the names in string annotations resolve to, in order, following values
-    that are annotations with strings in them (aliases) a few levels deep."""
-    names = [name for ann in annotations for name in names_in(ann)]
+def _resolved(names: tuple[str, ...], namespace: Mapping[str, Any]) -> list[object]:
+    """The objects ``names`` resolve to in a function's globals or builtins, in order,
+    followed by those the names in values that are annotations with strings in them
+    (aliases) resolve to, a few levels deep."""
+    if not names:
+        return []
     spare = namespace.get("__builtins__", builtins)
     builtin = spare.__dict__ if isinstance(spare, types.ModuleType) else spare
     objects: list[object] = []
     for _ in range(_DEPTH):
-        if not names:
-            break
         found = [namespace.get(n, builtin.get(n, _NO_NAME)) for n in names]
         objects += found
-        names = [name for obj in found for name in _names_in_value(obj)]
+        # most are classes, where the evaluation stops
+        further = [obj for obj in found if not isinstance(obj, type)]
+        names = tuple([name for obj in further for name in _names_in_value(obj)])
+        if not names:
+            break
     return objects
 
 
+@functools.lru_cache(maxsize=1024)
+def names_in_all(annotations: tuple[Any, ...]) -> tuple[str, ...]:
+    """`names_in` of each of a function's annotations, in order (one lookup per tool)."""
+    return tuple(name for annotation in annotations for name in names_in(annotation))
+
+
 def _names_in_value(obj: object) -> tuple[str, ...]:
-    if isinstance(obj, type):  # most do: a class is where the evaluation stops
-        return ()
     try:
         return names_in(obj)
     except TypeError:  # unhashable: not an annotation `get_type_hints` evaluates further
