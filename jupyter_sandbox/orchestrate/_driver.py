@@ -65,7 +65,9 @@ _running: contextvars.ContextVar[Driver | None] = contextvars.ContextVar(
 )
 """The run whose tool is executing: a sync tool runs on the run's thread, an async tool in a
 task that inherits the context of that thread."""
-_HERE = os.path.dirname(os.path.abspath(__file__))
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+"""Frames under it are ours: a tool's host traceback starts where ours end (a sandbox tool's
+error has none but its own line)."""
 _SCRIPT = "cell.py"
 _CHECKED = "jupyter_sandbox_type_checked"
 """The call that stops the type check's own feed before the code runs (see `_checked_apart`)."""
@@ -596,9 +598,10 @@ class Driver:
     def _failed(self, call: ToolCall, exc: BaseException) -> Any:
         call.end = time.perf_counter() - self._t0
         call.error = describe(exc)
-        # Skip our own frames (driver, Tool.invoke): the traceback starts in the tool.
+        # Skip our own frames (driver, Tool.invoke, a sandbox run): the traceback starts in
+        # the tool.
         tb = exc.__traceback__
-        while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_HERE):
+        while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_PACKAGE):
             tb = tb.tb_next
         try:  # it calls the exception's `__str__`, which may raise even SystemExit
             call.host_traceback = "".join(traceback.format_exception(type(exc), exc, tb))
