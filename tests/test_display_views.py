@@ -216,3 +216,15 @@ def test_live_inputs_hide_a_secret_as_the_record_does():
     assert "s3cr3t" not in repr(shown.sent)
     run.seal()
     assert live == run.to_record()["inputs"]
+
+
+def test_text_view_keeps_its_columns_when_some_calls_are_replayed() -> None:
+    """`(replayed)` after one row's status pushed that row's duration and call right of the
+    others'; every row's duration now ends in the same column."""
+    from jupyter_sandbox.display._text import render
+
+    record = trace_record(3)
+    record["calls"][0]["replayed"] = True
+    rows = [line for line in render(record).splitlines() if line.startswith("  #")]
+    assert len(rows) == 3 and "(replayed)" in rows[0]
+    assert len({row.index("ms  ") for row in rows}) == 1, rows

@@ -26,12 +26,15 @@ def _orchestrate(record: TraceRecord) -> str:
     if note:
         lines.append(note)
     calls = record.get("calls", [])
+    # Replayed rows carry a marker; the others are padded to it so the columns stay aligned.
+    mark = " (replayed)"
+    blank = " " * len(mark) if any(call.get("replayed") for call in calls[: fmt.MAX_ROWS]) else ""
     for call in calls[: fmt.MAX_ROWS]:
         result = call.get("error") if call.get("error") is not None else call.get("result")
         ended = "" if call.get("end") is None else f" -> {fmt.clip(str(result), 60)}"
         lines.append(
             f"  #{call.get('call_id')} {fmt.row_status(call, record):7}"
-            f"{' (replayed)' if call.get('replayed') else ''} "
+            f"{mark if call.get('replayed') else blank} "
             f"{fmt.seconds(fmt.call_duration(call)):>8}  "
             f"{fmt.call_signature(call)}{ended}"
         )
