@@ -5,9 +5,10 @@ the same run.
 
 Runs: ``docker run --rm`` of a one-line program through the CLI, with the confinement a sandbox
 gets (the baseline); a warm ``create().run`` spaced like cells (the spare started after the
-previous run is up), back to back (mean of 4 runs in a row; as when a cell's loop runs again,
-the pool remembers the previous round's row and keeps 4 spares), and cold (no spare waiting:
-removed before it, the demand they answered kept, `settle` with ``forget=False``); the
+previous run is up), back to back (mean of 4 runs in a row, with limits of their own; as when
+a cell's loop runs again, the pool remembers the previous round's row and keeps 4 spares), and
+cold (no spare waiting: removed before it, the demand they answered kept, `settle` with
+``forget=False``); the
 same warm run through ``%%sandbox``; a cache hit. Fan-out: 16 runs through
 ``tool(sandbox, concurrency=16)`` and ``asyncio.gather`` in ``orchestrate``, with the spares
 that recent demand left and with none, against 16 parallel CLI runs. Rows take turns each
@@ -53,6 +54,9 @@ CONFINED = [
 ]
 CLI = ["docker", "run", "--rm", *CONFINED, DEFAULT_BASE_IMAGE, "python3", "-c", "print(21 * 2)"]
 SANDBOX = create("bench", code="y = x * 2", inputs={"x": int}, outputs={"y": int})
+ROW = create("bench-row", code="y = x * 2", inputs={"x": int}, outputs={"y": int}, timeout=301)
+"""The back-to-back row's own limits, so its own spares: spares follow each image and limits'
+demand, and the rows spaced like cells must not be served by the spares a row left."""
 GATHER = f"import asyncio\nawait asyncio.gather(*[double(i) for i in range({FAN_OUT})])"
 
 
@@ -95,7 +99,7 @@ def spaced(pause: float) -> Callable[[], None]:
 
 def back_to_back() -> None:
     for _ in range(IN_A_ROW):
-        run()
+        assert ROW.run(x=21) == 42
 
 
 def magic_run() -> Callable[[], None]:

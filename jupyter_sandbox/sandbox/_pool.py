@@ -11,9 +11,9 @@ once at the peak of the last `_IDLE` seconds (one for cells run one at a time, 1
 fan-out of 16), or as the longest row of runs back to back in that time (each starting within
 `_IN_A_ROW` s of the previous one's end: 4 after a loop of 4 runs, which one refill cannot keep
 up with), at most `_MAX_SPARES` in all. They are started one at a time by one thread per key,
-and not while several runs of the key go on, nor while a row goes on and a spare still waits
-for its next run: refilling never competes with runs that follow each other, and after a run
-that found no spare (a first run) it waits for the run's end.
+and not while several runs of the key go on, nor beside a run of it: refilling waits for the
+run's end (and while spares are left, for the end of a row of runs), so it does not compete
+with runs for the CPU, unless a row used up its spares.
 
 The container's own process is ``sleep``; the code runs as an exec in it. That buys: outputs can
 live on a size-limited tmpfs and still be read back (an exec tars them), so a disk fill cannot
@@ -135,7 +135,8 @@ _Key = tuple[str, ContainerLimits]
 _spares: dict[_Key, list[Slot]] = {}
 """Waiting spares per key, oldest first; a key without spares has no entry."""
 _ready = threading.Condition(_lock)
-"""Notified when a spare is added or a refill ends: runs waiting for one (`acquire`) look."""
+"""Notified when a spare is added or a refill ends: runs waiting for one (`acquire`) look; and
+when a run took a key's last spare or ended: its refill, if it waits (`_Demand.hold`), looks."""
 _starting: dict[_Key, int] = {}
 """Spares being started per key: a run waits for one rather than starting its own container."""
 _waiting: dict[_Key, int] = {}
@@ -176,9 +177,13 @@ class _Demand:
         self.running -= 1
         self.ended = now
 
-    def in_row(self, now: float) -> float:
-        """Seconds before the current row can be over (none if it is)."""
-        return _IN_A_ROW if self.running else max(self.ended + _IN_A_ROW - now, 0.0)
+    def hold(self, now: float, spares: bool) -> float:
+        """Seconds the refill waits before it looks again (0: it starts a spare now). While a
+        run goes on, unless it is part of a row and no spare is left (``spares``); after a
+        run, while spares are left and the next run of a row may come."""
+        if self.running:
+            return _IN_A_ROW if spares or self.row <= 1 else 0.0
+        return max(self.ended + _IN_A_ROW - now, 0.0) if spares else 0.0
 
     def target(self, now: float) -> int:
         peak = self.peak if now - self.peak_at < _IDLE else 0
@@ -314,10 +319,11 @@ def _target(key: _Key) -> int:
 def _refill(client: DockerClient, image: str, limits: ContainerLimits) -> None:
     """Start spares for the key, one at a time, until it has `_target` of them. Not while
     several runs of the key go on: a burst needs the CPU more (its last `release` refills).
-    Nor while a row of runs goes on and a spare still waits for its next run: a start costs
-    ~0.3 CPU-s, and starts beside a row of 4 runs on 2 cores made each run ~100 ms slower
-    (measured: 0.75x the CLI, 0.45x without); once the spares run out, or the row ends, it
-    starts them at once.
+    Nor beside a run of the key (`_Demand.hold`): a start costs ~0.3 CPU-s, and starts beside
+    a row of 4 runs on 2 cores made each run ~100 ms slower (measured: 0.75x the CLI, 0.45x
+    without). It waits for the run's end, and while spares are left, for the row's end; only
+    a row that used up its spares gets one started beside its runs (the next run would
+    otherwise wait for a whole start).
 
     Deciding to stop and leaving `_refilling` happen under one hold of `_lock`: a `release`
     that found this thread still running (so started none) is never left without a refill.
@@ -334,9 +340,9 @@ def _refill(client: DockerClient, image: str, limits: ContainerLimits) -> None:
                     _refilling.discard(key)
                     _ready.notify_all()
                     return
-                row = demand.in_row(time.monotonic()) if demand is not None else 0.0
-                if row and key in _spares:
-                    _ready.wait(row)
+                hold = demand.hold(time.monotonic(), key in _spares) if demand else 0.0
+                if hold:
+                    _ready.wait(hold)
                     continue
                 _starting[key] = _starting.get(key, 0) + 1
             try:
@@ -416,6 +422,8 @@ def acquire(client: DockerClient, image: str, limits: ContainerLimits) -> Slot:
     with _lock:
         _demand.setdefault(key, _Demand()).take(time.monotonic())
         slot = _claim(key)
+        if key not in _spares:
+            _ready.notify_all()  # a refill waiting for the row's end starts now (`_refill`)
     if slot is not None and time.monotonic() - slot.born > _IDLE:
         remove_later(slot)
         slot = None
@@ -445,6 +453,7 @@ def _refill_later(client: DockerClient, image: str, limits: ContainerLimits) -> 
 def _done(key: _Key) -> None:
     with _lock:
         _demand[key].done(time.monotonic())
+        _ready.notify_all()  # a refill waiting for the run's end looks
 
 
 def release(client: DockerClient, slot: Slot, *, now: bool) -> None:
