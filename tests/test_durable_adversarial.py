@@ -253,3 +253,34 @@ def test_approving_an_interrupted_run_says_how_to_continue_it(shell, calls, tmp_
         f"jupyter_sandbox.resume_run('{paused.run_id}') continues it (a gated call it has not "
         "made waits for an answer again)"
     )
+
+
+def test_pending_says_when_it_cut_a_call_and_full_shows_what_the_call_will_get(
+    shell, calls, tmp_path, capsys
+):
+    """A person approving from %orchestrate_pending must be able to see every argument: a
+    long path hides what follows it (here ``recursive=True``) in the one-line listing."""
+    store = tmp_path / "s.sqlite"
+
+    def remove(path: str, recursive: bool = False) -> str:
+        calls.made.append(f"remove {path} {recursive}")
+        return "removed"
+
+    path = "/home/user/projects/reports/2024/quarterly/drafts/old/../../../.."
+    paused = orchestrate(
+        f"remove({path!r}, recursive=True)", tools=[Tool(remove, approve=True)], store=store
+    )
+    assert paused.status == "paused"
+    shell.run_line_magic("config", f"OrchestrateMagics.store = {str(store)!r}")
+    try:
+        capsys.readouterr()
+        shell.run_line_magic("orchestrate_pending", "")
+        listed = capsys.readouterr().out
+        shell.run_line_magic("orchestrate_pending", "--full")
+        full = capsys.readouterr().out
+    finally:
+        shell.run_line_magic("config", "OrchestrateMagics.store = None")
+    assert "recursive=True" not in listed
+    assert "(arguments cut: %orchestrate_pending --full shows them whole)" in listed
+    assert f"#0 remove({path!r}, recursive=True)" in full and "arguments cut" not in full
+    assert calls.made == []

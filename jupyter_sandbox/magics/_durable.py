@@ -118,24 +118,33 @@ class DurableMagics(CellMagics):
 
     @line_magic
     def orchestrate_pending(self, line: str) -> None:
-        """List the paused runs in the store: run id, cell, pending tool and arguments, age."""
-        if line.strip():
-            raise UsageError("%orchestrate_pending takes no arguments")
+        """List the paused runs in the store: run id, cell, pending tool and arguments (cut
+        to one line; ``--full``: whole, as the call will get them), age."""
+        whole = line.strip() == "--full"
+        if line.strip() and not whole:
+            raise UsageError(
+                "%orchestrate_pending takes no arguments but --full (each call's arguments "
+                "whole, not cut)"
+            )
         store = self._store("%orchestrate_pending")
         paused = _stored(lambda: paused_runs(store))
         if not paused:
             print(f"no paused runs in {store.path}")
             return
         here = notebook_scope(self.shell)
+        cut = False
         for run in paused:
             call = "(its call was not stored: paused by an older version)"
             if run.refused is not None:
                 call = f"(refused: {run.refused})"
             elif run.tool is not None:
-                call = _call_line(run)
+                call = _call_line(run, whole=whole)
+                cut = cut or call != _call_line(run, whole=True)
             where = "" if run.scope == here else f" of {run.scope}"
             age = _age(time.time() - run.since)
             print(f"{run.run_id}  cell {run.cell[:12]}{where}  {call}  paused {age} ago")
+        if cut:  # a person must be able to see everything they approve
+            print("(arguments cut: %orchestrate_pending --full shows them whole)")
 
     @magic_arguments()
     @help_option
@@ -260,14 +269,14 @@ def _stored(read: Callable[[], Any]) -> Any:
         raise UsageError(str(exc)) from None
 
 
-def _call_line(run: PausedRun) -> str:
+def _call_line(run: PausedRun, *, whole: bool = False) -> str:
     """``#2 delete('/data/x', force=True)`` (the number the run's trace shows), the arguments
-    cut to `_ARGUMENTS` characters."""
+    cut to `_ARGUMENTS` characters, or ``whole`` (each one's full repr)."""
+    show = repr if whole else preview
     shown = ", ".join(
-        [preview(a) for a in run.args]
-        + [f"{k}={preview(v)}" for k, v in (run.kwargs or {}).items()]
+        [show(a) for a in run.args] + [f"{k}={show(v)}" for k, v in (run.kwargs or {}).items()]
     )
-    if len(shown) > _ARGUMENTS:
+    if len(shown) > _ARGUMENTS and not whole:
         shown = shown[: _ARGUMENTS - 3] + "..."
     return f"#{run.call_id} {run.tool}({shown})"
 
