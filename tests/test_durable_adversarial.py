@@ -10,9 +10,11 @@ import os
 import signal
 import sqlite3
 import threading
+import time
 from pathlib import Path
 
 import pytest
+from _kernels import TOOLS, Kernel
 from IPython.core.error import UsageError
 
 from jupyter_sandbox import Store, fork_run, orchestrate, resume_run
@@ -21,6 +23,8 @@ from jupyter_sandbox.orchestrate import Tool
 from jupyter_sandbox.orchestrate._durable import open_store
 from jupyter_sandbox.orchestrate._paused import paused_runs
 from jupyter_sandbox.orchestrate._store import this_process
+
+TRACE = "application/vnd.jupyter-sandbox.trace+json"
 
 GATED = 'x = step(1)\nr = delete("/data/old")\n[x, r]'
 
@@ -284,3 +288,57 @@ def test_pending_says_when_it_cut_a_call_and_full_shows_what_the_call_will_get(
     assert "(arguments cut: %orchestrate_pending --full shows them whole)" in listed
     assert f"#0 remove({path!r}, recursive=True)" in full and "arguments cut" not in full
     assert calls.made == []
+
+
+# -- in a real kernel -----------------------------------------------------------------------
+
+KERNEL_TOOLS = """
+import os, time
+from jupyter_sandbox import tool
+
+@tool(approve=True)
+def remove(name: str) -> str:
+    with open({made!r}, "a") as f:
+        f.write(name + "\\n")
+    while os.path.exists({hold!r}):  # held until the test has interrupted the kernel
+        time.sleep(0.05)
+    return "removed " + name
+"""
+
+
+def test_ctrl_c_during_an_approved_call_in_a_kernel_leaves_a_run_that_asks_again(tmp_path):
+    """%orchestrate_approve, then the kernel is interrupted while the approved call runs:
+    one line says so; approving again says how to continue; continuing asks again."""
+    made, hold = tmp_path / "made", tmp_path / "hold"
+    hold.touch()
+    k = Kernel(tmp_path / "store.sqlite")
+    try:
+        k.ok(TOOLS + KERNEL_TOOLS.format(made=str(made), hold=str(hold)))
+        paused = k.ok("%%orchestrate\nremove('a')")
+        (run_id,) = {r["run_id"] for r in paused.records(TRACE) if r.get("run_id")}
+        msg_id = k.start(f"%orchestrate_approve {run_id}")
+        deadline = time.monotonic() + 120
+        while not made.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        k.km.interrupt_kernel()
+        outputs = []
+        while True:
+            msg = k.client.get_iopub_msg(timeout=120)
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+                break
+            outputs.append(msg)
+        errors = [m["content"] for m in outputs if m["msg_type"] == "error"]
+        assert len(errors) == 1, errors
+        assert "the call to remove(), still running" in errors[0]["evalue"]
+        hold.unlink()
+        again = k.run(f"%orchestrate_approve {run_id}")
+        assert again.status == "error"
+        assert "is interrupted, not paused" in again.text and "resume_run" in again.text
+        asked = k.ok(f"import jupyter_sandbox\njupyter_sandbox.resume_run({run_id!r}).status")
+        assert asked.value == "'paused'"
+        assert made.read_text() == "a\n"
+    finally:
+        hold.unlink(missing_ok=True)
+        k.close()
