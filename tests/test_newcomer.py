@@ -51,11 +51,6 @@ def test_the_codes_own_error_is_said_once_under_its_frames(
     assert "OrchestrationError: PermissionError: Permission denied" in shown, shown
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="magics/_durable.py (R1's file): %orchestrate_sessions/_pending/_reset read --help "
-    "as an argument; the README says every magic takes --help",
-)
 @pytest.mark.parametrize(
     "magic", ["orchestrate_sessions", "orchestrate_pending", "orchestrate_reset"]
 )

@@ -82,11 +82,13 @@ class DurableMagics(CellMagics):
         super().__init__(shell=shell)
         self.cells = cells
 
+    @magic_arguments()
+    @help_option
     @line_magic
     def orchestrate_sessions(self, line: str) -> None:
         """List this notebook's sessions: name, variables (with their types) and size."""
-        if line.strip():
-            raise UsageError("%orchestrate_sessions takes no arguments")
+        if parse_options(self.orchestrate_sessions, line) is None:
+            return
         scope = notebook_scope(self.shell)
         listed: dict[str, tuple[dict[str, str], int]] = {}
         store = self.cells.open_store()
@@ -102,12 +104,18 @@ class DurableMagics(CellMagics):
             variables = ", ".join(f"{n}: {t}" for n, t in sorted(names.items())) or "(none)"
             print(f"{name}  {size:,} bytes  {variables}")
 
+    @magic_arguments()
+    @help_option
+    @argument(
+        "name", metavar="NAME", help="the session to drop (%%orchestrate_sessions lists them)"
+    )
     @line_magic
     def orchestrate_reset(self, line: str) -> None:
         """Drop the session NAME of this notebook (here and in the store)."""
-        name = line.strip()
-        if not name or len(name.split()) != 1:
-            raise UsageError("%orchestrate_reset NAME: name one session (%orchestrate_sessions)")
+        args = parse_options(self.orchestrate_reset, line)
+        if args is None:
+            return
+        name = args.name
         store = self.cells.open_store()
         if not _stored(lambda: sessions.drop(notebook_scope(self.shell), name, store)):
             raise UsageError(
@@ -116,16 +124,17 @@ class DurableMagics(CellMagics):
             )
         print(f"session {name!r} dropped")
 
+    @magic_arguments()
+    @help_option
+    @argument("--full", action="store_true", help="each call's arguments whole, not cut")
     @line_magic
     def orchestrate_pending(self, line: str) -> None:
         """List the paused runs in the store: run id, cell, pending tool and arguments (cut
         to one line; ``--full``: whole, as the call will get them), age."""
-        whole = line.strip() == "--full"
-        if line.strip() and not whole:
-            raise UsageError(
-                "%orchestrate_pending takes no arguments but --full (each call's arguments "
-                "whole, not cut)"
-            )
+        args = parse_options(self.orchestrate_pending, line)
+        if args is None:
+            return
+        whole = args.full
         store = self._store("%orchestrate_pending")
         paused = _stored(lambda: paused_runs(store))
         if not paused:
