@@ -14,7 +14,7 @@ from typing import Any
 
 from .._checks import MAX_TIMEOUT, bounded
 from .._events import EventCallback, ToolCall, ignore
-from ._driver import MAX_NESTING, Driver
+from ._driver import MAX_NESTING, Driver, parent_loop
 from ._durable import open_store
 from ._limits import Limits, resolve_limits
 from ._memo import Journal, ToolCache
@@ -173,7 +173,7 @@ def orchestrate(
     ``run_id`` and the ``pending`` call, for `resume_run` to continue in any process; with
     neither, a gated call fails the run (`OrchestrationError`) saying to pass one.
     """
-    driver = _driver(tool_loop(), RunOptions(**locals()))
+    driver = _driver(tool_loop(parent_loop()), RunOptions(**locals()))
     return wait(driver)
 
 

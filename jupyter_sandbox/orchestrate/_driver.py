@@ -74,6 +74,12 @@ _CHECKED = "jupyter_sandbox_type_checked"
 _CHECKED_STUB = f"\n\ndef {_CHECKED}() -> int: ...\n"
 
 
+def parent_loop() -> asyncio.AbstractEventLoop | None:
+    """The tool loop of the run whose tool is executing here, if any (`_runtime.tool_loop`)."""
+    parent = _running.get()
+    return None if parent is None else parent.loop
+
+
 class Driver:
     """One run of one cell. Create, `run` on a thread of its own; `kill` or `stop` it from
     any thread."""

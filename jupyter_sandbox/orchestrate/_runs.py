@@ -25,7 +25,7 @@ from typing import Any
 
 from .._errors import Interrupted, SandboxConfigError, StoreError
 from .._events import EventCallback, ToolCall, ignore
-from ._driver import Driver
+from ._driver import Driver, parent_loop
 from ._durable import (
     INPUTS,
     Durable,
@@ -280,7 +280,7 @@ def resume_run(
         resolved_limits,
         type_check=False,  # the code is the run's: it was checked when the run began
         on_event=on_event or ignore,
-        loop=tool_loop(),
+        loop=tool_loop(parent_loop()),
         answers=Answers(calls),
         session=session,
         durable=durable,
@@ -331,7 +331,7 @@ def fork_run(
         resolve_limits(limits),
         type_check=True,
         on_event=on_event or ignore,
-        loop=tool_loop(),
+        loop=tool_loop(parent_loop()),
         answers=Answers({i: c for i, c in calls.items() if i < index}, fixed={index: value}),
         durable=durable,
         approver=approver,

@@ -26,7 +26,10 @@ SPARE_LEVELS = 4
 below it that nested runs use."""
 _held: dict[int, set[int]] = {}
 """The ids of the runs drawing on each level's pool now."""
-_loop: asyncio.AbstractEventLoop | None = None
+_loops: list[asyncio.AbstractEventLoop] = []
+"""The tool loops, one per level of sync runs nested in async tools (`tool_loop`)."""
+_loop_threads: dict[int, int] = {}
+"""The thread id of each tool loop's thread, to its index in `_loops`."""
 _confinement: Confinement | None = None
 
 
@@ -59,18 +62,36 @@ def pool(level: int = 0) -> pydantic_monty.Monty:
         return found
 
 
-def tool_loop() -> asyncio.AbstractEventLoop:
-    """A daemon thread's event loop for async tools when the caller's own loop is busy
-    (a notebook cell blocks the kernel's loop while it runs)."""
-    global _loop
+def tool_loop(parent: asyncio.AbstractEventLoop | None = None) -> asyncio.AbstractEventLoop:
+    """A daemon thread's event loop for a sync run's async tools (a notebook cell blocks the
+    kernel's loop while it runs). ``parent``: the loop of the run whose tool makes this run.
+
+    A sync `orchestrate()` inside an async tool blocks the loop that tool runs on until the
+    nested run ends: the nested run's own async calls, sent to that loop, waited forever. So
+    a run made on a tool loop's thread takes the next loop (one per level, started when first
+    needed), and a run made by a sync tool takes its parent's loop, which a loop above may be
+    blocking: neither waits on a loop its own caller holds."""
     with _lock:
-        if _loop is None:
+        level = _loop_threads.get(threading.get_ident())
+        if level is None and parent is not None and parent in _loops:
+            return parent
+        level = 0 if level is None else level + 1
+        while len(_loops) <= level:
             loop = asyncio.new_event_loop()
             threading.Thread(
-                target=loop.run_forever, name="jupyter-sandbox-tools", daemon=True
+                target=_serve,
+                args=(loop, len(_loops)),
+                name=f"jupyter-sandbox-tools-{len(_loops)}",
+                daemon=True,
             ).start()
-            _loop = loop
-        return _loop
+            _loops.append(loop)
+        return _loops[level]
+
+
+def _serve(loop: asyncio.AbstractEventLoop, index: int) -> None:
+    """Run tool loop number ``index`` on this thread, known as its thread to `tool_loop`."""
+    _loop_threads[threading.get_ident()] = index
+    loop.run_forever()
 
 
 def hold_level(run: object, parent_level: int | None) -> int:
