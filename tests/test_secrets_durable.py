@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import html
 import json
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from _kernels import Kernel, Ran
+from test_durable_kernels import wait_for
 
 from jupyter_sandbox import create, orchestrate, tool
 from jupyter_sandbox.orchestrate._scrub import SECRET as SECRET_MARKER
@@ -45,16 +45,6 @@ def _on_disk(path: Path) -> list[str]:
     files = [p for p in path.parent.glob(path.name + "*") if p.is_file()]
     assert files  # the store exists: the search below can fail
     return [p.name for p in files if any(s in p.read_bytes() for s in spellings)]
-
-
-def _wait_for(what: str, check: Callable[[], Any], timeout: float = 300) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _the_run(store: Store) -> StoredRun | None:
@@ -228,7 +218,7 @@ def test_a_killed_kernels_run_resumed_in_a_new_kernel_masks_the_secret(kernels: 
     first = kernels(hang=True)
     try:
         first.start(RESUMED)
-        _wait_for("hang() to run in the first kernel", flag.exists)
+        wait_for("hang() to run in the first kernel", flag.exists)
     finally:
         first.kill()
     run = _the_run(Store(path))
