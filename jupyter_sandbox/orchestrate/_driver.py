@@ -363,6 +363,8 @@ class Driver:
             inputs = {name: to_sandbox(value) for name, value in self.inputs.items()}
             if self.durable is not None:  # names the handles among them (`_rebind`)
                 self.durable.sent_inputs(self.inputs, inputs)
+            if self.session is not None:  # keeps them for the next cell (`_sessions`)
+                self.session.sent_inputs(self.inputs, inputs)
             # skipped when these stubs, declarations and code passed before (`_typecheck`)
             checked = stubs is not None and _typecheck.checked(
                 stubs, self.code, self.session, lambda: self._checked_apart(session)
@@ -385,11 +387,13 @@ class Driver:
                 else:
                     snap = self._tool_call(snap)
             elif isinstance(snap, pm.MontyComplete):
-                if self.session is not None:
+                output = snap.output
+                if self.session is not None:  # a handle an earlier cell sent, as its object
+                    output = self.session.rebind(output)
                     self.session.save(session, self.code, self.tools, self.inputs)
                 if self.restore is not None:  # a handle it returns, bound again (`_rebind`)
-                    return self.restore.rebind(snap.output)
-                return snap.output
+                    return self.restore.rebind(output)
+                return output
             elif isinstance(snap, pm.FutureSnapshot):
                 snap = snap.resume(self._settle(snap.pending_call_ids))
             else:
@@ -468,6 +472,8 @@ class Driver:
         args, kwargs = snap.args, snap.kwargs
         if self.restore is not None:  # the handles it held before the restore, bound again
             args, kwargs = self.restore.rebind((args, kwargs))
+        elif self.session is not None:  # those the session's earlier cells sent in
+            args, kwargs = self.session.rebind((args, kwargs))
         offset = snap.position.start  # the call's line and column, inline: this is the hot path
         starts, t0 = self._line_starts, self._t0
         index = bisect.bisect_right(starts, offset) - 1
@@ -597,6 +603,8 @@ class Driver:
         sent = to_sandbox(value)
         if self.durable is not None:  # ``sent`` names the handles in it (`_rebind`)
             self.durable.record(self._numbers[id(call)], call, sent)
+        if self.session is not None:  # kept for the session's next cell
+            self.session.sent_result(call.call_id, call.tool, sent)
         if self._emitting:
             self.emit(CallFinished(call))
         return {"return_value": sent}

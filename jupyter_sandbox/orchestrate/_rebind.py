@@ -30,7 +30,7 @@ from typing import Any
 
 import pydantic_monty as pm
 
-from .._errors import StoreError
+from .._errors import OrchestrationError, SandboxError, StoreError
 from ._store import HandleMarker
 from ._values import MAX_DEPTH
 
@@ -91,12 +91,15 @@ class Rebinder:
     `MontyClassProxy` (and each checkpointed argument kept as a `HandleMarker` with an
     ``id``) whose uuid has an origin becomes the object it names now."""
 
+    error: type[SandboxError] = StoreError
+
     def __init__(
         self,
         run_id: str,
         origins: Mapping[str, Origin],
         given: Mapping[str, Any],
         classes: frozenset[str],
+        objects: Mapping[str, Any] | None = None,
     ) -> None:
         self.run_id = run_id
         self.origins = origins
@@ -105,6 +108,8 @@ class Rebinder:
         self.classes = classes
         """Classes the code defines: their instances come back as stand-ins in any run, so
         such a stand-in is no lost host object; it is passed on as it is."""
+        self.objects = objects or {}
+        """Objects still alive in this process, by uuid: bound before any origin is asked."""
 
     def check(self) -> None:
         """`StoreError` unless each input the run's handles came from is given, as it was."""
@@ -117,7 +122,10 @@ class Rebinder:
         none); `StoreError` when one cannot be."""
         kind = type(value)
         if kind is pm.MontyClassProxy:
-            return value if value.name in self.classes else self._bound(str(value.id), value.name)
+            uuid = str(value.id)
+            if uuid in self.objects:
+                return self.objects[uuid]
+            return value if value.name in self.classes else self._bound(uuid, value.name)
         if kind is HandleMarker:
             return self._bound(value.get("id"), value["handle"])
         if depth >= MAX_DEPTH or not (kind is tuple or kind is list or kind is dict):
@@ -133,25 +141,15 @@ class Rebinder:
     def _bound(self, uuid: str | None, kind: str) -> Any:
         origin = self.origins.get(uuid) if uuid is not None else None
         if origin is None:
-            raise StoreError(
-                f"run {self.run_id} passes a tool an object ({kind}) it held before it was "
-                "restored, and the store does not know where it came from (objects live only "
-                "in the process that made them): run the cell again from the start"
-            )
+            raise self.error(self._lost(kind))
         if "call" in origin:
-            number, tool = origin["call"], origin["tool"]
-            raise StoreError(
-                f"run {self.run_id} needs the object ({origin['type']}) that call #{number} "
-                f"({tool}()) returned, which did not survive the restart and is not made "
-                f"again: fork_run({self.run_id!r}, {number}, value=...) continues from that "
-                "call with an object you give, or run the cell again without --resume"
-            )
+            raise self.error(self._from_call(origin))
         return self._input(origin)
 
     def _input(self, origin: Origin) -> Any:
         name, wanted = str(origin["input"]), str(origin["type"])
         if name not in self.given:
-            raise StoreError(missing_input(self.run_id, name, wanted))
+            raise self.error(self._missing(name, wanted))
         value = self.given[name]
         try:
             for key in origin["path"]:
@@ -162,7 +160,66 @@ class Rebinder:
             if type_of(value) == wanted:
                 return value
             found = f"a {type_of(value)}"
-        raise StoreError(wrong_input(self.run_id, label(origin), wanted, found))
+        raise self.error(self._wrong(label(origin), wanted, found))
+
+    # what to say: a durable run's words; a session's are `SessionRebinder`'s
+
+    def _lost(self, kind: str) -> str:
+        return (
+            f"run {self.run_id} passes a tool an object ({kind}) it held before it was "
+            "restored, and the store does not know where it came from (objects live only "
+            "in the process that made them): run the cell again from the start"
+        )
+
+    def _from_call(self, origin: Origin) -> str:
+        number, tool = origin["call"], origin["tool"]
+        return (
+            f"run {self.run_id} needs the object ({origin['type']}) that call #{number} "
+            f"({tool}()) returned, which did not survive the restart and is not made "
+            f"again: fork_run({self.run_id!r}, {number}, value=...) continues from that "
+            "call with an object you give, or run the cell again without --resume"
+        )
+
+    def _missing(self, name: str, kind: str) -> str:
+        return missing_input(self.run_id, name, kind)
+
+    def _wrong(self, name: str, kind: str, found: str) -> str:
+        return wrong_input(self.run_id, name, kind, found)
+
+
+class SessionRebinder(Rebinder):
+    """The same for a ``--session`` cell: the objects the session's earlier cells sent into
+    Monty are bound while this kernel lives (``objects``); after a restart, a handle that came
+    from an input is bound by name to the input of that name this cell is given, and any other
+    is refused in one `OrchestrationError` line naming where it came from."""
+
+    error = OrchestrationError
+
+    def _lost(self, kind: str) -> str:
+        return (
+            f"session {self.run_id!r} passes a tool an object ({kind}) an earlier cell held, "
+            "which did not survive the kernel restart: make it again in this cell"
+        )
+
+    def _from_call(self, origin: Origin) -> str:
+        return (
+            f"session {self.run_id!r} passes a tool the object ({origin['type']}) that "
+            f"{origin['tool']}() returned in an earlier cell, which did not survive the "
+            "kernel restart: call the tool again in this cell"
+        )
+
+    def _missing(self, name: str, kind: str) -> str:
+        return (
+            f"session {self.run_id!r} passes a tool notebook variable `{name}` (a {kind} "
+            "handle an earlier cell was given), which did not survive the kernel restart: "
+            f"give it to this cell again with --in {name} (from Python: inputs={{{name!r}: ...}})"
+        )
+
+    def _wrong(self, name: str, kind: str, found: str) -> str:
+        return (
+            f"session {self.run_id!r} needs `{name}` to be a {kind}, as an earlier cell was "
+            f"given it, but it is {found} now: give it a {kind}"
+        )
 
 
 def missing_input(run_id: str, name: str, kind: str) -> str:

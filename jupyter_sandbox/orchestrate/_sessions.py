@@ -29,18 +29,32 @@ too, so a resumed run keeps the limits it is given now, not those of the run tha
 The dump format is pydantic-monty's own and version-bound (a dump loads only into the same
 Monty version): `_FORMAT` names the one this code knows, and any other is refused.
 
-A cell that fails leaves its session as it was before the cell; opaque handles are not part
-of a dump, so a handle kept in a session comes back as a stand-in that tools cannot use. A state
-holding a secret a sandbox tool returned is kept in the kernel only, never in the store
-(`_scrub`).
+A cell that fails leaves its session as it was before the cell. A state holding a secret a
+sandbox tool returned is kept in the kernel only, never in the store (`_scrub`).
+
+**Handles.** A host object (an opaque handle: an input's DataFrame, a client a tool returned)
+is not part of a dump: a later cell's code holds a reference to it by the uuid it was sent in
+with, and hands tools a `pydantic_monty.MontyClassProxy` with that uuid (as in a durable
+restore, `_rebind`). So the in-memory state keeps the objects themselves by uuid, and the
+next cell's tool arguments and value get them back (`SessionRebinder`). The map is bounded by
+the dump: an object whose uuid's 16 bytes are no longer in the new dump is dropped when the
+cell saves (Monty's heap may keep an unreachable one until its own collection runs; never
+more than the dump can hold). ``%orchestrate_reset`` drops the state, and the objects with it.
+Each handle's origin (an input's name, path and type, or the tool that returned it) is also
+written into the dump, as a comment line after the declarations, so the store keeps it: after
+a kernel restart a handle that came from an input is bound again to the input of that name
+the cell is given (``--in df``, same type), and any other is refused in one line naming the
+variable or tool it came from.
 """
 
 from __future__ import annotations
 
 import ast
+import json
 import threading
+import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import pydantic_monty as pm
@@ -48,6 +62,7 @@ import pydantic_monty as pm
 from .._errors import OrchestrationError
 from . import _cbor
 from ._limits import Limits
+from ._rebind import Origin, SessionRebinder, input_handles, result_handles
 from ._scrub import in_dump, known
 from ._tools import Tool
 
@@ -72,6 +87,8 @@ _NAMES = "_jupyter_sandbox_names"
 _HEADER = "from typing import Any\nfrom collections.abc import Callable\n"
 """What the session's declarations use (the cell's stubs import the same again)."""
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)
+_HANDLES = "# jupyter_sandbox handles: "
+"""The comment line that keeps the session's handles' origins (JSON) in its declarations."""
 _DATA = {"int", "float", "complex", "bool", "str", "bytes", "list", "dict", "tuple", "set"}
 """Runtime types the checker is told by name (their items stay unknown to it)."""
 
@@ -83,6 +100,9 @@ class SessionState:
 
     dump: bytes
     names: dict[str, str]
+    objects: Mapping[str, Any] = field(default_factory=dict)
+    """The host objects behind the handles the session's cells sent in, by uuid (this kernel
+    only: after a restart, `SessionRebinder` binds them by origin)."""
 
     @property
     def size(self) -> int:
@@ -158,6 +178,11 @@ class SessionLink:
         self.state = state
         self._owner = owner
         self._store = store
+        self._origins: dict[str, Origin] = {}
+        """The origins of the handles the session holds: its earlier cells' and this one's."""
+        self._objects: dict[str, Any] = {}
+        """The objects behind them, by uuid, as far as this kernel still has them."""
+        self._rebinder: SessionRebinder | None = None
 
     def load(self, session: pm.MontySession, code: str, limits: Limits, stubs: str | None) -> None:
         """Restore the session into a fresh checkout for ``code``, with this cell's ``limits``
@@ -166,11 +191,44 @@ class SessionLink:
             return
         dump = self.state.dump
         context, imports = _context(dump, self.name)
+        self._origins = _origins(context)
+        self._objects = dict(self.state.objects)
+        if self._origins:
+            classes = {
+                node.name
+                for node in ast.walk(ast.Module([*_parse(context), *_parse(code)], []))
+                if isinstance(node, ast.ClassDef)
+            }
+            self._rebinder = SessionRebinder(
+                self.name, self._origins, {}, frozenset(classes), self._objects
+            )
         check = None
         if stubs is not None:
             check = _check_state(_HEADER + _loosened(context, _bound(code)) + stubs, imports)
         dump = _replace(dump, _TYPE_CHECK, _cbor.encode(check))
         session.load_session(with_limits(dump, limits))
+
+    def sent_inputs(self, inputs: Mapping[str, Any], converted: Mapping[str, Any]) -> None:
+        """Note the handles among the cell's inputs (as `to_sandbox` converted them); a later
+        cell gets them back. ``inputs`` are also what this cell's stand-ins bind to by name."""
+        if self._rebinder is not None:
+            self._rebinder.given = inputs
+        self._keep(input_handles(converted))
+
+    def sent_result(self, call_id: int, tool: str, converted: Any) -> None:
+        """Note the handles in a tool's result (as converted)."""
+        self._keep(result_handles(call_id, tool, converted))
+
+    def _keep(self, found: Any) -> None:
+        for handle, origin in found:
+            key = str(handle.id)
+            self._origins[key] = origin
+            self._objects[key] = handle.value
+
+    def rebind(self, value: Any) -> Any:
+        """``value`` (a tool's arguments, the cell's value) with each handle an earlier cell
+        sent in as its object; `OrchestrationError` for one lost in a kernel restart."""
+        return value if self._rebinder is None else self._rebinder.rebind(value)
 
     def save(
         self,
@@ -206,8 +264,12 @@ class SessionLink:
         )
         declared = [f"{n}: {_annotation(t, classes)}" for n, t in types.items() if n not in kept]
         context = "".join(f"{line}\n" for line in [*sources, *declared])
+        held = {k: o for k, o in self._origins.items() if uuid.UUID(k).bytes in dump}
+        if held:
+            context += f"{_HANDLES}{json.dumps(held)}\n"
         dump = _replace(dump, _TYPE_CHECK, _cbor.encode(_check_state(context, imports)))
-        state = SessionState(dump, types)
+        objects = {k: self._objects[k] for k in held if k in self._objects}
+        state = SessionState(dump, types, objects)
         self.state = state
         self._owner.keep(self.scope, self.name, state)
         if self._store is not None and in_dump(state.dump, known()):
@@ -244,6 +306,16 @@ def _context(dump: bytes, name: str) -> tuple[str, str]:
     committed = _cbor.decode_text(dump, _cbor.span(dump, start, ("committed_stubs",))[0]) or ""
     imports = _cbor.decode_text(dump, _cbor.span(dump, start, ("committed_imports",))[0]) or ""
     return committed, imports
+
+
+def _origins(context: str) -> dict[str, Origin]:
+    """The handles' origins `save` wrote into the session's declarations, by uuid."""
+    start = context.rfind(_HANDLES)
+    if start < 0:
+        return {}
+    line = context[start + len(_HANDLES) :].partition("\n")[0]
+    found = json.loads(line)
+    return dict(found) if isinstance(found, dict) else {}
 
 
 def _loosened(context: str, rebound: set[str]) -> str:
