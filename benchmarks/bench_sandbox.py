@@ -7,8 +7,7 @@ Runs: ``docker run --rm`` of a one-line program through the CLI, with the confin
 gets (the baseline); a warm ``create().run`` spaced like cells (the spare started after the
 previous run is up), back to back (mean of 4 runs in a row, with limits of their own; as when
 a cell's loop runs again, the pool remembers the previous round's row and keeps 4 spares), and
-cold (no spare waiting: removed before it, the demand they answered kept, `settle` with
-``forget=False``); the
+cold (limits no run had before, new each round: no spare can wait for it); the
 same warm run through ``%%sandbox``; a cache hit. Fan-out: 16 runs through
 ``tool(sandbox, concurrency=16)`` and ``asyncio.gather`` in ``orchestrate``, with the spares
 that recent demand left and with none, against 16 parallel CLI runs. Rows take turns each
@@ -22,6 +21,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import itertools
 import os
 import subprocess
 import time
@@ -102,6 +102,28 @@ def back_to_back() -> None:
         assert ROW.run(x=21) == 42
 
 
+def cold() -> tuple[Callable[[], None], Callable[[], None]]:
+    """(prepare, run): each round a sandbox of limits (the timeout) no run had before, so no
+    spare waits for it; created untimed, as the other rows' sandboxes are."""
+    timeouts = itertools.count(1000)
+    sandbox = [SANDBOX]
+
+    def prepare() -> None:
+        quiesce()
+        sandbox[0] = create(
+            "bench-cold",
+            code="y = x * 2",
+            inputs={"x": int},
+            outputs={"y": int},
+            timeout=next(timeouts),
+        )
+
+    def run_cold() -> None:
+        assert sandbox[0].run(x=21) == 42
+
+    return prepare, run_cold
+
+
 def magic_run() -> Callable[[], None]:
     shell = InteractiveShell.instance()
     shell.run_line_magic("load_ext", "jupyter_sandbox")
@@ -160,7 +182,7 @@ def main() -> None:
                 ("docker run --rm CLI, same confinement", quiesce, cli),
                 (f"warm create().run, {args.pause:g} s apart", spaced(args.pause), run),
                 (f"warm create().run, back to back (mean of {IN_A_ROW})", quiesce, back_to_back),
-                ("cold create().run (no spare)", lambda: settle(forget=False), run),
+                ("cold create().run (no spare)", *cold()),
                 (f"warm %%sandbox, {args.pause:g} s apart", spaced(args.pause), magic_run()),
                 ("cache hit (identical run, cache='auto')", nothing, cache_hit()),
             ],

@@ -532,14 +532,13 @@ def quiesce() -> None:
                 time.sleep(0.01)
 
 
-def settle(*, forget: bool = True) -> None:
+def settle() -> None:
     """`quiesce`, then remove the spares: afterwards this process has no container left (tests
-    check that; so does kernel exit). ``forget``: recent demand no longer sizes spares either
-    (a clean slate; a benchmark of a cold run keeps it, as a run after the others would)."""
+    check that; so does kernel exit)."""
     quiesce()
     with _lock:
         spares = [_take(key) for key in list(_spares) for _ in range(len(_spares[key]))]
-        for demand in _demand.values() if forget else ():
+        for demand in _demand.values():  # a clean slate
             demand.forget()
     for slot in spares:
         remove(slot)
