@@ -21,6 +21,11 @@ Each input a restored run's handles came from is checked before the run is taken
 of the same type, with the item at the path), so a run that lacks one is left as it was: a
 paused run stays paused, to be approved again once the variable is defined. The objects are
 looked up when the code hands a handle to a tool (or returns it).
+
+A ``--session`` cell meets the same stand-ins: a handle an earlier cell of the session sent in
+comes back from the session's dump. `SessionRebinder` binds it to the object itself while the
+kernel that sent it lives (``objects``, kept by `_sessions`), else by origin as above, and says
+what to do in a session's words (`OrchestrationError`, no run to fork).
 """
 
 from __future__ import annotations

@@ -240,12 +240,12 @@ class SessionLink:
         """Keep the session as the completed cell left it: its dump, the declarations the
         next cell's type check starts from, and its variables' types."""
         dump = session.dump()
-        context, _ = _context(self.state.dump, self.name) if self.state else ("", "")
+        previous, _ = _context(self.state.dump, self.name) if self.state else ("", "")
         rebound = _bound(code)
         # definitions (def, class, import) by the names they bind; a later one replaces
         kept: dict[str, tuple[ast.stmt, str]] = {}
         variables = set(inputs) | rebound
-        for statement, source in _sources(context):
+        for statement, source in _sources(previous):
             names = _names(statement)
             if isinstance(statement, ast.AnnAssign) or names & rebound:
                 variables |= names  # a variable's declaration is redone below
@@ -264,11 +264,14 @@ class SessionLink:
         )
         declared = [f"{n}: {_annotation(t, classes)}" for n, t in types.items() if n not in kept]
         context = "".join(f"{line}\n" for line in [*sources, *declared])
-        held = {k: o for k, o in self._origins.items() if uuid.UUID(k).bytes in dump}
+        # the session's handles and this cell's (`load` is skipped by a restored run)
+        origins = {**_origins(previous), **self._origins}
+        objects = {**(self.state.objects if self.state else {}), **self._objects}
+        held = {k: o for k, o in origins.items() if uuid.UUID(k).bytes in dump}
         if held:
             context += f"{_HANDLES}{json.dumps(held)}\n"
         dump = _replace(dump, _TYPE_CHECK, _cbor.encode(_check_state(context, imports)))
-        objects = {k: self._objects[k] for k in held if k in self._objects}
+        objects = {k: objects[k] for k in held if k in objects}
         state = SessionState(dump, types, objects)
         self.state = state
         self._owner.keep(self.scope, self.name, state)
