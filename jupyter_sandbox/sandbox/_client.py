@@ -29,6 +29,11 @@ OWNER_START = f"{LABEL}.owner-start"
 
 _API_TIMEOUT = 900
 """Seconds the SDK waits on one response: a silent ``pip install`` step can take minutes."""
+_POOL_SIZE = 128
+"""Connections kept per engine URL (the SDK's default is 10). A fan-out of 16 runs, their
+spares and refills return more than 10 at once: urllib3 then discards the extra one through
+a warning that reads the pool's size and, racing the SDK closing that pool, raised
+``AttributeError: 'NoneType' object has no attribute 'qsize'`` into a run."""
 
 
 _connect_lock = threading.Lock()
@@ -43,7 +48,7 @@ def _connect() -> DockerClient:
     from docker.errors import DockerException
 
     try:
-        client = docker.from_env(timeout=_API_TIMEOUT)
+        client = docker.from_env(timeout=_API_TIMEOUT, max_pool_size=_POOL_SIZE)
         if client.api.base_url.startswith("http+docker://"):  # a local socket (or SSH)
             # no proxy, netrc or CA bundle applies to it: without this, requests reads the
             # whole environment for them on every call (several calls per run)
