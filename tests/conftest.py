@@ -24,6 +24,17 @@ def store_in_tmp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         yield
 
 
+@pytest.fixture(autouse=True)
+def forget_returned_secrets() -> Iterator[None]:
+    """A secret a sandbox tool returned is masked in every later run of the process (a
+    kernel's life, `orchestrate._scrub`); each test is such a life of its own, or one test's
+    short secret (``"tool"``) masks that word in every later test's output."""
+    yield
+    from jupyter_sandbox.orchestrate import _scrub
+
+    _scrub._returned.clear()
+
+
 @pytest.fixture
 def shell() -> Iterator[InteractiveShell]:
     """A real IPython shell with the extension loaded; tools registered by a test are removed."""
