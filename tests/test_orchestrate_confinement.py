@@ -6,6 +6,7 @@ import os
 import select
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pydantic_monty
@@ -133,6 +134,11 @@ def test_kill_worker_leaves_alone_a_pid_that_is_not_a_child_of_the_kernel() -> N
         assert shell.stdout is not None
         stranger = int(shell.stdout.readline())
     try:
+        # `$!` is known before the forked shell has exec'd `sleep`: wait for it to become one
+        for _ in range(600):
+            if status(stranger)["Name"].strip() == "sleep":
+                break
+            time.sleep(0.01)
         kill_worker(stranger)
         assert Path(f"/proc/{stranger}/stat").read_text().split()[2] != "Z"
         assert status(stranger)["Name"].strip() == "sleep"
