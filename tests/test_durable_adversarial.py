@@ -92,14 +92,21 @@ def tamper_session(path: Path, name: str) -> None:
         db.execute("UPDATE sessions SET payload = payload || x'00' WHERE name = ?", (name,))
 
 
-def test_an_approval_refused_before_the_run_starts_leaves_it_paused(calls, tmp_path):
-    """Its session's dump is refused (modified, or another Monty's): the run stays paused,
-    and approving it works once the session is reset, in this very process."""
+def paused_in_a_tampered_session(calls, tmp_path):
+    """A run of session ``s`` paused at its gated call, the session's stored dump then
+    modified: the store's path, the session's options and the paused result."""
     store = tmp_path / "s.sqlite"
     session = {"session": "s", "scope": "adversarial"}
     orchestrate("k = 1", tools=calls.tools(), store=store, **session)
     paused = orchestrate(GATED, tools=calls.tools(), store=store, **session)
     tamper_session(store, "s")
+    return store, session, paused
+
+
+def test_an_approval_refused_before_the_run_starts_leaves_it_paused(calls, tmp_path):
+    """Its session's dump is refused (modified, or another Monty's): the run stays paused,
+    and approving it works once the session is reset, in this very process."""
+    store, _, paused = paused_in_a_tampered_session(calls, tmp_path)
     with pytest.raises(StoreError, match=r"session 's'.*modified"):
         resume_run(paused.run_id, approve=True, store=store, tools=calls.tools())
     assert status(store, paused.run_id) == "paused"
@@ -110,11 +117,7 @@ def test_an_approval_refused_before_the_run_starts_leaves_it_paused(calls, tmp_p
 
 
 def test_a_resume_refused_before_the_run_starts_leaves_it_as_it_was(calls, tmp_path):
-    store = tmp_path / "s.sqlite"
-    session = {"session": "s", "scope": "adversarial"}
-    orchestrate("k = 1", tools=calls.tools(), store=store, **session)
-    paused = orchestrate(GATED, tools=calls.tools(), store=store, **session)
-    tamper_session(store, "s")
+    store, session, paused = paused_in_a_tampered_session(calls, tmp_path)
     with pytest.raises(StoreError, match=r"session 's'.*modified"):
         orchestrate(GATED, tools=calls.tools(), store=store, resume=True, **session)
     assert status(store, paused.run_id) == "paused"
