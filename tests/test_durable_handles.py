@@ -178,6 +178,16 @@ def test_a_handle_a_tool_returned_is_named_by_its_call_and_not_made_again(tmp_pa
     assert calls.made == {"make": 1, "ask": 2, "use": 1}
 
 
+def test_a_class_named_only_in_a_string_does_not_pass_a_lost_handle_on(tmp_path, calls):
+    """Only classes the code defines come back as its own stand-ins: the word ``class`` at a
+    line's start inside a string defines nothing, so the lost ``Frame`` is still refused."""
+    store = tmp_path / "store.sqlite"
+    run_id = paused('note = """\nclass Frame:\n"""\nm = make()\nask(1)\nuse(m)', calls, store)
+    with pytest.raises(StoreError, match=r"needs the object .* that call #0 \(make\(\)\)"):
+        resume_run(run_id, approve=True, store=store, tools=calls.tools())
+    assert calls.made == {"make": 1, "ask": 1}
+
+
 def test_a_run_without_handles_stores_no_names(tmp_path, calls):
     """Plain data crosses as data: nothing to name, and the inputs' record is written once."""
     store = tmp_path / "store.sqlite"

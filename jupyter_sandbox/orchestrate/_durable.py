@@ -53,7 +53,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -397,10 +396,6 @@ def keepable(value: Any, secrets: tuple[str, ...] = ()) -> Any:
     if is_plain(value) and data_size(value, KEEP_LIMIT) <= KEEP_LIMIT:
         return value
     return HandleMarker(f"{kind.__module__}.{kind.__qualname__}")
-
-
-def defined_classes(code: str) -> frozenset[str]:
-    return frozenset(re.findall(r"^[ \t]*class[ \t]+(\w+)", code, re.MULTILINE))
 
 
 def handle_in(value: Any, depth: int = 0) -> str | None:

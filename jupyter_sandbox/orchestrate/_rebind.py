@@ -30,6 +30,7 @@ what to do in a session's words (`OrchestrationError`, no run to fork).
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -43,6 +44,26 @@ Origin = dict[str, Any]
 """Where a handle came from, as the store keeps it (builtin data only): ``type`` always, then
 ``input`` and ``path`` for an input, or ``call`` and ``tool`` for a tool's result."""
 Path = tuple[str | int, ...]
+
+
+def statements(code: str) -> list[ast.stmt]:
+    """Top-level statements of ``code`` (top-level ``await`` allowed, as in a cell); none when
+    it does not parse."""
+    try:
+        tree = compile(code, "<cell>", "exec", ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    except SyntaxError:
+        return []
+    assert isinstance(tree, ast.Module)
+    return tree.body
+
+
+def defined_classes(*sources: str) -> frozenset[str]:
+    """The classes ``sources`` define, at any depth (`Rebinder.classes`). Parsed, not matched
+    by pattern: ``class`` inside a string or a comment defines nothing."""
+    body = [statement for code in sources for statement in statements(code)]
+    return frozenset(
+        node.name for node in ast.walk(ast.Module(body, [])) if isinstance(node, ast.ClassDef)
+    )
 
 
 def type_of(value: object) -> str:

@@ -30,7 +30,6 @@ from ._durable import (
     INPUTS,
     Durable,
     Restore,
-    defined_classes,
     inputs_record,
     open_store,
     stored_calls,
@@ -38,7 +37,7 @@ from ._durable import (
 )
 from ._limits import Limits, resolve_limits
 from ._memo import Recorded
-from ._rebind import stored_origins
+from ._rebind import defined_classes, stored_origins
 from ._replay import Answers
 from ._result import OrchestrationResult
 from ._runtime import tool_loop

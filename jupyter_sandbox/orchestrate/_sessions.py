@@ -62,7 +62,14 @@ import pydantic_monty as pm
 from .._errors import OrchestrationError
 from . import _cbor
 from ._limits import Limits
-from ._rebind import Origin, SessionRebinder, input_handles, result_handles
+from ._rebind import (
+    Origin,
+    SessionRebinder,
+    defined_classes,
+    input_handles,
+    result_handles,
+    statements,
+)
 from ._scrub import in_dump, known
 from ._tools import Tool
 
@@ -194,13 +201,8 @@ class SessionLink:
         self._origins = _origins(context)
         self._objects = dict(self.state.objects)
         if self._origins:
-            classes = {
-                node.name
-                for node in ast.walk(ast.Module([*_parse(context), *_parse(code)], []))
-                if isinstance(node, ast.ClassDef)
-            }
             self._rebinder = SessionRebinder(
-                self.name, self._origins, {}, frozenset(classes), self._objects
+                self.name, self._origins, {}, defined_classes(context, code), self._objects
             )
         check = None
         if stubs is not None:
@@ -401,23 +403,11 @@ def _replace(dump: bytes, path: tuple[str, ...], encoded: bytes) -> bytes:
     return dump[:start] + encoded + dump[end:]
 
 
-def _parse(code: str) -> list[ast.stmt]:
-    """Top-level statements of ``code`` (top-level ``await`` allowed, as in a cell)."""
-    try:
-        tree = compile(
-            code, "<session>", "exec", ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
-        )
-    except SyntaxError:
-        return []
-    assert isinstance(tree, ast.Module)
-    return tree.body
-
-
 def _sources(code: str) -> list[tuple[ast.stmt, str]]:
     """Each top-level statement of ``code`` with its source."""
     return [
         (statement, ast.get_source_segment(code, statement) or ast.unparse(statement))
-        for statement in _parse(code)
+        for statement in statements(code)
     ]
 
 
@@ -438,7 +428,7 @@ def _names(statement: ast.stmt) -> set[str]:
 
 def _bound(code: str) -> set[str]:
     """The names the top level of ``code`` may bind."""
-    return {name for statement in _parse(code) for name in _names(statement)}
+    return {name for statement in statements(code) for name in _names(statement)}
 
 
 def _types(session: pm.MontySession, names: list[str]) -> dict[str, str]:
