@@ -44,16 +44,20 @@ class Trace:
     def calls(self) -> list[ToolCall]:
         """Every call as a `ToolCall`, in the order they were made (the list itself: the
         driver and a paused run's cleanup may change it)."""
-        if self._plain:
-            for started, end, value in self._plain:
+        plain = self._plain
+        if plain:
+            # By count, not `clear`: a run still going (its driver ignoring an interrupt
+            # for a while) may keep calls meanwhile; they stay for the next read.
+            made = len(plain)
+            for started, end, value in plain[:made]:
                 call = self.call(*started)
                 call.end, call.result = end - self.origin, value
                 self._calls.append(call)
-            self._plain.clear()
+            del plain[:made]
         return self._calls
 
     def replace(self, calls: list[ToolCall]) -> None:
-        """Make ``calls`` the trace (every call so far already read through `calls`)."""
+        """Make ``calls`` the whole trace."""
         self._plain.clear()
         self._calls = calls
 
