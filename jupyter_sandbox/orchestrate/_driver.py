@@ -16,7 +16,6 @@ interrupted: `Driver.kill` kills the worker process, which ends the feed at once
 from __future__ import annotations
 
 import asyncio
-import bisect
 import concurrent.futures
 import contextlib
 import contextvars
@@ -53,6 +52,7 @@ from ._scrub import Scrub, note, scrubbing
 from ._sessions import SessionLink
 from ._stubs import build_stubs
 from ._tool import Tool
+from ._trace import Started
 from ._values import MAX_DEPTH, data_size, to_sandbox, too_deep
 
 _NAME = re.compile(r"[^\W\d]\w*")
@@ -142,7 +142,7 @@ class Driver:
         self._calls = 0
         self._slept = 0.0
         self._t0 = 0.0
-        self._line_starts = _line_starts(code)
+        self._trace = self.result._trace  # the calls, kept cheap until read (`_trace`)
         self.pending = Pending(loop)
         self._last_tool_error: tuple[BaseException, ToolCall] | None = None
         self._killed = threading.Event()
@@ -150,13 +150,14 @@ class Driver:
         self._tool_refs: dict[str, Any] = {}
         self.future: concurrent.futures.Future[OrchestrationResult] = concurrent.futures.Future()
         """The run's outcome: `run`'s, or `Interrupted` at once when `stop` abandons it."""
-        # What `stop` needs to abandon the run from another thread, guarded by _lock: whether
-        # the driver thread is blocked on the host (a sync tool, waiting for a worker), the
-        # call it is blocked in, the session to hand back, and the runs nested in its tools.
+        # What `stop` needs to abandon the run from another thread, guarded by _lock: the
+        # session to hand back and the runs nested in its tools.
         self._lock = threading.Lock()
-        self._on_host_call: ToolCall | None = None
-        self._blocked = False
-        self._abandoned = False
+        self._host: dict[int, ToolCall | Started | None] = {}
+        """While the thread is blocked on the host, under key 0: the call it runs (a sync
+        tool; `Started` for a plain call), or None while it waits for a worker. Whichever
+        of the thread and `stop` pops it first decides whether the run was abandoned: one
+        ``dict.pop`` under the GIL, no lock round trips on the hot path (`_block`)."""
         self._closed = False
         self._session: pm.MontySession | None = None
         self._children: set[Driver] = set()
@@ -176,6 +177,15 @@ class Driver:
             note(secret_values(self.tools.values()), self.scrub)
         if durable is not None:
             durable.scrub = self.scrub  # its store keeps no value holding one
+        observed = self._emitting or durable or session or restore or self._remembers
+        self._plain: dict[str, Callable[..., Any]] = (
+            {}
+            if observed
+            else {name: tool.func for name, tool in self.tools.items() if _is_plain(tool)}
+        )
+        """The functions of the tools whose calls take `_tool_call`'s plain path: nothing
+        watches the run's calls as they happen, and the tool is sync, never gated, and has
+        no `invoke` of its own (a sandbox tool nests its container runs in the call)."""
 
     # -- public --------------------------------------------------------------------------
 
@@ -248,15 +258,16 @@ class Driver:
         then is ignored. Returns whether the run was abandoned; if not, the thread is in Monty
         or waiting on async tools and ends by itself within a moment of the kill."""
         self.kill()
-        with self._lock:
-            if not self._blocked:
-                return False
-            self._abandoned = True
-            call = self._on_host_call
-            if call is not None:
-                call.end = time.perf_counter() - self._t0
-                call.error = "Abandoned: the run was interrupted while this call ran on the host"
+        held = self._host.pop(0, _FREE)
+        if held is _FREE:
+            return False
+        if isinstance(held, tuple):  # a plain call (`Started`): it enters the trace now
+            held = self._trace.call(*held)
+            self._trace.add(held)
+        call = held if isinstance(held, ToolCall) else None  # None: waiting for a worker
         if call is not None:
+            call.end = time.perf_counter() - self._t0
+            call.error = "Abandoned: the run was interrupted while this call ran on the host"
             self.emit(CallFinished(call))
         running = f"the call to {call.tool}()" if call is not None else "the wait for a worker"
         error = self._fail(
@@ -310,20 +321,19 @@ class Driver:
 
     def _block(self, call: ToolCall | None) -> None:
         """Mark the thread as blocked on the host, so `stop` may abandon it; async calls
-        waiting to start go to the loop first. A run killed before does not block."""
+        waiting to start go to the loop first. A run killed before does not block. (`stop`
+        kills, then pops: if the thread saw no kill after putting ``call``, `stop` finds
+        it.)"""
         self.pending.flush()
-        with self._lock:
-            if self._killed.is_set():
-                raise Interrupted("interrupted")
-            self._blocked, self._on_host_call = True, call
+        self._host[0] = call
+        if self._killed.is_set():
+            self._unblock()
+            raise Interrupted("interrupted")
 
     def _unblock(self) -> None:
-        """End `_block`; once the run was abandoned meanwhile, drop what the thread did
-        (`_Abandoned`)."""
-        with self._lock:
-            self._blocked, self._on_host_call = False, None
-            abandoned = self._abandoned
-        if abandoned:
+        """End `_block`; once the run was abandoned meanwhile (`stop` took the call), drop
+        what the thread did (`_Abandoned`)."""
+        if self._host.pop(0, _FREE) is _FREE:
             raise _Abandoned  # the run is over: drop the body's outcome
 
     # -- the loop ------------------------------------------------------------------------
@@ -371,7 +381,7 @@ class Driver:
             )
             # The trace's times count from here: building stubs, waiting for a worker and the
             # type check are not the code's.
-            self._t0 = time.perf_counter()
+            self._t0 = self._trace.origin = time.perf_counter()
             snap = session.feed_start(
                 self.code, inputs=inputs, print_callback=self._print, skip_type_check=checked
             )
@@ -404,7 +414,7 @@ class Driver:
         again): the calls before it enter the trace from their records, and each async call
         that was in flight gets a future, answered from its record if it completed, else made
         again with the arguments the snapshot kept (the in-flight rule, see `_durable`)."""
-        self._t0 = time.perf_counter()
+        self._t0 = self._trace.origin = time.perf_counter()
         snap = session.load_snapshot(restore.dump, print_callback=self._print)
         in_flight = {entry["index"]: entry for entry in restore.pending}
         for index in range(restore.index):
@@ -421,7 +431,7 @@ class Driver:
                 origin=self._t0,
             )
             self._numbers[id(call)] = index
-            self.result.trace.append(call)
+            self._trace.add(call)
             if old is not None and old.status == "ok":
                 call.replayed, call.result, call.children = True, old.result, list(old.children)
             if entry is None:  # it had ended before the snapshot
@@ -458,31 +468,66 @@ class Driver:
         return True
 
     def _tool_call(self, snap: pm.FunctionSnapshot) -> pm.SyncSnapshot:
+        """Answer a call to a tool (`_observed_call` unless the call is plain, see `_plain`).
+
+        A plain call is this body alone, the hot path of a loop of calls: `_block` and
+        `_unblock` spelled out, and its record kept as a tuple the trace makes into a
+        `ToolCall` when it is read (`_trace`). Each step saved here is a cache-cold
+        microsecond or so between two resumes."""
         name = snap.function_name
+        func = self._plain.get(name)
+        if func is None:
+            return self._observed_call(snap, name)
+        self._calls += 1
+        if self._calls > self.limits.max_calls:
+            raise self._too_many_calls()
+        args, kwargs = snap.args, snap.kwargs
+        self.pending.flush()
+        host = self._host
+        host[0] = started = (
+            snap.call_id, name, snap.position.start, args, kwargs, time.perf_counter()
+        )  # fmt: skip
+        if self._killed.is_set():
+            self._unblock()
+            raise Interrupted("interrupted")
+        try:
+            value = func(*args, **kwargs)
+        except BaseException as exc:  # SystemExit from argparse too: it is this call's failure
+            self._unblock()
+            call = self._trace.call(*started)
+            self._trace.add(call)
+            return snap.resume(self._failed(call, exc))
+        end = time.perf_counter()
+        if host.pop(0, _FREE) is _FREE:
+            raise _Abandoned  # `stop` took the call: the run is over
+        self._trace.keep((started, end, value))
+        return snap.resume({"return_value": to_sandbox(value)})
+
+    def _too_many_calls(self) -> LimitExceeded:
+        return LimitExceeded(
+            f"tool-call limit exceeded: more than {self.limits.max_calls} calls "
+            "(raise it with --max-calls)",
+            limit="calls",
+        )
+
+    def _observed_call(self, snap: pm.FunctionSnapshot, name: str) -> pm.SyncSnapshot:
+        """A call someone may watch or answer: a live view, a store, a session, a replay,
+        an approval, an async or sandbox tool; or not a tool at all."""
         tool = self.tools.get(name)
         if tool is None:
             return snap.resume({"exception": NameError(self._unknown(name))})
         self._calls += 1
         if self._calls > self.limits.max_calls:
-            raise LimitExceeded(
-                f"tool-call limit exceeded: more than {self.limits.max_calls} calls "
-                "(raise it with --max-calls)",
-                limit="calls",
-            )
+            raise self._too_many_calls()
         args, kwargs = snap.args, snap.kwargs
         if self.restore is not None:  # the handles it held before the restore, bound again
             args, kwargs = self.restore.rebind((args, kwargs))
         elif self.session is not None:  # those the session's earlier cells sent in
             args, kwargs = self.session.rebind((args, kwargs))
-        offset = snap.position.start  # the call's line and column, inline: this is the hot path
-        starts, t0 = self._line_starts, self._t0
-        index = bisect.bisect_right(starts, offset) - 1
-        # positional: call_id, tool, args, kwargs, start, line, column (faster than keywords)
-        call = ToolCall(
-            snap.call_id, name, args, kwargs, time.perf_counter() - t0, index + 1,
-            offset - starts[index] + 1, origin=t0,
-        )  # fmt: skip
-        self.result.trace.append(call)
+        call = self._trace.call(
+            snap.call_id, name, snap.position.start, args, kwargs, time.perf_counter()
+        )
+        self._trace.add(call)
         if self._emitting:
             self.emit(CallStarted(call))
             # The view's work for the event (its first render in a fresh kernel) is not the
@@ -515,7 +560,6 @@ class Driver:
         if tool.is_async:
             coro = tool.invoke(call, args, kwargs)
             return snap.resume(self.pending.start(call.call_id, coro, call))
-        # `_on_host` spelled out: this is the hot path
         self._block(call)
         try:
             value = tool.invoke(call, args, kwargs)
@@ -723,13 +767,13 @@ class _Abandoned(Exception):
     """Ends the thread of a run `Driver.stop` abandoned, once its sync tool returns."""
 
 
-def _line_starts(code: str) -> list[int]:
-    """Byte offsets where each line of ``code`` starts (Monty reports byte offsets)."""
-    starts = [0]
-    for i, byte in enumerate(code.encode()):
-        if byte == 0x0A:
-            starts.append(i + 1)
-    return starts
+_FREE = object()
+"""`Driver._host` holds no call: the thread is not blocked on the host, or `stop` took it."""
+
+
+def _is_plain(tool: Tool) -> bool:
+    """Whether ``tool``'s calls may take the plain path (see `Driver._plain`)."""
+    return not tool.is_async and tool.approve is False and type(tool).invoke is Tool.invoke
 
 
 def _named_function(name: str) -> Any:

@@ -10,6 +10,7 @@ from .._events import ToolCall
 from .._preview import preview
 from ..records import RECORD_VERSION, CallRecord, ToolRow, TraceRecord, TraceStatus
 from ._scrub import mask_record
+from ._trace import Trace
 
 TRACEBACK_CHARS = 4000
 """The most of a tool's host traceback one call's record keeps."""
@@ -24,7 +25,6 @@ class OrchestrationResult:
     value: Any = None
     """The value of the cell's last expression (None when it ends in a statement)."""
     stdout: str = ""
-    trace: list[ToolCall] = field(default_factory=list)
     duration: float = 0.0
     error: str | None = None
     """``ExcType: message`` when the run failed."""
@@ -41,6 +41,20 @@ class OrchestrationResult:
     """The session (``session=``) whose variables the run started from and left."""
     secrets: tuple[str, ...] = field(default=(), repr=False)
     """Secrets the run's sandbox tools returned: `to_record` masks them (`_scrub`)."""
+    _trace: Trace = field(init=False, repr=False, compare=False)
+    """The calls as the run records them (`_trace`); read them as ``trace``."""
+
+    def __post_init__(self) -> None:
+        self._trace = Trace(self.code)
+
+    @property
+    def trace(self) -> list[ToolCall]:
+        """Every tool call, in the order the code made them."""
+        return self._trace.calls()
+
+    @trace.setter
+    def trace(self, calls: list[ToolCall]) -> None:
+        self._trace.replace(calls)
 
     @property
     def status(self) -> Literal["ok", "error", "interrupted", "paused"]:
