@@ -103,7 +103,8 @@ class ContainerLimits:
 
 @dataclass
 class Slot:
-    """A started container that has run nothing yet, and the host directories it mounts."""
+    """A container that has run nothing yet, and the host directories it mounts: a started
+    spare, or (``own``) one created with the run as its own process, not started yet."""
 
     container: Container
     work: Path
@@ -114,6 +115,8 @@ class Slot:
     """Removes the slot as a spare nobody took within `_IDLE` (cancelled when it is taken)."""
     key: tuple[str, ContainerLimits] | None = None
     """Set while a run holds the slot (`acquire`): it counts in its key's demand."""
+    own: bool = False
+    """The run is the container's own process (no spare waited): the caller starts it."""
 
     @property
     def user(self) -> str:
@@ -249,14 +252,19 @@ def _host_uids(client: DockerClient) -> bool:
     return not any(o.startswith(("name=rootless", "name=userns")) for o in options)
 
 
-def lifetime(limits: ContainerLimits) -> int:
-    """Seconds a container's ``sleep`` lasts: the longest it can be needed (waiting as a spare,
-    then running for up to the timeout), plus a grace period. Past it the container is gone
-    even if neither its kernel nor the kernel's watchdog is left to remove it."""
-    return int(_IDLE + limits.timeout + _GRACE)
+def lifetime(limits: ContainerLimits, *, spare: bool = True) -> int:
+    """Seconds a container lasts at most: the longest it can be needed (waiting as a spare,
+    then running for up to the timeout; a container made for its run does not wait), plus a
+    grace period. Past it the container is gone even if neither its kernel nor the kernel's
+    watchdog is left to remove it: a spare's ``sleep`` ends, a run's script kills the run."""
+    return int((_IDLE if spare else 0) + limits.timeout + _GRACE)
 
 
-def _start(client: DockerClient, image: str, limits: ContainerLimits) -> Slot:
+def _create(
+    client: DockerClient, image: str, limits: ContainerLimits, own: list[str] | None
+) -> Slot:
+    """A confined container, created and not started: a spare's (``sleep``), or with ``own``
+    as its process, attached to (stdin open once, for `_attach`) and not logged."""
     _watchdog.ensure_started()
     res = limits.resources
     uid = fresh_uid() if _host_uids(client) else SANDBOX_UID
@@ -266,10 +274,15 @@ def _start(client: DockerClient, image: str, limits: ContainerLimits) -> Slot:
     for mount in ("inputs", "program"):
         (work / mount).mkdir(mode=0o755)
         os.chmod(work / mount, 0o755)
+    attached = {}
+    if own is not None:
+        from docker.types import LogConfig
+
+        attached = {"stdin_open": True, "detach": False, "log_config": LogConfig(type="none")}
     try:
         container = client.containers.create(
             image,
-            command=["sleep", str(lifetime(limits))],
+            command=own or ["sleep", str(lifetime(limits))],
             runtime=runtime(client, limits.isolation),
             user=f"{uid}:{uid}",
             working_dir="/tmp",
@@ -292,17 +305,24 @@ def _start(client: DockerClient, image: str, limits: ContainerLimits) -> Slot:
             labels={LABEL: "1", KIND: "run", **owner_labels()},
             auto_remove=True,
             # a sleep has nothing to wind down: a stop (an engine shutdown stops every
-            # container) need not wait 10 s for it to ignore SIGTERM
+            # container) need not wait 10 s for it to ignore SIGTERM; nor has a run
             stop_signal="SIGKILL",
+            **attached,
         )
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
-    slot = Slot(container, work, time.monotonic(), limits, uid)
+    slot = Slot(container, work, time.monotonic(), limits, uid, own=own is not None)
     with _lock:
         _live[container.id or ""] = slot
+    return slot
+
+
+def _start(client: DockerClient, image: str, limits: ContainerLimits) -> Slot:
+    """A started spare."""
+    slot = _create(client, image, limits, None)
     try:
-        container.start()
+        slot.container.start()
     except BaseException:
         remove(slot)
         raise
@@ -416,8 +436,10 @@ def _claim(key: _Key) -> Slot | None:
     return _take(key) if key in _spares else None
 
 
-def acquire(client: DockerClient, image: str, limits: ContainerLimits) -> Slot:
-    """A started, unused container for one run (a waiting spare if there is one)."""
+def acquire(client: DockerClient, image: str, limits: ContainerLimits, own: list[str]) -> Slot:
+    """An unused container for one run: a waiting spare if there is one (the run is an exec
+    in it), else a new container created with ``own`` as its process, for the caller to
+    start (a start, then an exec, cost more than a start of the run itself)."""
     key = (image, limits)
     with _lock:
         _demand.setdefault(key, _Demand()).take(time.monotonic())
@@ -430,7 +452,7 @@ def acquire(client: DockerClient, image: str, limits: ContainerLimits) -> Slot:
     warm = slot is not None
     try:
         if slot is None:
-            slot = _start(client, image, limits)
+            slot = _create(client, image, limits, own)
     except BaseException:
         _done(key)
         raise
