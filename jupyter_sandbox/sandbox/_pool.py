@@ -15,15 +15,18 @@ and not while several runs of the key go on, nor beside a run of it: refilling w
 run's end (and while spares are left, for the end of a row of runs), so it does not compete
 with runs for the CPU, unless a row used up its spares.
 
-The container's own process is ``sleep``; the code runs as an exec in it. That buys: outputs can
-live on a size-limited tmpfs and still be read back (an exec tars them), so a disk fill cannot
-reach the host; secrets go into the exec's environment, never the container's config.
-Removal of a used container happens off the caller's path.
+A spare's own process is ``sleep``; the code runs as an exec in it. A run that finds no spare
+does not start one and then exec (~1.2x a ``docker run``): `acquire` creates a container whose
+own process is the run's script, and the caller starts it (`_run`). Either way outputs live on
+a size-limited tmpfs and are read back by the script's ``tar``, so a disk fill cannot reach
+the host, and secrets never enter the container's config (an exec's environment, or the
+script's stdin). Removal of a used container happens off the caller's path.
 
 When the kernel dies without cleaning up (SIGKILL, a server that stops waiting), its watchdog
-(`_watchdog`, started with its first container) removes its containers at once. The sleep is the
-last resort, should the watchdog die too: it lasts `lifetime` (5 min idle + the run's timeout +
-30 s), the longest a container can be needed, and then the container removes itself
+(`_watchdog`, started with its first container) removes its containers at once. The last
+resort, should the watchdog die too, is the container's own clock: a spare's sleep lasts
+`lifetime` (5 min idle + the run's timeout + 30 s), the longest a container can be needed; a
+run's script kills the run after its timeout + 30 s. Then the container removes itself
 (``auto_remove``), even if no kernel ever loads the extension again to reap it.
 
 Each container runs as a uid of its own, drawn from a range no host account has (`fresh_uid`):
