@@ -70,7 +70,7 @@ _SIGKILLED = 128 + 9
 _STATUS_MAX = 64
 """Bytes the status line after the marker may take (two numbers)."""
 WRAPPER = "jupyter-sandbox"
-"""The scripts' ``$0``: ``sh`` names it in its own errors (`exec_script`, `own_script`)."""
+"""The scripts' ``$0``: ``sh`` names it in its own errors (`EXEC_SCRIPT`, `OWN_SCRIPT`)."""
 _STATUS = """printf '%s%s %s\\n' "$m" "$rc" "$o"
 [ "$rc" -eq 0 ] && [ "$n" -gt 0 ] || exit "$rc"
 i=0
@@ -104,7 +104,7 @@ do [ -r "$f" ] && while read -r k v; do [ "$k" != oom_kill ] || o=$v; done <"$f"
 """
     + _STATUS
 )
-"""As the container's process (PID 1: it reaps orphans, and the code cannot signal it). The
+"""As the container's process (PID 1: it reaps orphans, and the code cannot kill it). The
 marker and the environment come on stdin; the environment is evaluated in the subshell that
 becomes the program, so no name it sets (``n``, ``IFS``, ``PATH``) reaches the script's own
 lines. A background ``sleep`` kills the run at the container's `_pool.lifetime`, should both
