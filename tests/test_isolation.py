@@ -106,23 +106,27 @@ def test_an_engine_without_the_runtime_says_how_to_register_it(monkeypatch):
 
 
 @pytest.fixture(scope="module")
-def no_sleep_image(docker_engine) -> Iterator[str]:
-    """The base image without ``sleep``: a sandbox container cannot start in it (its main
-    process is ``sleep``), after runsc already made the container's sandbox."""
-    tag = f"jupyter-sandbox-test/no-sleep:{uuid.uuid4().hex[:12]}"
-    dockerfile = f"FROM {default_base_image()}\nUSER root\nRUN rm -f /usr/bin/sleep /bin/sleep\n"
+def no_shell_image(docker_engine) -> Iterator[str]:
+    """The base image without ``sh`` or ``sleep``: a sandbox container cannot start in it (its
+    process is the run's ``sh`` script, or a spare's ``sleep``), after runsc already made the
+    container's sandbox."""
+    tag = f"jupyter-sandbox-test/no-shell:{uuid.uuid4().hex[:12]}"
+    dockerfile = (
+        f"FROM {default_base_image()}\nUSER root\n"
+        "RUN rm -f /usr/bin/sleep /bin/sleep /usr/bin/sh /bin/sh\n"
+    )
     docker_engine.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True)
     yield tag
     docker_engine.images.remove(tag, force=True)
 
 
 @pytest.mark.usefixtures("no_leaked_containers")
-def test_a_failed_start_leaves_no_runsc_sandbox(isolation, no_sleep_image):
+def test_a_failed_start_leaves_no_runsc_sandbox(isolation, no_shell_image):
     """runsc keeps such a sandbox running where ``docker ps`` no longer shows it; the pool's
     removal deletes it (the ``isolation`` fixture fails the test if ``runsc list`` still has
     it)."""
-    with pytest.raises(ContainerError, match="sleep"):
-        create("t", code="pass", image=no_sleep_image).run()
+    with pytest.raises(ContainerError, match='"sh"'):
+        create("t", code="pass", image=no_shell_image).run()
 
 
 @pytest.mark.xfail(

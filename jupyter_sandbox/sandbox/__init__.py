@@ -8,8 +8,8 @@ Layers, low to high:
 - `_spec` (normalised definition, image hash, Dockerfile), `_hostcfg` (what a build borrows
   from the host), `_build`, `_image` and `_baseimage` (streamed builds, the local base);
 - `_pool` (containers started ahead, confined, always removed), `_watchdog` (removes them when
-  the kernel dies), `_io` (staging inputs, collecting outputs), `_secrets` (masking), `_run`
-  (one run in one container);
+  the kernel dies), `_io` (staging inputs, collecting outputs), `_secrets` (masking), `_attach`
+  (a container's own process, attached before its start), `_run` (one run in one container);
 - `_cache` (results), `_record` (`SandboxRun`, the run's record), `_sandbox` (`create`,
   `Sandbox`: every entry point's one path); `_manage` (list, prune, reap) stands beside them;
 - `_cluster` (``create(cluster=...)``: a run sent to a Dask worker) and `_on_worker` (what the

@@ -15,15 +15,18 @@ and not while several runs of the key go on, nor beside a run of it: refilling w
 run's end (and while spares are left, for the end of a row of runs), so it does not compete
 with runs for the CPU, unless a row used up its spares.
 
-The container's own process is ``sleep``; the code runs as an exec in it. That buys: outputs can
-live on a size-limited tmpfs and still be read back (an exec tars them), so a disk fill cannot
-reach the host; secrets go into the exec's environment, never the container's config.
-Removal of a used container happens off the caller's path.
+A spare's own process is ``sleep``; the code runs as an exec in it. A run that finds no spare
+does not start one and then exec (~1.2x a ``docker run``): `acquire` creates a container whose
+own process is the run's script, and the caller starts it (`_run`). Either way outputs live on
+a size-limited tmpfs and are read back by the script's ``tar``, so a disk fill cannot reach
+the host, and secrets never enter the container's config (an exec's environment, or the
+script's stdin). Removal of a used container happens off the caller's path.
 
 When the kernel dies without cleaning up (SIGKILL, a server that stops waiting), its watchdog
-(`_watchdog`, started with its first container) removes its containers at once. The sleep is the
-last resort, should the watchdog die too: it lasts `lifetime` (5 min idle + the run's timeout +
-30 s), the longest a container can be needed, and then the container removes itself
+(`_watchdog`, started with its first container) removes its containers at once. The last
+resort, should the watchdog die too, is the container's own clock: a spare's sleep lasts
+`lifetime` (5 min idle + the run's timeout + 30 s), the longest a container can be needed; a
+run's script kills the run after its timeout + 30 s. Then the container removes itself
 (``auto_remove``), even if no kernel ever loads the extension again to reap it.
 
 Each container runs as a uid of its own, drawn from a range no host account has (`fresh_uid`):
@@ -103,7 +106,8 @@ class ContainerLimits:
 
 @dataclass
 class Slot:
-    """A started container that has run nothing yet, and the host directories it mounts."""
+    """A container that has run nothing yet, and the host directories it mounts: a started
+    spare, or (``own``) one created with the run as its own process, not started yet."""
 
     container: Container
     work: Path
@@ -114,6 +118,8 @@ class Slot:
     """Removes the slot as a spare nobody took within `_IDLE` (cancelled when it is taken)."""
     key: tuple[str, ContainerLimits] | None = None
     """Set while a run holds the slot (`acquire`): it counts in its key's demand."""
+    own: bool = False
+    """The run is the container's own process (no spare waited): the caller starts it."""
 
     @property
     def user(self) -> str:
@@ -249,14 +255,19 @@ def _host_uids(client: DockerClient) -> bool:
     return not any(o.startswith(("name=rootless", "name=userns")) for o in options)
 
 
-def lifetime(limits: ContainerLimits) -> int:
-    """Seconds a container's ``sleep`` lasts: the longest it can be needed (waiting as a spare,
-    then running for up to the timeout), plus a grace period. Past it the container is gone
-    even if neither its kernel nor the kernel's watchdog is left to remove it."""
-    return int(_IDLE + limits.timeout + _GRACE)
+def lifetime(limits: ContainerLimits, *, spare: bool = True) -> int:
+    """Seconds a container lasts at most: the longest it can be needed (waiting as a spare,
+    then running for up to the timeout; a container made for its run does not wait), plus a
+    grace period. Past it the container is gone even if neither its kernel nor the kernel's
+    watchdog is left to remove it: a spare's ``sleep`` ends, a run's script kills the run."""
+    return int((_IDLE if spare else 0) + limits.timeout + _GRACE)
 
 
-def _start(client: DockerClient, image: str, limits: ContainerLimits) -> Slot:
+def _create(
+    client: DockerClient, image: str, limits: ContainerLimits, own: list[str] | None
+) -> Slot:
+    """A confined container, created and not started: a spare's (``sleep``), or with ``own``
+    as its process, attached to (stdin open once, for `_attach`) and not logged."""
     _watchdog.ensure_started()
     res = limits.resources
     uid = fresh_uid() if _host_uids(client) else SANDBOX_UID
@@ -266,10 +277,15 @@ def _start(client: DockerClient, image: str, limits: ContainerLimits) -> Slot:
     for mount in ("inputs", "program"):
         (work / mount).mkdir(mode=0o755)
         os.chmod(work / mount, 0o755)
+    attached = {}
+    if own is not None:
+        from docker.types import LogConfig
+
+        attached = {"stdin_open": True, "detach": False, "log_config": LogConfig(type="none")}
     try:
         container = client.containers.create(
             image,
-            command=["sleep", str(lifetime(limits))],
+            command=own or ["sleep", str(lifetime(limits))],
             runtime=runtime(client, limits.isolation),
             user=f"{uid}:{uid}",
             working_dir="/tmp",
@@ -292,17 +308,24 @@ def _start(client: DockerClient, image: str, limits: ContainerLimits) -> Slot:
             labels={LABEL: "1", KIND: "run", **owner_labels()},
             auto_remove=True,
             # a sleep has nothing to wind down: a stop (an engine shutdown stops every
-            # container) need not wait 10 s for it to ignore SIGTERM
+            # container) need not wait 10 s for it to ignore SIGTERM; nor has a run
             stop_signal="SIGKILL",
+            **attached,
         )
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
-    slot = Slot(container, work, time.monotonic(), limits, uid)
+    slot = Slot(container, work, time.monotonic(), limits, uid, own=own is not None)
     with _lock:
         _live[container.id or ""] = slot
+    return slot
+
+
+def _start(client: DockerClient, image: str, limits: ContainerLimits) -> Slot:
+    """A started spare."""
+    slot = _create(client, image, limits, None)
     try:
-        container.start()
+        slot.container.start()
     except BaseException:
         remove(slot)
         raise
@@ -416,8 +439,10 @@ def _claim(key: _Key) -> Slot | None:
     return _take(key) if key in _spares else None
 
 
-def acquire(client: DockerClient, image: str, limits: ContainerLimits) -> Slot:
-    """A started, unused container for one run (a waiting spare if there is one)."""
+def acquire(client: DockerClient, image: str, limits: ContainerLimits, own: list[str]) -> Slot:
+    """An unused container for one run: a waiting spare if there is one (the run is an exec
+    in it), else a new container created with ``own`` as its process, for the caller to
+    start (a start, then an exec, cost more than a start of the run itself)."""
     key = (image, limits)
     with _lock:
         _demand.setdefault(key, _Demand()).take(time.monotonic())
@@ -430,7 +455,7 @@ def acquire(client: DockerClient, image: str, limits: ContainerLimits) -> Slot:
     warm = slot is not None
     try:
         if slot is None:
-            slot = _start(client, image, limits)
+            slot = _create(client, image, limits, own)
     except BaseException:
         _done(key)
         raise

@@ -1,26 +1,42 @@
 """One run in one container: live output, a wall-clock limit, outputs back, removal always.
 
-The container comes from `_pool` (started ahead, confined); this module stages the run's files
-into its mounts (again into a fresh container if the spare died while it waited), runs the code
-as an exec, streams its output with secrets masked, enforces the timeout and the
-output cap, detects an OOM kill, and hands the container back for removal on every path.
+The container comes from `_pool`. A spare waiting for the run (started ahead, confined) runs
+the code as an exec; with none waiting, the container is made for the run and the run is its
+own process (a start then an exec cost ~1.2x a ``docker run``). Either way this module stages
+the run's files into its mounts, streams its output with secrets masked, enforces the timeout
+and the output cap, detects an OOM kill, and hands the container back for removal on every
+path.
 
-Outputs come back in the same exec as the code (a second exec to tar them cost ~74 ms of a
-~250 ms warm run): the exec is a small ``sh`` script (`collecting`) that runs the program and,
-when it exits 0, writes a marker of this run and then a tar of ``/var/outputs`` on stdout. The
-host streams stdout up to the marker as the run's output, and feeds what follows to the same
-hostile-tar reader (`extract_outputs`), entry by entry, with all its limits. The program can
-read the marker (same uid) and print it: then it supplies the tar itself, which it could anyway
-by writing ``/var/outputs``, and hides the rest of its own stdout; the tar is read as hostile
-data either way, and the exit code still comes from the engine.
+Outputs come back with the code's output (a second exec to tar them cost ~74 ms of a ~250 ms
+warm run): a small ``sh`` script runs the program and then writes a marker of this run, the
+program's exit status (and, after a kill, the memory cgroup's OOM kills) on a line, and after
+exit 0 a tar of ``/var/outputs`` on stdout. The host streams stdout up to the marker as the
+run's output, and feeds the tar to the same hostile-tar reader (`extract_outputs`), entry by
+entry, with all its limits.
+
+In an exec (`EXEC_SCRIPT`) the exit code comes from the engine, and the marker is an argument.
+As the container's own process (`OWN_SCRIPT`), the status line is the end of the run: the
+engine reports a container's exit only after tearing it down (network namespace, mounts), so
+the host returns when the line (and the tar) came and the container is removed off its path.
+That script reads the marker, then the environment (`script_input`), from stdin, written by
+the host before the start (`_attach`): neither is in the container's configuration. If the
+script dies before its line (OOM, a kill from outside), the engine's events say how it ended
+(`death`).
+
+The program can read its marker (same uid: an argument, or the script's memory) and print
+it: then it supplies the status and the tar itself; it could exit with that status and write
+those files anyway. The tar is read as hostile data either way, and after an exec the exit
+code still comes from the engine.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import re
 import secrets
+import shlex
 import shutil
 import threading
 import time
@@ -32,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 from .._errors import ContainerError, SandboxCancelled, SandboxTimeout
 from .._events import EventCallback, Output, Stream
 from . import _pool
+from ._attach import Attached
 from ._death import death
 from ._io import OUTPUTS, extract_outputs
 from ._pool import ContainerLimits, Slot
@@ -45,24 +62,54 @@ _POLL = 0.05
 """Seconds between looks at the cancel flag and the deadline."""
 _ASK = 0.2
 _MAX_ASK = 0.8
-"""The engine is asked whether the exec still runs after `_ASK` s, then at doubling intervals up
-to `_MAX_ASK`: the stream's end says so for free (most runs end before the first question),
-the question is only for a background child that keeps the stream open."""
+"""The engine is asked whether the exec (or the container) still runs after `_ASK` s, then at
+doubling intervals up to `_MAX_ASK`: the stream says so for free (most runs end before the
+first question), the question is only for a background child that keeps an exec's stream
+open, or a container that died without its stream ending."""
 _SIGKILLED = 128 + 9
+_STATUS_MAX = 64
+"""Bytes the status line after the marker may take (two numbers)."""
 WRAPPER = "jupyter-sandbox"
-"""The collecting script's ``$0``: ``sh`` names it in its own errors (`collecting`)."""
-_COLLECT = """m=$1 n=$2
-shift 2
-(shift "$n"; exec "$@")
-rc=$?
-[ "$rc" -eq 0 ] || exit "$rc"
+"""The scripts' ``$0``: ``sh`` names it in its own errors (`EXEC_SCRIPT`, `OWN_SCRIPT`)."""
+_STATUS = """printf '%s%s %s\\n' "$m" "$rc" "$o"
+[ "$rc" -eq 0 ] && [ "$n" -gt 0 ] || exit "$rc"
 i=0
 while [ "$i" -lt "$n" ]; do set -- "$@" "$1"; shift; i=$((i + 1)); done
 shift $(($# - n))
-printf %s "$m"
 tar -C {outputs} -cf - -- "$@" 2>/dev/null
 exit 0
 """.replace("{outputs}", OUTPUTS)
+"""The end both scripts share: marker, status line and, after exit 0, the outputs' tar (the
+positional parameters are the ``n`` names, then the command: only the names go to tar)."""
+EXEC_SCRIPT = (
+    """m=$1 n=$2
+shift 2
+(shift "$n"; exec "$@")
+rc=$? o=0
+[ "$rc" -eq 0 ] || exit "$rc"
+"""
+    + _STATUS
+)
+"""In an exec: the engine reports the exit code and OOM kills, so a failure is just exited."""
+OWN_SCRIPT = (
+    """IFS= read -r m
+{ sleep "$1" && kill -KILL -1; } </dev/null >/dev/null 2>&1 &
+n=$2
+shift 2
+(shift "$n"; e=; while IFS= read -r l; do e="$e$l
+"; done; eval "$e"; exec "$@" </dev/null)
+rc=$? o=0
+[ "$rc" -ne 137 ] || for f in /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control
+do [ -r "$f" ] && while read -r k v; do [ "$k" != oom_kill ] || o=$v; done <"$f"; done
+"""
+    + _STATUS
+)
+"""As the container's process (PID 1: it reaps orphans, and the code cannot kill it). The
+marker and the environment come on stdin; the environment is evaluated in the subshell that
+becomes the program, so no name it sets (``n``, ``IFS``, ``PATH``) reaches the script's own
+lines. A background ``sleep`` kills the run at the container's `_pool.lifetime`, should both
+the kernel and its watchdog be gone. After a SIGKILL the line carries the OOM kills counted
+by the memory cgroup (v2 or v1): the engine's ``OOMKilled`` would come only after teardown."""
 
 
 @dataclass
@@ -82,34 +129,48 @@ class RawRun:
 
 @dataclass(frozen=True)
 class _Collect:
-    """Where a run's outputs go, and the marker that starts their tar on stdout."""
+    """Where a run's outputs go."""
 
     dest: Path
     names: Collection[str]
     limit: int
     deadline: float
-    marker: bytes
 
 
-def collecting(command: list[str], names: Collection[str], marker: bytes) -> list[str]:
-    """``command`` wrapped so that, when it exits 0, ``marker`` and a tar of ``names`` under
-    ``/var/outputs`` follow its output on stdout; the exit code is the command's.
+def exec_command(command: list[str], names: Collection[str], marker: bytes) -> list[str]:
+    """``command`` wrapped in `EXEC_SCRIPT`: when it exits 0, ``marker``, a status line and a
+    tar of ``names`` under ``/var/outputs`` follow its output on stdout; the exit code is the
+    command's.
 
     Arguments, not string building: the names (then the command) are ``sh``'s positional
     parameters; the command runs in a subshell that drops the names, the tar gets only them.
     """
-    return ["sh", "-c", _COLLECT, WRAPPER, marker.decode(), str(len(names)), *names, *command]
+    return ["sh", "-c", EXEC_SCRIPT, WRAPPER, marker.decode(), str(len(names)), *names, *command]
+
+
+def own_command(command: list[str], names: Collection[str], limits: ContainerLimits) -> list[str]:
+    """``command`` wrapped in `OWN_SCRIPT`, as a container's own process (`script_input`
+    gives it the marker and the environment)."""
+    lifetime = str(_pool.lifetime(limits, spare=False))
+    return ["sh", "-c", OWN_SCRIPT, WRAPPER, lifetime, str(len(names)), *names, *command]
+
+
+def script_input(marker: bytes, env: Mapping[str, str]) -> bytes:
+    """What `OWN_SCRIPT` reads on stdin: the marker's line, then one ``export`` per variable
+    (each value single-quoted: any text without NUL, newlines included, means itself)."""
+    exports = (f"export {name}={shlex.quote(value)}\n" for name, value in env.items())
+    return marker + b"\n" + "".join(exports).encode()
 
 
 class _Reader(threading.Thread):
-    """Drains an exec's output stream into events and a capped transcript, secrets masked,
-    and unpacks the outputs' tar that follows the marker on stdout (`_Collect`).
+    """Drains a run's output stream into events and a capped transcript, secrets masked, and
+    reads what follows the marker on stdout: the status line, then the outputs' tar.
 
     Each stream has its own `StreamMasker`, so a secret split across chunks is still masked;
     stdout that could be the start of the marker is held back until the next chunk tells.
     `close` releases what was held back and stops taking output (a background child may keep
-    the stream open after the run ended). ``collected`` is set once the tar was read (or
-    failed, or the stream ended).
+    the stream open after the run ended). ``collected`` is set once the status line and the
+    tar were read (or failed, or the stream ended, or the output passed the cap).
     """
 
     def __init__(
@@ -118,6 +179,7 @@ class _Reader(threading.Thread):
         on_event: EventCallback,
         cap: int,
         scrub: tuple[str, ...],
+        marker: bytes = b"",
         collect: _Collect | None = None,
     ) -> None:
         super().__init__(daemon=True)
@@ -127,17 +189,20 @@ class _Reader(threading.Thread):
         self.size = 0
         self.flooded = False
         self.parts: dict[Stream, list[str]] = {"stdout": [], "stderr": []}
+        self.marker = marker
         self.collect = collect
         self.done = threading.Event()
         """Set when the stream ended or the output passed the cap."""
         self.collected = threading.Event()
         self.outputs_error: BaseException | None = None
+        self.status: tuple[int, int] | None = None
+        """The script's (exit status, OOM kills), once its line came."""
         self._maskers = {name: StreamMasker(scrub) for name in self.parts}
         self._lock = threading.RLock()
         self._closed = False
         self._held = b""
         self.past_marker = False
-        """Whether the marker came: what follows is the outputs' tar."""
+        """Whether the marker came: what follows is the script's, not the program's."""
 
     def run(self) -> None:
         try:
@@ -148,7 +213,7 @@ class _Reader(threading.Thread):
                 if out and not self.past_marker:
                     tail = self._stdout(out)
                     if tail is not None:
-                        self._unpack(tail, chunks)
+                        self._after_marker(tail, chunks)
         except Exception:  # the stream breaks when the container is killed: that is the end
             return
         finally:
@@ -156,42 +221,60 @@ class _Reader(threading.Thread):
             self.done.set()
 
     def _stdout(self, data: bytes) -> bytes | None:
-        """Take stdout up to the marker; what follows it (the tar's start), or None."""
-        marker = self.collect.marker if self.collect is not None else b""
+        """Take stdout up to the marker; what follows it, or None."""
         with self._lock:
             data, self._held = self._held + data, b""
-            at = data.find(marker) if marker else -1
+            at = data.find(self.marker) if self.marker else -1
             if at >= 0:
                 self.past_marker = True
                 self._take("stdout", data[:at])
-                return data[at + len(marker) :]
-            keep = _overlap(data, marker)
+                return data[at + len(self.marker) :]
+            keep = _overlap(data, self.marker)
             self._held = data[len(data) - keep :]
             self._take("stdout", data[: len(data) - keep])
             return None
 
-    def _unpack(self, first: bytes, chunks: Iterator[tuple[bytes | None, bytes | None]]) -> None:
-        """Feed the tar after the marker to `extract_outputs`; stderr keeps streaming."""
-        collect = self.collect
-        assert collect is not None  # a marker was found, so there is one
-
-        def tar() -> Iterator[bytes]:
-            if first:
-                yield first
-            for out, err in chunks:
-                if err:
-                    self._take("stderr", err)
-                if out:
-                    yield out
-
+    def _after_marker(
+        self, first: bytes, chunks: Iterator[tuple[bytes | None, bytes | None]]
+    ) -> None:
+        """Read the status line, then (after exit 0) feed the tar to `extract_outputs`;
+        stderr keeps streaming."""
+        rest = self._rest(first, chunks)
+        head = b""
+        for data in rest:
+            head += data
+            if b"\n" in head or len(head) > _STATUS_MAX:
+                break
+        line, newline, tail = head.partition(b"\n")
+        self.status = _status(line) if newline else None
         try:
-            extract_outputs(
-                tar(), collect.dest, collect.names, limit=collect.limit, deadline=collect.deadline
-            )
+            if self.status is None:
+                raise ContainerError("the run's status after its marker is broken: run it again")
+            if self.status[0] == 0 and self.collect is not None:
+                collect = self.collect
+                extract_outputs(
+                    itertools.chain([tail], rest),
+                    collect.dest,
+                    collect.names,
+                    limit=collect.limit,
+                    deadline=collect.deadline,
+                )
         except BaseException as exc:  # handed to the caller's thread
             self.outputs_error = exc
         finally:
             self.collected.set()
+
+    def _rest(
+        self, first: bytes, chunks: Iterator[tuple[bytes | None, bytes | None]]
+    ) -> Iterator[bytes]:
+        """Stdout after the marker, chunk by chunk; stderr is taken as it comes."""
+        if first:
+            yield first
+        for out, err in chunks:
+            if err:
+                self._take("stderr", err)
+            if out:
+                yield out
 
     def _take(self, stream: Stream, data: bytes) -> None:
         with self._lock:
@@ -201,6 +284,7 @@ class _Reader(threading.Thread):
             if self.size > self.cap:
                 self.flooded = True
                 self.done.set()
+                self.collected.set()
                 return
             self._emit(stream, self._maskers[stream].feed(data))
 
@@ -219,6 +303,12 @@ class _Reader(threading.Thread):
         if text:
             self.parts[stream].append(text)
             self.on_event(Output(stream, text))
+
+
+def _status(line: bytes) -> tuple[int, int] | None:
+    """(exit status, OOM kills) from the script's status line, None if it is not one."""
+    match = re.fullmatch(rb"(\d{1,3}) (\d{1,19})", line)
+    return (int(match.group(1)), int(match.group(2))) if match else None
 
 
 def _overlap(data: bytes, marker: bytes) -> int:
@@ -268,43 +358,115 @@ def _until(event: threading.Event, until: float, cancel: threading.Event | None)
     return True
 
 
-def _wait(
+_Ended = tuple[bool, int | None, bool]
+"""How a run ended: (False, None, False) on timeout, else (True, its exit code, whether it was
+killed for memory); the exit code is None when the output cap stopped it."""
+
+
+def _wait_exec(
     client: DockerClient,
+    slot: Slot,
     exec_id: str,
     reader: _Reader,
     deadline: float,
     cancel: threading.Event | None,
-) -> tuple[bool, int | None]:
-    """Wait for the exec to end (or the output cap): (False, None) on timeout, else (True,
-    its exit code, None if the cap stopped it).
+) -> _Ended:
+    """Wait for the exec to end (or the output cap).
 
     Waits on the stream, and asks the engine too (`_ASK`): a background child that keeps
     stdout open must not keep the run alive after the main process exited.
     """
+    from docker.errors import NotFound
+
     poll = _ASK
-    while not _until(reader.done, min(time.monotonic() + poll, deadline), cancel):
+    try:
+        while not _until(reader.done, min(time.monotonic() + poll, deadline), cancel):
+            if time.monotonic() >= deadline:
+                return False, None, False
+            state = client.api.exec_inspect(exec_id)
+            if not state["Running"]:
+                if not _exited(reader, state["ExitCode"], deadline, cancel):
+                    return False, None, False
+                return _killed(client, slot, state["ExitCode"])
+            poll = min(2 * poll, _MAX_ASK)
+        if reader.flooded:
+            return True, None, False
+        return _killed(client, slot, client.api.exec_inspect(exec_id)["ExitCode"])
+    except NotFound:  # the container died (gVisor: a memory bomb kills the whole sandbox)
+        return (True, *death(client, slot.container.id or "", slot.born))
+
+
+def _killed(client: DockerClient, slot: Slot, code: int) -> _Ended:
+    return True, code, code == _SIGKILLED and _oom_kills(client, slot) > 0
+
+
+def _exited(reader: _Reader, code: int, deadline: float, cancel: threading.Event | None) -> bool:
+    """The program exited and something still holds its stream: trailing output gets a
+    moment; after exit 0, the outputs' tar is read to its end (it is all written by then).
+    False if that ran past the deadline."""
+    if reader.collect is not None and code == 0:
+        return _until(reader.collected, deadline, cancel)
+    _until(reader.done, time.monotonic() + _POLL, cancel)
+    return True
+
+
+def _wait_own(
+    client: DockerClient,
+    slot: Slot,
+    reader: _Reader,
+    deadline: float,
+    cancel: threading.Event | None,
+) -> _Ended:
+    """Wait for the script's status line (and the tar after it), or the output cap: the run
+    is over then, though its container is not. Without the line the script died (OOM, a kill
+    from outside, gVisor's whole sandbox gone): the engine's events say how, once it is gone.
+
+    Asks the engine too (`_ASK`): a container that died while its stream stays open (under
+    gVisor an exec's did) must not keep the run waiting until the timeout.
+    """
+    poll = _ASK
+    while not _until(reader.collected, min(time.monotonic() + poll, deadline), cancel):
         if time.monotonic() >= deadline:
-            return False, None
-        state = client.api.exec_inspect(exec_id)
-        if not state["Running"]:
-            return _exited(reader, state["ExitCode"], deadline, cancel)
+            return False, None, False
+        if not _running(client, slot):
+            _until(reader.collected, time.monotonic() + _ASK, cancel)  # what is still on its way
+            break
         poll = min(2 * poll, _MAX_ASK)
     if reader.flooded:
-        return True, None
-    return True, client.api.exec_inspect(exec_id)["ExitCode"]
+        return True, None, False
+    if reader.status is not None:
+        code, kills = reader.status
+        return True, code, code == _SIGKILLED and kills > 0
+    if not _gone(client, slot, deadline, cancel):
+        return False, None, False
+    return (True, *death(client, slot.container.id or "", slot.born))
 
 
-def _exited(
-    reader: _Reader, code: int, deadline: float, cancel: threading.Event | None
-) -> tuple[bool, int | None]:
-    """The program exited and something still holds its stream: trailing output gets a
-    moment; after exit 0, the outputs' tar is read to its end (it is all written by then)."""
-    if reader.collect is not None and code == 0:
-        if not _until(reader.collected, deadline, cancel):
-            return False, None
-    else:
-        _until(reader.done, time.monotonic() + _POLL, cancel)
-    return True, code
+def _running(client: DockerClient, slot: Slot) -> bool:
+    from docker.errors import NotFound
+
+    try:
+        return bool(client.api.inspect_container(slot.container.id)["State"]["Running"])
+    except NotFound:
+        return False
+
+
+def _gone(
+    client: DockerClient, slot: Slot, deadline: float, cancel: threading.Event | None
+) -> bool:
+    """Wait until the engine has removed the container (``auto_remove``: its events are all
+    written then); False at the deadline."""
+    from docker.errors import NotFound
+
+    while time.monotonic() < deadline:
+        if cancel is not None and cancel.is_set():
+            raise SandboxCancelled("the run was cancelled; its container was removed")
+        try:
+            client.api.inspect_container(slot.container.id)
+        except NotFound:
+            return True
+        time.sleep(_POLL)
+    return False
 
 
 def _stage(slot: Slot, inputs_dir: Path, program_dir: Path) -> None:
@@ -343,6 +505,19 @@ def _start_exec(
         raise
 
 
+def _start_own(client: DockerClient, slot: Slot, stdin: bytes, staged: tuple[Path, Path]) -> Any:
+    """Stage the run into ``slot``, attach, write the script's stdin, start: the stream."""
+    _stage(slot, *staged)
+    attached = Attached(client, slot.container.id or "")
+    try:
+        attached.send(stdin)
+        slot.container.start()
+    except BaseException:
+        attached.close()
+        raise
+    return attached
+
+
 def run_container(
     client: DockerClient,
     *,
@@ -365,39 +540,42 @@ def run_container(
     Secret values in ``scrub`` are masked in the transcript and the live output. Setting
     ``cancel`` stops the run (`SandboxCancelled`) within a poll interval.
     """
-    from docker.errors import NotFound
-
     raw = RawRun()
-    slot = _pool.acquire(client, image, limits)
+    names = tuple(output_names) if outputs_dir is not None else ()
+    marker = f"\x1e{WRAPPER} outputs {secrets.token_hex(16)}\x1e".encode()
+    slot = _pool.acquire(client, image, limits, own_command(command, names, limits))
+    staged = (inputs_dir, program_dir)
     clean = False
     stream: Any = None
+    reader: _Reader | None = None
     try:
+        if slot.own:
+            stream = _start_own(client, slot, script_input(marker, env), staged)
+        else:
+            if outputs_dir is None:
+                marker = b""  # the program runs as the exec itself
+            else:
+                command = exec_command(command, names, marker)
+            slot, exec_id, stream = _start_exec(client, slot, image, command, env, staged)
         start = time.monotonic()
         deadline = start + limits.timeout
         collect = None
         if outputs_dir is not None:
-            marker = f"\x1e{WRAPPER} outputs {secrets.token_hex(16)}\x1e".encode()
             limit = parse_size(limits.resources.disk)
-            collect = _Collect(outputs_dir, tuple(output_names), limit, deadline, marker)
-            command = collecting(command, collect.names, marker)
-        slot, exec_id, stream = _start_exec(
-            client, slot, image, command, env, (inputs_dir, program_dir)
-        )
-        reader = _Reader(stream, on_event, parse_size(limits.resources.output), scrub, collect)
+            collect = _Collect(outputs_dir, names, limit, deadline)
+        cap = parse_size(limits.resources.output)
+        reader = _Reader(stream, on_event, cap, scrub, marker, collect)
         reader.start()
-        oom: bool | None = None  # known at once when the container itself died under the run
-        try:
-            finished, exit_code = _wait(client, exec_id, reader, deadline, cancel)
-        except NotFound:  # the container died (gVisor: a memory bomb kills the whole sandbox)
-            finished, (exit_code, oom) = True, death(client, slot.container.id or "", slot.born)
+        if slot.own:
+            finished, exit_code, oom = _wait_own(client, slot, reader, deadline, cancel)
+        else:
+            finished, exit_code, oom = _wait_exec(client, slot, exec_id, reader, deadline, cancel)
         raw.seconds = time.monotonic() - start
         raw.timed_out = not finished
         reader.close()
         raw.flooded = reader.flooded
         if finished and not reader.flooded:
             raw.exit_code = exit_code
-            if oom is None:
-                oom = exit_code == _SIGKILLED and _oom_kills(client, slot) > 0
             raw.oom_killed = oom
             error = reader.outputs_error
             if exit_code == 0 and collect is not None and not reader.past_marker:
@@ -413,9 +591,12 @@ def run_container(
         raw.stderr = "".join(reader.parts["stderr"])
         clean = True
     finally:
-        if stream is not None and not (clean and reader.done.is_set()):
-            # a background child may hold it open (removal ends it anyway). One that ended is
-            # left alone: its connection may be back in the client's pool, serving another call
+        if stream is not None and not (
+            clean and not slot.own and reader is not None and reader.done.is_set()
+        ):
+            # a background child may hold it open (removal ends it anyway), and an attached
+            # stream is the run's alone. An exec's that ended is left alone: its connection
+            # may be back in the client's pool, serving another call
             _close(stream)
         # timeout, Ctrl-C, engine error: gone before control returns
         _pool.release(client, slot, now=not clean)
@@ -436,7 +617,7 @@ def _oom_kills(client: DockerClient, slot: Slot) -> int:
 
 
 def _close(stream: Any) -> None:
-    """Close an exec's output stream (the SSH transport cannot: removal then ends it)."""
+    """Close a run's output stream (the SSH transport cannot: removal then ends it)."""
     from docker.errors import DockerException
 
     with contextlib.suppress(DockerException, OSError):

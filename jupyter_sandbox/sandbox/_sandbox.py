@@ -402,7 +402,7 @@ _CANNOT_START = (
     # runsc (gVisor): error finding executable "python3" in PATH [...]: no such file or ...
     re.compile(r'error finding executable "([^"\n]+)" in PATH [^\n]*: (no such file or directory)'),
     re.compile(r"failed to load ([^:\n]+): (no such file or directory)"),  # runsc, a path
-    # the script that also collects outputs (`_run.collecting`), as sh says it
+    # the run's script (`_run.EXEC_SCRIPT`, `_run.OWN_SCRIPT`), as sh says it
     re.compile(
         rf"^{re.escape(WRAPPER)}: \d+: exec: ([^\n]+): (not found|Permission denied)$", re.MULTILINE
     ),

@@ -1,0 +1,192 @@
+"""A run with no spare waiting is its container's own process (issue 12, the cold row).
+
+The script that runs the code is the container's process; the host attaches before the start,
+writes the marker and the environment on its stdin, and returns once the script's status line
+(and the outputs' tar) came, without waiting for the engine to report the exit. These tests
+check what that path keeps of the exec path's promises: no exec at all, exact values, the
+environment never in the engine's configuration or logs, the engine's word when the script
+dies, and the script's own lifetime bound. Real engine, real containers, both runtimes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jupyter_sandbox import NonZeroExit, SandboxCancelled, create
+from jupyter_sandbox._events import Output, ignore
+from jupyter_sandbox.sandbox import _pool, _run
+from jupyter_sandbox.sandbox._client import KIND, OWNER_PID
+from jupyter_sandbox.sandbox._image import default_base_image
+from jupyter_sandbox.sandbox._spec import Resources
+
+pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("no_leaked_containers")]
+
+_BOUND = 60.0
+"""Seconds a wait below may take before the test fails: only there to prevent a hang."""
+SECRET = "it's a\nsecret $HOME `id` \\n ✓\n"
+"""Quotes, a newline (also the last character), what a shell would expand, non-ASCII."""
+ENV = {"n": "5", "IFS": ",", "m": "", "e": "x'y", "l": "a\nb", "PS4": "+"}
+"""Names the script uses itself, or the shell reads: the program gets them as given."""
+
+
+def _labels() -> list[str]:
+    return [f"{KIND}=run", f"{OWNER_PID}={os.getpid()}"]
+
+
+def _events(engine: Any, since: float, action: str) -> list[str]:
+    """Ids of this process' containers with an event ``action`` (prefix) since ``since``."""
+    events = engine.events(
+        since=int(since),
+        until=int(time.time()) + 1,
+        decode=True,
+        filters={"type": "container", "label": _labels()},
+    )
+    return [e["Actor"]["ID"] for e in events if e.get("Action", "").startswith(action)]
+
+
+def test_a_run_with_no_spare_runs_no_exec_and_returns_what_the_code_did(docker_engine, isolation):
+    _pool.settle()
+    since = time.time() - 1
+    sandbox = create(
+        "own",
+        code="import sys\nprint('out')\nprint('err', file=sys.stderr)\ny = x * 2",
+        inputs={"x": int},
+        outputs={"y": int},
+    )
+    shown: list[object] = []
+    run = sandbox.execute({"x": 21}, on_event=shown.append)
+    assert (run.value, run.exit_code, run.stdout, run.stderr) == (42, 0, "out\n", "err\n")
+    live = [e.text for e in shown if isinstance(e, Output) and e.stream == "stdout"]
+    assert "".join(live) == "out\n"
+    _pool.quiesce()
+    created = set(_events(docker_engine, since, "create"))
+    assert created  # the run's container (and the spare started after it)
+    assert not set(_events(docker_engine, since, "exec_start")) & created
+
+
+@pytest.mark.parametrize("outputs", [{"y": int}, None], ids=["outputs", "no outputs"])
+def test_the_environment_reaches_the_program_exactly(monkeypatch, isolation, outputs):
+    monkeypatch.setenv("JSBX_OWN_SECRET", SECRET)
+    expected = {**ENV, "JSBX_OWN_SECRET": SECRET}
+    code = (
+        "import os\n"
+        f"print(sorted(k for k, v in {expected!r}.items() if os.environ.get(k) != v))\n"
+        "y = 1\n"
+    )
+    sandbox = create("env", code=code, env_vars=ENV, secrets=["JSBX_OWN_SECRET"], outputs=outputs)
+    _pool.settle()
+    assert sandbox.execute({}).stdout == "[]\n"
+
+
+def _running(engine: Any, started: threading.Event) -> str:
+    """The id of this process' container once its run has printed (``started``)."""
+    assert started.wait(_BOUND), "the run never printed"
+    (found,) = engine.api.containers(filters={"label": _labels()})
+    return str(found["Id"])
+
+
+def _set_on_output(started: threading.Event, event: object) -> None:
+    if isinstance(event, Output):
+        started.set()
+
+
+@contextlib.contextmanager
+def _in_a_thread(
+    sandbox: Any, cancel: threading.Event, started: threading.Event
+) -> Iterator[list[BaseException]]:
+    """A run of ``sandbox`` going on in a thread until the block ends (then cancelled);
+    what it raised."""
+    ended: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            sandbox.execute({}, on_event=lambda e: _set_on_output(started, e), cancel=cancel)
+        except BaseException as exc:
+            ended.append(exc)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    try:
+        yield ended
+    finally:
+        cancel.set()
+        worker.join(_BOUND)
+    assert not worker.is_alive()
+
+
+def test_neither_the_environment_nor_the_output_enters_the_engines_records(
+    docker_engine, monkeypatch, isolation
+):
+    """While the run goes on: the container's configuration (what ``docker inspect`` shows
+    and the engine keeps on its disk) holds no secret, no variable and no marker, and the
+    engine logs nothing of the run's output (logging is off)."""
+    monkeypatch.setenv("JSBX_OWN_SECRET", SECRET)
+    sandbox = create(
+        "quiet",
+        command=["sh", "-c", 'echo "$JSBX_KEPT $JSBX_OWN_SECRET"; sleep 30'],
+        env_vars={"JSBX_KEPT": "kept-value"},
+        secrets=["JSBX_OWN_SECRET"],
+    )
+    _pool.settle()
+    cancel, started = threading.Event(), threading.Event()
+    with _in_a_thread(sandbox, cancel, started) as ended:
+        container = _running(docker_engine, started)
+        attrs = docker_engine.api.inspect_container(container)
+        shown = json.dumps(attrs)
+        assert "kept-value" not in shown and json.dumps(SECRET)[1:-1] not in shown
+        assert "jupyter-sandbox outputs" not in shown  # the marker
+        assert attrs["HostConfig"]["LogConfig"]["Type"] == "none"
+        folder = Path(docker_engine.info()["DockerRootDir"]) / "containers" / container
+        for path in folder.rglob("*"):
+            if path.is_file():
+                data = path.read_bytes()
+                assert b"kept-value" not in data and SECRET.encode() not in data, path
+    assert [type(e) for e in ended] == [SandboxCancelled]
+
+
+def test_a_script_killed_from_outside_reports_the_engines_exit_code(docker_engine, isolation):
+    """No status line came: the engine's events say how the container ended (137)."""
+    sandbox = create("killed", command=["sh", "-c", "echo up; sleep 30"], timeout=_BOUND)
+    _pool.settle()
+    cancel, started = threading.Event(), threading.Event()
+    with _in_a_thread(sandbox, cancel, started) as ended:
+        docker_engine.api.kill(_running(docker_engine, started))
+        deadline = time.monotonic() + _BOUND
+        while not ended and time.monotonic() < deadline:
+            time.sleep(0.1)
+    assert [type(e) for e in ended] == [NonZeroExit]
+    assert ended[0].exit_code == 137  # type: ignore[attr-defined]
+
+
+def test_the_script_ends_a_run_nobody_removes_at_its_lifetime(
+    docker_engine, monkeypatch, isolation
+):
+    """The kernel and its watchdog gone, nothing removes the container: the script's own
+    ``sleep`` kills the run at `_pool.lifetime` (here the timeout: no grace), and the script
+    still says so on its status line."""
+    monkeypatch.setattr(_pool, "_GRACE", 0.0)
+    limits = _pool.ContainerLimits(1.0, Resources(), isolation=isolation)
+    image = default_base_image()
+    command = _run.own_command(["sleep", "30"], (), limits)
+    slot = _pool.acquire(docker_engine, image, limits, command)
+    assert slot.own
+    try:
+        marker = b"\x1emarker\x1e"
+        stdin = _run.script_input(marker, {})
+        stream = _run._start_own(docker_engine, slot, stdin, (slot.inputs, slot.program))
+        reader = _run._Reader(stream, ignore, 1 << 20, (), marker)
+        reader.start()
+        assert reader.collected.wait(_BOUND)
+        stream.close()
+        assert reader.status == (137, 0)
+    finally:
+        _pool.release(docker_engine, slot, now=True)
