@@ -278,8 +278,9 @@ def stage_program(
     if mode == "auto":
         shutil.copyfile(_HERE / "_runner.py", dest / "runner.py")
         shutil.copyfile(_HERE / "_codec.py", dest / "jsbx_codec.py")
-        manifest = {"inputs": dict(inputs), "outputs": dict(outputs)}
-        (dest / "manifest.json").write_text(json.dumps(manifest))
+        lines = [f"in\t{name}\t{tag}\n" for name, tag in inputs.items()]
+        lines += [f"out\t{name}\t{tag or ''}\n" for name, tag in outputs.items()]
+        (dest / "manifest.tsv").write_text("".join(lines))
     _readable(dest)
 
 

@@ -1,0 +1,60 @@
+"""The auto-IO runner's start in a real container: what a plain run imports, and that the
+lazily imported parts (json, decimal, inferred types) still work."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from jupyter_sandbox import create
+
+pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("no_leaked_containers")]
+
+HEAVY = ("json", "re", "enum", "typing", "decimal")
+"""Modules that cost milliseconds each to import at every run's start."""
+
+
+def test_a_run_with_int_input_and_output_imports_none_of_the_heavy_modules() -> None:
+    code = f"import sys\nloaded = ','.join(m for m in {HEAVY!r} if m in sys.modules)\ny = x + 1"
+    sandbox = create("start", code=code, inputs={"x": int}, outputs={"y": int, "loaded": str})
+    assert sandbox.execute({"x": 41}).outputs == {"y": 42, "loaded": ""}
+
+
+def test_lazily_imported_codecs_and_inferred_types_still_work() -> None:
+    code = "d = {'k': [x, str(t)]}\nu = t * 2\nv = 1.5"
+    sandbox = create(
+        "lazy",
+        code=code,
+        inputs={"x": int, "t": dt.timedelta},
+        outputs={"d": dict, "u": dt.timedelta, "v": None},
+    )
+    result = sandbox.execute({"x": 1, "t": dt.timedelta(seconds=1.25)})
+    assert result.outputs == {
+        "d": {"k": [1, "0:00:01.250000"]},
+        "u": dt.timedelta(seconds=2.5),
+        "v": 1.5,
+    }
+
+
+def test_the_cells_lines_show_in_its_own_tracebacks_and_warnings() -> None:
+    """The runner registers the cell's source only when linecache is first imported."""
+    code = (
+        "import traceback, warnings\n"
+        "try:\n"
+        "    1 / 0  # the failing line\n"
+        "except ZeroDivisionError:\n"
+        "    shown = traceback.format_exc()\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    warnings.warn('again')\n"
+        "shown += warnings.formatwarning(*[getattr(caught[0], a) for a in "
+        "('message', 'category', 'filename', 'lineno')])\n"
+        "z: int = 1\n"
+        "kinds = str(type(__annotations__['z']))\n"
+    )
+    sandbox = create("lines", code=code, outputs={"shown": str, "kinds": str})
+    shown, kinds = sandbox.run()
+    assert "1 / 0  # the failing line" in shown
+    assert "warnings.warn('again')" in shown
+    assert kinds == "<class 'type'>"  # the cell's annotations are evaluated: no inherited future
