@@ -4,10 +4,14 @@ lazily imported parts (json, decimal, inferred types) still work."""
 from __future__ import annotations
 
 import datetime as dt
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from jupyter_sandbox import create
+from jupyter_sandbox.sandbox._io import stage_program
 
 pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("no_leaked_containers")]
 
@@ -58,3 +62,16 @@ def test_the_cells_lines_show_in_its_own_tracebacks_and_warnings() -> None:
     assert "1 / 0  # the failing line" in shown
     assert "warnings.warn('again')" in shown
     assert kinds == "<class 'type'>"  # the cell's annotations are evaluated: no inherited future
+
+
+def test_the_staged_codec_loads_from_its_bytecode_not_its_source(tmp_path: Path) -> None:
+    stage_program(tmp_path, mode="auto", code="y = 1", inputs={}, outputs={"y": int})
+    verbose = subprocess.run(
+        [sys.executable, "-v", "-B", "-c", "import jsbx_codec; print(jsbx_codec.encode('int', 7))"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert verbose.stdout == "b'7'\n"
+    assert f"code object from '{tmp_path}/__pycache__/jsbx_codec" in verbose.stderr
