@@ -282,7 +282,7 @@ def stage_program(
     if mode == "auto":
         shutil.copyfile(_HERE / "_runner.py", dest / "runner.py")
         shutil.copyfile(_HERE / "_codec.py", dest / "jsbx_codec.py")
-        (dest / "__pycache__").mkdir()
+        (dest / "__pycache__").mkdir(exist_ok=True)
         (dest / "__pycache__" / f"jsbx_codec.{sys.implementation.cache_tag}.pyc").write_bytes(
             _codec_bytecode()
         )
