@@ -5,15 +5,21 @@ it is standard library only and has no package-relative imports. Each value is w
 most natural text a verbatim script or a shell command would read or write (``42``, raw UTF-8,
 ISO dates, JSON for lists and dicts); the declared type tag, never the content, decides how a
 file is read back. Nothing is pickled and nothing passes through a shell.
+
+Its import is on the path of every auto-IO run (the runner imports it in a fresh interpreter),
+so it imports only ``datetime`` (a C module, ~0.3 ms) at the top: ``json`` (which brings ``re``
+and ``enum``: ~13 ms in a container under load), ``decimal`` and ``re`` are imported by the
+functions that need them, and ``typing`` (~7 ms) only by the type checker.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
-import re
-from decimal import Decimal
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
 
 SCALAR_TAGS = ("int", "float", "bool", "str", "bytes", "none", "datetime", "date", "timedelta")
 PATH_TAGS = ("file", "dir")
@@ -24,7 +30,7 @@ INFERRED_TYPES = ".inferred-types.json"
 """Tags the auto-IO runner chose for outputs declared without one (no output name starts with
 a dot, so it cannot collide)."""
 _MICROS = 1_000_000
-_MAX_SECONDS = Decimal(int(dt.timedelta.max.total_seconds()) + 1)
+_MAX_SECONDS = int(dt.timedelta.max.total_seconds()) + 1
 """Checked before converting, so ``1e999999`` is refused instead of built as a huge integer."""
 _COSTS = ((b"[", 120), (b"{", 216), (b":", 64), (b",", 44), (b'"', 28))
 """Bytes of Python objects `json_size` counts per character of JSON, each at least what that
@@ -34,7 +40,7 @@ to 5 keys (184) and its first value; ``:`` one more dict entry (the table grows)
 more item (an 8-byte slot, 1/8 of one for the list's growth, a number's 24-32 bytes); ``"``
 half a string's header (49 bytes, rounded up). The text of strings and numbers is the
 data's length on top."""
-_STRINGS = re.compile(rb'"[^"\\]*+(?:\\.[^"\\]*+)*+(?:"|\Z)', re.DOTALL)
+_STRINGS = rb'"[^"\\]*+(?:\\.[^"\\]*+)*+(?:"|\Z)'
 """A JSON string, or an unterminated one to the end (json stops there: nothing after it is
 built), matched once each: linear in the data."""
 _STRIPPED = 2_000_000
@@ -44,31 +50,38 @@ matched costs ~0.6 us, so this caps that count near a second."""
 
 def check(tag: str, value: Any) -> None:
     """Raise TypeError when ``value`` cannot be encoded, exactly, as ``tag``."""
-    ok = {
-        "int": isinstance(value, int) and not isinstance(value, bool),
-        "float": isinstance(value, int | float) and not isinstance(value, bool),
-        "bool": isinstance(value, bool),
-        "str": isinstance(value, str),
-        "bytes": isinstance(value, bytes | bytearray),
-        "none": value is None,
-        "datetime": isinstance(value, dt.datetime),
-        "date": isinstance(value, dt.date) and not isinstance(value, dt.datetime),
-        "timedelta": isinstance(value, dt.timedelta),
-        "json": isinstance(value, list | dict) and _json_exact(value),
-    }.get(tag)
-    if ok is None:
+    test = _CHECKS.get(tag)
+    if test is None:
         raise TypeError(f"unknown type tag {tag!r}")
-    if not ok:
+    if not test(value):
         got = type(value).__name__
         hint = " (JSON would not give it back unchanged)" if tag == "json" else ""
         raise TypeError(f"expected {tag}, got {got}{hint}")
 
 
 def _json_exact(value: Any) -> bool:
+    import json
+
     try:
         return bool(json.loads(json.dumps(value)) == value)
     except (TypeError, ValueError):
         return False
+
+
+_CHECKS: dict[str, Callable[[Any], bool]] = {
+    "int": lambda value: isinstance(value, int) and not isinstance(value, bool),
+    "float": lambda value: isinstance(value, int | float) and not isinstance(value, bool),
+    "bool": lambda value: isinstance(value, bool),
+    "str": lambda value: isinstance(value, str),
+    "bytes": lambda value: isinstance(value, bytes | bytearray),
+    "none": lambda value: value is None,
+    "datetime": lambda value: isinstance(value, dt.datetime),
+    "date": lambda value: isinstance(value, dt.date) and not isinstance(value, dt.datetime),
+    "timedelta": lambda value: isinstance(value, dt.timedelta),
+    "json": lambda value: isinstance(value, list | dict) and _json_exact(value),
+}
+"""Per tag, whether a value is exactly that; only the declared tag's test runs (the JSON
+round trip costs an import and a copy of the value)."""
 
 
 def infer(value: Any) -> str:
@@ -110,6 +123,8 @@ def encode(tag: str, value: Any) -> bytes:
         whole, frac = divmod(abs(micros), _MICROS)
         return f"{sign}{whole}.{frac:06d}".encode()
     if tag == "json":
+        import json
+
         return json.dumps(value, ensure_ascii=False).encode()
     return str(value).encode()
 
@@ -152,11 +167,15 @@ def _decode(tag: str, data: bytes) -> Any:
     if tag == "date":
         return dt.date.fromisoformat(word)
     if tag == "timedelta":
+        from decimal import Decimal
+
         seconds = Decimal(word)
         if not seconds.is_finite() or abs(seconds) > _MAX_SECONDS:
             raise ValueError(f"not a timedelta in seconds: {word[:40]!r}")
         return dt.timedelta(microseconds=int(seconds * _MICROS))
     if tag == "json":
+        import json
+
         return json.loads(text)
     raise ValueError(f"unknown type tag {tag!r}")
 
@@ -180,7 +199,9 @@ def json_size(data: bytes, bound: int) -> int:
     letters = len(data) * (1 if _ascii(data) else 4)
     size = _structure(data) + letters
     if size > bound and data.count(b'"') <= _STRIPPED:  # without the strings' own brackets
-        size = _structure(_STRINGS.sub(b'""', data)) + letters
+        import re  # caches the compiled pattern
+
+        size = _structure(re.sub(_STRINGS, b'""', data, flags=re.DOTALL)) + letters
     return size
 
 

@@ -7,13 +7,18 @@ while inputs still never travel through argv or a shell.
 
 Its start is part of every run, so it imports only what a clean run needs (``os.path``, not
 ``pathlib``; ``traceback`` once the cell failed): the two cost ~40 ms of a ~180 ms start under
-load here.
+load here. For the same reason the manifest is lines of text, not JSON: ``json`` brings ``re``
+and ``enum`` (~13 ms), so it is imported only when an output's type had to be inferred.
 """
 
-import json
-import linecache
+from __future__ import annotations
+
 import os
 import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 RUN = os.path.dirname(os.path.abspath(__file__))
 INPUTS = "/var/inputs"
@@ -26,23 +31,24 @@ del sys.path[0]
 
 
 def main() -> None:
-    manifest = json.loads(_read(os.path.join(RUN, "manifest.json")))
+    manifest = _manifest()
     namespace: dict[str, object] = {"__name__": "__main__"}
-    for name, tag in manifest["inputs"].items():
+    for name, tag in manifest["in"].items():
         path = os.path.join(INPUTS, name)
         namespace[name] = path if tag in codec.PATH_TAGS else codec.decode(tag, _read(path))
     code = _read(os.path.join(RUN, "main.py")).decode()
-    # Registered, so a traceback shows the cell's failing line, not just its number.
-    linecache.cache[CELL] = (len(code), None, code.splitlines(keepends=True), CELL)
+    _CellSource.code = code
+    sys.meta_path.insert(0, _CellSource)
     try:
-        exec(compile(code, CELL, "exec"), namespace)
+        # dont_inherit: this file's `from __future__ import annotations` is not the cell's.
+        exec(compile(code, CELL, "exec", dont_inherit=True), namespace)
     except BaseException as exc:
         if isinstance(exc, SystemExit):
             raise
         _report(exc)
         sys.exit(1)
     inferred = {}
-    for name, tag in manifest["outputs"].items():
+    for name, tag in manifest["out"].items():
         if tag in codec.PATH_TAGS or name not in namespace:
             continue  # path outputs are written by the code; the host names missing ones
         try:
@@ -52,7 +58,53 @@ def main() -> None:
         except TypeError as exc:
             sys.exit(f"output {name!r}: {exc}")
         _write(name, data)
-    _write(codec.INFERRED_TYPES, json.dumps(inferred).encode())
+    _write(codec.INFERRED_TYPES, _json(inferred) if inferred else b"{}")
+
+
+class _CellSource:
+    """Puts the cell's source into ``linecache`` when something first imports it (traceback,
+    warnings, inspect do), so a traceback or a warning shows the cell's line, not just its
+    number. Importing it up front would cost every run ~10-15 ms (``tokenize`` brings ``re``
+    and ``enum``) that a clean run never needs."""
+
+    code = ""
+
+    @classmethod
+    def find_spec(cls, name: str, path: Any = None, target: Any = None) -> Any:
+        if name != "linecache":
+            return None
+        sys.meta_path.remove(cls)
+        for finder in sys.meta_path:
+            spec: Any = finder.find_spec(name, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        exec_module = spec.loader.exec_module
+
+        def exec_and_register(module: Any) -> None:
+            exec_module(module)
+            lines = cls.code.splitlines(keepends=True)
+            module.cache[CELL] = (len(cls.code), None, lines, CELL)
+
+        spec.loader.exec_module = exec_and_register
+        return spec
+
+
+def _manifest() -> dict[str, dict[str, str | None]]:
+    """The declared inputs and outputs by direction: ``in``/``out``, name, tag (empty for an
+    output whose type is inferred), one per line, tab-separated (names are identifiers)."""
+    manifest: dict[str, dict[str, str | None]] = {"in": {}, "out": {}}
+    for line in _read(os.path.join(RUN, MANIFEST)).decode().splitlines():
+        direction, name, tag = line.split("\t")
+        manifest[direction][name] = tag or None
+    return manifest
+
+
+def _json(value: object) -> bytes:
+    import json
+
+    return json.dumps(value).encode()
 
 
 def _read(path: str) -> bytes:
@@ -102,6 +154,7 @@ def _offline(exc: BaseException) -> bool:
 
 
 CELL = "<cell>"
+MANIFEST = "manifest.tsv"
 NETWORK_ERRNOS = {-2, -3, -5, 101, 111, 113}
 """socket.gaierror's EAI_NONAME/EAI_AGAIN/EAI_NODATA, ENETUNREACH, ECONNREFUSED, EHOSTUNREACH."""
 
