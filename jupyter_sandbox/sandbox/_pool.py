@@ -39,6 +39,7 @@ the image's uid: there it is no host user's already, and a uid from our range ha
 from __future__ import annotations
 
 import atexit
+import contextlib
 import grp
 import os
 import pwd
@@ -511,10 +512,13 @@ def remove(slot: Slot) -> None:
         slot.container.remove(force=True)
     except NotFound:
         pass
-    except APIError as exc:  # "removal already in progress" when auto_remove won the race
-        if exc.status_code != 409:
-            raise
-        _wait_gone(slot.container)
+    except APIError:
+        # auto_remove raced us: "removal already in progress" (409), or "could not kill
+        # running container ... is not running" (500, the process had just exited; seen in
+        # CI). Wait for the engine's own removal, then remove what is left ourselves.
+        if not _wait_gone(slot.container):
+            with contextlib.suppress(NotFound):
+                slot.container.remove(force=True)
     finally:
         if slot.limits.isolation == "gvisor":  # a failed start can leave its sandbox running
             purge(slot.container.id or "")
@@ -523,8 +527,9 @@ def remove(slot: Slot) -> None:
             _live.pop(slot.container.id or "", None)
 
 
-def _wait_gone(container: Container) -> None:
-    """Wait (bounded) for the engine's own removal, so "removed" means gone when we return."""
+def _wait_gone(container: Container) -> bool:
+    """Wait (bounded) for the engine's own removal, so "removed" means gone when we return;
+    whether it is gone."""
     from docker.errors import NotFound
 
     deadline = time.monotonic() + _GONE_WAIT
@@ -532,8 +537,9 @@ def _wait_gone(container: Container) -> None:
         try:
             container.reload()
         except NotFound:
-            return
+            return True
         time.sleep(0.05)
+    return False
 
 
 def remove_later(slot: Slot) -> None:
