@@ -141,7 +141,6 @@ class Driver:
         """Set by the print callback when the cell printed too much (and its worker killed)."""
         self._calls = 0
         self._slept = 0.0
-        self._t0 = 0.0
         self._trace = self.result._trace  # the calls, kept cheap until read (`_trace`)
         self.pending = Pending(loop)
         self._last_tool_error: tuple[BaseException, ToolCall] | None = None
@@ -194,7 +193,7 @@ class Driver:
 
         Call it on a thread of its own: the tools it calls see this run as the one they are
         nested in (`orchestrate` inside a tool counts its depth from it)."""
-        self._t0 = time.perf_counter()
+        self._trace.origin = time.perf_counter()
         _running.set(self)
         scrubbing.set(self.scrub)
         self.level = hold_level(self, None if self.parent is None else self.parent.level)
@@ -266,7 +265,7 @@ class Driver:
             self._trace.add(held)
         call = held if isinstance(held, ToolCall) else None  # None: waiting for a worker
         if call is not None:
-            call.end = time.perf_counter() - self._t0
+            call.end = time.perf_counter() - self._trace.origin
             call.error = "Abandoned: the run was interrupted while this call ran on the host"
             self.emit(CallFinished(call))
         running = f"the call to {call.tool}()" if call is not None else "the wait for a worker"
@@ -296,7 +295,7 @@ class Driver:
         if self.journal is not None:
             self.journal.calls = [Recorded.of(call) for call in self.result.trace]
             self.journal.failed = self.result.error is not None
-        self.result.duration = time.perf_counter() - self._t0
+        self.result.duration = time.perf_counter() - self._trace.origin
         tail = self.scrub.flush()  # the start of a secret held back at the end, if any
         if tail:
             self._stdout.append(tail)
@@ -319,7 +318,7 @@ class Driver:
         finally:
             self._unblock()
 
-    def _block(self, call: ToolCall | None) -> None:
+    def _block(self, call: ToolCall | Started | None) -> None:
         """Mark the thread as blocked on the host, so `stop` may abandon it; async calls
         waiting to start go to the loop first. A run killed before does not block. (`stop`
         kills, then pops: if the thread saw no kill after putting ``call``, `stop` finds
@@ -381,7 +380,7 @@ class Driver:
             )
             # The trace's times count from here: building stubs, waiting for a worker and the
             # type check are not the code's.
-            self._t0 = self._trace.origin = time.perf_counter()
+            self._trace.origin = time.perf_counter()
             snap = session.feed_start(
                 self.code, inputs=inputs, print_callback=self._print, skip_type_check=checked
             )
@@ -414,7 +413,7 @@ class Driver:
         again): the calls before it enter the trace from their records, and each async call
         that was in flight gets a future, answered from its record if it completed, else made
         again with the arguments the snapshot kept (the in-flight rule, see `_durable`)."""
-        self._t0 = self._trace.origin = time.perf_counter()
+        self._trace.origin = time.perf_counter()
         snap = session.load_snapshot(restore.dump, print_callback=self._print)
         in_flight = {entry["index"]: entry for entry in restore.pending}
         for index in range(restore.index):
@@ -428,7 +427,7 @@ class Driver:
                 args=tuple(source["args"]),
                 kwargs=dict(source["kwargs"]),
                 start=0.0,
-                origin=self._t0,
+                origin=self._trace.origin,
             )
             self._numbers[id(call)] = index
             self._trace.add(call)
@@ -470,26 +469,16 @@ class Driver:
     def _tool_call(self, snap: pm.FunctionSnapshot) -> pm.SyncSnapshot:
         """Answer a call to a tool (`_observed_call` unless the call is plain, see `_plain`).
 
-        A plain call is this body alone, the hot path of a loop of calls: `_block` and
-        `_unblock` spelled out, and its record kept as a tuple the trace makes into a
-        `ToolCall` when it is read (`_trace`). Each step saved here is a cache-cold
-        microsecond or so between two resumes."""
+        A plain call is this body alone, the hot path of a loop of calls: its record is kept
+        as a tuple the trace makes into a `ToolCall` when it is read (`_trace`)."""
         name = snap.function_name
         func = self._plain.get(name)
         if func is None:
             return self._observed_call(snap, name)
-        self._calls += 1
-        if self._calls > self.limits.max_calls:
-            raise self._too_many_calls()
+        self._count_call()
         args, kwargs = snap.args, snap.kwargs
-        self.pending.flush()
-        host = self._host
-        host[0] = started = (
-            snap.call_id, name, snap.position.start, args, kwargs, time.perf_counter()
-        )  # fmt: skip
-        if self._killed.is_set():
-            self._unblock()
-            raise Interrupted("interrupted")
+        started = (snap.call_id, name, snap.position.start, args, kwargs, time.perf_counter())
+        self._block(started)
         try:
             value = func(*args, **kwargs)
         except BaseException as exc:  # SystemExit from argparse too: it is this call's failure
@@ -498,17 +487,19 @@ class Driver:
             self._trace.add(call)
             return snap.resume(self._failed(call, exc))
         end = time.perf_counter()
-        if host.pop(0, _FREE) is _FREE:
-            raise _Abandoned  # `stop` took the call: the run is over
+        self._unblock()
         self._trace.keep((started, end, value))
         return snap.resume({"return_value": to_sandbox(value)})
 
-    def _too_many_calls(self) -> LimitExceeded:
-        return LimitExceeded(
-            f"tool-call limit exceeded: more than {self.limits.max_calls} calls "
-            "(raise it with --max-calls)",
-            limit="calls",
-        )
+    def _count_call(self) -> None:
+        """Count a call to a tool; `LimitExceeded` past ``max_calls``."""
+        self._calls += 1
+        if self._calls > self.limits.max_calls:
+            raise LimitExceeded(
+                f"tool-call limit exceeded: more than {self.limits.max_calls} calls "
+                "(raise it with --max-calls)",
+                limit="calls",
+            )
 
     def _observed_call(self, snap: pm.FunctionSnapshot, name: str) -> pm.SyncSnapshot:
         """A call someone may watch or answer: a live view, a store, a session, a replay,
@@ -516,9 +507,7 @@ class Driver:
         tool = self.tools.get(name)
         if tool is None:
             return snap.resume({"exception": NameError(self._unknown(name))})
-        self._calls += 1
-        if self._calls > self.limits.max_calls:
-            raise self._too_many_calls()
+        self._count_call()
         args, kwargs = snap.args, snap.kwargs
         if self.restore is not None:  # the handles it held before the restore, bound again
             args, kwargs = self.restore.rebind((args, kwargs))
@@ -532,7 +521,7 @@ class Driver:
             self.emit(CallStarted(call))
             # The view's work for the event (its first render in a fresh kernel) is not the
             # tool's: the call starts after it.
-            call.start = time.perf_counter() - self._t0
+            call.start = time.perf_counter() - self._trace.origin
         number = self._calls - 1
         if self.durable is not None:
             self._numbers[id(call)] = number
@@ -618,7 +607,7 @@ class Driver:
                 continue
             call.cancelled = True
             call.error = "Cancelled: the run stopped before this call finished"
-            call.end = time.perf_counter() - self._t0
+            call.end = time.perf_counter() - self._trace.origin
             self.emit(CallFinished(call))
 
     def _settle(self, call_ids: list[int]) -> dict[int, Any]:
@@ -640,7 +629,7 @@ class Driver:
         return self._succeeded(call, entry.value) if call else {"return_value": None}
 
     def _succeeded(self, call: ToolCall, value: Any) -> Any:
-        call.end = time.perf_counter() - self._t0
+        call.end = time.perf_counter() - self._trace.origin
         call.result = value
         if self._remembers:
             self.answers.remember(call, value)
@@ -654,7 +643,7 @@ class Driver:
         return {"return_value": sent}
 
     def _failed(self, call: ToolCall, exc: BaseException) -> Any:
-        call.end = time.perf_counter() - self._t0
+        call.end = time.perf_counter() - self._trace.origin
         call.error = describe(exc)
         # Skip our own frames (driver, Tool.invoke, a sandbox run): the traceback starts in
         # the tool.
