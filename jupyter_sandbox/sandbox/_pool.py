@@ -516,7 +516,7 @@ def remove(slot: Slot) -> None:
         # auto_remove raced us: "removal already in progress" (409), or "could not kill
         # running container ... is not running" (500, the process had just exited; seen in
         # CI). Wait for the engine's own removal, then remove what is left ourselves.
-        if not _wait_gone(slot.container):
+        if not wait_gone(slot.container, time.monotonic() + _GONE_WAIT):
             with contextlib.suppress(NotFound):
                 slot.container.remove(force=True)
     finally:
@@ -527,13 +527,13 @@ def remove(slot: Slot) -> None:
             _live.pop(slot.container.id or "", None)
 
 
-def _wait_gone(container: Container) -> bool:
-    """Wait (bounded) for the engine's own removal, so "removed" means gone when we return;
-    whether it is gone."""
+def wait_gone(container: Container, until: float, cancel: threading.Event | None = None) -> bool:
+    """Wait for the engine's own removal (``auto_remove``), until the monotonic time
+    ``until`` or ``cancel``, so "removed" means gone (and its events are all written) when
+    this returns; whether it is gone."""
     from docker.errors import NotFound
 
-    deadline = time.monotonic() + _GONE_WAIT
-    while time.monotonic() < deadline:
+    while time.monotonic() < until and not (cancel is not None and cancel.is_set()):
         try:
             container.reload()
         except NotFound:

@@ -437,7 +437,10 @@ def _wait_own(
     if reader.status is not None:
         code, kills = reader.status
         return True, code, code == _SIGKILLED and kills > 0
-    if not _gone(client, slot, deadline, cancel):
+    gone = _pool.wait_gone(slot.container, deadline, cancel)
+    if cancel is not None and cancel.is_set():
+        raise SandboxCancelled("the run was cancelled; its container was removed")
+    if not gone:
         return False, None, False
     return (True, *death(client, slot.container.id or "", slot.born))
 
@@ -449,24 +452,6 @@ def _running(client: DockerClient, slot: Slot) -> bool:
         return bool(client.api.inspect_container(slot.container.id)["State"]["Running"])
     except NotFound:
         return False
-
-
-def _gone(
-    client: DockerClient, slot: Slot, deadline: float, cancel: threading.Event | None
-) -> bool:
-    """Wait until the engine has removed the container (``auto_remove``: its events are all
-    written then); False at the deadline."""
-    from docker.errors import NotFound
-
-    while time.monotonic() < deadline:
-        if cancel is not None and cancel.is_set():
-            raise SandboxCancelled("the run was cancelled; its container was removed")
-        try:
-            client.api.inspect_container(slot.container.id)
-        except NotFound:
-            return True
-        time.sleep(_POLL)
-    return False
 
 
 def _stage(slot: Slot, inputs_dir: Path, program_dir: Path) -> None:
