@@ -66,6 +66,9 @@ _MAX_ASK = 0.8
 doubling intervals up to `_MAX_ASK`: the stream says so for free (most runs end before the
 first question), the question is only for a background child that keeps an exec's stream
 open, or a container that died without its stream ending."""
+_TRAILING = 0.5
+"""Seconds a run that is the container's own process waits, after its status line, for the
+end of its output streams (a background child may hold them open: then it is cut off)."""
 _SIGKILLED = 128 + 9
 _STATUS_MAX = 64
 """Bytes the status line after the marker may take (two numbers)."""
@@ -435,6 +438,10 @@ def _wait_own(
     if reader.flooded:
         return True, None, False
     if reader.status is not None:
+        # stdout and stderr are two pipes: the program's last stderr may come after the
+        # status line (CI lost an `exec: python3: not found` so). Their end comes once the
+        # script exits, ~40 ms after the line here.
+        _until(reader.done, time.monotonic() + _TRAILING, cancel)
         code, kills = reader.status
         return True, code, code == _SIGKILLED and kills > 0
     gone = _pool.wait_gone(slot.container, deadline, cancel)
