@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_sandbox import Store, fork_run, orchestrate, resume_run
-from jupyter_sandbox.errors import SandboxConfigError, StoreError
+from jupyter_sandbox.errors import SandboxConfigError, StoreError, ToolError
 from jupyter_sandbox.orchestrate import Limits, Tool
 from jupyter_sandbox.orchestrate._paused import paused_runs
 
@@ -274,3 +274,62 @@ def test_fork_n_is_the_number_the_trace_shows_when_the_code_sleeps_between_calls
         f"call_index: run {first.run_id} has no call #1; it made calls {listed} "
         "(the trace's # column)"
     )
+
+
+# -- a run taken up whose driver is never made is given back, not left "running" -----------
+
+
+def _interrupt_making_the_driver(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C lands while the run's driver is being made (after the run was taken up in the
+    store): the kernel's SIGINT raises KeyboardInterrupt at whatever line runs then."""
+    from jupyter_sandbox.orchestrate import _runs
+
+    real = _runs.Driver
+
+    def interrupted(*args: object, **kwargs: object) -> object:
+        monkeypatch.setattr(_runs, "Driver", real)  # once
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_runs, "Driver", interrupted)
+
+
+def test_ctrl_c_while_a_paused_run_is_taken_up_leaves_it_paused(env, monkeypatch):
+    tmp_path, mod = env
+    store = tmp_path / "s.sqlite"
+    paused = orchestrate(GATED, tools=tools(mod), store=store)
+    _interrupt_making_the_driver(monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        resume_run(paused.run_id, approve=True, store=store, tools=tools(mod))
+    assert Store(store).run(paused.run_id).status == "paused"  # not "running" in this kernel
+    done = resume_run(paused.run_id, approve=True, store=store, tools=tools(mod))
+    assert done.value == [2, "deleted /data/old"]
+    assert counts(tmp_path) == {"step": 1, "delete": 1}
+
+
+def test_ctrl_c_while_a_fork_is_begun_records_it_interrupted(env, monkeypatch):
+    tmp_path, mod = env
+    store = tmp_path / "s.sqlite"
+    done = orchestrate("step(1) + step(2)", tools=tools(mod), store=store)
+    _interrupt_making_the_driver(monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        fork_run(done.run_id, 1, 10, store=store, tools=tools(mod))
+    (fork,) = [run for run in Store(store).runs() if run.run_id != done.run_id]
+    assert fork.status == "interrupted"  # a new run that never ran: not "running"
+    assert fork_run(done.run_id, 1, 10, store=store, tools=tools(mod)).value == 2 + 10
+
+
+def test_a_durable_run_nested_too_deep_is_recorded_as_an_error_not_running(env, monkeypatch):
+    """`LimitExceeded` for nesting comes from making the driver, after the run was begun in
+    the store: the record said "running" for as long as the kernel lived."""
+    driver_module = sys.modules["jupyter_sandbox.orchestrate._driver"]
+    tmp_path, mod = env
+    store = tmp_path / "s.sqlite"
+    monkeypatch.setattr(driver_module, "MAX_NESTING", 0)
+
+    def nested() -> int:
+        return orchestrate("step(1)", tools=tools(mod), store=store, cell="inner").value
+
+    with pytest.raises(ToolError, match="nested more than 0 levels"):
+        orchestrate("nested()", tools=[Tool(nested)], type_check=False)
+    (inner,) = Store(store).runs()
+    assert inner.status == "error"

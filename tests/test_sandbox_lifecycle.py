@@ -151,3 +151,79 @@ def test_a_spare_waits_per_image_and_limits_and_their_number_is_bounded(docker_e
     running = _containers_of(docker_engine, os.getpid())
     spares = {s.container.id for slots in _pool._spares.values() for s in slots}
     assert spares == {c.id for c in running}
+
+
+def _racing_remove(slot, monkeypatch, *, exit_first: bool, status: int):
+    """Make the first force removal of ``slot``'s container answer ``status`` as the engine
+    does when its own removal (``auto_remove``) races ours, after (``exit_first``) making the
+    container's process exit for real: the race itself cannot be timed from outside. Later
+    removals reach the engine."""
+    import docker.errors
+    import requests
+
+    real = slot.container.remove
+    calls = []
+
+    def remove(**kwargs):
+        calls.append(kwargs)
+        if len(calls) > 1:
+            return real(**kwargs)
+        if exit_first:
+            slot.container.kill()  # the process exits; the engine starts its own removal
+        response = requests.Response()
+        response.status_code = status
+        raise docker.errors.APIError(
+            f"Could not kill running container {slot.container.id}, cannot remove - "
+            "container is not running",
+            response,
+        )
+
+    monkeypatch.setattr(slot.container, "remove", remove)
+    return calls
+
+
+def _started_spare(docker_engine):
+    from jupyter_sandbox.sandbox import _pool
+    from jupyter_sandbox.sandbox._baseimage import DEFAULT_BASE_IMAGE
+    from jupyter_sandbox.sandbox._spec import Resources
+
+    limits = _pool.ContainerLimits(5.0, Resources())
+    slot = _pool._create(docker_engine, DEFAULT_BASE_IMAGE, limits, None)
+    slot.container.start()
+    return slot
+
+
+@pytest.mark.parametrize("status", [500, 409])
+def test_removal_racing_the_engines_own_leaves_nothing(docker_engine, monkeypatch, status):
+    """The process had just exited when we force-removed (500, seen in CI: the removal thread
+    died and the container was left), or the engine was already removing it (409): removal
+    waits for the engine's own, and everything of the run is gone when it returns."""
+    import docker.errors
+
+    from jupyter_sandbox.sandbox import _pool
+
+    slot = _started_spare(docker_engine)
+    calls = _racing_remove(slot, monkeypatch, exit_first=True, status=status)
+    _pool.remove(slot)
+    assert len(calls) == 1  # the engine's own removal took it: no second removal was needed
+    with pytest.raises(docker.errors.NotFound):
+        docker_engine.containers.get(slot.container.id)
+    assert not slot.work.exists()
+    assert slot.container.id not in _pool._live
+
+
+def test_removal_finishes_the_job_when_the_engines_own_never_comes(docker_engine, monkeypatch):
+    """An error from the engine with the container still running (so no removal of its own
+    is coming): after waiting for one, removal removes the container itself."""
+    import docker.errors
+
+    from jupyter_sandbox.sandbox import _pool
+
+    monkeypatch.setattr(_pool, "_GONE_WAIT", 1.0)
+    slot = _started_spare(docker_engine)
+    calls = _racing_remove(slot, monkeypatch, exit_first=False, status=500)
+    _pool.remove(slot)
+    assert len(calls) == 2
+    with pytest.raises(docker.errors.NotFound):
+        docker_engine.containers.get(slot.container.id)
+    assert not slot.work.exists()

@@ -21,7 +21,7 @@ from ._memo import Journal, ToolCache
 from ._options import RunOptions
 from ._replay import Answers
 from ._result import OrchestrationResult
-from ._runs import begin, fork_run, resume_run, start, wait
+from ._runs import begin, driven, fork_run, resume_run, start, wait
 from ._runtime import tool_loop
 from ._sessions import sessions
 from ._store import Store, default_store_path
@@ -86,20 +86,23 @@ def _driver(loop: asyncio.AbstractEventLoop, o: RunOptions) -> Driver:
     answers = None
     if o.cache is not None or records:
         answers = Answers(records, o.cache)
-    driver = Driver(
-        code,
-        tools,
-        inputs,
-        limits,
-        type_check=o.type_check,
-        on_event=o.on_event or ignore,
-        loop=loop,
-        journal=journal,
-        answers=answers,
-        session=session,
-        durable=durable,
-        restore=restore,
-        approver=o.approver,
+    driver = driven(
+        durable,
+        lambda: Driver(
+            code,
+            tools,
+            inputs,
+            limits,
+            type_check=o.type_check,
+            on_event=o.on_event or ignore,
+            loop=loop,
+            journal=journal,
+            answers=answers,
+            session=session,
+            durable=durable,
+            restore=restore,
+            approver=o.approver,
+        ),
     )
     driver.result.run_id = None if durable is None else durable.run_id
     driver.result.session = o.session

@@ -180,7 +180,19 @@ def _taken_up(store: Store, stored: StoredRun, tools: Mapping[str, Tool] | None)
             f"run {stored.run_id} was taken up by another process meanwhile (it was "
             f"{stored.status}): see its state with %orchestrate_pending or Store.runs()"
         )
-    return Durable(store, stored.run_id)
+    return Durable(store, stored.run_id, was=stored.status)
+
+
+def driven(durable: Durable | None, make: Callable[[], Driver]) -> Driver:
+    """``make()``: the driver of a run begun or taken up in the store as ``durable``. Until
+    the driver exists nothing would end that run, so if making it fails (a run nested too
+    deep, a Ctrl-C landing there) the run is given back (`Durable.give_back`)."""
+    try:
+        return make()
+    except BaseException as exc:
+        if durable is not None:
+            durable.give_back(exc)
+        raise
 
 
 def _restore(
@@ -271,20 +283,24 @@ def resume_run(
     session = None  # its dump is read (and may be refused) before the run is taken up
     if stored.session is not None:
         session = sessions.open(stored.session, scope=stored.scope, store=opened)
+    given = {} if restore is not None else stored_inputs(stored, inputs)
     durable = _taken_up(opened, stored, resolved)  # last: what fails before leaves it as it was
-    driver = Driver(
-        stored.code,
-        resolved,
-        {} if restore is not None else stored_inputs(stored, inputs),
-        resolved_limits,
-        type_check=False,  # the code is the run's: it was checked when the run began
-        on_event=on_event or ignore,
-        loop=tool_loop(parent_loop()),
-        answers=Answers(calls),
-        session=session,
-        durable=durable,
-        restore=restore,
-        approver=approver,
+    driver = driven(
+        durable,
+        lambda: Driver(
+            stored.code,
+            resolved,
+            given,
+            resolved_limits,
+            type_check=False,  # the code is the run's: it was checked when the run began
+            on_event=on_event or ignore,
+            loop=tool_loop(parent_loop()),
+            answers=Answers(calls),
+            session=session,
+            durable=durable,
+            restore=restore,
+            approver=approver,
+        ),
     )
     driver.result.run_id = stored.run_id
     driver.result.forked_from = stored.forked_from
@@ -322,18 +338,22 @@ def fork_run(
     resolved = resolve_tools(tools)
     given = stored_inputs(stored, inputs)
     forked_from = (run_id, call_index)
+    resolved_limits = resolve_limits(limits)
     durable = _fresh(opened, stored.scope, stored.cell, stored.code, resolved, given, forked_from)
-    driver = Driver(
-        stored.code,
-        resolved,
-        given,
-        resolve_limits(limits),
-        type_check=True,
-        on_event=on_event or ignore,
-        loop=tool_loop(parent_loop()),
-        answers=Answers({i: c for i, c in calls.items() if i < index}, fixed={index: value}),
-        durable=durable,
-        approver=approver,
+    driver = driven(
+        durable,
+        lambda: Driver(
+            stored.code,
+            resolved,
+            given,
+            resolved_limits,
+            type_check=True,
+            on_event=on_event or ignore,
+            loop=tool_loop(parent_loop()),
+            answers=Answers({i: c for i, c in calls.items() if i < index}, fixed={index: value}),
+            durable=durable,
+            approver=approver,
+        ),
     )
     driver.result.run_id = durable.run_id
     driver.result.forked_from = forked_from
