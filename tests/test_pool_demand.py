@@ -56,3 +56,22 @@ def test_runs_back_to_back_leave_as_many_spares_as_the_row_was_long(docker_engin
     _pool.settle()  # a clean slate: one run, one spare
     assert sandbox.run(x=0) == 1
     assert _spares() == 1
+
+
+def test_a_fan_out_filling_the_pool_leaves_the_other_sandbox_its_spare(monkeypatch):
+    """A full pool makes room by taking a spare of the sandbox that has the most, not the
+    oldest spare: that was the other sandbox's only one, so every run of it after a fan-out
+    was a cold start (bench_isolation's warm rows came out as slow as a ``docker run``)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    monkeypatch.setattr(_pool, "_MAX_SPARES", 3)
+    cell = create("cell", code="y = x + 1", inputs={"x": int}, outputs={"y": int}, timeout=61)
+    wide = create("wide", code="y = x * 2", inputs={"x": int}, outputs={"y": int}, timeout=63)
+    _pool.settle()
+    assert cell.run(x=1) == 2
+    _pool.quiesce()
+    with ThreadPoolExecutor(3) as threads:  # three runs at once: `wide` wants 3 spares
+        assert list(threads.map(lambda i: wide.run(x=i), range(3))) == [0, 2, 4]
+    _pool.quiesce()
+    spares = {key[1].timeout: len(slots) for key, slots in _pool._spares.items()}
+    assert spares == {61: 1, 63: 2}

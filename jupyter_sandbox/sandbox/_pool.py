@@ -10,7 +10,8 @@ How many spares wait per image and limits follows demand: as many as runs of tha
 once at the peak of the last `_IDLE` seconds (one for cells run one at a time, 16 after a
 fan-out of 16), or as the longest row of runs back to back in that time (each starting within
 `_IN_A_ROW` s of the previous one's end: 4 after a loop of 4 runs, which one refill cannot keep
-up with), at most `_MAX_SPARES` in all. They are started one at a time by one thread per key,
+up with), at most `_MAX_SPARES` in all (a full pool makes room by taking a spare of the key
+that has the most: `_crowding`). They are started one at a time by one thread per key,
 and not while several runs of the key go on, nor beside a run of it: refilling waits for the
 run's end (and while spares are left, for the end of a row of runs), so it does not compete
 with runs for the CPU, unless a row used up its spares.
@@ -359,7 +360,8 @@ def _refill(client: DockerClient, image: str, limits: ContainerLimits) -> None:
             with _lock:
                 demand = _demand.get(key)
                 busy = demand is not None and demand.running > 1
-                if _closing or busy or len(_spares.get(key, ())) >= _target(key):
+                full = not _room(key)
+                if _closing or busy or full or len(_spares.get(key, ())) >= _target(key):
                     stopped = True
                     _refilling.discard(key)
                     _ready.notify_all()
@@ -387,22 +389,43 @@ def _refill(client: DockerClient, image: str, limits: ContainerLimits) -> None:
                 _ready.notify_all()
 
 
+def _crowding(key: _Key) -> _Key | None:
+    """The key whose spare goes to make room for one of ``key`` in a full pool: the one with
+    the most spares, if it has more than ``key`` (call with `_lock` held). A fan-out of one
+    sandbox fills the pool, yet the sandbox of the cell before keeps its one spare: evicting
+    the oldest spare, its own, made every run of it after a fan-out of another a cold one."""
+    others = [k for k in _spares if k != key]
+    crowded = max(others, key=lambda k: (len(_spares[k]), -_spares[k][0].born), default=None)
+    if crowded is None or len(_spares[crowded]) <= len(_spares.get(key, ())):
+        return None
+    return crowded
+
+
+def _room(key: _Key) -> bool:
+    """Whether a spare of ``key`` may be added (call with `_lock` held)."""
+    return sum(map(len, _spares.values())) < _MAX_SPARES or _crowding(key) is not None
+
+
 def _keep(key: _Key, slot: Slot) -> bool:
-    """Make ``slot`` a waiting spare (evicting the oldest beyond `_MAX_SPARES`); False if
-    the pool is closing, and then ``slot`` is removed."""
+    """Make ``slot`` a waiting spare (evicting beyond `_MAX_SPARES`: see `_crowding`); False
+    if the pool is closing or holds its share of spares for ``key`` already, and then
+    ``slot`` is removed."""
     evicted: list[Slot] = []
     with _lock:
         keep = not _closing
+        while keep and sum(map(len, _spares.values())) >= _MAX_SPARES:
+            crowded = _crowding(key)
+            if crowded is None:
+                keep = False
+            else:
+                evicted.append(_take(crowded))
         if keep:
-            while sum(map(len, _spares.values())) >= _MAX_SPARES:
-                oldest = min(_spares, key=lambda k: _spares[k][0].born)
-                evicted.append(_take(oldest))
             _spares.setdefault(key, []).append(slot)
             slot.expiry = threading.Timer(_IDLE, _expire, (key, slot))
             slot.expiry.daemon = True
             slot.expiry.start()
             _ready.notify_all()
-    for extra in evicted if keep else [slot]:
+    for extra in evicted if keep else [*evicted, slot]:
         remove(extra)
     return keep
 
