@@ -22,6 +22,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from _timing import measure_prepared, print_table
+from bench_sandbox import cold
 
 from jupyter_sandbox import create, orchestrate, tool
 from jupyter_sandbox.sandbox import DEFAULT_BASE_IMAGE
@@ -95,7 +96,7 @@ def level_rows(
     return [
         (f"{level}: docker run --rm CLI", quiesce, cli),
         (f"{level}: warm create().run, {pause:g} s apart", spaced(pause), run),
-        (f"{level}: cold create().run (no spare)", settle, run),
+        (f"{level}: cold create().run (no spare)", *cold(level)),
         (f"{level}: {FAN_OUT} parallel docker run CLI", quiesce, cli_parallel),
         (f"{level}: fan-out of {FAN_OUT}, tool + gather", spaced(pause), gather),
     ]

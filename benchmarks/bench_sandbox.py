@@ -37,6 +37,7 @@ from jupyter_sandbox._events import ignore
 from jupyter_sandbox.sandbox import DEFAULT_BASE_IMAGE, ImageSpec
 from jupyter_sandbox.sandbox._client import client
 from jupyter_sandbox.sandbox._image import ensure_image
+from jupyter_sandbox.sandbox._isolation import Isolation
 from jupyter_sandbox.sandbox._pool import quiesce, settle
 
 FAN_OUT = 16
@@ -102,9 +103,10 @@ def back_to_back() -> None:
         assert ROW.run(x=21) == 42
 
 
-def cold() -> tuple[Callable[[], None], Callable[[], None]]:
+def cold(isolation: Isolation = "container") -> tuple[Callable[[], None], Callable[[], None]]:
     """(prepare, run): each round a sandbox of limits (the timeout) no run had before, so no
-    spare waits for it; created untimed, as the other rows' sandboxes are."""
+    spare waits for it (and the other rows' spares stay); created untimed, as the other rows'
+    sandboxes are."""
     timeouts = itertools.count(1000)
     sandbox = [SANDBOX]
 
@@ -116,6 +118,7 @@ def cold() -> tuple[Callable[[], None], Callable[[], None]]:
             inputs={"x": int},
             outputs={"y": int},
             timeout=next(timeouts),
+            isolation=isolation,
         )
 
     def run_cold() -> None:

@@ -196,7 +196,8 @@ def test_the_last_stderr_is_not_cut_off_by_the_status_line(isolation):
     """stdout and stderr are two pipes: the script's status line (stdout) can arrive before
     the program's last stderr, here sh's ``exec: no-such-program: not found`` written
     microseconds before it. Cut off, the run is not known as an unusable image and is run
-    again (6 of 30 under load before the run waited for the streams' end; CI saw it)."""
+    again (6 of 30 under load before the run waited for the marker on stderr too; CI saw
+    it)."""
     for i in range(12):  # limits no run had before: no spare, each run is its container's own
         sandbox = create(
             "t", command=["no-such-program"], retries=1, resources={"memory": f"{300 + i}m"}
@@ -205,3 +206,22 @@ def test_the_last_stderr_is_not_cut_off_by_the_status_line(isolation):
             sandbox.run()
         assert caught.value.record is not None
         assert caught.value.record["attempts"] == 1
+
+
+def test_stderr_is_the_programs_up_to_the_scripts_marker_on_both_paths(isolation):
+    """The script ends stderr with the run's marker: what the program wrote before it is
+    kept, even text that looks like the marker's start (held back, then released), and what
+    a background child writes after the run is not the run's."""
+    code = (
+        "import subprocess, sys\n"
+        "subprocess.Popen(['sh', '-c', 'sleep 0.3; echo late >&2'])\n"
+        "sys.stderr.write('last words \\x1ejupyter-sandbox out')\n"
+        "y = 1"
+    )
+    sandbox = create("t", code=code, outputs={"y": int}, resources={"memory": "301m"})
+    _pool.settle()
+    for _ in range(2):  # cold (the container's own process), then on the spare (an exec)
+        run = sandbox.execute({})
+        assert run.outputs == {"y": 1}
+        assert run.stderr == "last words \x1ejupyter-sandbox out"
+        _pool.quiesce()

@@ -68,13 +68,14 @@ first question), the question is only for a background child that keeps an exec'
 open, or a container that died without its stream ending."""
 _TRAILING = 0.5
 """Seconds a run that is the container's own process waits, after its status line, for the
-end of its output streams (a background child may hold them open: then it is cut off)."""
+marker on stderr or the end of the streams (a script killed between the two lines)."""
 _SIGKILLED = 128 + 9
 _STATUS_MAX = 64
 """Bytes the status line after the marker may take (two numbers)."""
 WRAPPER = "jupyter-sandbox"
 """The scripts' ``$0``: ``sh`` names it in its own errors (`EXEC_SCRIPT`, `OWN_SCRIPT`)."""
-_STATUS = """printf '%s%s %s\\n' "$m" "$rc" "$o"
+_STATUS = """printf '%s' "$m" >&2
+printf '%s%s %s\\n' "$m" "$rc" "$o"
 [ "$rc" -eq 0 ] && [ "$n" -gt 0 ] || exit "$rc"
 i=0
 while [ "$i" -lt "$n" ]; do set -- "$@" "$1"; shift; i=$((i + 1)); done
@@ -82,8 +83,9 @@ shift $(($# - n))
 tar -C {outputs} -cf - -- "$@" 2>/dev/null
 exit 0
 """.replace("{outputs}", OUTPUTS)
-"""The end both scripts share: marker, status line and, after exit 0, the outputs' tar (the
-positional parameters are the ``n`` names, then the command: only the names go to tar)."""
+"""The end both scripts share: the marker on stderr (the program's stderr is all before it),
+then on stdout the marker, status line and, after exit 0, the outputs' tar (the positional
+parameters are the ``n`` names, then the command: only the names go to tar)."""
 EXEC_SCRIPT = (
     """m=$1 n=$2
 shift 2
@@ -170,7 +172,7 @@ class _Reader(threading.Thread):
     reads what follows the marker on stdout: the status line, then the outputs' tar.
 
     Each stream has its own `StreamMasker`, so a secret split across chunks is still masked;
-    stdout that could be the start of the marker is held back until the next chunk tells.
+    output that could be the start of the marker is held back until the next chunk tells.
     `close` releases what was held back and stops taking output (a background child may keep
     the stream open after the run ended). ``collected`` is set once the status line and the
     tar were read (or failed, or the stream ended, or the output passed the cap).
@@ -203,39 +205,49 @@ class _Reader(threading.Thread):
         self._maskers = {name: StreamMasker(scrub) for name in self.parts}
         self._lock = threading.RLock()
         self._closed = False
-        self._held = b""
+        self._held: dict[Stream, bytes] = {"stdout": b"", "stderr": b""}
         self.past_marker = False
-        """Whether the marker came: what follows is the script's, not the program's."""
+        """Whether the marker came on stdout: what follows is the script's, not the program's."""
+        self.stderr_ended = threading.Event()
+        """Set when the marker came on stderr (the program's stderr is all in) or the stream
+        ended: stdout and stderr are two pipes, and the program's last stderr may come after
+        the status line on stdout."""
 
     def run(self) -> None:
         try:
             chunks: Iterator[tuple[bytes | None, bytes | None]] = iter(self.stream)
             for out, err in chunks:
                 if err:
-                    self._take("stderr", err)
+                    self._stderr_chunk(err)
                 if out and not self.past_marker:
-                    tail = self._stdout(out)
+                    tail = self._until_marker("stdout", out)
                     if tail is not None:
+                        self.past_marker = True
                         self._after_marker(tail, chunks)
         except Exception:  # the stream breaks when the container is killed: that is the end
             return
         finally:
             self.collected.set()
+            self.stderr_ended.set()
             self.done.set()
 
-    def _stdout(self, data: bytes) -> bytes | None:
-        """Take stdout up to the marker; what follows it, or None."""
+    def _until_marker(self, stream: Stream, data: bytes) -> bytes | None:
+        """Take ``stream`` up to the marker; what follows it, or None."""
         with self._lock:
-            data, self._held = self._held + data, b""
+            data, self._held[stream] = self._held[stream] + data, b""
             at = data.find(self.marker) if self.marker else -1
             if at >= 0:
-                self.past_marker = True
-                self._take("stdout", data[:at])
+                self._take(stream, data[:at])
                 return data[at + len(self.marker) :]
             keep = _overlap(data, self.marker)
-            self._held = data[len(data) - keep :]
-            self._take("stdout", data[: len(data) - keep])
+            self._held[stream] = data[len(data) - keep :]
+            self._take(stream, data[: len(data) - keep])
             return None
+
+    def _stderr_chunk(self, data: bytes) -> None:
+        """Take stderr up to its marker; after it only a background child writes: dropped."""
+        if not self.stderr_ended.is_set() and self._until_marker("stderr", data) is not None:
+            self.stderr_ended.set()
 
     def _after_marker(
         self, first: bytes, chunks: Iterator[tuple[bytes | None, bytes | None]]
@@ -275,7 +287,7 @@ class _Reader(threading.Thread):
             yield first
         for out, err in chunks:
             if err:
-                self._take("stderr", err)
+                self._stderr_chunk(err)
             if out:
                 yield out
 
@@ -296,8 +308,9 @@ class _Reader(threading.Thread):
         with self._lock:
             if self._closed:
                 return
-            held, self._held = self._held, b""
-            self._take("stdout", held)
+            for stream, held in self._held.items():
+                self._take(stream, held)
+            self._held = {"stdout": b"", "stderr": b""}
             self._closed = True
             for stream, masker in self._maskers.items():
                 self._emit(stream, masker.flush())
@@ -439,9 +452,9 @@ def _wait_own(
         return True, None, False
     if reader.status is not None:
         # stdout and stderr are two pipes: the program's last stderr may come after the
-        # status line (CI lost an `exec: python3: not found` so). Their end comes once the
-        # script exits, ~40 ms after the line here.
-        _until(reader.done, time.monotonic() + _TRAILING, cancel)
+        # status line (CI lost an `exec: python3: not found` so); it is all in once the
+        # marker came on stderr too (waiting for the streams' end instead took ~40 ms more)
+        _until(reader.stderr_ended, time.monotonic() + _TRAILING, cancel)
         code, kills = reader.status
         return True, code, code == _SIGKILLED and kills > 0
     gone = _pool.wait_gone(slot.container, deadline, cancel)
