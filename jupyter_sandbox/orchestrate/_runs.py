@@ -195,6 +195,33 @@ def driven(durable: Durable | None, make: Callable[[], Driver]) -> Driver:
         raise
 
 
+def _stored_driver(
+    stored: StoredRun,
+    tools: Mapping[str, Tool],
+    inputs: Mapping[str, Any],
+    limits: Limits,
+    durable: Durable,
+    on_event: EventCallback | None,
+    approver: Callable[[ToolCall], bool] | None,
+    **options: Any,
+) -> Driver:
+    """The driver of ``stored``'s code, continued or forked as ``durable`` (`driven`)."""
+    return driven(
+        durable,
+        lambda: Driver(
+            stored.code,
+            tools,
+            inputs,
+            limits,
+            on_event=on_event or ignore,
+            loop=tool_loop(parent_loop()),
+            durable=durable,
+            approver=approver,
+            **options,
+        ),
+    )
+
+
 def _restore(
     stored: StoredRun,
     calls: dict[int, Recorded],
@@ -285,22 +312,18 @@ def resume_run(
         session = sessions.open(stored.session, scope=stored.scope, store=opened)
     given = {} if restore is not None else stored_inputs(stored, inputs)
     durable = _taken_up(opened, stored, resolved)  # last: what fails before leaves it as it was
-    driver = driven(
+    driver = _stored_driver(
+        stored,
+        resolved,
+        given,
+        resolved_limits,
         durable,
-        lambda: Driver(
-            stored.code,
-            resolved,
-            given,
-            resolved_limits,
-            type_check=False,  # the code is the run's: it was checked when the run began
-            on_event=on_event or ignore,
-            loop=tool_loop(parent_loop()),
-            answers=Answers(calls),
-            session=session,
-            durable=durable,
-            restore=restore,
-            approver=approver,
-        ),
+        on_event,
+        approver,
+        type_check=False,  # the code is the run's: it was checked when the run began
+        answers=Answers(calls),
+        session=session,
+        restore=restore,
     )
     driver.result.run_id = stored.run_id
     driver.result.forked_from = stored.forked_from
@@ -340,20 +363,16 @@ def fork_run(
     forked_from = (run_id, call_index)
     resolved_limits = resolve_limits(limits)
     durable = _fresh(opened, stored.scope, stored.cell, stored.code, resolved, given, forked_from)
-    driver = driven(
+    driver = _stored_driver(
+        stored,
+        resolved,
+        given,
+        resolved_limits,
         durable,
-        lambda: Driver(
-            stored.code,
-            resolved,
-            given,
-            resolved_limits,
-            type_check=True,
-            on_event=on_event or ignore,
-            loop=tool_loop(parent_loop()),
-            answers=Answers({i: c for i, c in calls.items() if i < index}, fixed={index: value}),
-            durable=durable,
-            approver=approver,
-        ),
+        on_event,
+        approver,
+        type_check=True,
+        answers=Answers({i: c for i, c in calls.items() if i < index}, fixed={index: value}),
     )
     driver.result.run_id = durable.run_id
     driver.result.forked_from = forked_from
