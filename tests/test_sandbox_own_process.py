@@ -225,3 +225,27 @@ def test_stderr_is_the_programs_up_to_the_scripts_marker_on_both_paths(isolation
         assert run.outputs == {"y": 1}
         assert run.stderr == "last words \x1ejupyter-sandbox out"
         _pool.quiesce()
+
+
+class _Broken(Exception):
+    pass
+
+
+def test_an_on_event_that_raises_on_output_is_the_runs_error_not_a_lost_stream(isolation):
+    """The reader thread once swallowed any exception as "the stream broke": an ``on_event``
+    raising on the run's output stopped the output silently and the run failed with "the
+    engine's stream of the run ended before its outputs came". The stream breaking is its
+    end; anything else the reader raises is the run's error. No container is left."""
+
+    def on_event(event: object) -> None:
+        if isinstance(event, Output):
+            raise _Broken("the view broke")
+
+    sandbox = create(
+        "t", code="print('hi')\ny = 1", outputs={"y": int}, resources={"memory": "302m"}
+    )
+    _pool.settle()
+    for _ in range(2):  # cold, then on the spare
+        with pytest.raises(_Broken, match="the view broke"):
+            sandbox.execute({}, on_event=on_event)
+        _pool.quiesce()

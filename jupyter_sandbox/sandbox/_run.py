@@ -200,6 +200,8 @@ class _Reader(threading.Thread):
         """Set when the stream ended or the output passed the cap."""
         self.collected = threading.Event()
         self.outputs_error: BaseException | None = None
+        self.failure: BaseException | None = None
+        """What broke the reader itself (an ``on_event`` that raised...): the run raises it."""
         self.status: tuple[int, int] | None = None
         """The script's (exit status, OOM kills), once its line came."""
         self._maskers = {name: StreamMasker(scrub) for name in self.parts}
@@ -215,7 +217,7 @@ class _Reader(threading.Thread):
 
     def run(self) -> None:
         try:
-            chunks: Iterator[tuple[bytes | None, bytes | None]] = iter(self.stream)
+            chunks = _until_broken(self.stream)
             for out, err in chunks:
                 if err:
                     self._stderr_chunk(err)
@@ -224,8 +226,8 @@ class _Reader(threading.Thread):
                     if tail is not None:
                         self.past_marker = True
                         self._after_marker(tail, chunks)
-        except Exception:  # the stream breaks when the container is killed: that is the end
-            return
+        except BaseException as exc:  # ours, not the stream's: handed to the caller's thread
+            self.failure = exc
         finally:
             self.collected.set()
             self.stderr_ended.set()
@@ -319,6 +321,15 @@ class _Reader(threading.Thread):
         if text:
             self.parts[stream].append(text)
             self.on_event(Output(stream, text))
+
+
+def _until_broken(stream: Any) -> Iterator[tuple[bytes | None, bytes | None]]:
+    """The stream's chunks until it ends or breaks: it breaks when the container is killed or
+    `_close` hangs up, and that is its end too."""
+    try:
+        yield from stream
+    except Exception:
+        return
 
 
 def _status(line: bytes) -> tuple[int, int] | None:
@@ -578,6 +589,8 @@ def run_container(
         raw.seconds = time.monotonic() - start
         raw.timed_out = not finished
         reader.close()
+        if reader.failure is not None:
+            raise reader.failure
         raw.flooded = reader.flooded
         if finished and not reader.flooded:
             raw.exit_code = exit_code
