@@ -11,7 +11,10 @@ each against its own baseline measured in the same rounds.
 Baselines: the bare ``feed_start``/``resume`` loop, the fastest way to drive Monty by hand;
 for an async call the same loop answering ``{"future": ...}`` and settling it with the
 coroutine's value (run to its end right there, no event loop); for ``gather`` CPython's own
-``asyncio.gather`` of the same coroutines.
+``asyncio.gather`` of the same coroutines. Two floor rows say what no host driving Monty by
+hand can beat: the async loop with each coroutine on an event loop in another thread (async
+tools share one loop: clients bound to it work across cells), and the gather's calls issued
+with no tool work at all, then settled ``NAP`` s after the last.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from jupyter_client.manager import KernelManager
 
 from jupyter_sandbox import Interrupted, Store, orchestrate, tool
-from jupyter_sandbox.orchestrate._runtime import pool
+from jupyter_sandbox.orchestrate._runtime import pool, tool_loop
 
 
 def add(x: int, y: int) -> int:
@@ -99,6 +102,40 @@ def bare_monty_async(code: str) -> None:
             snap = snap.resume({"future": ...})
 
 
+def bare_monty_hop(code: str, loop: asyncio.AbstractEventLoop) -> None:
+    """The async baseline with each coroutine run on ``loop`` in another thread, as any host
+    whose async tools share one event loop must (the floor for `orchestrate`'s awaited call):
+    handed over as the call is answered with a future, waited for at the FutureSnapshot."""
+    with pool().checkout(limits={"max_suspensions": 10**7}) as session:
+        snap = session.feed_start(code)
+        waiting: dict[int, Any] = {}
+        while not isinstance(snap, pm.MontyComplete):
+            if isinstance(snap, pm.FutureSnapshot):
+                settled = {
+                    i: {"return_value": waiting.pop(i).result()} for i in snap.pending_call_ids
+                }
+                snap = snap.resume(settled)
+                continue
+            assert isinstance(snap, pm.FunctionSnapshot)
+            waiting[snap.call_id] = asyncio.run_coroutine_threadsafe(aadd(*snap.args), loop)
+            snap = snap.resume({"future": ...})
+
+
+def bare_monty_issue(code: str) -> None:
+    """The floor of the gather row for any host driving Monty by hand: every call answered
+    with a future as fast as Monty asks, the tools taking `NAP` s from the last one's issue
+    (no tool runs at all), then every future settled at once."""
+    with pool().checkout(limits={"max_suspensions": 10**7}) as session:
+        snap = session.feed_start(code)
+        issued = []
+        while isinstance(snap, pm.FunctionSnapshot):
+            issued.append(snap.call_id)
+            snap = snap.resume({"future": ...})
+        time.sleep(NAP)
+        while isinstance(snap, pm.FutureSnapshot):
+            snap = snap.resume({i: {"return_value": i} for i in snap.pending_call_ids})
+
+
 def cpython_gather(n: int) -> None:
     async def main() -> None:
         await asyncio.gather(*[nap(i) for i in range(n)])
@@ -109,9 +146,12 @@ def cpython_gather(n: int) -> None:
 def hot_table(n: int, rounds: int) -> None:
     """The rows issue 12 sets goals for, each with its baseline in the same interleaved rounds:
     a sync call through the API (<= 1.1x the bare loop), an awaited async call (<= 1.2x the
-    bare future + settle loop), a gather of ``n`` tools sleeping `NAP` s (<= 1.15x CPython)."""
+    bare future + settle loop), a gather of ``n`` tools sleeping `NAP` s (<= 1.15x CPython).
+    The two async tables have a floor row: what bare Monty costs with the coroutines on a loop
+    thread, and with no tool work at all."""
     tools = [add, aadd, nap]
     sync_code, async_code, many = loop_code(n), await_code(n), gather_code(n)
+    loop = tool_loop()
 
     def api(code: str) -> Callable[[], object]:
         return lambda: orchestrate(code, tools=tools, type_check=False)
@@ -129,6 +169,8 @@ def hot_table(n: int, rounds: int) -> None:
             n,
             "us",
             [("bare Monty future + settle (baseline)", lambda: bare_monty_async(async_code)),
+             ("floor: the same, coroutines on a loop thread",
+              lambda: bare_monty_hop(async_code, loop)),
              ("orchestrate() API, awaited async tool", api(async_code))],
         ),
         (
@@ -136,6 +178,7 @@ def hot_table(n: int, rounds: int) -> None:
             1,
             "ms",
             [("CPython asyncio.gather (baseline)", lambda: cpython_gather(n)),
+             (f"floor: bare Monty issuing, {NAP} s, settling", lambda: bare_monty_issue(many)),
              ("orchestrate() API, asyncio.gather", api(many))],
         ),
     ]  # fmt: skip
