@@ -11,10 +11,11 @@ each against its own baseline measured in the same rounds.
 Baselines: the bare ``feed_start``/``resume`` loop, the fastest way to drive Monty by hand;
 for an async call the same loop answering ``{"future": ...}`` and settling it with the
 coroutine's value (run to its end right there, no event loop); for ``gather`` CPython's own
-``asyncio.gather`` of the same coroutines. Two floor rows say what no host driving Monty by
-hand can beat: the async loop with each coroutine on an event loop in another thread (async
-tools share one loop: clients bound to it work across cells), and the gather's calls issued
-with no tool work at all, then settled ``NAP`` s after the last.
+``asyncio.gather`` of the same coroutines. Floor rows say what no host driving Monty by hand
+can beat: the async loop with each coroutine a task of an event loop in another thread (async
+tools share one loop: clients bound to it work across cells) or of the driving thread's own
+loop (no hand-over), and the gather's calls issued with no tool work at all, then settled
+``NAP`` s after the last.
 """
 
 from __future__ import annotations
@@ -102,22 +103,29 @@ def bare_monty_async(code: str) -> None:
             snap = snap.resume({"future": ...})
 
 
-def bare_monty_hop(code: str, loop: asyncio.AbstractEventLoop) -> None:
-    """The async baseline with each coroutine run on ``loop`` in another thread, as any host
-    whose async tools share one event loop must (the floor for `orchestrate`'s awaited call):
-    handed over as the call is answered with a future, waited for at the FutureSnapshot."""
+def bare_monty_on_loop(code: str, loop: asyncio.AbstractEventLoop) -> None:
+    """The async baseline with each coroutine run as a task of ``loop``: in another thread, as
+    any host whose async tools share one event loop must (the floor for `orchestrate`'s
+    awaited call; handed over as the call is answered with a future, waited for at the
+    FutureSnapshot), or, for a loop not running, on this thread (no hand-over at all)."""
     with pool().checkout(limits={"max_suspensions": 10**7}) as session:
         snap = session.feed_start(code)
         waiting: dict[int, Any] = {}
+        here = not loop.is_running()
         while not isinstance(snap, pm.MontyComplete):
             if isinstance(snap, pm.FutureSnapshot):
-                settled = {
-                    i: {"return_value": waiting.pop(i).result()} for i in snap.pending_call_ids
-                }
-                snap = snap.resume(settled)
+                ids = snap.pending_call_ids
+                if here:
+                    settled = {i: loop.run_until_complete(waiting.pop(i)) for i in ids}
+                else:
+                    settled = {i: waiting.pop(i).result() for i in ids}
+                snap = snap.resume({i: {"return_value": v} for i, v in settled.items()})
                 continue
             assert isinstance(snap, pm.FunctionSnapshot)
-            waiting[snap.call_id] = asyncio.run_coroutine_threadsafe(aadd(*snap.args), loop)
+            coro = aadd(*snap.args)
+            waiting[snap.call_id] = (
+                loop.create_task(coro) if here else asyncio.run_coroutine_threadsafe(coro, loop)
+            )
             snap = snap.resume({"future": ...})
 
 
@@ -147,11 +155,11 @@ def hot_table(n: int, rounds: int) -> None:
     """The rows issue 12 sets goals for, each with its baseline in the same interleaved rounds:
     a sync call through the API (<= 1.1x the bare loop), an awaited async call (<= 1.2x the
     bare future + settle loop), a gather of ``n`` tools sleeping `NAP` s (<= 1.15x CPython).
-    The two async tables have a floor row: what bare Monty costs with the coroutines on a loop
-    thread, and with no tool work at all."""
+    The two async tables have floor rows: what bare Monty costs with the coroutines on an
+    event loop (another thread's, or this thread's own), and with no tool work at all."""
     tools = [add, aadd, nap]
     sync_code, async_code, many = loop_code(n), await_code(n), gather_code(n)
-    loop = tool_loop()
+    loop, own = tool_loop(), asyncio.new_event_loop()
 
     def api(code: str) -> Callable[[], object]:
         return lambda: orchestrate(code, tools=tools, type_check=False)
@@ -170,7 +178,9 @@ def hot_table(n: int, rounds: int) -> None:
             "us",
             [("bare Monty future + settle (baseline)", lambda: bare_monty_async(async_code)),
              ("floor: the same, coroutines on a loop thread",
-              lambda: bare_monty_hop(async_code, loop)),
+              lambda: bare_monty_on_loop(async_code, loop)),
+             ("floor: the same, on this thread's own loop",
+              lambda: bare_monty_on_loop(async_code, own)),
              ("orchestrate() API, awaited async tool", api(async_code))],
         ),
         (
