@@ -333,3 +333,27 @@ def test_a_durable_run_nested_too_deep_is_recorded_as_an_error_not_running(env, 
         orchestrate("nested()", tools=[Tool(nested)], type_check=False)
     (inner,) = Store(store).runs()
     assert inner.status == "error"
+
+
+def test_ctrl_c_while_a_dead_kernels_run_is_taken_over_leaves_it_to_take_over_again(
+    env, monkeypatch
+):
+    """A run left "running" by a kernel that died is taken over (claimed: its owner becomes
+    this process). Given back with its status alone, it was "running" in this live process,
+    refused by every resume until a restart: its owner must go back too."""
+    from jupyter_sandbox.orchestrate._store import this_process
+
+    tmp_path, mod = env
+    store = tmp_path / "s.sqlite"
+    paused = orchestrate(GATED, tools=tools(mod), store=store)
+    host, _, token = this_process().encode().rsplit(" ", 2)
+    start, boot, ns = token.split("-")
+    dead = f"{host} {os.getppid()} {int(start) + 1}-{boot}-{ns}"  # a reused pid: gone
+    with sqlite3.connect(store) as db:
+        db.execute("UPDATE runs SET status = 'running', owner = ?", (dead,))
+    _interrupt_making_the_driver(monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        resume_run(paused.run_id, store=store, tools=tools(mod))
+    again = resume_run(paused.run_id, store=store, tools=tools(mod))
+    assert again.status == "paused"  # taken over: asked again, nobody answered it
+    assert counts(tmp_path) == {"step": 1}

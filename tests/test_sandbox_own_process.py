@@ -249,3 +249,23 @@ def test_an_on_event_that_raises_on_output_is_the_runs_error_not_a_lost_stream(i
         with pytest.raises(_Broken, match="the view broke"):
             sandbox.execute({}, on_event=on_event)
         _pool.quiesce()
+
+
+def test_an_on_event_that_raises_ends_a_cold_run_at_once_not_at_the_programs_end(isolation):
+    """The reader's failure set ``collected`` without a status line: the cold run took it
+    for a script that died and waited for the container to be gone, here for the 30 s the
+    program sleeps after its output (up to the timeout), before raising."""
+
+    def on_event(event: object) -> None:
+        if isinstance(event, Output):
+            raise _Broken("the view broke")
+
+    code = "import time\nprint('hi', flush=True)\ntime.sleep(30)\ny = 1"
+    sandbox = create("t", code=code, outputs={"y": int}, timeout=60, resources={"memory": "303m"})
+    _pool.settle()
+    for _ in range(2):  # cold, then on the spare
+        start = time.monotonic()
+        with pytest.raises(_Broken, match="the view broke"):
+            sandbox.execute({}, on_event=on_event)
+        assert time.monotonic() - start < 10
+        _pool.quiesce()

@@ -74,7 +74,7 @@ from ._rebind import (
     wrong_input,
 )
 from ._scrub import SECRET, Scrub, holds, in_dump, known, masked
-from ._store import HandleMarker, RunStatus, Store, StoredRun
+from ._store import HandleMarker, RunOwner, RunStatus, Store, StoredRun
 from ._values import MAX_DEPTH, data_size, is_plain
 
 CHECKPOINT_EVERY = 1.0
@@ -110,11 +110,14 @@ class Durable:
     on their own once a second), and its end. `record` and `flush` may be called from any
     thread (a stopping run ends its calls from the thread that stops it; a timer flushes)."""
 
-    def __init__(self, store: Store, run_id: str, was: RunStatus | None = None) -> None:
+    def __init__(
+        self, store: Store, run_id: str, was: tuple[RunStatus, RunOwner | None] | None = None
+    ) -> None:
         self.store = store
         self.run_id = run_id
         self.was = was
-        """The status the run had when this process took it up (`_runs`); None: a new run."""
+        """The run's status and owner when this process took it up (`_runs`); None: a new
+        run."""
         self._saved = float("-inf")
         """When the last checkpoint was written (monotonic)."""
         self._written = time.monotonic()
@@ -226,13 +229,16 @@ class Durable:
 
     def give_back(self, error: BaseException) -> None:
         """The run never started (its driver could not be made, or Ctrl-C landed first):
-        set it back to the status it was taken up from, a new run to ``interrupted`` or
-        ``error``, rather than leave it "running" with nothing to end it (a live owner's
-        running run is refused by every resume). A store that cannot be written now leaves
-        it running: ``error`` is what the caller must see."""
+        set it back to the status and owner it was taken up from, a new run to
+        ``interrupted`` or ``error``, rather than leave it "running" with nothing to end it
+        (a live owner's running run is refused by every resume). A store that cannot be
+        written now leaves it running: ``error`` is what the caller must see."""
         kept: RunStatus = "interrupted" if isinstance(error, KeyboardInterrupt) else "error"
         with contextlib.suppress(StoreError):
-            self.store.finish(self.run_id, self.was or kept)
+            if self.was is None:
+                self.store.finish(self.run_id, kept)
+            else:
+                self.store.unclaim(self.run_id, *self.was)
 
     def _named(self, found: Iterator[tuple[pm.ClassInstance, Origin]]) -> dict[str, Origin]:
         """The origins of handles just sent, by uuid; each handle's object is remembered."""

@@ -180,7 +180,7 @@ def _taken_up(store: Store, stored: StoredRun, tools: Mapping[str, Tool] | None)
             f"run {stored.run_id} was taken up by another process meanwhile (it was "
             f"{stored.status}): see its state with %orchestrate_pending or Store.runs()"
         )
-    return Durable(store, stored.run_id, was=stored.status)
+    return Durable(store, stored.run_id, was=(stored.status, stored.owner))
 
 
 def driven(durable: Durable | None, make: Callable[[], Driver]) -> Driver:

@@ -401,6 +401,23 @@ class Store:
             )
             return cursor.rowcount == 1
 
+    def unclaim(self, run_id: str, status: RunStatus, owner: RunOwner | None) -> None:
+        """Undo this process' `claim` of a run it never ran: its status and owner as they
+        were (a dead kernel's run left "running" under this live process would be refused by
+        every resume). Only while the run is still running here."""
+        with self._write() as db:
+            db.execute(
+                "UPDATE runs SET updated = ?, status = ?, owner = ? "
+                "WHERE run_id = ? AND status = 'running' AND owner = ?",
+                (
+                    time.time(),
+                    status,
+                    None if owner is None else owner.encode(),
+                    run_id,
+                    this_process().encode(),
+                ),
+            )
+
     def run(self, run_id: str) -> StoredRun:
         """The run, every blob verified; `StoreError` if there is no such run."""
         with self._read() as db:

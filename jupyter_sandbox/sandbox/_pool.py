@@ -81,8 +81,9 @@ _UID_TRIES = 1000
 _IDLE = 300.0
 """Seconds a spare container waits for a run; then it is removed."""
 _MAX_SPARES = 16
-"""Spares kept at most, all keys together: the least recently started goes first. Each is a
-sleeping process (~1 MB) and cost ~0.3 CPU-s to start."""
+"""Spares kept at most, all keys together: a full pool makes room by taking a spare of the key
+that has the most (`_crowding`). Each is a sleeping process (~1 MB) and cost ~0.3 CPU-s to
+start."""
 _IN_A_ROW = 0.25
 """Seconds between a run's end and the next one's start that make them a row (`_Demand`): a
 loop's or a run-all's gap (milliseconds), never a person's between cells. The refill waits

@@ -444,9 +444,10 @@ def _wait_own(
     deadline: float,
     cancel: threading.Event | None,
 ) -> _Ended:
-    """Wait for the script's status line (and the tar after it), or the output cap: the run
-    is over then, though its container is not. Without the line the script died (OOM, a kill
-    from outside, gVisor's whole sandbox gone): the engine's events say how, once it is gone.
+    """Wait for the script's status line (and the tar after it), the output cap, or the
+    reader's failure: the run is over then, though its container is not. Without the line
+    (and the reader whole) the script died (OOM, a kill from outside, gVisor's whole sandbox
+    gone): the engine's events say how, once it is gone.
 
     Asks the engine too (`_ASK`): a container that died while its stream stays open (under
     gVisor an exec's did) must not keep the run waiting until the timeout.
@@ -459,7 +460,7 @@ def _wait_own(
             _until(reader.collected, time.monotonic() + _ASK, cancel)  # what is still on its way
             break
         poll = min(2 * poll, _MAX_ASK)
-    if reader.flooded:
+    if reader.flooded or reader.failure is not None:  # the run raises the failure
         return True, None, False
     if reader.status is not None:
         # stdout and stderr are two pipes: the program's last stderr may come after the
