@@ -21,7 +21,13 @@ from typing import Any
 
 import pytest
 
-from jupyter_sandbox import NonZeroExit, SandboxCancelled, UnusableImage, create
+from jupyter_sandbox import (
+    NonZeroExit,
+    OutputLimitExceeded,
+    SandboxCancelled,
+    UnusableImage,
+    create,
+)
 from jupyter_sandbox._events import Output, ignore
 from jupyter_sandbox.sandbox import _pool, _run
 from jupyter_sandbox.sandbox._client import KIND, OWNER_PID
@@ -279,3 +285,33 @@ def test_an_on_event_that_raises_ends_a_cold_run_at_once_not_at_the_programs_end
     )
     died = [e["Actor"]["Attributes"]["exitCode"] for e in events if e["Actor"]["ID"] in created]
     assert died == ["137"]
+
+
+FORGE_AND_FLOOD = """
+import os, sys
+args = open(f"/proc/{os.getppid()}/cmdline", "rb").read().split(b"\\0")
+found = [a for a in args if a.startswith(b"\\x1ejupyter-sandbox outputs ")]
+if found:  # an exec on a spare: the script's marker is its argument
+    out = os.fdopen(1, "wb", buffering=0)
+    out.write(found[0] + b"1 0\\n")  # a forged status line: the host stops reading stdout...
+    os.write(2, found[0])  # ...and stderr
+    for _ in range(int(sys.argv[1] if len(sys.argv) > 1 else 200)):
+        out.write(b"x" * 65536)  # then 12.5 MB on stdout
+        os.write(2, b"y" * 65536)  # and on stderr
+y = 1
+"""
+
+
+def test_output_after_a_forged_marker_counts_against_the_cap(isolation):
+    """A program can read its marker on a spare (its parent's argument) and print it with a
+    status line: the host then took what followed as the script's and read it without
+    counting, up to the program's end or its timeout (host CPU with no bound). It counts
+    now, and past the cap the run is stopped like any flood."""
+    sandbox = create(
+        "t", code=FORGE_AND_FLOOD, outputs={"y": int}, resources={"memory": "304m", "output": "1m"}
+    )
+    _pool.settle()
+    assert sandbox.run() == 1  # cold: no marker to find, nothing forged
+    _pool.quiesce()
+    with pytest.raises(OutputLimitExceeded, match="output passed the 1m cap"):
+        sandbox.run()  # on the spare

@@ -226,6 +226,8 @@ class _Reader(threading.Thread):
                     if tail is not None:
                         self.past_marker = True
                         self._after_marker(tail, chunks)
+                elif out:  # past the script's tar: a program that forged its marker
+                    self._spend(len(out))
         except BaseException as exc:  # ours, not the stream's: handed to the caller's thread
             self.failure = exc
         finally:
@@ -247,8 +249,11 @@ class _Reader(threading.Thread):
             return None
 
     def _stderr_chunk(self, data: bytes) -> None:
-        """Take stderr up to its marker; after it only a background child writes: dropped."""
-        if not self.stderr_ended.is_set() and self._until_marker("stderr", data) is not None:
+        """Take stderr up to its marker; after it only a background child (or a program that
+        forged the marker) writes: dropped, but counted against the cap."""
+        if self.stderr_ended.is_set():
+            self._spend(len(data))
+        elif self._until_marker("stderr", data) is not None:
             self.stderr_ended.set()
 
     def _after_marker(
@@ -295,15 +300,23 @@ class _Reader(threading.Thread):
 
     def _take(self, stream: Stream, data: bytes) -> None:
         with self._lock:
-            if self._closed or self.flooded or not data:
+            if self._closed or self.flooded or not data or not self._spend(len(data)):
                 return
-            self.size += len(data)
+            self._emit(stream, self._maskers[stream].feed(data))
+
+    def _spend(self, size: int) -> bool:
+        """Count ``size`` bytes against the output cap: whatever the stream carries past the
+        script's own lines counts, dropped or not, or a program that forged its marker could
+        make the host read without end. False once past the cap (the run is stopped)."""
+        with self._lock:
+            if self._closed:  # the run is over: what a background child writes is not its
+                return False
+            self.size += size
             if self.size > self.cap:
                 self.flooded = True
                 self.done.set()
                 self.collected.set()
-                return
-            self._emit(stream, self._maskers[stream].feed(data))
+            return not self.flooded
 
     def close(self) -> None:
         """End of the run: the held-back text goes out (masked), later output is dropped."""
