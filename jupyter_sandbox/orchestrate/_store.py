@@ -387,36 +387,36 @@ class Store:
         its status is ``expected`` and its owner ``owner`` now, in one transaction: of two
         processes continuing one paused run (two approvals of the same call), or taking over
         one whose kernel died, exactly one gets True."""
-        with self._write() as db:
-            cursor = db.execute(
-                "UPDATE runs SET updated = ?, status = 'running', owner = ? "
-                "WHERE run_id = ? AND status = ? AND owner IS ?",
-                (
-                    time.time(),
-                    this_process().encode(),
-                    run_id,
-                    expected,
-                    None if owner is None else owner.encode(),
-                ),
-            )
-            return cursor.rowcount == 1
+        return self._swap(run_id, (expected, owner), ("running", this_process()))
 
     def unclaim(self, run_id: str, status: RunStatus, owner: RunOwner | None) -> None:
         """Undo this process' `claim` of a run it never ran: its status and owner as they
         were (a dead kernel's run left "running" under this live process would be refused by
         every resume). Only while the run is still running here."""
+        self._swap(run_id, ("running", this_process()), (status, owner))
+
+    def _swap(
+        self,
+        run_id: str,
+        now: tuple[RunStatus, RunOwner | None],
+        then: tuple[RunStatus, RunOwner | None],
+    ) -> bool:
+        """Set the run's status and owner to ``then`` if they are ``now``, in one
+        transaction; whether they were."""
         with self._write() as db:
-            db.execute(
+            cursor = db.execute(
                 "UPDATE runs SET updated = ?, status = ?, owner = ? "
-                "WHERE run_id = ? AND status = 'running' AND owner = ?",
+                "WHERE run_id = ? AND status = ? AND owner IS ?",
                 (
                     time.time(),
-                    status,
-                    None if owner is None else owner.encode(),
+                    then[0],
+                    None if then[1] is None else then[1].encode(),
                     run_id,
-                    this_process().encode(),
+                    now[0],
+                    None if now[1] is None else now[1].encode(),
                 ),
             )
+            return cursor.rowcount == 1
 
     def run(self, run_id: str) -> StoredRun:
         """The run, every blob verified; `StoreError` if there is no such run."""

@@ -402,9 +402,14 @@ def _crowding(key: _Key) -> _Key | None:
     return crowded
 
 
+def _spare_count() -> int:
+    """Spares waiting, all keys together (call with `_lock` held)."""
+    return sum(map(len, _spares.values()))
+
+
 def _room(key: _Key) -> bool:
     """Whether a spare of ``key`` may be added (call with `_lock` held)."""
-    return sum(map(len, _spares.values())) < _MAX_SPARES or _crowding(key) is not None
+    return _spare_count() < _MAX_SPARES or _crowding(key) is not None
 
 
 def _keep(key: _Key, slot: Slot) -> bool:
@@ -414,7 +419,7 @@ def _keep(key: _Key, slot: Slot) -> bool:
     evicted: list[Slot] = []
     with _lock:
         keep = not _closing
-        while keep and sum(map(len, _spares.values())) >= _MAX_SPARES:
+        while keep and _spare_count() >= _MAX_SPARES:
             crowded = _crowding(key)
             if crowded is None:
                 keep = False

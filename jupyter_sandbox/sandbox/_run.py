@@ -300,7 +300,7 @@ class _Reader(threading.Thread):
 
     def _take(self, stream: Stream, data: bytes) -> None:
         with self._lock:
-            if self._closed or self.flooded or not data or not self._spend(len(data)):
+            if not data or not self._spend(len(data)):  # the run is over, or past the cap
                 return
             self._emit(stream, self._maskers[stream].feed(data))
 
