@@ -285,3 +285,75 @@ def test_a_fork_call_number_counts_only_the_calls_made(forkable, capsys):
             f"UsageError: N: run {run_id} has no call #{n}; it made calls #0 (the trace's # column)"
         ), shown
     assert shell.run_cell(f"%orchestrate_fork {run_id} 0 --value 5").result == 5
+
+
+# -- issue 20 item 12: --resume after a failure takes the inputs given now ------------------
+
+MENDED = """
+from jupyter_sandbox import tool
+made = []
+flaky_once = [True]
+
+@tool
+def step(n: int) -> int:
+    made.append(("step", n))
+    return n
+
+@tool
+def flaky(n: int) -> int:
+    made.append(("flaky", n))
+    if flaky_once.pop() if flaky_once else False:
+        raise ConnectionError("try again")
+    return n * 10
+"""
+
+FLAKY_CELL = "%%orchestrate --in k{resume}\na = step(1)\nflaky(k) + a"
+
+
+def test_resume_after_a_failure_uses_the_input_set_since(store):
+    """(a) flaky(k) fails; the person sets k = 5 and runs --resume: step(1) is answered from
+    the record (the code runs from the top), flaky is called with the new k, and one line says
+    k changed. With k as it was, --resume continues from the snapshot as before."""
+    with kernel(store) as k:
+        k.ok(MENDED)
+        k.ok("k = 1")
+        failed = k.run(FLAKY_CELL.format(resume=""))
+        assert failed.status == "error" and "try again" in failed.text
+        k.ok("k = 5")
+        resumed = k.ok(FLAKY_CELL.format(resume=" --resume"))
+        assert resumed.value == "51"
+        assert made(k) == "[('step', 1), ('flaky', 1), ('flaky', 5)]"
+        changed = [line for line in resumed.text.splitlines() if "changed" in line]
+        assert len(changed) == 1 and "input k changed" in changed[0], resumed.text
+        # the same inputs: from the snapshot, step(1) not repeated, no line about inputs
+        k.ok("flaky_once.append(True); made.clear()")
+        assert k.run(FLAKY_CELL.format(resume="")).status == "error"
+        again = k.ok(FLAKY_CELL.format(resume=" --resume"))
+        assert again.value == "51" and "changed" not in again.text
+        assert made(k) == "[('step', 1), ('flaky', 5), ('flaky', 5)]"
+
+
+LOOP_CELL = """%%orchestrate --in n --timeout 1{resume}
+total = 0
+for i in range(n):
+    total += step(i)
+    busy = 0
+    while busy < 20000:  # Monty's own time: what --timeout counts
+        busy += 1
+total"""
+
+
+def test_resume_after_a_timeout_with_a_smaller_bound_finishes(store):
+    """(b) a loop bounded by n hits --timeout 1; the person lowers n and runs --resume: the
+    loop runs to the new bound (its first calls answered from the record), not into the same
+    limit again."""
+    with kernel(store) as k:
+        k.ok(MENDED)
+        k.ok("n = 10**6")
+        timed_out = k.run(LOOP_CELL.format(resume=""))
+        assert timed_out.status == "error" and "timeout" in timed_out.text.lower()
+        k.ok("n = 3; made.clear()")
+        resumed = k.ok(LOOP_CELL.format(resume=" --resume"))
+        assert resumed.value == "3"  # 0 + 1 + 2
+        assert "input n changed" in resumed.text
+        assert made(k) == "[]"  # step(0..2) were made before the timeout: answered

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .._checks import MAX_TIMEOUT, bounded
-from .._events import EventCallback, ToolCall, ignore
+from .._events import EventCallback, Output, ToolCall, ignore
 from ._driver import MAX_NESTING, Driver, parent_loop
 from ._durable import open_store
 from ._limits import Limits, resolve_limits
@@ -79,6 +79,7 @@ def _driver(loop: asyncio.AbstractEventLoop, o: RunOptions) -> Driver:
             run_id=o.run_id,
             limits=limits,  # a resumed snapshot runs under these, not its own
             session=o.session,
+            told=lambda line: (o.on_event or ignore)(Output("stderr", line)),
         )
     if journal is not None and resume and restore is None and (records is None or journal.failed):
         # this kernel's own journal keeps the values themselves (the store only plain data)

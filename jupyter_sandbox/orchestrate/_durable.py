@@ -63,7 +63,7 @@ import pydantic_monty as pm
 
 from .._errors import StoreError
 from .._events import ToolCall
-from ._memo import Recorded
+from ._memo import Recorded, same
 from ._rebind import (
     Origin,
     Rebinder,
@@ -384,6 +384,34 @@ def stored_inputs(run: StoredRun, given: Mapping[str, Any] | None) -> dict[str, 
         if type_of(given[name]) != kind:
             raise StoreError(wrong_input(run.run_id, name, kind, f"a {type_of(given[name])}"))
     return {name: given.get(name, value) for name, value in kept.items()}
+
+
+def changed_inputs(run: StoredRun, given: Mapping[str, Any]) -> list[str]:
+    """The names of the inputs ``given`` now that differ from those failed run ``run`` had
+    (given, dropped, or another value), sorted; none for a run that did not fail (a paused
+    run, or one a killed kernel left running, continues from its snapshot as it is). An
+    input the store kept as a marker (an object, a secret) is not compared: it cannot be,
+    and a handle is bound again by its name anyway (`_rebind`)."""
+    if run.status not in ("error", "interrupted"):
+        return []
+    record = run.calls.get(INPUTS)
+    kept: dict[str, Any] = dict(record["inputs"]) if record else {}
+    secrets = known()
+    return sorted(
+        name
+        for name in kept.keys() | given.keys()
+        if name not in kept
+        or name not in given
+        or (handle_in(kept[name]) is None and not same(kept[name], keepable(given[name], secrets)))
+    )
+
+
+def inputs_changed(run_id: str, names: list[str]) -> str:
+    """The one line a resume with other inputs says (`changed_inputs`)."""
+    return (
+        f"--resume: input {', '.join(names)} changed since run {run_id} failed: its code runs "
+        "from the top with these inputs, calls answered from its records while they match\n"
+    )
 
 
 def unkept_inputs(run: StoredRun, namespace: Mapping[str, Any]) -> dict[str, Any]:

@@ -30,6 +30,8 @@ from ._durable import (
     INPUTS,
     Durable,
     Restore,
+    changed_inputs,
+    inputs_changed,
     inputs_record,
     open_store,
     stored_calls,
@@ -103,6 +105,7 @@ def begin(
     run_id: str | None,
     limits: Limits,
     session: str | None = None,
+    told: Callable[[str], None] | None = None,
 ) -> tuple[Durable, Restore | None, dict[int, Recorded] | None]:
     """A durable run of ``code``: its link to the store, the snapshot it resumes from, and
     the stored calls that answer its own.
@@ -111,16 +114,26 @@ def begin(
     default the code's hash) in ``scope``, unless it ended ok. The same code with a snapshot
     continues that run from its snapshot, under ``limits`` (not the limits it was dumped
     with); other code (the cell was edited) is a new run whose
-    calls are answered from the old run's records while it repeats them. A run still running
-    in a live process is refused (`StoreError`). ``session``: the session a new run continues
-    (a paused one updates it when it is approved and completes)."""
+    calls are answered from the old run's records while it repeats them. A run that failed
+    (or was interrupted) is continued from its snapshot only if it is given the inputs it had:
+    its snapshot holds the old ones, so a person who mended an input (a bad ``k``, a loop
+    bound that hit ``--timeout``) would get the same failure again, forever. Given other
+    inputs it is a new run of the code from the top, its calls answered from the old run's
+    records while they match (`changed_inputs`; ``told`` gets the one line that says so). A
+    run paused at a gate, or left running by a killed kernel, is continued from its snapshot
+    whatever the inputs (its code already ran past them). A run still running in a live
+    process is refused (`StoreError`). ``session``: the session a new run continues (a paused
+    one updates it when it is approved and completes)."""
     cell = cell or hashlib.sha256(code.encode()).hexdigest()[:16]
     if resume:
         stored = store.run(run_id) if run_id else store.last_run(scope, cell)
         if stored is not None and stored.status != "ok":
             _refuse_if_running(stored)
             calls = stored_calls(stored)
-            if stored.code == code and stored.checkpoint is not None:
+            changed = changed_inputs(stored, inputs)
+            if changed and told is not None:
+                told(inputs_changed(stored.run_id, changed))
+            if stored.code == code and stored.checkpoint is not None and not changed:
                 restore = _restore(stored, calls, None, limits, inputs)
                 return _taken_up(store, stored, None), restore, calls
             return _fresh(store, scope, cell, code, tools, inputs, session=session), None, calls
