@@ -84,6 +84,23 @@ class CallRecord(TypedDict):
     replayed: bool
     children: list["Record"]
     """Nested records: the container run of a sandbox used as a tool."""
+    digest: NotRequired[str]
+    """A pending call's digest (`orchestrate._approval`): ``%orchestrate_approve RUN --expect
+    DIGEST`` makes the call only if it is still this one. A pending call's ``args`` and
+    ``kwargs`` are whole reprs, not previews, up to `APPROVAL_CHARS` together."""
+    cut: NotRequired[dict[str, int]]
+    """A pending call's arguments not shown whole (positionals by index, keywords by name):
+    each one's whole length in characters."""
+    bindings: NotRequired[list["Binding"]]
+    """A pending call's handle arguments: the notebook variable each is bound to when the run
+    is approved after a kernel restart."""
+
+
+class Binding(TypedDict):
+    """A notebook variable a paused call's handle argument is bound to after a restart."""
+
+    variable: str
+    type: str
 
 
 class ForkedFrom(TypedDict):

@@ -18,6 +18,7 @@ from test_durable_kernels import alive, counted, descendants, the_run, wait_for
 from jupyter_sandbox import Store, fork_run, orchestrate, resume_run
 from jupyter_sandbox.errors import OrchestrationError, StoreError
 from jupyter_sandbox.orchestrate import Tool
+from jupyter_sandbox.orchestrate._durable import forget_held
 
 
 class Frame:
@@ -61,10 +62,13 @@ def calls() -> Calls:
 
 
 def paused(code: str, calls: Calls, store: Path, **inputs: Any) -> str:
-    """Run ``code`` durably until its gated call ``ask`` pauses it (a checkpoint); its id."""
+    """Run ``code`` durably until its gated call ``ask`` pauses it (a checkpoint); its id. The
+    objects it was given are then forgotten, as a kernel restart does: in the process that
+    paused, an approval gets those objects, whatever is given (`_durable.held`)."""
     result = orchestrate(code, tools=calls.tools(), inputs=inputs, store=store)
     assert result.status == "paused", result.error
     assert result.run_id is not None
+    forget_held()
     return result.run_id
 
 
@@ -306,6 +310,7 @@ def test_the_uuid_names_survive_a_resume_that_checkpoints_again(tmp_path, calls)
     middle = {"df": Frame("middle")}
     again = resume_run(run_id, approve=True, store=store, tools=calls.tools(), inputs=middle)
     assert again.status == "paused"  # at ask(2): a new checkpoint
+    forget_held()
     given = Frame("after")
     result = resume_run(
         run_id, approve=True, store=store, tools=calls.tools(), inputs={"df": given}

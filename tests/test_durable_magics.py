@@ -357,3 +357,138 @@ def test_resume_after_a_timeout_with_a_smaller_bound_finishes(store):
         assert resumed.value == "3"  # 0 + 1 + 2
         assert "input n changed" in resumed.text
         assert made(k) == "[]"  # step(0..2) were made before the timeout: answered
+
+
+# -- issue 20 items 4 and 5: approve what you see --------------------------------------------
+
+SHOWN = """
+from jupyter_sandbox import tool
+made = []
+
+class Targets:
+    def __init__(self, paths):
+        self.paths = paths
+    def __repr__(self):
+        return f"Targets({self.paths!r})"
+
+@tool(approve=True)
+def delete(paths: list[str]) -> int:
+    made.append(paths)
+    return len(paths)
+
+@tool(approve=True)
+def wipe(targets: object) -> str:
+    made.append(targets.paths)
+    return "wiped"
+
+@tool(approve=True)
+def send(body: str, to: str) -> int:
+    made.append(("send", len(body), to))
+    return len(body)
+"""
+
+PATHS = [f"/data/tmp/cache-{i}" for i in range(12)] + ["/home/alice/.ssh"]
+
+
+def pending_call(ran) -> dict:
+    """The one pending call of the paused record a cell showed."""
+    (call,) = ran.records(TRACE_MIME)[-1]["pending"]
+    return call
+
+
+def test_the_record_of_a_paused_call_holds_every_argument_and_its_digest(store):
+    """13 paths: the record carries the list whole (the 13th is the one that matters) and a
+    digest; approving with another digest makes nothing and leaves the run paused; with its
+    own digest the call is made."""
+    with kernel(store) as k:
+        k.ok(SHOWN)
+        k.ok(f"paths = {PATHS!r}")
+        ran = k.ok("%%orchestrate --in paths\ndelete(paths)")
+        run_id, call = paused_run_id(ran), pending_call(ran)
+        assert call["args"] == [repr(PATHS)] and "cut" not in call
+        digest = call["digest"]
+        assert re.fullmatch("[0-9a-f]{16}", digest)
+        listed = k.ok("%orchestrate_pending").text
+        assert f"digest {digest}" in listed
+        wrong = k.run(f"%orchestrate_approve {run_id} --expect {'0' * 16}")
+        assert wrong.status == "error" and "is not the call approved" in wrong.text
+        assert made(k) == "[]" and Store(store).run(run_id).status == "paused"
+        bad = k.run(f"%orchestrate_approve {run_id} --expect nope")
+        assert bad.status == "error" and "not a digest" in bad.text
+        approved = k.ok(f"%orchestrate_approve {run_id} --expect {digest}")
+        assert approved.value == "13" and "/home/alice/.ssh" in made(k)
+
+
+def test_a_call_too_big_to_show_whole_is_approved_only_with_its_digest(store):
+    """A 300,000-character body: the record carries its first part and says how long it is
+    whole; the small argument beside it is whole; Approve without the digest is refused."""
+    with kernel(store) as k:
+        k.ok(SHOWN)
+        ran = k.ok("%%orchestrate\nsend('a very long body ' * 16_000, to='bob')")
+        run_id, call = paused_run_id(ran), pending_call(ran)
+        assert call["kwargs"] == {"to": "'bob'"}
+        assert call["cut"] == {"0": 17 * 16_000 + 2}
+        assert 90_000 < len(call["args"][0]) < 100_000
+        blind = k.run(f"%orchestrate_approve {run_id}")
+        assert blind.status == "error" and "approved only with its digest" in blind.text
+        assert call["digest"] in blind.text and made(k) == "[]"
+        full = k.ok("%orchestrate_pending --full").text
+        assert full.count("a very long body") == 16_000
+        approved = k.ok(f"%orchestrate_approve {run_id} --expect {call['digest']}")
+        assert approved.value == str(17 * 16_000)
+
+
+def test_a_handle_approved_in_the_kernel_that_paused_is_the_object_shown(store):
+    """The panel showed Targets(['/data/old']); a later cell rebinds `targets`: Approve passes
+    the object the run was given, not the variable's new value."""
+    with kernel(store) as k:
+        k.ok(SHOWN)
+        k.ok("targets = Targets(['/data/old'])")
+        ran = k.ok("%%orchestrate --in targets\nwipe(targets)")
+        run_id, call = paused_run_id(ran), pending_call(ran)
+        assert call["args"] == ["Targets(['/data/old'])"]
+        k.ok("targets = Targets(['/home/alice'])")
+        assert "Targets(['/data/old'])" in k.ok("%orchestrate_pending").text
+        approved = k.ok(f"%orchestrate_approve {run_id}")  # here no digest is needed
+        assert approved.value == "'wiped'"
+        assert made(k) == "[['/data/old']]"
+        # what an approval after a restart would bind instead, said in the record
+        assert call["bindings"] == [{"variable": "targets", "type": "__main__.Targets"}]
+
+
+def test_after_a_restart_a_handle_binds_the_variable_shown_before_the_answer(tmp_path, store):
+    """After a restart `targets` holds something else: %orchestrate_pending names the
+    variable and shows what it holds now; Approve without the digest is refused, and with the
+    panel's digest (of the old object) too, the record then showing the call as it is now;
+    approving that digest makes it."""
+    first = Kernel(store)
+    try:
+        first.ok("%load_ext jupyter_sandbox")
+        first.ok(SHOWN)
+        first.ok("targets = Targets(['/data/old'])")
+        ran = first.ok("%%orchestrate --in targets\nwipe(targets)")
+        run_id, shown = paused_run_id(ran), pending_call(ran)["digest"]
+    finally:
+        first.kill()
+    with kernel(store) as k:
+        k.ok(SHOWN)
+        k.ok("targets = Targets(['/home/alice'])")
+        listed = k.ok("%orchestrate_pending").text
+        assert "binds notebook variable `targets`, now Targets(['/home/alice'])" in listed
+        assert f"it paused as {shown}" in listed
+        blind = k.run(f"%orchestrate_approve {run_id}")
+        assert blind.status == "error" and "binds notebook variable `targets`" in blind.text
+        old = k.run(f"%orchestrate_approve {run_id} --expect {shown}")
+        assert old.status == "error" and "is not the call approved" in old.text
+        now = pending_call(old)
+        assert now["args"] == ["Targets(['/home/alice'])"] and now["digest"] != shown
+        assert made(k) == "[]" and Store(store).run(run_id).status == "paused"
+        k.ok(f"%orchestrate_approve {run_id} --expect {now['digest']}")
+        assert made(k) == "[['/home/alice']]"
+
+
+def paused_run_id(ran) -> str:
+    """The run id of the paused record a cell showed (any gated tool)."""
+    last = ran.records(TRACE_MIME)[-1]
+    assert last["status"] == "paused", last
+    return str(last["run_id"])

@@ -33,6 +33,7 @@ INTERFACES = {
     "ICallRecord": records.CallRecord,
     "IToolRow": records.ToolRow,
     "IForkedFrom": records.ForkedFrom,
+    "IBinding": records.Binding,
     "ITraceRecord": records.TraceRecord,
     "IBuildRecord": records.BuildRecord,
     "ITypedValue": records.TypedValue,

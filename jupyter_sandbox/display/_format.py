@@ -158,7 +158,10 @@ def approval_magics(record: TraceRecord) -> tuple[str, str]:
     """The two lines that answer a paused run from any cell, in this kernel or a later one:
     approve, and reject (``REASON`` optional; the code sees ``PermissionError(REASON)``)."""
     run_id = record.get("run_id", "?")
-    return f"%orchestrate_approve {run_id}", f"%orchestrate_reject {run_id} REASON"
+    pending = record.get("pending", [])
+    digest = pending[0].get("digest") if len(pending) == 1 else None
+    sealed = f" --expect {digest}" if digest else ""  # made only if it is still the call shown
+    return f"%orchestrate_approve {run_id}{sealed}", f"%orchestrate_reject {run_id} REASON"
 
 
 REJECT_NOTE = "REASON is optional: the rejected call raises PermissionError(REASON) in the code"

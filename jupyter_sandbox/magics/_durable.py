@@ -27,8 +27,9 @@ from .._events import EventCallback
 from .._preview import preview
 from ..display import OrchestrateView
 from ..orchestrate import OrchestrationResult, fork_run, resume_run
+from ..orchestrate._approval import DIGEST, full_repr
 from ..orchestrate._durable import unkept_inputs
-from ..orchestrate._paused import PausedRun, paused_runs
+from ..orchestrate._paused import CallNow, PausedRun, call_now, paused_runs, unseen
 from ..orchestrate._sessions import sessions
 from ..orchestrate._store import Store
 from ._common import CellMagics, help_option, parse_options, usage_error
@@ -143,28 +144,38 @@ class DurableMagics(CellMagics):
         here = notebook_scope(self.shell)
         cut = False
         for run in paused:
-            call = "(its call was not stored: paused by an older version)"
+            call, notes = "(its call was not stored: paused by an older version)", []
             if run.refused is not None:
                 call = f"(refused: {run.refused})"
             elif run.tool is not None:
-                call = _call_line(run, whole=whole)
-                cut = cut or call != _call_line(run, whole=True)
+                now = call_now(run, self._given(store, run.run_id))
+                call = _call_line(run, now, whole=whole)
+                cut = cut or call != _call_line(run, now, whole=True)
+                notes = _notes(run, now)
             where = "" if run.scope == here else f" of {run.scope}"
             age = _age(time.time() - run.since)
             print(f"{run.run_id}  cell {run.cell[:12]}{where}  {call}  paused {age} ago")
+            for note in notes:
+                print(f"    {note}")
         if cut:  # a person must be able to see everything they approve
             print("(arguments cut: %orchestrate_pending --full shows them whole)")
 
     @magic_arguments()
     @help_option
     @argument("run_id", metavar="RUN_ID", help="the paused run (%%orchestrate_pending lists them)")
+    @argument(
+        "--expect",
+        metavar="DIGEST",
+        help="the call's digest as its panel or %%orchestrate_pending shows it: the call is "
+        "made only if it is still that call",
+    )
     @line_magic
     def orchestrate_approve(self, line: str) -> Any:
         """Approve the pending call of a paused run and continue it here."""
         args = parse_options(self.orchestrate_approve, line)
         if args is None:
             return None
-        return self._continue(args.run_id, approve=True, reason=None)
+        return self._continue(args.run_id, approve=True, reason=None, expect=args.expect)
 
     @magic_arguments()
     @help_option
@@ -217,7 +228,9 @@ class DurableMagics(CellMagics):
         except SandboxConfigError as exc:  # N out of range
             raise usage_error(exc, {"call_index": "N"}) from None
 
-    def _continue(self, run_id: str, *, approve: bool, reason: str | None) -> Any:
+    def _continue(
+        self, run_id: str, *, approve: bool, reason: str | None, expect: str | None = None
+    ) -> Any:
         store = self._store("%orchestrate_approve" if approve else "%orchestrate_reject")
         run = _stored(lambda: store.run(run_id))
         if run.status != "paused":  # e.g. interrupted while its approved call ran
@@ -230,16 +243,34 @@ class DurableMagics(CellMagics):
             raise UsageError(
                 f"run {run_id} is {run.status}, not paused: nothing to approve or reject; {then}"
             )
-        return show_run(
+        given = unkept_inputs(run, self.shell.user_ns)  # its handles, bound again
+        if approve and expect is None:
+            blind = _stored(lambda: unseen(store, run_id, given))
+            if blind is not None:
+                raise UsageError(blind)
+        elif expect is not None and not DIGEST.fullmatch(expect):
+            raise UsageError(
+                f"%orchestrate_approve --expect: {expect!r} is not a digest (16 hex digits, as "
+                "the run's panel or %orchestrate_pending shows it)"
+            )
+        result = show_run(
             lambda on_event: resume_run(
                 run_id,
                 approve=approve,
                 reason=reason,
                 store=store,
-                inputs=unkept_inputs(run, self.shell.user_ns),  # its handles, bound again
+                inputs=given,
                 on_event=on_event,
+                expect=expect,
             )
-        ).value
+        )
+        if result.refused is not None:  # the record above shows the call as it is now
+            raise UsageError(result.refused)
+        return result.value
+
+    def _given(self, store: Store, run_id: str) -> dict[str, Any]:
+        """The notebook variables stored run ``run_id`` needs again (`unkept_inputs`)."""
+        return unkept_inputs(_stored(lambda: store.run(run_id)), self.shell.user_ns)
 
     def _store(self, magic: str) -> Store:
         store = self.cells.open_store()
@@ -278,12 +309,27 @@ def _stored(read: Callable[[], Any]) -> Any:
         raise UsageError(str(exc)) from None
 
 
-def _call_line(run: PausedRun, *, whole: bool = False) -> str:
+def _notes(run: PausedRun, now: CallNow) -> list[str]:
+    """The lines under a paused run's call: its digest now, the variables it binds, what
+    cannot be known here."""
+    notes = [f"digest {now.digest or run.digest}"]
+    if now.digest is not None and run.digest is not None and now.digest != run.digest:
+        notes[0] += f" (it paused as {run.digest}: an object it binds is not the one it had)"
+    notes += [
+        f"binds notebook variable `{name}`, now {preview(value)}" for name, value in now.bindings
+    ]
+    if now.problem is not None:
+        notes.append(now.problem)
+    return notes
+
+
+def _call_line(run: PausedRun, now: CallNow, *, whole: bool = False) -> str:
     """``#2 delete('/data/x', force=True)`` (the number the run's trace shows), the arguments
-    cut to `_ARGUMENTS` characters, or ``whole`` (each one's full repr)."""
-    show = repr if whole else preview
+    (as approving now makes the call) cut to `_ARGUMENTS` characters, or ``whole`` (each one's
+    full repr)."""
+    show = full_repr if whole else preview
     shown = ", ".join(
-        [show(a) for a in run.args] + [f"{k}={show(v)}" for k, v in (run.kwargs or {}).items()]
+        [show(a) for a in now.args] + [f"{k}={show(v)}" for k, v in now.kwargs.items()]
     )
     if len(shown) > _ARGUMENTS and not whole:
         shown = shown[: _ARGUMENTS - 3] + "..."

@@ -38,6 +38,7 @@ from .._errors import (
 )
 from .._events import CallFinished, CallStarted, EventCallback, Output, ToolCall, ignore
 from . import _typecheck
+from ._approval import differs, digest, sealed
 from ._confine import kill_worker
 from ._durable import Durable, Restore
 from ._failures import describe, for_sandbox, translate
@@ -208,8 +209,12 @@ class Driver:
             return self.result
         except _Paused as paused:  # the gated call waits, out of the trace, in ``pending``
             self._drain()
-            self.result.trace = [c for c in self.result.trace if c is not paused.call]
-            self.result.pending = [paused.call]
+            call = paused.call
+            self.result.trace = [c for c in self.result.trace if c is not call]
+            self.result.pending = [call]
+            if self.durable is not None:  # what an approval after a restart binds (`_rebind`)
+                values = [*call.args, *call.kwargs.values()]
+                self.result.bindings = self.durable.bindings(values, self.restore)
             return self.result
         except StoreError as exc:  # a restored run needs what did not survive the restart
             self.result.error = f"StoreError: {exc}"
@@ -541,7 +546,10 @@ class Driver:
         if self.durable is not None and (
             gated or isinstance(tool, SandboxTool) or self.durable.due()
         ):
-            self.durable.checkpoint(snap, number, self._in_flight(), required=gated)
+            approval = sealed(name, args, kwargs) if gated else None
+            self.durable.checkpoint(
+                snap, number, self._in_flight(), required=gated, approval=approval
+            )
         if gated:
             refusal = self._approval(call, number)
             if refusal is not None:
@@ -565,6 +573,12 @@ class Driver:
         with neither, a durable run pauses here (`_Paused`) and any other run fails."""
         if self._decision is not None and self.restore is not None and number == self.restore.index:
             (approved, reason), self._decision = self._decision, None
+            expect = self.restore.expect
+            if approved and expect is not None:
+                now = digest(call.tool, call.args, call.kwargs)
+                if now != expect:  # not the call the person saw: it waits for them again
+                    self.result.refused = differs(self.restore.run_id, call, expect, now)
+                    raise _Paused(call)
         elif self.approver is not None:
             self.pending.flush()  # the approver may take a while (a person)
             try:

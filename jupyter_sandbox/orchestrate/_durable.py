@@ -63,11 +63,14 @@ import pydantic_monty as pm
 
 from .._errors import StoreError
 from .._events import ToolCall
+from ..records import Binding
+from ._approval import handles
 from ._memo import Recorded, same
 from ._rebind import (
     Origin,
     Rebinder,
     input_handles,
+    label,
     missing_input,
     result_handles,
     type_of,
@@ -91,6 +94,19 @@ _SHORT = 4096
 
 _stores: dict[str, Store] = {}
 _stores_lock = threading.Lock()
+_held: dict[str, dict[str, Any]] = {}
+"""The objects each run paused in this process sent into Monty, by run id, then uuid: the
+objects its approved call gets while this kernel lives (`held`)."""
+_held_lock = threading.Lock()
+
+
+def held(run_id: str) -> dict[str, Any]:
+    """The objects run ``run_id`` sent into Monty before it paused in this process, by uuid.
+    A paused run's handles are bound to these, the objects its record showed, not to the
+    notebook variables of the same name (a later cell may have set ``targets`` to something
+    else); only after a restart, when these are gone, does a handle bind by name (`_rebind`)."""
+    with _held_lock:
+        return dict(_held.get(run_id, {}))
 
 
 def open_store(store: Store | str | os.PathLike[str]) -> Store:
@@ -103,6 +119,12 @@ def open_store(store: Store | str | os.PathLike[str]) -> Store:
         if found is None:
             found = _stores[path] = Store(path)
         return found
+
+
+def forget_held() -> None:
+    """Forget every paused run's objects, as a kernel restart does (tests stand in for one)."""
+    with _held_lock:
+        _held.clear()
 
 
 class Durable:
@@ -139,6 +161,11 @@ class Durable:
         self._timer: threading.Timer | None = None
         self.scrub: Scrub | None = None
         """The run's secrets (set by its `Driver`): what the store must not keep (`_scrub`)."""
+        self.objects: dict[str, Any] = held(run_id)
+        """The objects the run sent into Monty in this process before (it paused here), by
+        uuid, kept again if it pauses again."""
+        self.origins: dict[str, Origin] = {}
+        """Where each handle this run sent in came from, by uuid (`_rebind`)."""
 
     def due(self) -> bool:
         """Whether a call that need not checkpoint must (the last is over a second old)."""
@@ -151,10 +178,12 @@ class Durable:
         pending: Mapping[int, tuple[int, ToolCall]],
         *,
         required: bool = False,
+        approval: Mapping[str, Any] | None = None,
     ) -> None:
         """Write the snapshot stopped at call ``index``, with the records buffered so far and
         that call itself (a paused run's gated call is listed from it, without Monty);
-        ``pending`` maps the call_id of each async call in flight to its number and call.
+        ``pending`` maps the call_id of each async call in flight to its number and call;
+        ``approval`` (a gated call's ``digest`` and ``chars``: `_approval`) is kept with it.
         A snapshot holding a secret is not written unless ``required`` (a gated call)."""
         dump = snap.dump()
         secrets = self._secrets()
@@ -171,6 +200,7 @@ class Durable:
         waiting = _entry(
             snap.call_id, index, snap.function_name, snap.args, snap.kwargs, self._kept
         )
+        waiting.update(approval or {})
         with self._writing:
             calls = self._take()
             self.store.checkpoint(
@@ -219,9 +249,16 @@ class Durable:
                 self.store.record_calls(self.run_id, calls)
 
     def finish(self, status: RunStatus) -> None:
-        """Write what is buffered, then the run's status (a paused run's drained calls too)."""
+        """Write what is buffered, then the run's status (a paused run's drained calls too).
+        A paused run's objects are held for its approval in this process (`held`)."""
         with self._buffer:
             timer, self._timer = self._timer, None
+            objects = {**self.objects, **dict(self._handles.values())}
+        with _held_lock:
+            if status == "paused":
+                _held[self.run_id] = objects
+            else:
+                _held.pop(self.run_id, None)
         if timer is not None:
             timer.cancel()
         self.flush()
@@ -248,7 +285,27 @@ class Durable:
                 uuid = str(handle.id)
                 origins[uuid] = origin
                 self._handles[id(handle.value)] = (uuid, handle.value)
+            self.origins.update(origins)
         return origins
+
+    def bindings(self, values: list[Any], restore: Restore | None) -> list[Binding]:
+        """The notebook variables the handles among ``values`` (a paused call's arguments)
+        are bound to when the run is approved after a kernel restart: ``variable`` (the
+        input's name, with the path inside it) and ``type``. A restored run's objects bound
+        again are held too, so an approval in this process gets them, not the variable."""
+        known = dict(self._handles)
+        if restore is not None:
+            known.update(restore.bound())
+            self.objects.update(dict(known.values()))
+        origins = {**(restore.origins if restore is not None else {}), **self.origins}
+        found: dict[str, Binding] = {}
+        for value in values:
+            for item in handles(value):
+                uuid, obj = known.get(id(item), (None, None))
+                origin = origins.get(uuid) if uuid is not None and obj is item else None
+                if origin is not None and "input" in origin:
+                    found[label(origin)] = {"variable": label(origin), "type": origin["type"]}
+        return list(found.values())
 
     def _kept(self, value: Any) -> Any:
         """An argument of a call in flight as a checkpoint keeps it: `keepable`, and a handle
@@ -334,18 +391,28 @@ class Restore:
     """Where each handle the run sent into Monty came from, by uuid (`_rebind`)."""
     given: Mapping[str, Any] = field(default_factory=dict)
     """The inputs given to the resumed run (the notebook's variables) its handles bind to."""
+    objects: Mapping[str, Any] = field(default_factory=dict)
+    """The objects the run sent in before it paused in this process (`held`), by uuid: bound
+    before any input of the same name."""
+    expect: str | None = None
+    """The digest the person approved (`_approval`): the approved call is made only if it is
+    the call that digest seals, else the run waits again."""
 
     def __post_init__(self) -> None:
         self._rebinder.check()  # a missing input: refused before the run is taken up
 
     @functools.cached_property
     def _rebinder(self) -> Rebinder:
-        return Rebinder(self.run_id, self.origins, self.given, self.classes)
+        return Rebinder(self.run_id, self.origins, self.given, self.classes, self.objects)
 
     def rebind(self, value: Any) -> Any:
         """``value`` (a call's arguments) with the handles the run held before the restore
         bound again; `StoreError` names one that cannot be."""
         return self._rebinder.rebind(value)
+
+    def bound(self) -> dict[int, tuple[str, Any]]:
+        """The objects bound again so far, with the uuid each was bound for, by ``id``."""
+        return self._rebinder.bound
 
 
 def stored_calls(run: StoredRun) -> dict[int, Recorded]:

@@ -9,11 +9,15 @@ a worker checkout per run, and could wait on a pool a tool's nested run is using
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from .._errors import StoreError
-from ._store import Store
+from ._approval import APPROVAL_CHARS, digest, handles
+from ._durable import held
+from ._rebind import Origin, Rebinder, label, stored_origins
+from ._store import HandleMarker, Store
 
 
 @dataclass(frozen=True)
@@ -33,6 +37,67 @@ class PausedRun:
     refused: str | None = None
     """Why the store refuses the run's checkpoint (modified outside jupyter-sandbox, or saved
     by another Monty version): the run is listed with it, not hidden, and not hiding the rest."""
+    digest: str | None = None
+    """The call's digest when it paused (`_approval`); None from an older version."""
+    chars: int = 0
+    """How long its arguments' reprs are together: over `APPROVAL_CHARS` its record could not
+    show it whole."""
+    origins: Mapping[str, Origin] = field(default_factory=dict)
+    """Where the run's handles came from, by uuid (`_rebind`)."""
+
+
+@dataclass(frozen=True)
+class CallNow:
+    """A paused call as approving it now would make it: its arguments with the handles bound
+    (in this process to the objects the run was given; after a restart to the notebook
+    variables named in ``bindings``), and its digest (None when it cannot be known here: an
+    argument the store did not keep, or a variable that is missing)."""
+
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    bindings: list[tuple[str, Any]]
+    """(variable, its value now) for each handle bound by name."""
+    digest: str | None
+    problem: str | None = None
+    """Why the call cannot be made now (a missing variable, an unkept argument)."""
+
+    def needs_digest(self, run: PausedRun) -> str | None:
+        """Why approving ``run`` needs its digest (``--expect``), else None: a call too big for
+        its record to show whole, or one that binds notebook variables (the record showed the
+        objects it was given; what the variables hold now may be something else)."""
+        if run.chars > APPROVAL_CHARS:
+            return f"its arguments are {run.chars:,} characters, more than its record shows"
+        if self.bindings:
+            names = ", ".join(f"`{name}`" for name, _ in self.bindings)
+            return f"it binds notebook variable {names} as it is now, not the object it paused with"
+        return None
+
+
+_UNKEPT = (
+    "an argument ({}) is over the store's size for values or not data: only the run's "
+    "record shows it (cut past its size); the digest is the one it paused with"
+)
+
+
+def _markers(values: list[Any]) -> list[HandleMarker]:
+    """The `HandleMarker`s among ``values`` (what the store kept instead of a value)."""
+    return [item for value in values for item in handles(value) if type(item) is HandleMarker]
+
+
+def call_now(run: PausedRun, given: Mapping[str, Any]) -> CallNow:
+    """``run``'s pending call as approving it now makes it, ``given`` being the notebook
+    variables the run needs again (`unkept_inputs`)."""
+    rebinder = Rebinder(run.run_id, run.origins, given, frozenset(), held(run.run_id))
+    args, kwargs = run.args, dict(run.kwargs or {})
+    unkept = [m["handle"] for m in _markers([*args, *kwargs.values()]) if "id" not in m]
+    if unkept:
+        return CallNow(args, kwargs, [], run.digest, _UNKEPT.format(", ".join(unkept)))
+    try:
+        args, kwargs = rebinder.rebind((args, kwargs))
+    except StoreError as exc:
+        return CallNow(args, kwargs, [], run.digest, str(exc))
+    bindings = [(label(run.origins[uuid]), value) for uuid, value in rebinder.bound.values()]
+    return CallNow(args, kwargs, bindings, digest(str(run.tool), args, kwargs))
 
 
 def paused_runs(store: Store) -> list[PausedRun]:
@@ -41,6 +106,7 @@ def paused_runs(store: Store) -> list[PausedRun]:
     for info in sorted(store.runs(status="paused"), key=lambda info: info.updated):
         try:
             saved = store.checkpoint_of(info.run_id)
+            origins = stored_origins(store.run(info.run_id).calls)
         except StoreError as exc:
             found.append(
                 PausedRun(info.run_id, info.scope, info.cell, info.updated, None, refused=str(exc))
@@ -60,6 +126,26 @@ def paused_runs(store: Store) -> list[PausedRun]:
                 tuple(call["args"]),
                 dict(call["kwargs"]),
                 call["call_id"],
+                digest=call.get("digest"),
+                chars=call.get("chars", 0),
+                origins=origins,
             )
         )
     return found
+
+
+def unseen(store: Store, run_id: str, given: Mapping[str, Any]) -> str | None:
+    """Why paused run ``run_id``'s call may not be approved without its digest (`needs_digest`:
+    the person cannot have seen it whole as it will be made), saying how to approve it; None
+    when it may."""
+    for run in paused_runs(store):
+        if run.run_id == run_id and run.tool is not None:
+            now = call_now(run, given)
+            why = now.needs_digest(run)
+            if why is not None:
+                return (
+                    f"run {run_id}: call #{run.call_id} {run.tool}() is approved only with its "
+                    f"digest: {why}; see it whole with %orchestrate_pending --full, then "
+                    f"%orchestrate_approve {run_id} --expect {now.digest or run.digest}"
+                )
+    return None

@@ -136,11 +136,14 @@ class Rebinder:
         such a stand-in is no lost host object; it is passed on as it is."""
         self.objects = objects or {}
         """Objects still alive in this process, by uuid: bound before any origin is asked."""
+        self.bound: dict[int, tuple[str, Any]] = {}
+        """The uuid each object bound so far was bound for, with the object, by ``id`` (what
+        a paused call's record names: which notebook variable a handle is bound to)."""
 
     def check(self) -> None:
         """`StoreError` unless each input the run's handles came from is given, as it was."""
-        for origin in self.origins.values():
-            if "input" in origin:
+        for uuid, origin in self.origins.items():
+            if "input" in origin and uuid not in self.objects:
                 self._input(origin)
 
     def rebind(self, value: Any, depth: int = 0) -> Any:
@@ -153,7 +156,10 @@ class Rebinder:
                 return self.objects[uuid]
             return value if value.name in self.classes else self._bound(uuid, value.name)
         if kind is HandleMarker:
-            return self._bound(value.get("id"), value["handle"])
+            uuid = value.get("id")
+            if uuid in self.objects:
+                return self.objects[uuid]
+            return self._bound(uuid, value["handle"])
         if depth >= MAX_DEPTH or not (kind is tuple or kind is list or kind is dict):
             return value
         if kind is dict:
@@ -170,7 +176,10 @@ class Rebinder:
             raise self.error(self._lost(kind))
         if "call" in origin:
             raise self.error(self._from_call(origin))
-        return self._input(origin)
+        found = self._input(origin)
+        if uuid is not None:
+            self.bound[id(found)] = (uuid, found)
+        return found
 
     def _input(self, origin: Origin) -> Any:
         name, wanted = str(origin["input"]), str(origin["type"])

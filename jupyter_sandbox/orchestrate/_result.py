@@ -8,7 +8,8 @@ from typing import Any, Literal
 from .._bounds import ToolStats, kept_calls, stream_tail
 from .._events import ToolCall
 from .._preview import preview
-from ..records import RECORD_VERSION, CallRecord, ToolRow, TraceRecord, TraceStatus
+from ..records import RECORD_VERSION, Binding, CallRecord, ToolRow, TraceRecord, TraceStatus
+from ._approval import digest, shown
 from ._scrub import mask_record
 from ._trace import Trace
 
@@ -35,6 +36,12 @@ class OrchestrationResult:
     """The run's id in its store (a durable run): what `resume_run` and `fork_run` take."""
     pending: list[ToolCall] = field(default_factory=list)
     """A paused run's gated call, waiting for `resume_run` to approve or reject it."""
+    bindings: list[Binding] = field(default_factory=list)
+    """The notebook variables the pending call's handle arguments are bound to when it is
+    approved after a kernel restart (in this kernel it gets the objects shown)."""
+    refused: str | None = None
+    """Why an approval was not applied (`resume_run`'s ``expect`` named another call): the
+    run waits again, ``pending`` shows the call as it is now."""
     forked_from: tuple[str, int] | None = None
     """(run id, call number) this run was forked from (`fork_run`)."""
     session: str | None = None
@@ -85,12 +92,26 @@ class OrchestrationResult:
         if self.run_id is not None:
             record["run_id"] = self.run_id
         if self.pending:
-            record["pending"] = [_bounded(call.to_record()) for call in self.pending]
+            record["pending"] = [self._pending_record(call) for call in self.pending]
         if self.forked_from is not None:
             record["forked_from"] = {"run_id": self.forked_from[0], "call": self.forked_from[1]}
         if self.session is not None:
             record["session"] = self.session
         return mask_record(record, self.secrets)
+
+    def _pending_record(self, call: ToolCall) -> CallRecord:
+        """A pending call as a person approves it: every argument whole (up to
+        `APPROVAL_CHARS`, and what is cut said), the digest that seals it, the variables it
+        binds after a restart."""
+        record = _bounded(call.to_record())
+        whole = shown(call.args, call.kwargs)
+        record["args"], record["kwargs"] = whole.args, whole.kwargs
+        record["digest"] = digest(call.tool, call.args, call.kwargs)
+        if whole.cut:
+            record["cut"] = whole.cut
+        if self.bindings:
+            record["bindings"] = self.bindings
+        return record
 
     def _calls_record(self) -> tuple[list[CallRecord], int, list[ToolRow]]:
         """The calls a saved notebook keeps (see `_bounds`: a long trace keeps its ends and its

@@ -31,6 +31,7 @@ from ._durable import (
     Durable,
     Restore,
     changed_inputs,
+    held,
     inputs_changed,
     inputs_record,
     open_store,
@@ -241,10 +242,12 @@ def _restore(
     decision: tuple[bool, str | None] | None,
     limits: Limits,
     given: Mapping[str, Any] | None,
+    expect: str | None = None,
 ) -> Restore | None:
     """What the run resumes from: its latest snapshot, with ``limits`` put into it (a dump
-    restores the limits of the run that made it); ``given`` (by name) bind again the handles
-    its inputs sent into Monty (`_rebind`)."""
+    restores the limits of the run that made it); the objects it sent into Monty before it
+    paused in this process (`held`), else ``given`` (by name), bind again the handles it
+    holds (`_rebind`); ``expect``: the digest of the call approved (`_approval`)."""
     saved = stored.checkpoint
     if saved is None:
         return None
@@ -258,6 +261,8 @@ def _restore(
         run_id=stored.run_id,
         origins=stored_origins(stored.calls),
         given=given or {},
+        objects=held(stored.run_id),
+        expect=expect,
     )
 
 
@@ -272,11 +277,17 @@ def resume_run(
     on_event: EventCallback | None = None,
     limits: Limits | None = None,
     approver: Callable[[ToolCall], bool] | None = None,
+    expect: str | None = None,
 ) -> OrchestrationResult:
     """Continue stored run ``run_id``, in this process or any other that can open the store.
 
     A paused run needs ``approve``: True makes the gated call it stopped at, False makes the
-    code see ``PermissionError(reason)`` there (the code may catch it). A run that stopped
+    code see ``PermissionError(reason)`` there (the code may catch it). ``expect``: the
+    digest of the call being approved, as its record or ``%orchestrate_pending`` showed it;
+    if the call about to be made is another (a handle bound after a restart to a variable
+    that changed), it is not made: the result is the run paused again with the call as it is
+    now, and ``refused`` says why. In the process the run paused in, its handle arguments
+    are the objects it was given, not the notebook variables of those names now. A run that stopped
     otherwise (its kernel was killed, it failed or was interrupted) is continued without one.
     The run starts from its latest snapshot in a fresh worker: code before it does not run
     again; calls with a completed record are answered from it, the others are made again
@@ -319,7 +330,7 @@ def resume_run(
     calls = stored_calls(stored)
     decision = None if approve is None else (approve, reason)
     resolved_limits = resolve_limits(limits)
-    restore = _restore(stored, calls, decision, resolved_limits, inputs)
+    restore = _restore(stored, calls, decision, resolved_limits, inputs, expect)
     session = None  # its dump is read (and may be refused) before the run is taken up
     if stored.session is not None:
         session = sessions.open(stored.session, scope=stored.scope, store=opened)

@@ -8,10 +8,16 @@
  * and cancels the event to say it did. Where nothing catches it (an output view without a
  * notebook) the panel says which magic to run by hand. The answer is kept in the output's
  * metadata, so the buttons stay disabled after a re-render, a save and a reopen.
+ *
+ * What Approve makes is what the panel shows (issue 20): each argument whole (its repr, as
+ * the record carries it: long ones in a scrollable box with a "show all" toggle), what the
+ * record could not carry said in numbers, the notebook variables a handle binds after a
+ * restart, and the call's digest, which Approve sends (`--expect`): the kernel makes the
+ * call only if it is still the call that digest seals.
  */
 
 import { el, ownKeys } from './format';
-import { ICallRecord, ITraceRecord, signature } from './records';
+import { ICallRecord, ITraceRecord } from './records';
 
 /** The event a button dispatches; `detail.code` is the magic to run in a new cell below. */
 export const RUN_MAGIC = 'jsb-run-magic';
@@ -33,9 +39,13 @@ export interface IAnswerStore {
   save(answer: IAnswer): void;
 }
 
-export function approveMagic(runId: string): string {
-  return `%orchestrate_approve ${runId}`;
+/** Approve, sealed to the call shown when its record has a digest (one call waits). */
+export function approveMagic(runId: string, digest?: string): string {
+  return digest ? `%orchestrate_approve ${runId} --expect ${digest}` : `%orchestrate_approve ${runId}`;
 }
+
+/** Characters past which an argument's box starts collapsed, with a "show all" toggle. */
+const LONG = 240;
 
 /** The reason as the magic's words (the magic splits its line like a shell that keeps
  * quotes): on one line, a quote that opens a word but is never closed made typographic (it
@@ -88,10 +98,11 @@ export function renderApproval(record: ITraceRecord, store: IAnswerStore | null)
   const heading = el('div', 'jsb-heading', `run ${runId} waits for approval of ${pending.length} ${noun}:`);
   heading.id = `${id}-heading`;
   root.appendChild(heading);
-  root.appendChild(pendingTable(pending));
+  root.appendChild(pendingCalls(pending, id));
+  const digest = pending.length === 1 ? pending[0].digest : undefined;
   const hint = el('div', 'jsb-muted jsb-hint', 'or run in any cell, now or after a restart: ');
   hint.append(
-    el('code', '', approveMagic(runId)),
+    el('code', '', approveMagic(runId, digest)),
     ' or ',
     el('code', '', rejectMagic(runId, 'REASON')),
     ' (the rejected call raises PermissionError(REASON) in the code)'
@@ -136,7 +147,7 @@ export function renderApproval(record: ITraceRecord, store: IAnswerStore | null)
     }
   }
 
-  approve.addEventListener('click', () => answer(approveMagic(runId)));
+  approve.addEventListener('click', () => answer(approveMagic(runId, digest)));
   reject.addEventListener('click', () => {
     form.hidden = false;
     reject.setAttribute('aria-expanded', 'true');
@@ -196,13 +207,79 @@ function reasonForm(id: string, runId: string, reject: (code: string) => void): 
   return form;
 }
 
-function pendingTable(pending: ICallRecord[]): HTMLElement {
-  const table = el('table', 'jsb-pending');
-  for (const call of pending) {
-    const tr = table.appendChild(el('tr'));
-    tr.appendChild(el('td', '', `#${call.call_id}`));
-    tr.appendChild(el('td', 'jsb-signature', signature(call)));
-    tr.appendChild(el('td', 'jsb-muted', call.line === null ? '' : `line ${call.line}`));
+/** Each pending call: its number, tool and line, its digest, every argument whole. */
+function pendingCalls(pending: ICallRecord[], id: string): HTMLElement {
+  const list = el('div', 'jsb-pending');
+  pending.forEach((call, at) => {
+    const item = list.appendChild(el('div', 'jsb-pending-call'));
+    const head = item.appendChild(el('div', 'jsb-call-head'));
+    head.append(el('span', 'jsb-signature', `#${call.call_id} ${call.tool}()`));
+    if (call.line !== null) {
+      head.append(el('span', 'jsb-muted', ` line ${call.line}`));
+    }
+    if (call.digest) {
+      head.append(' ', el('span', 'jsb-muted', 'digest '), el('code', 'jsb-digest', call.digest));
+    }
+    const args: [string, string][] = [
+      ...(call.args ?? []).map((text, i): [string, string] => [String(i), text]),
+      ...Object.entries(call.kwargs ?? {})
+    ];
+    if (!args.length) {
+      item.append(el('div', 'jsb-muted', 'no arguments'));
+    }
+    for (const [key, text] of args) {
+      item.append(argument(key, text, call.cut?.[key], `${id}-${at}-${key}`));
+    }
+    for (const bound of call.bindings ?? []) {
+      const note = el('div', 'jsb-muted jsb-binding', 'After a kernel restart this argument is notebook variable ');
+      note.append(
+        el('code', '', bound.variable),
+        ` (a ${bound.type}) as it is then, which may not be the object shown: Approve then ` +
+          'makes no call and shows the call as it is.'
+      );
+      item.append(note);
+    }
+  });
+  return list;
+}
+
+/** One argument, labelled (`1.` for a positional, `name=` for a keyword), its text in a box
+ * that scrolls; a long one starts collapsed with a "show all" toggle (a real button: Tab and
+ * Enter reach it), and one the record cut says exactly what is missing. */
+function argument(key: string, text: string, whole: number | undefined, id: string): HTMLElement {
+  const row = el('div', 'jsb-arg');
+  const positional = /^\d+$/.test(key);
+  row.append(el('span', 'jsb-arg-name', positional ? `${Number(key) + 1}.` : `${key}=`));
+  const box = ownKeys(el('pre', 'jsb-arg-text', text));
+  box.id = `${id}-text`;
+  box.tabIndex = 0; // a keyboard scrolls it
+  box.setAttribute('aria-label', positional ? `argument ${Number(key) + 1}` : `argument ${key}`);
+  row.append(box);
+  if (text.length > LONG || text.includes('\n')) {
+    box.classList.add('jsb-collapsed');
+    const toggle = ownKeys(el('button', 'jsb-show-all', `show all (${text.length.toLocaleString('en')} characters)`));
+    toggle.type = 'button';
+    toggle.dataset.jsbKey = `show-all-${id}`;
+    toggle.setAttribute('aria-controls', box.id);
+    toggle.setAttribute('aria-expanded', 'false');
+    toggle.addEventListener('click', () => {
+      const open = box.classList.toggle('jsb-collapsed') === false;
+      toggle.setAttribute('aria-expanded', String(open));
+      toggle.textContent = open ? 'show less' : `show all (${text.length.toLocaleString('en')} characters)`;
+    });
+    row.append(toggle);
   }
-  return table;
+  if (whole !== undefined && whole > text.length) {
+    row.append(
+      el(
+        'div',
+        'jsb-cut',
+        `Not shown: the last ${(whole - text.length).toLocaleString('en')} of its ` +
+          `${whole.toLocaleString('en')} characters (the record keeps the first ` +
+          `${text.length.toLocaleString('en')}). %orchestrate_pending --full shows it whole; ` +
+          'Approve makes the call only if it is the one the digest seals.'
+      )
+    );
+  }
+  return row;
 }

@@ -29,6 +29,19 @@ export interface ICallRecord {
   column: number | null;
   replayed: boolean;
   children: IRecord[];
+  /** A pending call's digest: `%orchestrate_approve RUN --expect DIGEST` makes the call only
+   * if it is still this one. A pending call's args and kwargs are whole reprs, not previews. */
+  digest?: string;
+  /** A pending call's arguments not shown whole (by index or keyword): each one's length. */
+  cut?: Record<string, number>;
+  /** The notebook variables a pending call's handle arguments bind to after a restart. */
+  bindings?: IBinding[];
+}
+
+/** A notebook variable a paused call's handle argument is bound to after a restart. */
+export interface IBinding {
+  variable: string;
+  type: string;
 }
 
 /** One tool's calls over the whole run (jupyter_sandbox/_bounds.py `ToolStats`). */

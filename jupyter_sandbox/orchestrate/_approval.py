@@ -1,0 +1,147 @@
+"""What a person approves: a gated call's arguments whole, and a digest that seals them.
+
+A panel that cuts an argument hides part of what Approve does (a list of 13 paths cut after
+the first shows none of ``/home/alice/.ssh``), so a paused run's record carries each pending
+call's arguments as their full ``repr`` (`shown`), up to `APPROVAL_CHARS` characters per
+call; an argument past its share is cut, and the record says by how much (``cut``), so the
+panel can say exactly what it does not show. Small arguments are never the ones cut: the
+budget is shared out smallest first (`_shares`).
+
+The *digest* (`digest`) is a short hash of the call as it will be made: its tool and the
+canonical text of each argument (sets sorted: their order differs between processes). It
+is computed when the run pauses (kept in the store with the call, and in the record) and
+again when the approved call is about to be made, from the objects it will get: an approval
+that names a digest (``%orchestrate_approve RUN --expect DIGEST``, which the panel's
+Approve sends) is refused when they differ, so what runs is what was shown, whatever
+happened in between (a handle bound after a restart to a notebook variable that now holds
+something else). A call too big to show whole, or one binding notebook variables after a
+restart (not what the record showed), is approved only with its digest (`needs_digest`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._values import MAX_DEPTH
+
+APPROVAL_CHARS = 100_000
+"""Characters of a pending call's arguments (their reprs, all together) its record carries."""
+DIGEST_CHARS = 16
+"""Hex digits of a call's digest (64 bits: a person compares them, a forger must match)."""
+DIGEST = re.compile(f"[0-9a-f]{{{DIGEST_CHARS}}}")
+"""A digest's exact grammar."""
+
+
+def full_repr(value: Any) -> str:
+    """``repr(value)`` whole; never raises (a user object's ``__repr__`` may), except
+    ``KeyboardInterrupt``."""
+    try:
+        return repr(value)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:
+        return f"<{type(value).__name__} (repr failed: {type(exc).__name__})>"
+
+
+def _canonical(value: Any, depth: int = 0) -> str:
+    """The text a digest hashes for ``value``: its repr, with set members sorted (a set's
+    order differs between processes: the same call must hash alike after a restart)."""
+    kind = type(value)
+    if depth < MAX_DEPTH:
+        if kind is list or kind is tuple:
+            inner = ", ".join(_canonical(item, depth + 1) for item in value)
+            return f"{kind.__name__}[{inner}]"
+        if kind is dict:
+            pairs = (
+                f"{_canonical(k, depth + 1)}: {_canonical(v, depth + 1)}" for k, v in value.items()
+            )
+            return "dict{" + ", ".join(pairs) + "}"
+        if kind is set or kind is frozenset:
+            return (
+                f"{kind.__name__}{{{', '.join(sorted(_canonical(m, depth + 1) for m in value))}}}"
+            )
+    return full_repr(value)
+
+
+def digest(tool: str, args: tuple[Any, ...] | list[Any], kwargs: Mapping[str, Any]) -> str:
+    """The call's digest: `DIGEST_CHARS` hex digits of the SHA-256 of its canonical text."""
+    hashed = hashlib.sha256(tool.encode())
+    for arg in args:
+        hashed.update(b"\0a" + _canonical(arg).encode("utf-8", "surrogatepass"))
+    for key, value in kwargs.items():
+        hashed.update(
+            b"\0k" + key.encode() + b"=" + _canonical(value).encode("utf-8", "surrogatepass")
+        )
+    return hashed.hexdigest()[:DIGEST_CHARS]
+
+
+@dataclass
+class Shown:
+    """A pending call as its record carries it: each argument's repr (cut past its share),
+    how long each cut one is whole (positionals by index, as text, keywords by name)."""
+
+    args: list[str]
+    kwargs: dict[str, str]
+    cut: dict[str, int] = field(default_factory=dict)
+
+
+def shown(
+    args: tuple[Any, ...] | list[Any], kwargs: Mapping[str, Any], budget: int = APPROVAL_CHARS
+) -> Shown:
+    """The arguments' reprs, together at most ``budget`` characters (`_shares`)."""
+    texts = {str(i): full_repr(a) for i, a in enumerate(args)}
+    texts.update({key: full_repr(value) for key, value in kwargs.items()})
+    shares = _shares({key: len(text) for key, text in texts.items()}, budget)
+    kept = {key: text[: shares[key]] for key, text in texts.items()}
+    cut = {key: len(text) for key, text in texts.items() if shares[key] < len(text)}
+    return Shown([kept[str(i)] for i in range(len(args))], {k: kept[k] for k in kwargs}, cut)
+
+
+def _shares(lengths: Mapping[str, int], budget: int) -> dict[str, int]:
+    """Each argument's share of ``budget``: smallest first, each gets all it needs up to an
+    even share of what is left, so only the largest are cut (and a ``force=True`` beside a
+    huge list is always whole)."""
+    shares, left = {}, budget
+    order = sorted(lengths, key=lambda key: lengths[key])
+    for at, key in enumerate(order):
+        shares[key] = min(lengths[key], left // (len(order) - at))
+        left -= shares[key]
+    return shares
+
+
+def handles(value: Any, depth: int = 0) -> Iterator[Any]:
+    """Each object in ``value`` that is not plain data, walking lists, tuples and dicts."""
+    kind = type(value)
+    if kind is list or kind is tuple:
+        if depth < MAX_DEPTH:
+            for item in value:
+                yield from handles(item, depth + 1)
+    elif kind is dict:
+        if depth < MAX_DEPTH:
+            for item in value.values():
+                yield from handles(item, depth + 1)
+    elif kind not in (str, bytes, int, float, bool, type(None), set, frozenset):
+        yield value
+
+
+def sealed(
+    tool: str, args: tuple[Any, ...] | list[Any], kwargs: Mapping[str, Any]
+) -> dict[str, Any]:
+    """What the store keeps beside a gated call (`Durable.checkpoint`): its ``digest``, and
+    ``chars``, how long its arguments' reprs are together (over `APPROVAL_CHARS`: not shown
+    whole, so approved only with the digest)."""
+    chars = sum(len(full_repr(a)) for a in args) + sum(len(full_repr(v)) for v in kwargs.values())
+    return {"digest": digest(tool, args, kwargs), "chars": chars}
+
+
+def differs(run_id: str, call: Any, expected: str, now: str) -> str:
+    """Why an approval naming digest ``expected`` was not applied: the call is ``now``."""
+    return (
+        f"run {run_id}: call #{call.call_id} {call.tool}() is not the call approved (digest "
+        f"{expected}): its arguments are now as shown above, digest {now}; nothing was made "
+        f"and the run waits again: %orchestrate_approve {run_id} --expect {now} approves it"
+    )
