@@ -81,7 +81,7 @@ def test_paused_record_buttons_run_the_magic_below(saved_records: Path, tmp_home
         heading = panel.locator(".jsb-heading")
         assert panel.get_attribute("aria-labelledby") == heading.get_attribute("id")
         assert f"run {RUN_ID} waits for approval of 1 call:" in panel.inner_text()
-        assert "delete(['a.txt', 'b.txt'])" in panel.locator(".jsb-pending").inner_text()
+        assert panel.locator(".jsb-arg-text").all_inner_texts() == ["['a.txt', 'b.txt']"]
         assert paused.locator(".jsb-call.jsb-waiting .jsb-state").inner_text() == "waiting"
         assert "session cleanup" in paused.locator(".jsb-origin").all_inner_texts()
         forked = page.locator(".jp-Cell").nth(1).locator(".jp-OutputArea")
@@ -198,12 +198,13 @@ def test_approve_and_reject_continue_the_real_run(tmp_home: Path, browser, monke
         panel = cells.nth(1).locator(".jsb-approval")
         panel.wait_for(timeout=60_000)
         run_id = panel.locator(".jsb-heading").inner_text().split()[1]
-        assert "delete(['a.txt', 'b.txt'])" in panel.locator(".jsb-pending").inner_text()
+        digest = panel.locator(".jsb-digest").inner_text()
+        assert panel.locator(".jsb-arg-text").all_inner_texts() == ["['a.txt', 'b.txt']"]
         assert cells.nth(1).locator(".jsb-value").count() == 0  # no value before it ends
         cells.nth(1).locator(".jp-OutputArea").screenshot(path=SCREENSHOTS / "lab-paused-real.png")
         panel.locator("button.jsb-approve").click()
         wait_executed(page, 2)
-        assert sources(page)[2] == f"%orchestrate_approve {run_id}"
+        assert sources(page)[2] == f"%orchestrate_approve {run_id} --expect {digest}"
         continued = cells.nth(2).locator(".jp-OutputArea")
         continued.locator(".jsb-trace.jsb-status-ok").wait_for(timeout=60_000)
         assert continued.locator(".jp-OutputArea-output").last.inner_text().strip() == "2"
@@ -221,7 +222,7 @@ def test_approve_and_reject_continue_the_real_run(tmp_home: Path, browser, monke
         rejected.locator(".jsb-trace.jsb-status-ok").wait_for(timeout=60_000)
         value = rejected.locator(".jp-OutputArea-output").last.inner_text().strip()
         assert value == "'refused: not -these \u201cfiles'"
-        assert sources(page)[3:] == [f"%orchestrate_approve {run_id}", "deleted"]
+        assert sources(page)[3:] == [f"%orchestrate_approve {run_id} --expect {digest}", "deleted"]
         run_cell(page, 4)  # the host side: only the approved call ran the tool
         wait_executed(page, 4)
         assert (
@@ -255,3 +256,123 @@ def test_html_export_shows_the_magics_and_no_buttons(saved_records: Path, browse
         assert_contrast(page, errors=False)
         page.screenshot(path=SCREENSHOTS / f"export-paused-{theme}.png", full_page=True)
         page.close()
+
+
+ALICE = "/home/alice/.ssh"
+
+SEEN = [
+    """%load_ext jupyter_sandbox
+from jupyter_sandbox import tool
+made = []
+
+class Targets:
+    def __init__(self, paths):
+        self.paths = paths
+    def __repr__(self):
+        return f"Targets({self.paths!r})"
+
+@tool(approve=True)
+def delete(paths: list[str]) -> int:
+    made.append(paths)
+    return len(paths)
+
+@tool(approve=True)
+def send(body: str, to: str) -> int:
+    return len(body)
+
+@tool(approve=True)
+def wipe(targets: object) -> str:
+    made.append(targets.paths)
+    return "wiped"
+
+paths = [f"/data/tmp/cache-{i}" for i in range(12)] + ["/home/alice/.ssh"]
+targets = Targets(["/data/old"])""",
+    "%%orchestrate --in paths\ndelete(paths)",
+    "%%orchestrate\nsend('a very long body ' * 16_000, to='bob')",
+    "%%orchestrate --in targets\nwipe(targets)",
+    "targets = Targets(['/home/alice'])",
+    "made",
+]
+"""Gated tools, three cells that pause at them (13 paths, a long body, a handle), a later cell
+that rebinds the handle's variable, and what the tools really got on the host."""
+
+
+def test_the_panel_shows_every_argument_and_approve_makes_the_call_shown(
+    tmp_home: Path, browser, monkeypatch
+):
+    """Issue 20 items 4 and 5, as a person meets them: the 13th path is on screen (a long
+    argument in a box that scrolls, its "show all" reached by Tab and Enter), the digest is
+    shown, what the record cannot carry is said in numbers; after `targets` is set to another
+    object, Approve on the panel that showed Targets(['/data/old']) wipes /data/old."""
+    monkeypatch.setenv("JUPYTER_SANDBOX_STORE", str(tmp_home / "store.sqlite"))
+    root = tmp_home / "root"
+    root.mkdir()
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(source) for source in SEEN]
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nbformat.write(nb, root / "seen.ipynb")
+    lab = Lab(root, tmp_home / "home")
+    try:
+        page = browser.new_page(viewport={"width": 1300, "height": 1000})
+        lab.open(page, "seen.ipynb")
+        wait_kernel_ready(page)
+        for index in range(5):
+            run_cell(page, index)
+            wait_executed(page, index)
+        cells = page.locator(".jp-Cell")
+        listed, long, handle = (cells.nth(i).locator(".jsb-approval") for i in (1, 2, 3))
+        for panel in (listed, long, handle):
+            panel.wait_for(timeout=60_000)
+
+        box = listed.locator(".jsb-arg-text")
+        assert box.inner_text() == repr([f"/data/tmp/cache-{i}" for i in range(12)] + [ALICE])
+        assert box.evaluate("n => n.scrollHeight <= n.clientHeight + 1")  # all of it in view
+        assert listed.locator(".jsb-cut, button.jsb-show-all").count() == 0
+        assert len(listed.locator(".jsb-digest").inner_text()) == 16
+
+        box = long.locator(".jsb-arg-text").first
+        toggle = long.locator("button.jsb-show-all")
+        assert toggle.get_attribute("aria-expanded") == "false"
+        assert box.evaluate("n => n.scrollHeight > n.clientHeight")  # collapsed: it scrolls
+        long.locator("button.jsb-approve").focus()
+        page.keyboard.press("Shift+Tab")  # back: the box of to='bob', then (the cut line is
+        page.keyboard.press("Shift+Tab")  # text) the body's toggle
+        assert toggle.evaluate("n => n === document.activeElement")
+        page.keyboard.press("Shift+Tab")  # the box itself takes focus: a keyboard scrolls it
+        assert box.evaluate("n => n === document.activeElement")
+        page.keyboard.press("Tab")
+        page.keyboard.press("Enter")
+        assert toggle.get_attribute("aria-expanded") == "true"
+        assert box.evaluate("n => n.scrollHeight <= n.clientHeight + 1")  # all of it in view
+        page.keyboard.press("Enter")
+        assert toggle.get_attribute("aria-expanded") == "false"
+        cut = long.locator(".jsb-cut").inner_text()
+        assert "Not shown: the last" in cut and "of its 272,002 characters" in cut
+        assert long.locator(".jsb-arg-text").nth(1).inner_text() == "'bob'"
+
+        note = handle.locator(".jsb-binding").inner_text()
+        assert "notebook variable targets" in note
+        assert handle.locator(".jsb-arg-text").inner_text() == "Targets(['/data/old'])"
+        for theme, name in THEMES:
+            set_theme(page, theme)
+            assert_contrast(page, errors=False)
+            for label, panel in (("list", listed), ("cut", long), ("handle", handle)):
+                panel.screenshot(path=SCREENSHOTS / f"lab-approve-{label}-{name}.png")
+
+        run_id = handle.locator(".jsb-heading").inner_text().split()[1]
+        digest = handle.locator(".jsb-digest").inner_text()
+        handle.locator("button.jsb-approve").click()
+        wait_executed(page, 4)
+        assert sources(page)[4] == f"%orchestrate_approve {run_id} --expect {digest}"
+        cells.nth(4).locator(".jsb-trace.jsb-status-ok").wait_for(timeout=60_000)
+        run_cell(page, 6)  # made: the object the panel showed, not what `targets` is now
+        wait_executed(page, 6)
+        assert (
+            cells.nth(6).locator(".jp-OutputArea").inner_text().strip().endswith("[['/data/old']]")
+        )
+    finally:
+        lab.stop()

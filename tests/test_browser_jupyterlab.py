@@ -407,8 +407,8 @@ CONTRAST_JS = """() => {
     };
     const pick = ['.jsb td', 'tr.jsb-error td', '.jsb-error > summary', '.jsb-summary',
         '.jsb-sort', '.jsb-build-current', '.jsb-muted', '.jsb-approval button',
-        '.jsb-approval input', '.jsb-approval label', '.jsb-answer', '.jsb-pending td',
-        '.jsb-heading'].join(', ');
+        '.jsb-approval input', '.jsb-approval label', '.jsb-answer', '.jsb-arg-text',
+        '.jsb-arg-name', '.jsb-cut', '.jsb-digest', '.jsb-signature', '.jsb-heading'].join(', ');
     return Array.from(document.querySelectorAll(pick)).filter(n => n.offsetParent).map(n => {
         const fg = rgb(getComputedStyle(n).color);
         const bg = background(n);

@@ -44,8 +44,9 @@ export function approveMagic(runId: string, digest?: string): string {
   return digest ? `%orchestrate_approve ${runId} --expect ${digest}` : `%orchestrate_approve ${runId}`;
 }
 
-/** Characters past which an argument's box starts collapsed, with a "show all" toggle. */
-const LONG = 240;
+/** Characters past which an argument's box starts collapsed (a few lines that scroll), with a
+ * "show all" toggle; shorter ones fit those lines whole at a notebook's usual width. */
+const LONG = 600;
 
 /** The reason as the magic's words (the magic splits its line like a shell that keeps
  * quotes): on one line, a quote that opens a word but is never closed made typographic (it
