@@ -376,3 +376,28 @@ def test_the_panel_shows_every_argument_and_approve_makes_the_call_shown(
         )
     finally:
         lab.stop()
+
+
+def test_a_record_with_a_forged_digest_renders_without_buttons(tmp_home: Path, browser) -> None:
+    """A saved notebook is untrusted input: a digest that is not 16 hex digits (here one
+    that would be code in a magic's line) is put into no magic; the panel has no buttons."""
+    root = tmp_home / "root"
+    root.mkdir()
+    record = paused_record()
+    record["pending"][0]["digest"] = "0{__import__('os').system('id')}"
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("%%orchestrate\ndelete(['a.txt'])")
+    cell.outputs = [nbformat.v4.new_output("display_data", data=bundle(record))]
+    nb.cells.append(cell)
+    nbformat.write(nb, root / "forged.ipynb")
+    lab = Lab(root, tmp_home / "home", starts_kernel=False)
+    try:
+        page = browser.new_page(viewport={"width": 1300, "height": 900})
+        lab.open(page, "forged.ipynb")
+        panel = page.locator(".jsb-approval")
+        panel.wait_for(timeout=60_000)
+        assert panel.locator("button").count() == 0
+        hint = panel.locator(".jsb-hint").inner_text()
+        assert "__import__" not in hint and "digest the kernel does not issue" in hint
+    finally:
+        lab.stop()

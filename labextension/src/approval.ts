@@ -44,6 +44,9 @@ export function approveMagic(runId: string, digest?: string): string {
   return digest ? `%orchestrate_approve ${runId} --expect ${digest}` : `%orchestrate_approve ${runId}`;
 }
 
+/** A digest's exact grammar (`DIGEST` in orchestrate/_approval.py). */
+const DIGEST = /^[0-9a-f]{16}$/;
+
 /** Characters past which an argument's box starts collapsed (a few lines that scroll), with a
  * "show all" toggle; shorter ones fit those lines whole at a notebook's usual width. */
 const LONG = 600;
@@ -100,7 +103,9 @@ export function renderApproval(record: ITraceRecord, store: IAnswerStore | null)
   heading.id = `${id}-heading`;
   root.appendChild(heading);
   root.appendChild(pendingCalls(pending, id));
-  const digest = pending.length === 1 ? pending[0].digest : undefined;
+  // a digest the kernel does not issue goes into no magic: a forged record gets no buttons
+  const forged = pending.some(call => call.digest !== undefined && !DIGEST.test(call.digest));
+  const digest = pending.length === 1 && !forged ? pending[0].digest : undefined;
   const hint = el('div', 'jsb-muted jsb-hint', 'or run in any cell, now or after a restart: ');
   hint.append(
     el('code', '', approveMagic(runId, digest)),
@@ -108,7 +113,12 @@ export function renderApproval(record: ITraceRecord, store: IAnswerStore | null)
     el('code', '', rejectMagic(runId, 'REASON')),
     ' (the rejected call raises PermissionError(REASON) in the code)'
   );
-  if (store === null) {
+  if (forged) {
+    hint.append(
+      '; this record holds a digest the kernel does not issue: %orchestrate_pending shows the real one'
+    );
+  }
+  if (store === null || forged) {
     root.appendChild(hint);
     return root;
   }
@@ -232,7 +242,11 @@ function pendingCalls(pending: ICallRecord[], id: string): HTMLElement {
       item.append(argument(key, text, call.cut?.[key], `${id}-${at}-${key}`));
     }
     for (const bound of call.bindings ?? []) {
-      const note = el('div', 'jsb-muted jsb-binding', 'After a kernel restart this argument is notebook variable ');
+      const note = el(
+        'div',
+        'jsb-muted jsb-binding',
+        'After a kernel restart this argument is notebook variable '
+      );
       note.append(
         el('code', '', bound.variable),
         ` (a ${bound.type}) as it is then, which may not be the object shown: Approve then ` +
@@ -258,7 +272,8 @@ function argument(key: string, text: string, whole: number | undefined, id: stri
   row.append(box);
   if (text.length > LONG || text.includes('\n')) {
     box.classList.add('jsb-collapsed');
-    const toggle = ownKeys(el('button', 'jsb-show-all', `show all (${text.length.toLocaleString('en')} characters)`));
+    const more = `show all (${text.length.toLocaleString('en')} characters)`;
+    const toggle = ownKeys(el('button', 'jsb-show-all', more));
     toggle.type = 'button';
     toggle.dataset.jsbKey = `show-all-${id}`;
     toggle.setAttribute('aria-controls', box.id);
@@ -266,7 +281,7 @@ function argument(key: string, text: string, whole: number | undefined, id: stri
     toggle.addEventListener('click', () => {
       const open = box.classList.toggle('jsb-collapsed') === false;
       toggle.setAttribute('aria-expanded', String(open));
-      toggle.textContent = open ? 'show less' : `show all (${text.length.toLocaleString('en')} characters)`;
+      toggle.textContent = open ? 'show less' : more;
     });
     row.append(toggle);
   }
