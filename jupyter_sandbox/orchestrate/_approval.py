@@ -26,6 +26,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._scrub import masked
 from ._values import MAX_DEPTH
 
 APPROVAL_CHARS = 100_000
@@ -67,15 +68,21 @@ def _canonical(value: Any, depth: int = 0) -> str:
     return full_repr(value)
 
 
-def digest(tool: str, args: tuple[Any, ...] | list[Any], kwargs: Mapping[str, Any]) -> str:
-    """The call's digest: `DIGEST_CHARS` hex digits of the SHA-256 of its canonical text."""
+def digest(
+    tool: str,
+    args: tuple[Any, ...] | list[Any],
+    kwargs: Mapping[str, Any],
+    secrets: tuple[str, ...] = (),
+) -> str:
+    """The call's digest: `DIGEST_CHARS` hex digits of the SHA-256 of its canonical text,
+    each of ``secrets`` masked in it first (a digest in a saved notebook must not let anyone
+    test guesses of a secret the call holds, which its record masks)."""
     hashed = hashlib.sha256(tool.encode())
-    for arg in args:
-        hashed.update(b"\0a" + _canonical(arg).encode("utf-8", "surrogatepass"))
-    for key, value in kwargs.items():
-        hashed.update(
-            b"\0k" + key.encode() + b"=" + _canonical(value).encode("utf-8", "surrogatepass")
-        )
+    pieces = [("a", _canonical(arg)) for arg in args]
+    pieces += [(f"k{key}=", _canonical(value)) for key, value in kwargs.items()]
+    for mark, text in pieces:
+        shown = str(masked(text, secrets)) if secrets else text
+        hashed.update(f"\0{mark}".encode() + shown.encode("utf-8", "surrogatepass"))
     return hashed.hexdigest()[:DIGEST_CHARS]
 
 
@@ -129,13 +136,16 @@ def handles(value: Any, depth: int = 0) -> Iterator[Any]:
 
 
 def sealed(
-    tool: str, args: tuple[Any, ...] | list[Any], kwargs: Mapping[str, Any]
+    tool: str,
+    args: tuple[Any, ...] | list[Any],
+    kwargs: Mapping[str, Any],
+    secrets: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """What the store keeps beside a gated call (`Durable.checkpoint`): its ``digest``, and
     ``chars``, how long its arguments' reprs are together (over `APPROVAL_CHARS`: not shown
     whole, so approved only with the digest)."""
     chars = sum(len(full_repr(a)) for a in args) + sum(len(full_repr(v)) for v in kwargs.values())
-    return {"digest": digest(tool, args, kwargs), "chars": chars}
+    return {"digest": digest(tool, args, kwargs, secrets), "chars": chars}
 
 
 def differs(run_id: str, call: Any, expected: str, now: str) -> str:

@@ -546,7 +546,7 @@ class Driver:
         if self.durable is not None and (
             gated or isinstance(tool, SandboxTool) or self.durable.due()
         ):
-            approval = sealed(name, args, kwargs) if gated else None
+            approval = sealed(name, args, kwargs, self.scrub.secrets) if gated else None
             self.durable.checkpoint(
                 snap, number, self._in_flight(), required=gated, approval=approval
             )
@@ -575,7 +575,7 @@ class Driver:
             (approved, reason), self._decision = self._decision, None
             expect = self.restore.expect
             if approved and expect is not None:
-                now = digest(call.tool, call.args, call.kwargs)
+                now = digest(call.tool, call.args, call.kwargs, self.scrub.secrets)
                 if now != expect:  # not the call the person saw: it waits for them again
                     self.result.refused = differs(self.restore.run_id, call, expect, now)
                     raise _Paused(call)

@@ -17,6 +17,7 @@ from .._errors import StoreError
 from ._approval import APPROVAL_CHARS, digest, handles
 from ._durable import held
 from ._rebind import Origin, Rebinder, label, stored_origins
+from ._scrub import known
 from ._store import HandleMarker, Store
 
 
@@ -97,7 +98,7 @@ def call_now(run: PausedRun, given: Mapping[str, Any]) -> CallNow:
     except StoreError as exc:
         return CallNow(args, kwargs, [], run.digest, str(exc))
     bindings = [(label(run.origins[uuid]), value) for uuid, value in rebinder.bound.values()]
-    return CallNow(args, kwargs, bindings, digest(str(run.tool), args, kwargs))
+    return CallNow(args, kwargs, bindings, digest(str(run.tool), args, kwargs, known()))
 
 
 def paused_runs(store: Store) -> list[PausedRun]:

@@ -106,7 +106,7 @@ class OrchestrationResult:
         record = _bounded(call.to_record())
         whole = shown(call.args, call.kwargs)
         record["args"], record["kwargs"] = whole.args, whole.kwargs
-        record["digest"] = digest(call.tool, call.args, call.kwargs)
+        record["digest"] = digest(call.tool, call.args, call.kwargs, self.secrets)
         if whole.cut:
             record["cut"] = whole.cut
         if self.bindings:
