@@ -456,6 +456,27 @@ def test_a_handle_approved_in_the_kernel_that_paused_is_the_object_shown(store):
         assert call["bindings"] == [{"variable": "targets", "type": "__main__.Targets"}]
 
 
+def test_an_object_changed_in_place_after_the_pause_is_not_approved_unseen(store):
+    """The same object, changed after the panel showed it (a later cell appends to its list):
+    Approve, with the panel's digest or without one, makes nothing; the call as it is now is
+    shown with its new digest, which approves it."""
+    with kernel(store) as k:
+        k.ok(SHOWN)
+        k.ok("targets = Targets(['/data/old'])")
+        ran = k.ok("%%orchestrate --in targets\nwipe(targets)")
+        run_id, shown = paused_run_id(ran), pending_call(ran)["digest"]
+        k.ok("targets.paths.append('/home/alice')")
+        blind = k.run(f"%orchestrate_approve {run_id}")
+        assert blind.status == "error" and "not the call it paused with" in blind.text
+        old = k.run(f"%orchestrate_approve {run_id} --expect {shown}")
+        assert old.status == "error" and "is not the call approved" in old.text
+        now = pending_call(old)
+        assert now["args"] == ["Targets(['/data/old', '/home/alice'])"]
+        assert made(k) == "[]"
+        k.ok(f"%orchestrate_approve {run_id} --expect {now['digest']}")
+        assert made(k) == "[['/data/old', '/home/alice']]"
+
+
 def test_after_a_restart_a_handle_binds_the_variable_shown_before_the_answer(tmp_path, store):
     """After a restart `targets` holds something else: %orchestrate_pending names the
     variable and shows what it holds now; Approve without the digest is refused, and with the

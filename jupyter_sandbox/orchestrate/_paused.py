@@ -64,13 +64,19 @@ class CallNow:
 
     def needs_digest(self, run: PausedRun) -> str | None:
         """Why approving ``run`` needs its digest (``--expect``), else None: a call too big for
-        its record to show whole, or one that binds notebook variables (the record showed the
-        objects it was given; what the variables hold now may be something else)."""
+        its record to show whole, one that is not what its record showed any more (an object
+        it gets was changed in place), or one that binds notebook variables (the record showed
+        the objects it was given; what the variables hold now may be something else)."""
         if run.chars > APPROVAL_CHARS:
             return f"its arguments are {run.chars:,} characters, more than its record shows"
         if self.bindings:
             names = ", ".join(f"`{name}`" for name, _ in self.bindings)
             return f"it binds notebook variable {names} as it is now, not the object it paused with"
+        if self.digest is not None and run.digest is not None and self.digest != run.digest:
+            return (
+                f"it is not the call it paused with (digest {run.digest}): an object it gets "
+                "has changed since"
+            )
         return None
 
 

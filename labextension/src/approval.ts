@@ -232,16 +232,18 @@ function pendingCalls(pending: ICallRecord[], id: string): HTMLElement {
       head.append(' ', el('span', 'jsb-muted', 'digest '), el('code', 'jsb-digest', call.digest));
     }
     const args: [string, string][] = [
-      ...(call.args ?? []).map((text, i): [string, string] => [String(i), text]),
+      ...(Array.isArray(call.args) ? call.args : []).map((t, i): [string, string] => [String(i), t]),
       ...Object.entries(call.kwargs ?? {})
     ];
     if (!args.length) {
       item.append(el('div', 'jsb-muted', 'no arguments'));
     }
-    for (const [key, text] of args) {
-      item.append(argument(key, text, call.cut?.[key], `${id}-${at}-${key}`));
-    }
-    for (const bound of call.bindings ?? []) {
+    args.forEach(([key, text], j) => {
+      const whole = call.cut?.[key]; // a saved record is untrusted: numbers only
+      const cut = typeof whole === 'number' ? whole : undefined;
+      item.append(argument(String(key), String(text), cut, `${id}-${at}-${j}`));
+    });
+    for (const bound of Array.isArray(call.bindings) ? call.bindings : []) {
       const note = el(
         'div',
         'jsb-muted jsb-binding',
