@@ -113,7 +113,6 @@ def paused_runs(store: Store) -> list[PausedRun]:
     for info in sorted(store.runs(status="paused"), key=lambda info: info.updated):
         try:
             saved = store.checkpoint_of(info.run_id)
-            origins = stored_origins(store.run(info.run_id).calls)
         except StoreError as exc:
             found.append(
                 PausedRun(info.run_id, info.scope, info.cell, info.updated, None, refused=str(exc))
@@ -123,6 +122,9 @@ def paused_runs(store: Store) -> list[PausedRun]:
         if call is None:
             found.append(PausedRun(info.run_id, info.scope, info.cell, info.updated, None))
             continue
+        named = any("id" in m for m in _markers([*call["args"], *call["kwargs"].values()]))
+        # where its handles came from is in the call records: read only when it has one
+        origins = _origins(store, info.run_id) if named else {}
         found.append(
             PausedRun(
                 info.run_id,
@@ -156,3 +158,12 @@ def unseen(store: Store, run_id: str, given: Mapping[str, Any]) -> str | None:
                     f"%orchestrate_approve {run_id} --expect {now.digest or run.digest}"
                 )
     return None
+
+
+def _origins(store: Store, run_id: str) -> dict[str, Origin]:
+    """Where run ``run_id``'s handles came from (its call records); none when they cannot be
+    read (its approval then says why it cannot go on)."""
+    try:
+        return stored_origins(store.run(run_id).calls)
+    except StoreError:
+        return {}
