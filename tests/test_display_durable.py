@@ -137,3 +137,12 @@ def test_real_fork_and_session_records_say_where_they_came_from(tmp_path):
     kept = orchestrate("x = double(4)", tools=[double], store=store, session="prep")
     html = bundle(kept.to_record())["text/html"]
     assert '<div class="jsb-muted">session prep</div>' in html
+
+
+def test_an_export_of_a_sealed_call_says_the_magic_with_its_digest():
+    """The static views give the same magic the panel's Approve sends: sealed to the call."""
+    record = paused_record()
+    record["pending"][0]["digest"] = "0123456789abcdef"
+    data = bundle(record)
+    for text in (data["text/plain"], data["text/html"]):
+        assert "%orchestrate_approve 3f2a9c1d0b7e --expect 0123456789abcdef" in text

@@ -2,9 +2,12 @@
 
 ``%orchestrate_sessions`` / ``%orchestrate_reset NAME`` list and drop the sessions of this
 notebook (``%%orchestrate --session NAME``). ``%orchestrate_pending`` lists the paused runs in
-the store; ``%orchestrate_approve RUN_ID``, ``%orchestrate_reject RUN_ID [REASON]`` and
-``%orchestrate_fork RUN_ID N --value JSON`` continue a stored run, in this kernel or a later
-one, and show it as a cell shows its run. The store is ``%config OrchestrateMagics.store``.
+the store; ``%orchestrate_approve RUN_ID [--expect DIGEST]``, ``%orchestrate_reject RUN_ID
+[REASON]`` and ``%orchestrate_fork RUN_ID N --value JSON`` continue a stored run, in this
+kernel or a later one, and show it as a cell shows its run. The store is ``%config
+OrchestrateMagics.store``. What a person must have seen before approving, and the digest that
+seals it, is the engine's (`orchestrate._approval`, `orchestrate._paused`): the magics only
+say it.
 """
 
 from __future__ import annotations
