@@ -110,6 +110,8 @@ def test_paused_runs_reads_the_gated_call_from_the_store_without_a_monty_worker(
         "tool": "delete",
         "args": ("/data/old",),
         "kwargs": {"force": True},
+        "digest": paused.to_record()["pending"][0]["digest"],  # the call shown is the one kept
+        "chars": len("'/data/old'") + len("True"),
     }
     # a fresh process lists it: no Monty pool is ever started there
     lister = python(
