@@ -333,6 +333,20 @@ def test_resume_after_a_failure_uses_the_input_set_since(store):
         assert made(k) == "[('step', 1), ('flaky', 5), ('flaky', 5)]"
 
 
+def test_resume_sees_a_changed_input_too_big_for_the_store(store):
+    """An input over the store's 1 MB for a value is kept as its digest: set smaller after a
+    failure, --resume still sees the change and calls flaky with the new length."""
+    with kernel(store) as k:
+        k.ok(MENDED)
+        k.ok("big = list(range(300_000))")
+        cell = "%%orchestrate --in big{resume}\na = step(1)\nflaky(len(big)) + a"
+        assert k.run(cell.format(resume="")).status == "error"
+        k.ok("big = [1, 2]")
+        resumed = k.ok(cell.format(resume=" --resume"))
+        assert resumed.value == "21" and "input big changed" in resumed.text
+        assert made(k) == "[('step', 1), ('flaky', 300000), ('flaky', 2)]"
+
+
 LOOP_CELL = """%%orchestrate --in n --timeout 1{resume}
 total = 0
 for i in range(n):

@@ -64,7 +64,7 @@ import pydantic_monty as pm
 from .._errors import StoreError
 from .._events import ToolCall
 from ..records import Binding
-from ._approval import handles
+from ._approval import digest, handles
 from ._memo import Recorded, same
 from ._rebind import (
     Origin,
@@ -430,9 +430,16 @@ def stored_calls(run: StoredRun) -> dict[int, Recorded]:
 
 def inputs_record(inputs: Mapping[str, Any]) -> dict[str, Any]:
     """A run's inputs as the store keeps them (record `INPUTS`); one holding a secret a sandbox
-    tool returned in this process is not kept (`_scrub`)."""
+    tool returned in this process is not kept (`_scrub`). Data too big to keep is kept as its
+    digest (``sealed``): a resume can still tell whether it changed (`changed_inputs`)."""
     secrets = known()
-    return {"inputs": {k: keepable(v, secrets) for k, v in inputs.items()}}
+    kept = {k: keepable(v, secrets) for k, v in inputs.items()}
+    sealed = {
+        k: digest("", [v], {})
+        for k, v in inputs.items()
+        if type(kept[k]) is HandleMarker and kept[k]["handle"] != SECRET and is_plain(v)
+    }
+    return {"inputs": kept, "sealed": sealed} if sealed else {"inputs": kept}
 
 
 def stored_inputs(run: StoredRun, given: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -456,21 +463,26 @@ def stored_inputs(run: StoredRun, given: Mapping[str, Any] | None) -> dict[str, 
 def changed_inputs(run: StoredRun, given: Mapping[str, Any]) -> list[str]:
     """The names of the inputs ``given`` now that differ from those failed run ``run`` had
     (given, dropped, or another value), sorted; none for a run that did not fail (a paused
-    run, or one a killed kernel left running, continues from its snapshot as it is). An
-    input the store kept as a marker (an object, a secret) is not compared: it cannot be,
-    and a handle is bound again by its name anyway (`_rebind`)."""
+    run, or one a killed kernel left running, continues from its snapshot as it is). Data
+    too big to keep is compared by its digest; an object or a secret is not compared: it
+    cannot be, and a handle is bound again by its name anyway (`_rebind`)."""
     if run.status not in ("error", "interrupted"):
         return []
-    record = run.calls.get(INPUTS)
-    kept: dict[str, Any] = dict(record["inputs"]) if record else {}
+    record = run.calls.get(INPUTS) or {}
+    kept: dict[str, Any] = dict(record.get("inputs", {}))
+    sealed: dict[str, str] = dict(record.get("sealed", {}))
     secrets = known()
-    return sorted(
-        name
-        for name in kept.keys() | given.keys()
-        if name not in kept
-        or name not in given
-        or (handle_in(kept[name]) is None and not same(kept[name], keepable(given[name], secrets)))
-    )
+
+    def changed(name: str) -> bool:
+        if name not in kept or name not in given:
+            return True
+        if name in sealed:
+            return sealed[name] != digest("", [given[name]], {})
+        return handle_in(kept[name]) is None and not same(
+            kept[name], keepable(given[name], secrets)
+        )
+
+    return sorted(filter(changed, kept.keys() | given.keys()))
 
 
 def inputs_changed(run_id: str, names: list[str]) -> str:
