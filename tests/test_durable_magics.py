@@ -452,6 +452,20 @@ def test_a_call_too_big_to_show_whole_is_approved_only_with_its_digest(store):
         assert approved.value == str(17 * 16_000)
 
 
+def test_an_argument_over_the_stores_size_is_still_shown_whole(store):
+    """A 2,000,000-character body is not kept in the store's call record (over 1 MB): the
+    record shows its first part, and %orchestrate_pending --full reads it from the run's
+    snapshot, whole, with the digest it paused with."""
+    with kernel(store) as k:
+        k.ok(SHOWN)
+        ran = k.ok("%%orchestrate\nsend('y' * 2_000_000, to='bob')")
+        call = pending_call(ran)
+        assert call["cut"] == {"0": 2_000_002}
+        full = k.ok("%orchestrate_pending --full").text
+        assert "'" + "y" * 2_000_000 + "'" in full
+        assert f"digest {call['digest']}" in full and "it paused as" not in full
+
+
 def test_a_handle_approved_in_the_kernel_that_paused_is_the_object_shown(store):
     """The panel showed Targets(['/data/old']); a later cell rebinds `targets`: Approve passes
     the object the run was given, not the variable's new value."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
 import json
 import os
 import time
@@ -32,7 +33,14 @@ from ..display import OrchestrateView
 from ..orchestrate import OrchestrationResult, fork_run, resume_run
 from ..orchestrate._approval import DIGEST, full_repr
 from ..orchestrate._durable import unkept_inputs
-from ..orchestrate._paused import CallNow, PausedRun, call_now, paused_runs, unseen
+from ..orchestrate._paused import (
+    CallNow,
+    PausedRun,
+    call_now,
+    paused_runs,
+    read_whole,
+    unseen,
+)
 from ..orchestrate._sessions import sessions
 from ..orchestrate._store import Store
 from ._common import CellMagics, help_option, parse_options, usage_error
@@ -151,6 +159,8 @@ class DurableMagics(CellMagics):
             if run.refused is not None:
                 call = f"(refused: {run.refused})"
             elif run.tool is not None:
+                if whole:  # an argument over the store's size: from the run's snapshot
+                    run = _stored(functools.partial(read_whole, store, run))
                 now = call_now(run, self._given(store, run.run_id))
                 call = _call_line(run, now, whole=whole)
                 cut = cut or call != _call_line(run, now, whole=True)

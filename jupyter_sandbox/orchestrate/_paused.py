@@ -9,14 +9,18 @@ a worker checkout per run, and could wait on a pool a tool's nested run is using
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+import pydantic_monty as pm
 
 from .._errors import StoreError
 from ._approval import APPROVAL_CHARS, digest, handles
 from ._durable import held
 from ._rebind import Origin, Rebinder, label, stored_origins
+from ._runtime import pool
 from ._scrub import known
 from ._store import HandleMarker, Store
 
@@ -167,3 +171,30 @@ def _origins(store: Store, run_id: str) -> dict[str, Origin]:
         return stored_origins(store.run(run_id).calls)
     except StoreError:
         return {}
+
+
+def _unkept(value: Any) -> bool:
+    """Whether ``value`` holds data the store did not keep (a marker with no handle's uuid)."""
+    return any("id" not in marker for marker in _markers([value]))
+
+
+def read_whole(store: Store, run: PausedRun) -> PausedRun:
+    """``run`` with each argument the store did not keep (data over its size for a value)
+    read from the run's snapshot, which holds it: what ``%orchestrate_pending --full`` shows,
+    so a call too big for its record is still viewable whole. Costs a Monty worker, so only
+    for such a run; the others are returned as they are."""
+    kwargs = dict(run.kwargs or {})
+    if not any(map(_unkept, [*run.args, *kwargs.values()])):
+        return run
+    saved = store.checkpoint_of(run.run_id)
+    if saved is None:
+        return run
+    with pool().checkout() as session:
+        snap = session.load_snapshot(saved.dump)
+    if not isinstance(snap, pm.FunctionSnapshot):
+        return run
+    args = tuple(
+        new if _unkept(old) else old for old, new in zip(run.args, snap.args, strict=False)
+    )
+    whole = {k: snap.kwargs.get(k, v) if _unkept(v) else v for k, v in kwargs.items()}
+    return dataclasses.replace(run, args=args, kwargs=whole)
