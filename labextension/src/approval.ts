@@ -224,7 +224,7 @@ function pendingCalls(pending: ICallRecord[], id: string): HTMLElement {
   pending.forEach((call, at) => {
     const item = list.appendChild(el('div', 'jsb-pending-call'));
     const head = item.appendChild(el('div', 'jsb-call-head'));
-    head.append(el('span', 'jsb-signature', `#${call.call_id} ${call.tool}()`));
+    head.append(el('span', 'jsb-signature', `#${call.call_id} ${call.tool}`));
     if (call.line !== null) {
       head.append(el('span', 'jsb-muted', ` line ${call.line}`));
     }
