@@ -387,6 +387,7 @@ def test_a_record_with_a_forged_digest_renders_without_buttons(tmp_home: Path, b
     record["pending"][0]["digest"] = "0{__import__('os').system('id')}"
     record["pending"][0]["bindings"] = 7  # other shapes than the kernel writes: drawn anyway
     record["pending"][0]["cut"] = {"0": "<img src=x onerror=alert(1)>"}
+    record["pending"][0]["kwargs"] = {"note": "Sly('/data/\u202ehss./ecila/emoh')"}
     nb = nbformat.v4.new_notebook()
     cell = nbformat.v4.new_code_cell("%%orchestrate\ndelete(['a.txt'])")
     cell.outputs = [nbformat.v4.new_output("display_data", data=bundle(record))]
@@ -401,7 +402,11 @@ def test_a_record_with_a_forged_digest_renders_without_buttons(tmp_home: Path, b
         assert panel.locator("button").count() == 0
         hint = panel.locator(".jsb-hint").inner_text()
         assert "__import__" not in hint and "digest the kernel does not issue" in hint
-        assert panel.locator(".jsb-arg-text").all_inner_texts() == ["['a.txt', 'b.txt']"]
+        # a bidi override an object's own __repr__ returned is shown, not obeyed
+        assert panel.locator(".jsb-arg-text").all_inner_texts() == [
+            "['a.txt', 'b.txt']",
+            "Sly('/data/\\u202ehss./ecila/emoh')",
+        ]
         assert panel.locator("img, .jsb-cut").count() == 0
     finally:
         lab.stop()

@@ -267,7 +267,7 @@ function argument(key: string, text: string, whole: number | undefined, id: stri
   const row = el('div', 'jsb-arg');
   const positional = /^\d+$/.test(key);
   row.append(el('span', 'jsb-arg-name', positional ? `${Number(key) + 1}.` : `${key}=`));
-  const box = ownKeys(el('pre', 'jsb-arg-text', text));
+  const box = ownKeys(el('pre', 'jsb-arg-text', visible(text)));
   box.id = `${id}-text`;
   box.tabIndex = 0; // a keyboard scrolls it
   box.setAttribute('aria-label', positional ? `argument ${Number(key) + 1}` : `argument ${key}`);
@@ -300,4 +300,14 @@ function argument(key: string, text: string, whole: number | undefined, id: stri
     );
   }
   return row;
+}
+
+/** Characters that reorder or hide the text around them (bidirectional controls, zero-width
+ * marks): an object's own `__repr__` may return them, to make `/home/alice` read as another
+ * path. Shown as their escapes, as Python's `repr` of a string already does. */
+// eslint-disable-next-line no-control-regex
+const HIDING = /[\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]/g;
+
+function visible(text: string): string {
+  return text.replace(HIDING, c => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
