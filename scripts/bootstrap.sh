@@ -63,8 +63,8 @@ quiet_pip() { .venv/bin/pip "$@" 2> >(grep -v 'is ignored: it is neither a file 
 # (bash scripts/lock.sh refreshes the lock; .ci/run fails when it is stale).
 quiet_pip install -q --require-hashes --no-deps -r requirements/dev.txt
 # The project itself, editable, built by the locked backend just installed (no isolated build
-# environment that would fetch whatever is newest).
-quiet_pip install -q --no-deps --no-build-isolation -e .
+# environment that would fetch whatever is newest); its npm script runs .venv's jupyter-builder.
+PATH="$ROOT/.venv/bin:$PATH" quiet_pip install -q --no-deps --no-build-isolation -e .
 .venv/bin/pip check >/dev/null || { .venv/bin/pip check >&2; log "the lock does not satisfy pyproject.toml: bash scripts/lock.sh"; exit 1; }
 
 # The JupyterLab extension: `pip install -e` above rebuilds it from labextension/ into

@@ -5,6 +5,16 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$ROOT/scripts/bootstrap.sh" --browser
 cd "$ROOT"
+bash scripts/lock.sh --check  # the lock still matches pyproject.toml
+# npm installs from the committed lock; a changed lock means package.json moved without it.
+if git rev-parse --git-dir >/dev/null 2>&1 && ! git diff --quiet -- labextension/package-lock.json; then
+  git diff --stat -- labextension/package-lock.json >&2
+  echo "labextension/package-lock.json changed during the build: run npm install there and commit it" >&2
+  exit 1
+fi
+# The sdist and wheel people install, built in clean environments; tests/test_install.py installs them.
+bash scripts/package.sh
+export JUPYTER_SANDBOX_DIST="$ROOT/dist"
 .venv/bin/ruff check jupyter_sandbox tests benchmarks scripts
 .venv/bin/ruff format --check jupyter_sandbox tests benchmarks scripts
 .venv/bin/mypy
