@@ -35,7 +35,8 @@ with open("pyproject.toml", "rb") as f:
     requires = tomllib.load(f)["build-system"]["requires"]
 open(sys.argv[1], "w").write("\n".join(requires) + "\n")
 PY
-printf '%s\n' build twine uv pip > "$work/tools.in"
+# editables: hatchling asks for it to build the editable install (get_requires_for_build_editable).
+printf "%s\n" build twine uv pip editables > "$work/tools.in"
 
 out=requirements/dev.txt
 target="$work/dev.txt"
