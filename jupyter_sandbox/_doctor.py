@@ -279,7 +279,7 @@ def check_store(path: str | os.PathLike[str] | None) -> Check:
         return Check(name, "fail", str(error), _store_fix(store, str(error)))
     mode = stat.S_IMODE(os.stat(folder).st_mode)
     where = f"{store} (folder {mode:04o}{', a link' if folder.is_symlink() else ''})"
-    if mode & stat.S_IWGRP and os.stat(folder).st_uid != 0:
+    if mode & stat.S_IWGRP:
         group = _group_name(os.stat(folder).st_gid)
         detail = f"{where}: group {group} may write to the folder and plant files beside the store"
         return Check(name, "warn", detail, f"chmod g-w {folder}")
