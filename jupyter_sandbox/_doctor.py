@@ -9,10 +9,11 @@ one of the magics cannot work. An optional one is ``warn`` (gVisor, the JupyterL
 the kernelspec, a weaker worker confinement). ``skip`` marks a check that could not be asked
 because one it depends on failed (no image can be looked up without an engine).
 
-Nothing is created or changed, and the store's database is never opened: closing a descriptor
-of a SQLite file drops every lock this process holds on it (see `orchestrate._store`), and in
-a kernel the store may be open. Its folder, file and key are looked at with the store's own
-checks instead.
+Nothing of the user's is created or changed (the confinement check starts a Monty worker, as
+the first ``%%orchestrate`` cell would), and the store's database is never opened: closing a
+descriptor of a SQLite file drops every lock this process holds on it (see
+`orchestrate._store`), and in a kernel the store may be open. Its folder, file and key are
+looked at with the store's own checks instead.
 """
 
 from __future__ import annotations
@@ -59,11 +60,6 @@ class Check:
     """What to run or change; empty when there is nothing to fix (or nothing certain to say)."""
     required: bool = True
     """A required check's problem is ``fail`` (one of the magics cannot work without it)."""
-
-
-def _problem(name: str, required: bool, detail: str, fix: str) -> Check:
-    """``fail`` for a required check, ``warn`` for an optional one."""
-    return Check(name, "fail" if required else "warn", detail, fix, required)
 
 
 # --- the engine: socket access, reachability, base image, gVisor ---
@@ -143,8 +139,12 @@ def _connect() -> tuple[DockerClient | None, str]:
 
     try:
         client = docker.from_env(timeout=ENGINE_TIMEOUT)
+    except DockerException as error:  # the SDK asks the engine's API version first
+        return None, _reason(error)
+    try:
         client.ping()
-    except DockerException as error:
+    except Exception as error:  # the engine left in between: the HTTP layer's own errors
+        client.close()
         return None, _reason(error)
     return client, ""
 
@@ -152,6 +152,8 @@ def _connect() -> tuple[DockerClient | None, str]:
 def _reason(error: BaseException) -> str:
     """The cause at the bottom of the SDK's wrapped errors, e.g. ``No such file or directory``."""
     text = str(error)
+    if "timed out" in text:
+        return f"no answer within {ENGINE_TIMEOUT} s"
     for cause in ("No such file or directory", "Permission denied", "Connection refused"):
         if cause in text:
             return cause
@@ -190,7 +192,7 @@ def check_base_image(client: DockerClient | None, tag: str | None) -> Check:
     image = tag or default_base_image()
     if client is None:
         return Check(name, "skip", f"{image}: not checked without an engine")
-    from docker.errors import ImageNotFound
+    from docker.errors import ImageNotFound  # the SDK is imported by now (`_connect`)
 
     try:
         found = client.images.get(image)
@@ -229,7 +231,8 @@ def check_gvisor(client: DockerClient | None, isolation: str | None) -> Check:
             name, "ok", f"runsc registered ({path}): --isolation gvisor works", "", required
         )
     why = "the default isolation is gvisor" if required else "--isolation gvisor will fail"
-    return _problem(name, required, f"runsc is not registered with the engine: {why}", REGISTER)
+    detail = f"runsc is not registered with the engine: {why}"
+    return Check(name, "fail" if required else "warn", detail, REGISTER, required)
 
 
 # --- the durable store ---
@@ -331,12 +334,8 @@ def check_monty() -> Check:
     ]
     if wanted and not wanted[0].specifier.contains(installed, prereleases=True):
         pin = f"pydantic-monty{wanted[0].specifier}"
-        return Check(
-            name,
-            "fail",
-            f"{installed} installed, jupyter-sandbox needs {pin}",
-            (f"pip install '{pin}'"),
-        )
+        detail = f"{installed} installed, jupyter-sandbox needs {pin}"
+        return Check(name, "fail", detail, f"pip install '{pin}'")
     pinned = f" (pinned {wanted[0].specifier})" if wanted else ""
     return Check(name, "ok", f"{installed}{pinned}")
 
@@ -455,7 +454,14 @@ def _page_config_disabled(config_path: Sequence[str]) -> dict[str, bool]:
 
 def _disabled(name: str, disabled: dict[str, bool]) -> bool:
     """JupyterLab's rule: a key disables what it names, or matches as a regular expression."""
-    return any(v and (k == name or re.match(k, name)) for k, v in disabled.items())
+    return any(v and (k == name or _matches(k, name)) for k, v in disabled.items())
+
+
+def _matches(pattern: str, name: str) -> bool:
+    try:
+        return re.match(pattern, name) is not None
+    except re.error:  # JupyterLab would fail on it too; it disables nothing here
+        return False
 
 
 def check_kernelspec() -> Check:

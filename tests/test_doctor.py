@@ -117,7 +117,10 @@ def test_an_engine_that_never_answers_is_given_up_on_in_seconds(tmp_path: Path):
         code, checks = doctor(DOCKER_HOST=f"unix://{path}")
         took = time.monotonic() - started
     assert code == 1
-    assert checks["engine"].startswith("FAIL  engine "), checks["engine"]
+    assert checks["engine"].startswith(
+        f"FAIL  engine          no engine answers at unix://{path}: no answer within "
+        f"{_doctor.ENGINE_TIMEOUT} s; fix: "
+    ), checks["engine"]
     assert took < _doctor.ENGINE_TIMEOUT + 10
 
 
@@ -374,9 +377,17 @@ def user_python() -> Iterator[Path]:
     shutil.rmtree(venv)
 
 
-def as_user(user: str, python: Path, home: Path, **env: str) -> tuple[int, dict[str, str], float]:
-    """``python -m jupyter_sandbox doctor`` as ``user`` with only a login's environment."""
-    os.chown(home, pwd.getpwnam(user).pw_uid, pwd.getpwnam(user).pw_gid)
+def as_user(
+    user: str, python: Path, home: Path, *, stale: bool = False, **env: str
+) -> tuple[int, dict[str, str], float]:
+    """``python -m jupyter_sandbox doctor`` as ``user`` with only a login's environment;
+    ``stale``: in a session without the user's groups, as one started before ``usermod -aG``."""
+    entry = pwd.getpwnam(user)
+    os.chown(home, entry.pw_uid, entry.pw_gid)
+    switch = ["runuser", "-u", user, "--"]
+    if stale:
+        switch = ["setpriv", f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}"]
+        switch += ["--clear-groups", "--"]
     base = {
         "HOME": str(home),
         # the monty binary: where pip put it (this checkout's venv), on the user's PATH
@@ -387,7 +398,7 @@ def as_user(user: str, python: Path, home: Path, **env: str) -> tuple[int, dict[
     argv = [str(python), "-m", "jupyter_sandbox", "doctor"]
     started = time.monotonic()
     done = subprocess.run(
-        ["runuser", "-u", user, "--", "env", "-i", *assignments, *argv],
+        [*switch, "env", "-i", *assignments, *argv],
         cwd=home,
         capture_output=True,
         text=True,
@@ -423,6 +434,17 @@ def test_a_user_outside_the_docker_group_is_told_to_join_it(user_python: Path, h
     )
     assert state(checks["engine"]) == "skip"
     assert state(checks["base image"]) == "skip"
+
+
+def test_a_session_from_before_joining_the_group_is_told_to_log_in_again(
+    user_python: Path, home: Path
+):
+    code, checks, _ = as_user(IN_DOCKER, user_python, home, stale=True)
+    assert code == 1
+    assert checks["engine access"].endswith(
+        "; you are in group docker, but this session started before you were; fix: log out and "
+        "in again (or run `newgrp docker`), then restart Jupyter"
+    )
 
 
 def test_a_user_with_no_engine_and_a_bad_store_folder(user_python: Path, home: Path):
