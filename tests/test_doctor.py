@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from jupyter_sandbox import _doctor
+from jupyter_sandbox import __version__, _doctor
 from jupyter_sandbox._doctor import Check, report, run_checks
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -73,7 +73,7 @@ def test_this_machine_passes_every_required_check_in_a_few_seconds():
     assert code == 0, checks
     for name in ("engine", "engine access", "base image", "store", "pydantic-monty"):
         assert state(checks[name]) == "ok", checks[name]
-    assert "Docker 20.10" in checks["engine"]
+    assert checks["engine"].startswith("ok    engine          Docker ")
     assert "(API 1." in checks["engine"]
     assert "own-uid+pidns+netns" in checks["confinement"]  # root, here
     assert "runsc registered" in checks["gvisor"]
@@ -122,6 +122,20 @@ def test_an_engine_that_never_answers_is_given_up_on_in_seconds(tmp_path: Path):
         f"{_doctor.ENGINE_TIMEOUT} s; fix: "
     ), checks["engine"]
     assert took < _doctor.ENGINE_TIMEOUT + 10
+
+
+def test_podman_is_told_from_docker_by_the_versions_components():
+    class Podman:
+        def version(self) -> dict[str, Any]:
+            components = [{"Name": "Podman Engine", "Version": "4.3.1"}]
+            return {"Components": components, "Version": "4.3.1", "ApiVersion": "1.41"}
+
+        def info(self) -> dict[str, Any]:
+            return {"SecurityOptions": ["name=seccomp,profile=default", "name=rootless"]}
+
+    check = _doctor.check_engine(Podman(), "")  # type: ignore[arg-type]
+    assert check.state == "ok"
+    assert check.detail.startswith("Podman 4.3.1 (API 1.41, rootless) at ")
 
 
 @pytest.mark.docker
@@ -284,7 +298,7 @@ def test_the_labextension_found_and_disabled_as_jupyterlab_says(
         text=True,
         check=True,
     )
-    assert "jupyter-sandbox v0.1.0 \x1b[32menabled" in listed.stdout + listed.stderr
+    assert f"jupyter-sandbox v{__version__} \x1b[32menabled" in listed.stdout + listed.stderr
     (tmp_path / "labconfig").mkdir()
     (tmp_path / "labconfig" / "page_config.json").write_text(
         json.dumps({"disabledExtensions": {"jupyter-sandbox": True}})
@@ -328,6 +342,8 @@ def test_the_magic_checks_with_the_kernels_settings(shell: Any, capsys: pytest.C
         shell.run_line_magic("config", 'SandboxMagics.base_image = ""')
         shell.run_line_magic("config", "OrchestrateMagics.store = None")
     checks = lines(capsys.readouterr().out)
+    shell.run_line_magic("sandbox_doctor", "--help")
+    assert "%sandbox_doctor [-h]" in capsys.readouterr().out
     assert checks["base image"].startswith(f"FAIL  base image      {ABSENT} is not on the engine")
     assert checks["store"] == "ok    store           off (%config OrchestrateMagics.store is empty)"
     assert state(checks["engine"]) == "ok"
