@@ -48,6 +48,8 @@ exclude_patterns = [
 # (tests/test_notebooks.py); the site shows them as written.
 nb_execution_mode = "off"
 myst_enable_extensions = ["colon_fence", "deflist"]
+# ```mermaid fences draw diagrams here as on GitHub (ARCHITECTURE.md is read in both).
+myst_fence_as_directive = ["mermaid"]
 myst_heading_anchors = 3
 # Our docstrings write `name` for a Python object, as a link where Sphinx knows it.
 default_role = "py:obj"
