@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import os
 import sys
 from pathlib import Path
 
@@ -23,7 +22,7 @@ import jupyter_sandbox  # noqa: E402
 
 project = "jupyter-sandbox"
 author = "the jupyter-sandbox authors"
-copyright = "the jupyter-sandbox authors"  # noqa: A001 (Sphinx's name)
+copyright = "the jupyter-sandbox authors"
 release = version = jupyter_sandbox.__version__
 
 extensions = [
@@ -148,6 +147,7 @@ def _attr_doc(name: str, obj: object) -> str:
     if not _ATTR_DOCS:
         import pkgutil
 
+        from sphinx.errors import PycodeError
         from sphinx.pycode import ModuleAnalyzer
 
         for info in pkgutil.walk_packages(jupyter_sandbox.__path__, "jupyter_sandbox."):
@@ -155,7 +155,7 @@ def _attr_doc(name: str, obj: object) -> str:
                 continue
             try:
                 docs = ModuleAnalyzer.for_module(info.name).find_attr_docs()
-            except Exception:  # noqa: BLE001 (a module without source: nothing to read)
+            except PycodeError:  # a module without source: nothing to read
                 continue
             for (scope, attr), lines in docs.items():
                 if not scope:
