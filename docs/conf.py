@@ -83,15 +83,16 @@ PUBLIC = [
     "jupyter_sandbox.errors",
     "jupyter_sandbox.events",
     "jupyter_sandbox.records",
+    "jupyter_sandbox",
     "jupyter_sandbox.orchestrate",
     "jupyter_sandbox.sandbox",
     "jupyter_sandbox.codemode",
     "jupyter_sandbox.display",
-    "jupyter_sandbox",
 ]
 """Every public module, in the order a name finds its home: the first module here whose
 ``__all__`` lists it documents it (a class whose ``__module__`` names a public module is
-documented there); the others link to it."""
+documented there), so what users import from ``jupyter_sandbox`` is documented under that
+name; the others link to it."""
 
 TITLES = {
     "jupyter_sandbox": "jupyter_sandbox: the top-level API",
@@ -117,7 +118,9 @@ def _homes() -> dict[str, tuple[str, str]]:
         for name in mod.__all__:
             obj = getattr(mod, name)
             key = id(obj)
-            if inspect.ismodule(obj) or key in homes:
+            # The function `jupyter_sandbox.orchestrate` shares its full name with the
+            # subpackage (issue 21 item 5): it is documented there, as `...orchestrate.orchestrate`.
+            if inspect.ismodule(obj) or key in homes or f"{modname}.{name}" in PUBLIC:
                 continue
             owner = getattr(obj, "__module__", None) if inspect.isclass(obj) else None
             if owner in PUBLIC and name in _module(owner).__all__:
