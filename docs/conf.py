@@ -41,6 +41,7 @@ exclude_patterns = [
     # Executed copies the notebook runner leaves beside the sources (gitignored).
     "**/*.executed.ipynb",
     "**/.ipynb_checkpoints",
+    "**/_generated",  # written below, included by pages
 ]
 
 # The notebooks need Docker, real kernels and restarts: the test suite runs them
@@ -254,7 +255,21 @@ def write_magics(out: Path) -> None:
     (out / "magics.rst").write_text("\n".join(lines))
 
 
+def write_benchmarks() -> None:
+    """The performance page's tables from the benchmark scripts' JSON results
+    (``benchmarks/results/``, written with ``JUPYTER_SANDBOX_BENCH_JSON``)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import tables
+
+    results = sorted(str(p) for p in (ROOT / "benchmarks" / "results").glob("*.json"))
+    out = HERE / "explanation" / "_generated"
+    out.mkdir(exist_ok=True)
+    text = tables.main(results) if results else "No results are committed yet.\n"
+    (out / "benchmarks.md").write_text(text)
+
+
 write_reference()
+write_benchmarks()
 
 
 # --- hooks ----------------------------------------------------------------------------------
