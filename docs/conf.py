@@ -57,7 +57,6 @@ default_role = "py:obj"
 autodoc_default_options = {"members": True, "show-inheritance": True}
 autodoc_member_order = "bysource"
 autodoc_typehints = "signature"
-autodoc_class_signature = "separated"
 autosummary_generate = False  # our own generator below writes the pages
 napoleon_google_docstring = False
 napoleon_numpy_docstring = False
