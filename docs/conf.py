@@ -226,13 +226,21 @@ def write_reference() -> None:
 def write_magics(out: Path) -> None:
     """Each magic's ``--help`` (its own parser's text) and each magics class's ``%config``
     options (traitlets' own description): the reference cannot drift from the code."""
-    from jupyter_sandbox.magics import CELL_MAGICS, LINE_MAGICS
-    from jupyter_sandbox.magics._codemode import CodeModeMagics
-    from jupyter_sandbox.magics._durable import DurableMagics
-    from jupyter_sandbox.magics._orchestrate import OrchestrateMagics
-    from jupyter_sandbox.magics._sandbox import SandboxMagics
+    import pkgutil
 
-    classes = [OrchestrateMagics, SandboxMagics, CodeModeMagics, DurableMagics]
+    from IPython.core.magic import Magics
+
+    import jupyter_sandbox.magics as package
+    from jupyter_sandbox.magics import CELL_MAGICS, LINE_MAGICS
+
+    classes: list[type] = []  # every Magics class of the package, in module order
+    for info in pkgutil.iter_modules(package.__path__, package.__name__ + "."):
+        mod = importlib.import_module(info.name)
+        classes += [
+            c
+            for c in vars(mod).values()
+            if inspect.isclass(c) and issubclass(c, Magics) and c.__module__ == info.name
+        ]
     lines = ["The magics' options", "===================", ""]
     lines += [
         "Generated from the magics' own parsers: the same text as ``%%MAGIC --help``.",

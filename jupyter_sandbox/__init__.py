@@ -66,8 +66,8 @@ if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
 
 __version__ = version("jupyter-sandbox")
-"""From the installed package's metadata, which ``pyproject.toml`` sets: the one place the
-version is written (the labextension's ``package.json`` repeats it; a test checks they agree)."""
+"""From the installed package's metadata, which the build reads from the labextension's
+``package.json``: the one place the version is written."""
 
 __all__ = [
     "AgentResult",
