@@ -31,7 +31,6 @@ extensions = [
     "sphinx.ext.autosummary",
     "sphinx.ext.napoleon",
     "sphinx.ext.viewcode",
-    "sphinxcontrib.mermaid",
 ]
 source_suffix = {".rst": "restructuredtext", ".md": "myst-nb", ".ipynb": "myst-nb"}
 exclude_patterns = [
@@ -48,8 +47,6 @@ exclude_patterns = [
 # (tests/test_notebooks.py); the site shows them as written.
 nb_execution_mode = "off"
 myst_enable_extensions = ["colon_fence", "deflist"]
-# ```mermaid fences draw diagrams here as on GitHub (ARCHITECTURE.md is read in both).
-myst_fence_as_directive = ["mermaid"]
 myst_heading_anchors = 3
 # Our docstrings write `name` for a Python object, as a link where Sphinx knows it.
 default_role = "py:obj"
@@ -72,9 +69,6 @@ html_theme_options = {
     "footer_center": ["sphinx-version"],
 }
 html_sidebars = {"index": []}
-# Mermaid draws in the reader's browser (its script comes from a CDN at view time); the build
-# needs no Node and no network.
-mermaid_version = "11.4.1"
 
 
 # --- the reference, generated from __all__ -------------------------------------------------
