@@ -5,6 +5,11 @@ from the docstrings and the magics' own parsers) and explanation. The build runs
 a warning is an error. The reference pages under ``reference/api/`` and ``reference/magics``'s
 generated part are written by this file at each build from the packages' ``__all__``, so a new
 public name is documented (or fails the build) without anyone editing a page.
+
+Why Sphinx rather than MkDocs Material: autodoc reads the reference from the code itself (the
+docstrings, the magics' parsers, traitlets' ``%config`` help), myst-nb renders the notebooks
+with no extra converter, and the PyData theme is what JupyterLab, IPython and ipykernel use,
+so a Jupyter user already knows the layout.
 """
 
 from __future__ import annotations
