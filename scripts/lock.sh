@@ -7,7 +7,7 @@
 #                                   still fits; add --upgrade to move everything to the newest)
 #   bash scripts/lock.sh --check    fail if the lock no longer matches pyproject.toml (CI runs it)
 #
-# What is locked: the project's dependencies with the `test` and `cluster` extras, the build
+# What is locked: the project's dependencies with the `test`, `cluster` and `docs` extras, the build
 # backend of [build-system] (bootstrap builds the editable install without isolation, from the
 # lock), and the release tools (build, twine, uv itself). For CPython 3.11 on Linux x86_64,
 # the platform the project supports and CI runs on.
@@ -47,7 +47,7 @@ UV_INDEX_URL= UV_EXTRA_INDEX_URL= UV_FIND_LINKS= \
 "$UV" pip compile --quiet --generate-hashes --python-version 3.11 \
   --python-platform x86_64-manylinux_2_28 --no-config --index-url https://pypi.org/simple \
   --custom-compile-command "bash scripts/lock.sh" \
-  --extra test --extra cluster "${extra[@]}" \
+  --extra test --extra cluster --extra docs "${extra[@]}" \
   pyproject.toml "$work/build.in" "$work/tools.in" -o "$target"
 pins() { grep -E '^[A-Za-z0-9._-]+==' "$1" | sed 's/ .*//' | sort; }
 

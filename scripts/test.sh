@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite: set up (engine, venv, base image, browser), lint, type-check, test.
+# The whole test suite: set up (engine, venv, base image, browser), lint, type-check, build the
+# docs, test.
 # Extra arguments go to pytest, e.g. `bash scripts/test.sh -k orchestrate`.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -15,7 +16,8 @@ fi
 # The sdist and wheel people install, built in clean environments; tests/test_install.py installs them.
 bash scripts/package.sh
 export JUPYTER_SANDBOX_DIST="$ROOT/dist"
-.venv/bin/ruff check jupyter_sandbox tests benchmarks scripts
-.venv/bin/ruff format --check jupyter_sandbox tests benchmarks scripts
+.venv/bin/ruff check jupyter_sandbox tests benchmarks scripts docs/conf.py
+.venv/bin/ruff format --check jupyter_sandbox tests benchmarks scripts docs/conf.py
 .venv/bin/mypy
+bash scripts/docs.sh  # the docs site, warnings as errors (the reference is generated from the code)
 .venv/bin/python -m pytest -ra --durations=20 "$@"  # the slowest tests, to keep CI under 30 min
