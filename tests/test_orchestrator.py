@@ -34,6 +34,7 @@ from jupyter_sandbox import (
     orchestrator_from_str,
     tool,
 )
+from jupyter_sandbox.display._html import render
 from jupyter_sandbox.orchestrate import MAX_NESTING
 from jupyter_sandbox.records import TRACE_MIME
 
@@ -440,6 +441,8 @@ def test_other_orchestrations_call_it_and_its_run_nests_in_their_record() -> Non
     (child,) = first["children"]
     assert child["kind"] == "orchestrate" and child["status"] == "ok"
     assert [c["tool"] for c in child["calls"]] == ["add"]
+    html = render(record)  # the renderers draw the nested trace inside the call
+    assert "orchestrate record" in html and html.count("jsb-call jsb-ok") == 4
     registered = tool(scaled)
     assert registered is scaled
     with pytest.raises(TypeCheckError, match="scaled"):  # stubs carry its signature
