@@ -191,6 +191,19 @@ def test_the_seed_limits_are_flytes(seed: dict[str, Any]) -> None:
     assert isinstance(seed["sum_task"], Orchestrator)
 
 
+def test_the_seed_keywords_and_defaults_hold() -> None:
+    """Flyte's ``SandboxedConfig`` parameters ("Sandboxed Python Tasks"), on both factories."""
+    flyte = {"timeout_ms": 30_000, "max_memory": 50 * 1024 * 1024, "max_stack_depth": 256}
+    flyte["type_check"] = True
+    for factory in (orchestrator, orchestrator_from_str):
+        parameters = inspect.signature(factory).parameters
+        for name, default in flyte.items():
+            assert parameters[name].default == default, (factory, name)
+            assert parameters[name].kind is inspect.Parameter.KEYWORD_ONLY
+    shape = inspect.signature(orchestrator_from_str).parameters
+    assert list(shape)[:6] == ["code", "inputs", "output", "tools", "tasks", "name"]
+
+
 # -- defined once, called like the function -------------------------------------------------
 
 calls: list[tuple[int, int]] = []
@@ -329,6 +342,12 @@ def test_a_body_cannot_reach_a_global_that_is_not_a_tool() -> None:
         def reads(n: int) -> str:
             return SECRET
 
+    with pytest.raises(TypeCheckError, match="fails"):  # a tool, but not one it was given
+
+        @orchestrator(tools=[add])
+        def beyond(n: int) -> int:
+            return fails(n)
+
     @orchestrator(type_check=False)  # unchecked, it fails in the sandbox, not on the host
     def unchecked(n: int) -> int:
         return plain_helper(n)
@@ -427,6 +446,28 @@ def test_ctrl_c_stops_a_call_and_the_next_one_runs() -> None:
         forever(0)
     assert time.perf_counter() - started < 10
     assert scaled(2) == 4
+
+
+def test_ctrl_c_while_the_body_waits_in_a_tool_abandons_that_call() -> None:
+    release = threading.Event()
+
+    @tool
+    def block(n: int) -> int:
+        release.wait(60)
+        return n
+
+    @orchestrator
+    def waits(n: int) -> int:
+        return block(n) + 1
+
+    timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(Interrupted, match=r"the call to block\(\), still running"):
+            waits(1)
+    finally:
+        release.set()
+    assert waits(2) == 3
 
 
 # -- an orchestrator is a tool -------------------------------------------------------------
