@@ -43,7 +43,8 @@ import pydantic_monty as pm
 from .._errors import OrchestrationError, SandboxConfigError
 from .._events import Event, Output, ToolCall
 from . import _typecheck
-from ._driver import _CHECKED_STUB, _SCRIPT, Driver, _running, check_apart
+from ._conforms import conforms
+from ._driver import _CHECKED_STUB, _SCRIPT, Driver, _running, check_apart, parent_loop
 from ._failures import translate
 from ._limits import Limits, megabytes_from_bytes, seconds_from_ms
 from ._result import OrchestrationResult
@@ -136,8 +137,11 @@ class Orchestrator(Tool):
         doc: str | None,
         declared: Mapping[str, Any],
     ) -> None:
-        self.code = code
-        """What runs at each call: the body, then `call`'s line evaluating it."""
+        """Made by `orchestrator` and `orchestrator_from_str`, which work these out: ``code``
+        the body as it runs (a ``def``, or the code string), ``call`` the line that calls a
+        ``def`` ("" for a string), ``hints`` the annotations to check, ``declared`` the
+        globals the type check must know (a string's inputs), ``wrapped`` the function
+        whose signature and docstring the orchestrator shows (else ``signature``, ``doc``)."""
         self.tools = dict(tools)
         self.limits = limits
         self.type_check = type_check
@@ -148,6 +152,7 @@ class Orchestrator(Tool):
         if type_check:  # before anything else: a wrong body never becomes a tool
             _check_definition(code, self.tools, declared, self.hints.values(), limits)
         self.code = f"{code}\n{call}\n" if call else code
+        """What runs at each call: the body, then (a function's) the line that calls it."""
         runner = self._runner(is_async)
         if wrapped is not None:
             functools.update_wrapper(runner, wrapped)
@@ -188,9 +193,12 @@ class Orchestrator(Tool):
     def _call(self, call: ToolCall | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         inputs = self._inputs(args, kwargs)
         shown = self._shown(call)
-        driver = self._driver(inputs, shown, tool_loop(_parent_loop()))
+        driver = self._driver(inputs, shown, tool_loop(parent_loop()))
+        # The fast path: a run that calls no tool cannot block on the host, so it may take a
+        # kept thread. Not when nested: a kept thread must never wait on the run above it.
+        pooled = not self.tools and driver.parent is None
         try:
-            result = wait(driver, pooled=not self.tools)
+            result = wait(driver, pooled=pooled)
         except OrchestrationError as exc:
             self._finish(call, shown, exc.result, raised=True)
             raise
@@ -288,14 +296,9 @@ class _Quiet:
 _QUIET = _Quiet()
 
 
-def _parent_loop() -> asyncio.AbstractEventLoop | None:
-    parent = _running.get()
-    return None if parent is None else parent.loop
-
-
 def _expect(value: object, annotation: Any, what: str) -> None:
-    from ._conforms import conforms
-
+    """A ``TypeError`` saying ``what`` when ``value`` does not fit ``annotation``, which it
+    names as the stubs write it (``dict[str, int]``)."""
     if not conforms(value, annotation):
         expected = _StubWriter().render(annotation)
         raise TypeError(f"{what} must be {expected}, got {type_name(value)}: {value!r:.80}")
