@@ -575,3 +575,13 @@ def test_a_call_in_a_cell_shows_the_record_a_cell_does_once_per_cell(tmp_path: A
         assert failed.status == "error" and "must be int" in failed.text
         final = k.ok("%orchestrate_sessions")  # the kernel goes on
         assert final.status == "ok"
+
+
+def test_the_cell_magic_takes_max_stack_depth(shell: Any) -> None:
+    code = "def down(k):\n    return 0 if k == 0 else 1 + down(k - 1)\ndown(50)"
+    assert shell.run_cell(f"%%orchestrate --max-stack-depth 100\n{code}").result == 50
+    failed = shell.run_cell(f"%%orchestrate --max-stack-depth 20\n{code}")
+    assert isinstance(failed.error_in_exec, LimitExceeded)
+    assert failed.error_in_exec.limit == "stack"
+    refused = shell.run_cell("%%orchestrate --max-stack-depth 0\n1")
+    assert "--max-stack-depth must be a positive whole number" in str(refused.error_in_exec)
