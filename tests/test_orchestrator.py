@@ -321,6 +321,8 @@ def test_a_wrong_tool_call_fails_where_the_orchestrator_is_defined() -> None:
     assert 'return add(n, "two")' in str(caught.value)  # the body's own line
     with pytest.raises(TypeCheckError, match="Expected `int`"):
         orchestrator_from_str('add(x, "y")', inputs={"x": int}, tools=[add])
+    with pytest.raises(TypeCheckError, match=r"(?s)line 2\n.*str\(s\).*`int`"):
+        orchestrator_from_str("s = add(x, 1)\nstr(s)", inputs={"x": int}, output=int)
     with pytest.raises(TypeCheckError, match="invalid-return-type"):
 
         @orchestrator

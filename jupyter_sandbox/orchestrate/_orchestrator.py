@@ -150,7 +150,8 @@ class Orchestrator(Tool):
         """Parameter name (and ``"return"``) -> annotation: what `_conforms` checks."""
         self.__signature__ = signature
         if type_check:  # before anything else: a wrong body never becomes a tool
-            _check_definition(code, self.tools, declared, self.hints.values(), limits)
+            value = None if call else self.hints.get("return")  # a string's last expression
+            _check_definition(code, self.tools, declared, self.hints.values(), value, limits)
         self.code = f"{code}\n{call}\n" if call else code
         """What runs at each call: the body, then (a function's) the line that calls it."""
         runner = self._runner(is_async)
@@ -312,15 +313,18 @@ def _check_definition(
     tools: Mapping[str, Tool],
     declared: Mapping[str, Any],
     annotations: Iterable[Any],
+    value: Any,
     limits: Limits,
 ) -> None:
     """Type-check ``code`` against ``tools`` (their stubs) and ``declared`` (name ->
     annotation: the inputs of a code string) before any of it runs; the classes its own
-    annotations name are declared as opaque, as a tool's are. Raises `TypeCheckError` (or
-    the code's syntax error) with the code's own lines. A pass is remembered (`_typecheck`):
-    re-running the defining cell unchanged costs no check."""
+    annotations name are declared as opaque, as a tool's are, and ``value`` (a code string's
+    output) is what its last expression must be. Raises `TypeCheckError` (or the code's
+    syntax error) with the code's own lines. A pass is remembered (`_typecheck`): re-running
+    the defining cell unchanged costs no check."""
     writer = _StubWriter()
     written = stubs(tools, {})
+    code = _typed_value(code, value, writer)
     lines = [f"{name}: {writer.render(annotation)}" for name, annotation in declared.items()]
     for annotation in annotations:
         writer.render(annotation)
@@ -352,6 +356,31 @@ def _check_definition(
         ) from None
     finally:
         release_level(token, level)
+
+
+_VALUE = "jupyter_sandbox_value"
+"""The name the type check assigns a code string's last expression to, annotated with its
+``output`` (a ``def``'s return annotation is checked by the checker itself)."""
+
+
+def _typed_value(code: str, value: Any, writer: _StubWriter) -> str:
+    """``code`` with its last expression assigned to `_VALUE` annotated as ``value``, for the
+    checker alone (the code that runs is unchanged): the expression starts on its own line, so
+    a diagnostic names the lines as written. Unchanged when there is no output to check or no
+    trailing expression (or the code does not parse: the check reports that)."""
+    if value is None or value is Any:
+        return code
+    try:
+        body = ast.parse(code).body
+    except SyntaxError:
+        return code
+    last = body[-1] if body else None
+    if not isinstance(last, ast.Expr) or last.end_lineno is None:
+        return code
+    lines = code.splitlines(keepends=True)
+    segment = ast.get_source_segment(code, last) or ast.unparse(last)
+    typed = f"{_VALUE}: {writer.render(value)} = ({segment})\n"
+    return "".join([*lines[: last.lineno - 1], typed, *lines[last.end_lineno :]])
 
 
 # -- making one ----------------------------------------------------------------------------
