@@ -85,7 +85,20 @@ class Presenter(Protocol):
     def __call__(self, orchestrator: Orchestrator) -> Shown: ...
 
 
-class _Printed:
+class _Quiet:
+    """The view of a call nested in an orchestration: the calling run shows it."""
+
+    def on_event(self, event: Event) -> None:
+        return None
+
+    def finish(self, result: OrchestrationResult, *, raised: bool) -> None:
+        return None
+
+
+_QUIET = _Quiet()
+
+
+class _Printed(_Quiet):
     """The view of a call where no notebook is: what the body prints goes to this process's
     stdout and stderr as it happens, as the function's own prints would."""
 
@@ -93,9 +106,6 @@ class _Printed:
         if isinstance(event, Output):
             stream = sys.stderr if event.stream == "stderr" else sys.stdout
             stream.write(event.text)
-
-    def finish(self, result: OrchestrationResult, *, raised: bool) -> None:
-        return None
 
 
 class _Presenters:
@@ -282,19 +292,6 @@ class Orchestrator(Tool):
         shown.finish(result, raised=raised)
         if call is not None:
             call.children.append(result.to_record())
-
-
-class _Quiet:
-    """The view of a call nested in an orchestration: the calling run shows it."""
-
-    def on_event(self, event: Event) -> None:
-        return None
-
-    def finish(self, result: OrchestrationResult, *, raised: bool) -> None:
-        return None
-
-
-_QUIET = _Quiet()
 
 
 def _expect(value: object, annotation: Any, what: str) -> None:
