@@ -53,6 +53,9 @@ class OrchestrateMagics(CellMagics):
         config=True
     )
     max_output = Int(_DEFAULTS.max_output, help="MB of text a cell may print.").tag(config=True)
+    max_stack_depth = Int(
+        _DEFAULTS.max_stack_depth, help="Function calls nested at once in a cell's code."
+    ).tag(config=True)
     type_check = Bool(True, help="Type-check cells against the tools' signatures.").tag(config=True)
     store = Unicode(
         None,
@@ -102,6 +105,12 @@ class OrchestrateMagics(CellMagics):
         type=int,
         metavar="MB",
         help=f"printed text (default {_DEFAULTS.max_output})",
+    )
+    @argument(
+        "--max-stack-depth",
+        type=int,
+        metavar="N",
+        help=f"function calls nested at once (default {_DEFAULTS.max_stack_depth})",
     )
     @argument("--no-type-check", action="store_true", help="skip the type check")
     @argument("--quiet", action="store_true", help="no trace display (prints still show)")
@@ -154,6 +163,9 @@ class OrchestrateMagics(CellMagics):
                 max_calls=self.max_calls,
                 max_result=self.max_result,
                 max_output=self.max_output,
+                max_stack_depth=self.max_stack_depth
+                if args.max_stack_depth is None
+                else args.max_stack_depth,
             )
         except SandboxConfigError as exc:
             raise self.usage_error(exc) from None

@@ -12,13 +12,13 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .._checks import MAX_TIMEOUT, bounded
 from .._events import EventCallback, ToolCall, ignore
 from ._driver import MAX_NESTING, Driver, parent_loop
 from ._durable import open_store
-from ._limits import Limits, resolve_limits
+from ._limits import Limits, resolve_limits, seconds_from_ms
 from ._memo import Journal, ToolCache
 from ._options import RunOptions
+from ._orchestrator import Orchestrator, orchestrator, orchestrator_from_str
 from ._replay import Answers
 from ._result import OrchestrationResult
 from ._runs import begin, driven, fork_run, resume_run, start, wait
@@ -34,6 +34,7 @@ __all__ = [
     "Journal",
     "Limits",
     "OrchestrationResult",
+    "Orchestrator",
     "Store",
     "Tool",
     "ToolCache",
@@ -44,6 +45,8 @@ __all__ = [
     "orchestrate",
     "orchestrate_async",
     "orchestrate_local",
+    "orchestrator",
+    "orchestrator_from_str",
     "registry",
     "resume_run",
     "tool",
@@ -223,16 +226,7 @@ async def orchestrate_local(
     """Flyte's ``flyte.sandbox.orchestrate_local``, same parameters: run ``source`` with
     ``tasks`` as its tools and return its value. ``timeout_ms`` is `Limits.timeout` in
     milliseconds; every other limit is its default (`orchestrate_async` takes them all)."""
-    milliseconds = bounded(
-        timeout_ms,
-        "timeout_ms",
-        low=0,
-        strict_low=True,
-        high=MAX_TIMEOUT * 1000,
-        unit="ms",
-        why_high="30 days",
-    )
     result = await orchestrate_async(
-        source, tools=tasks, inputs=inputs, timeout=milliseconds / 1000
+        source, tools=tasks, inputs=inputs, timeout=seconds_from_ms(timeout_ms)
     )
     return result.value

@@ -348,6 +348,7 @@ class Driver:
                 # Our own count enforces max_calls; this backstop also bounds name lookups,
                 # OS calls and sleeps, which count as suspensions too.
                 "max_suspensions": 2 * limits.max_calls + 1000,
+                "max_recursion_depth": limits.max_stack_depth,
             },
             type_check=self.type_check,
             type_check_stubs=stubs,
@@ -446,25 +447,14 @@ class Driver:
         return snap
 
     def _checked_apart(self, session: pm.MontySession) -> bool:
-        """Type-check the code in a feed of its own; True when it passed. Monty checks inside
-        the feed that runs the code and reports no boundary, so a run's trace would start
-        with the check (40-500 ms here, growing with the code). The check feed is the code
-        behind a call to `_CHECKED`, answered with an exception: none of the code runs. A
-        rejected cell returns False: the code's own feed checks it again, so its errors name
-        the cell's own lines."""
+        """`check_apart` for this run's code; False also when it stopped for another error (a
+        syntax error: the code's own feed reports it), unless the run was killed meanwhile."""
         try:
-            first = session.feed_start(f"{_CHECKED}()\n{self.code}", print_callback=self._print)
-            while isinstance(first, pm.FunctionSnapshot) and first.is_os_function:
-                first = first.resume_not_handled()  # the checker asking for a module's stubs
+            return check_apart(session, self.code, self._print)
         except pm.MontyError:
             if self._killed.is_set():
                 raise
             return False
-        if not (isinstance(first, pm.FunctionSnapshot) and first.function_name == _CHECKED):
-            raise OrchestrationError(f"the type check feed stopped at {first!r}, not its start")
-        with contextlib.suppress(pm.MontyRuntimeError):
-            first.resume({"exception": RuntimeError("type-checked")})
-        return True
 
     def _tool_call(self, snap: pm.FunctionSnapshot) -> pm.SyncSnapshot:
         """Answer a call to a tool (`_observed_call` unless the call is plain, see `_plain`).
@@ -758,6 +748,31 @@ class _Abandoned(Exception):
 
 _FREE = object()
 """`Driver._host` holds no call: the thread is not blocked on the host, or `stop` took it."""
+
+
+def check_apart(
+    session: pm.MontySession,
+    code: str,
+    print_callback: Callable[[Any, str], None] | None = None,
+) -> bool:
+    """Type-check ``code`` in a feed of its own on ``session`` (checked out with the stubs
+    and `_CHECKED_STUB`); True when it passed, False when the checker rejected it. Monty
+    checks inside the feed that runs the code and reports no boundary, so a run's trace would
+    start with the check (40-500 ms here, growing with the code). The check feed is the code
+    behind a call to `_CHECKED`, answered with an exception: none of the code runs. A rejected
+    code is fed again by whoever needs its errors (the run's own feed, `_orchestrator`), so
+    they name its own lines. Any other Monty error propagates."""
+    try:
+        first = session.feed_start(f"{_CHECKED}()\n{code}", print_callback=print_callback)
+        while isinstance(first, pm.FunctionSnapshot) and first.is_os_function:
+            first = first.resume_not_handled()  # the checker asking for a module's stubs
+    except pm.MontyTypingError:
+        return False
+    if not (isinstance(first, pm.FunctionSnapshot) and first.function_name == _CHECKED):
+        raise OrchestrationError(f"the type check feed stopped at {first!r}, not its start")
+    with contextlib.suppress(pm.MontyRuntimeError):
+        first.resume({"exception": RuntimeError("type-checked")})
+    return True
 
 
 def _is_plain(tool: Tool) -> bool:
