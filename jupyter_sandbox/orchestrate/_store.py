@@ -17,8 +17,14 @@ One SQLite file (standard library), shared by every kernel of the user:
   `StoreError` and never loaded. The key is the file ``key`` beside the store: 32 random bytes,
   created 0600 under a temporary name and linked into place (so no process ever reads a
   half-written key), and refused when another user owns it or group/others can read it. So
-  is a store file (it holds tools' results, unsealed, and code), and a folder others may write
-  to (``/tmp``: anyone could swap the store or put their own ``-wal`` file beside it).
+  is a store file (it holds tools' results, unsealed, and code), each of SQLite's files
+  beside it (``-wal``, ``-shm``, ``-journal``: a ``-wal`` planted by a group member in a
+  group-writable folder would receive our writes), anything there that is not a regular
+  file (a FIFO planted as ``key`` would hang the first cell; each is opened
+  ``O_NOFOLLOW|O_NONBLOCK`` and checked with ``fstat``), and a folder others may write to
+  (``/tmp``: anyone could swap the store or put their own ``-wal`` file beside it). A
+  group-writable folder is accepted (umask 002 setups): a file swapped in there between the
+  check and SQLite's open is the one gap left; ``chmod g-w`` on the folder closes it.
 - **Pickle.** Call records hold tool results, which are arbitrary Python values, so they are
   pickled. Only bytes this store sealed itself are ever unpickled, after their seal checked:
   a forged pickle needs the key. A value pickle cannot store, or could not load again, becomes
@@ -96,6 +102,10 @@ CREATE TABLE IF NOT EXISTS sessions (
 
 _MIGRATIONS = {1: "ALTER TABLE runs ADD COLUMN owner TEXT"}
 """The statement that takes a store from each schema version to the next."""
+
+_held: dict[Path, int] = {}
+"""Stores of each path this process has open (`_make_file` says why that matters)."""
+_held_lock = threading.Lock()
 
 _SEALED = "CAST(monty AS TEXT), CAST(mac AS BLOB), CAST(payload AS BLOB)"
 """A sealed blob's columns, as the seal check takes them whatever another program stored."""
@@ -221,15 +231,22 @@ class Store:
         self.total = total
         """Runs `new_run` keeps in all (paused runs are always kept)."""
         self._lock = threading.Lock()
+        self._counted = False
+        """Whether this store is counted in `_held` (until `close`)."""
         try:
             _make_folder(self.path.parent)
             _private_folder(self.path.parent)
             self._key = _key(self.path.parent / "key")
             self._keyed = hmac.new(self._key, digestmod=hashlib.sha256)
             """The HMAC with the key taken in: each seal copies it (half the cost of a new one)."""
-            _make_file(self.path)
-            self._pid = os.getpid()
-            self._db = self._connect()
+            with _held_lock:
+                held = _held.get(self.path, 0) > 0
+                _make_file(self.path, held=held)
+                _check_side_files(self.path, held=held)
+                self._pid = os.getpid()
+                self._db = self._connect()
+                _held[self.path] = _held.get(self.path, 0) + 1
+                self._counted = True
         except (OSError, sqlite3.Error) as error:
             raise StoreError(
                 f"cannot open the store at {self.path}: {_reason(error)}; point "
@@ -240,8 +257,11 @@ class Store:
         return f"Store({str(self.path)!r})"
 
     def close(self) -> None:
-        with self._lock:
+        with self._lock, _held_lock:
             self._db.close()
+            if self._counted:
+                self._counted = False
+                _held[self.path] -= 1
 
     def __enter__(self) -> Store:
         return self
@@ -782,24 +802,65 @@ def _prune(
     return dropped + db.execute(in_all, (total,)).rowcount
 
 
-def _make_file(path: Path) -> None:
-    """Create the store's file 0600 if it is missing; refuse a link or anything not a file,
-    and one another user owns or others may read (it holds tools' results and code).
+def _make_file(path: Path, *, held: bool) -> None:
+    """Create the store's file 0600 if it is missing; else check it (`_check_file`).
 
-    An existing file is only looked at, never opened here: closing any descriptor of a
-    database file drops every POSIX lock this process holds on it, so a second `Store` of a
-    path this process already has open would silently unlock the first one's transactions
-    (and another kernel could then checkpoint the WAL under it: "database disk image is
-    malformed"; SQLite's "How To Corrupt", 2.2)."""
+    ``held``: this process has the store open already. Then the file is only looked at
+    (``lstat``), never opened here: closing any descriptor of a database file drops every
+    POSIX lock this process holds on it, so a second `Store` of a path this process already
+    has open would silently unlock the first one's transactions (and another kernel could
+    then checkpoint the WAL under it: "database disk image is malformed"; SQLite's "How To
+    Corrupt", 2.2)."""
     try:
         os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
         return
     except FileExistsError:
         pass
-    info = os.lstat(path)
-    if not stat.S_ISREG(info.st_mode):
-        raise OSError(errno.EINVAL, "not a regular file (a link, a folder...)", str(path))
-    _private(path, info, "the store")
+    _check_file(path, "the store", held=held)
+
+
+SIDE_FILES = ("-wal", "-shm", "-journal")
+"""The files SQLite keeps beside the store: the WAL holds recent writes (tools' results,
+code) and the ``-shm`` index says which of them count. A ``-wal`` another user planted
+before the store was opened would receive every write (readable by them) and one they wrote
+would be read as the store's own, so each is checked like the store itself."""
+
+
+def _check_side_files(path: Path, *, held: bool) -> None:
+    """Check the store's `SIDE_FILES` that exist (SQLite makes them 0600 and ours)."""
+    for suffix in SIDE_FILES:
+        _check_file(Path(f"{path}{suffix}"), f"the store's {suffix[1:]} file", held=held)
+
+
+def _check_file(path: Path, what: str, *, held: bool = False) -> os.stat_result | None:
+    """Refuse ``path`` (one line, with the command that fixes it) unless it is a regular
+    file of this user that group and others cannot use; None if it does not exist.
+
+    Opened without following a link and without blocking (``O_NOFOLLOW|O_NONBLOCK``: a FIFO
+    planted there would hang the open forever), then checked with ``fstat``, so what is
+    checked is what was opened; ``held`` (this process has SQLite's descriptors on it, see
+    `_make_file`): looked at with ``lstat`` only, which neither follows nor blocks either."""
+    try:
+        if held:
+            info = os.lstat(path)
+        else:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            try:
+                info = os.fstat(fd)
+            finally:
+                os.close(fd)
+    except FileNotFoundError:
+        return None
+    except OSError as error:  # a link (ELOOP), a socket (ENXIO), another user's 0600 file
+        try:
+            info = os.lstat(path)
+        except FileNotFoundError:
+            return None
+        if stat.S_ISREG(info.st_mode) and error.errno != errno.ELOOP:
+            _private(path, info, what)
+            raise
+    _private(path, info, what)
+    return info
 
 
 def _private_folder(folder: Path) -> None:
@@ -816,11 +877,17 @@ def _private_folder(folder: Path) -> None:
 
 
 def _private(path: Path, info: os.stat_result, what: str) -> None:
-    """Refuse a file of the store (``what``) that another user owns or others can use."""
+    """Refuse a file of the store (``what``) that is not a regular file, that another user
+    owns or that group or others can use: one line, ending in the command that fixes it."""
+    if stat.S_ISDIR(info.st_mode):  # a path mistyped, not planted: no rm advice for it
+        raise IsADirectoryError(errno.EISDIR, f"{path} is a folder", str(path))
+    if not stat.S_ISREG(info.st_mode):
+        kind = "a symbolic link" if stat.S_ISLNK(info.st_mode) else "not a regular file"
+        raise StoreError(f"{what} {path} is {kind}: run rm {path}")
     if info.st_uid != os.geteuid():
         raise StoreError(
             f"{what} {path} belongs to uid {info.st_uid}, not to you "
-            f"(uid {os.geteuid()}): remove it, or point $JUPYTER_SANDBOX_STORE elsewhere"
+            f"(uid {os.geteuid()}): run rm {path}"
         )
     if info.st_mode & 0o077:
         raise StoreError(
@@ -846,27 +913,22 @@ def _make_folder(folder: Path) -> None:
 
 
 def _key(path: Path) -> bytes:
-    """The user's signing key at ``path``, created if missing, refused if unsafe."""
+    """The user's signing key at ``path``, created if missing, refused if unsafe (checked as
+    `_check_file` checks, on the descriptor it is then read from)."""
+    fix = f"run rm {path} (blobs it signed can then no longer be loaded)"
+    what = "the store's key file"
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return _new_key(path)
     except OSError as error:
-        raise StoreError(
-            f"cannot read the store's key file {path}: {_reason(error)}; remove it "
-            "(blobs it signed can then no longer be loaded)"
-        ) from error
+        _check_file(path, what)  # a link, a socket, another user's: said as such
+        raise StoreError(f"cannot read {what} {path}: {_reason(error)}; {fix}") from error
     with os.fdopen(fd, "rb") as file:
-        info = os.fstat(file.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise StoreError(f"the store's key file {path} is not a regular file: remove it")
-        _private(path, info, "the store's key file")
-        key = file.read(KEY_BYTES + 1)
+        _private(path, os.fstat(file.fileno()), what)
+        key = file.read(KEY_BYTES + 1)  # one more: a longer file is told apart
     if len(key) != KEY_BYTES:
-        raise StoreError(
-            f"the store's key file {path} holds {len(key)} bytes, not {KEY_BYTES}: remove it "
-            "(blobs it signed can then no longer be loaded)"
-        )
+        raise StoreError(f"{what} {path} holds {len(key)} bytes, not {KEY_BYTES}: {fix}")
     return key
 
 
