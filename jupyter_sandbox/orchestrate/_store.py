@@ -39,11 +39,22 @@ One SQLite file (standard library), shared by every kernel of the user:
 - **Schema version.** The ``meta`` table holds the schema version; a store from a newer
   release is refused, not guessed at. Version 2 added the runs' owner and the checkpoint's
   waiting call; a version 1 store is migrated when first opened (its checkpoints have no call
-  stored: `Checkpoint.call` is None for them).
+  stored: `Checkpoint.call` is None for them). Version 3 added each run's size in bytes
+  (``runs.size``), counted from its rows when migrated.
+- **Size** (`make_room`). Each run counts its bytes (header, call records, latest snapshot)
+  as it writes them; after each write the store evicts ended runs oldest-first until the
+  run's cell holds at most ``caps.store_cell`` and the store ``caps.store_total``
+  (`_keep.Keep`; paused runs are never evicted, but count, as do sessions and other kernels'
+  running runs), gives the freed pages back to the file system (incremental vacuum, the WAL
+  checkpointed and cut to `WAL_KEPT`) and tells the run how many bytes it may still write
+  (its own ``caps.store_run`` included): `_durable.Durable` keeps later values as summaries.
+  A file made before incremental vacuum was set (``auto_vacuum`` NONE) is rebuilt once, when
+  first opened, so that it can shrink.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import hmac
@@ -71,7 +82,7 @@ from .._owner import Owner, me, parse_token
 MONTY_VERSION = importlib.metadata.version("pydantic-monty")
 """Every blob is tagged with it: Monty dumps load only into the version that wrote them."""
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 RunStatus = Literal["running", "paused", "ok", "error", "interrupted"]
 
@@ -84,7 +95,8 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY, scope TEXT NOT NULL, cell TEXT NOT NULL, status TEXT NOT NULL,
     created REAL NOT NULL, updated REAL NOT NULL, forked_run TEXT, forked_call INTEGER,
-    monty TEXT NOT NULL, mac BLOB NOT NULL, payload BLOB NOT NULL, owner TEXT);
+    monty TEXT NOT NULL, mac BLOB NOT NULL, payload BLOB NOT NULL, owner TEXT,
+    size INTEGER NOT NULL DEFAULT 0);
 CREATE INDEX IF NOT EXISTS runs_by_cell ON runs (scope, cell, created);
 CREATE INDEX IF NOT EXISTS runs_by_age ON runs (created);
 CREATE TABLE IF NOT EXISTS calls (
@@ -100,8 +112,29 @@ CREATE TABLE IF NOT EXISTS sessions (
     PRIMARY KEY (scope, name));
 """
 
-_MIGRATIONS = {1: "ALTER TABLE runs ADD COLUMN owner TEXT"}
-"""The statement that takes a store from each schema version to the next."""
+_RUN_SIZE = (
+    "length(payload) + coalesce((SELECT sum(length(c.payload)) FROM calls AS c "
+    "WHERE c.run_id = runs.run_id), 0) + coalesce((SELECT length(k.payload) FROM checkpoints "
+    "AS k WHERE k.run_id = runs.run_id), 0)"
+)
+"""A run's bytes in the store, counted from its rows (`Store.make_room` keeps ``size``)."""
+
+_MIGRATIONS = {
+    1: ("ALTER TABLE runs ADD COLUMN owner TEXT",),
+    2: (
+        "ALTER TABLE runs ADD COLUMN size INTEGER NOT NULL DEFAULT 0",
+        f"UPDATE runs SET size = {_RUN_SIZE}",
+    ),
+}
+"""The statements that take a store from each schema version to the next."""
+
+_ENDED = "('ok', 'error', 'interrupted')"
+"""The statuses of runs the store may evict for room (a paused run waits for a person, a
+running one may be another kernel's)."""
+
+WAL_KEPT = 16 * 2**20
+"""Bytes the ``-wal`` file is cut back to after a checkpoint (SQLite's journal_size_limit):
+without it the WAL stays as large as the largest burst of writes ever was."""
 
 _held: dict[Path, int] = {}
 """Stores of each path this process has open (`_make_file` says why that matters)."""
@@ -230,6 +263,11 @@ class Store:
         """Runs `new_run` keeps per cell (paused runs are always kept)."""
         self.total = total
         """Runs `new_run` keeps in all (paused runs are always kept)."""
+        from ._keep import Keep  # it imports this module (`HandleMarker`)
+
+        self.caps: Keep = Keep()
+        """The bytes it keeps per run, per cell and in all (`make_room`); ``%config
+        OrchestrateMagics.store_run``, ``store_cell`` and ``store_total`` set them."""
         self._lock = threading.Lock()
         self._counted = False
         """Whether this store is counted in `_held` (until `close`)."""
@@ -345,11 +383,11 @@ class Store:
             now = time.time()
             db.execute(
                 "INSERT INTO runs (run_id, scope, cell, status, created, updated, forked_run, "
-                "forked_call, monty, mac, payload, owner) "
-                "VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?)",
+                "forked_call, monty, mac, payload, owner, size) "
+                "VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     *(run_id, scope, cell, now, now, forked_run, forked_call),
-                    *(monty, mac, header, this_process().encode()),
+                    *(monty, mac, header, this_process().encode(), len(header)),
                 ),
             )
             _prune(db, keep=self.keep, total=self.total, cell=(scope, cell))
@@ -387,9 +425,16 @@ class Store:
         with self._write() as db:
             now = self._touch(db, run_id)
             self._insert_calls(db, run_id, rows)
+            (old,) = db.execute(
+                "SELECT coalesce(sum(length(payload)), 0) FROM checkpoints WHERE run_id = ?",
+                (run_id,),
+            ).fetchone()
             db.execute(
                 "INSERT OR REPLACE INTO checkpoints VALUES (?, ?, ?, ?, ?)",
                 (run_id, now, monty, mac, payload),
+            )
+            db.execute(
+                "UPDATE runs SET size = size + ? WHERE run_id = ?", (len(payload) - old, run_id)
             )
 
     def finish(self, run_id: str, status: RunStatus) -> None:
@@ -518,6 +563,61 @@ class Store:
             ).fetchone()
         return None if row is None else self.run(row[0])
 
+    def make_room(self, run_id: str) -> int:
+        """Evict ended runs, oldest first, until run ``run_id``'s cell and the store are
+        within ``caps`` (`_keep.Keep`), give the space back, and return the bytes the run
+        may still write (0 or less: keep its later values as summaries). Paused runs, running
+        ones and sessions are never evicted: they count."""
+        caps, mb = self.caps, 2**20
+        with self._write() as db:
+            row = db.execute("SELECT scope, cell, size FROM runs WHERE run_id = ?", (run_id,))
+            head = row.fetchone()
+            if head is None:
+                raise self._unknown(run_id)
+            scope, cell, own = head
+            evicted = _evict(db, caps.store_cell * mb, run_id, (scope, cell))
+            evicted += _evict(db, caps.store_total * mb, run_id)
+            (cell_size,) = db.execute(
+                "SELECT coalesce(sum(size), 0) FROM runs WHERE scope = ? AND cell = ?",
+                (scope, cell),
+            ).fetchone()
+            (total,) = db.execute(
+                "SELECT (SELECT coalesce(sum(size), 0) FROM runs) + "
+                "(SELECT coalesce(sum(length(payload)), 0) FROM sessions)"
+            ).fetchone()
+        if evicted:
+            self._shrink()
+        return int(
+            min(
+                caps.store_run * mb - own,
+                caps.store_cell * mb - cell_size,
+                caps.store_total * mb - total,
+            )
+        )
+
+    def size(self) -> int:
+        """Bytes of runs and sessions the store holds (what ``caps.store_total`` bounds)."""
+        with self._read() as db:
+            (total,) = db.execute(
+                "SELECT (SELECT coalesce(sum(size), 0) FROM runs) + "
+                "(SELECT coalesce(sum(length(payload)), 0) FROM sessions)"
+            ).fetchone()
+        return int(total)
+
+    def _shrink(self) -> None:
+        """Give the pages freed by dropping runs back to the file system: free pages moved
+        to the end and cut off (incremental vacuum), then the WAL copied into the file
+        (which cuts the file there) and truncated. Waiting for no one: another process
+        reading meanwhile leaves the WAL to be cut back to `WAL_KEPT` on its next reuse."""
+        with self._lock, self._errors():  # execute() would free one page: one per step
+            db = self._connection()
+            db.executescript("PRAGMA incremental_vacuum;")
+            db.execute("PRAGMA busy_timeout = 0")
+            try:
+                db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            finally:
+                db.execute(f"PRAGMA busy_timeout = {_BUSY_MS}")
+
     def prune(self, keep: int | None = None, total: int | None = None) -> int:
         """Drop all but the last ``keep`` runs of each cell and the last ``total`` runs in all
         (defaults: the store's); paused runs stay, and the file shrinks by the space freed.
@@ -528,8 +628,7 @@ class Store:
                 keep=self.keep if keep is None else keep,
                 total=self.total if total is None else total,
             )
-        with self._lock, self._errors():  # execute() would free one page: one per step
-            self._connection().executescript("PRAGMA incremental_vacuum;")
+        self._shrink()
         return dropped
 
     # --- plumbing ---
@@ -557,11 +656,13 @@ class Store:
             db.execute("PRAGMA journal_mode = WAL")
             db.execute("PRAGMA synchronous = NORMAL")
             db.execute("PRAGMA foreign_keys = ON")
+            db.execute(f"PRAGMA journal_size_limit = {WAL_KEPT}")
             db.executescript(
                 f"BEGIN IMMEDIATE; {_SCHEMA} INSERT OR IGNORE INTO meta "
                 f"VALUES ('schema', '{SCHEMA_VERSION}'); COMMIT;"
             )
             version = _migrated(db, self.path)
+            _vacuumable(db)
         except BaseException:
             db.close()
             raise
@@ -646,6 +747,9 @@ class Store:
             db.executemany("INSERT OR REPLACE INTO calls VALUES (?, ?, ?, ?, ?)", rows)
         except sqlite3.IntegrityError:  # the foreign key: no such run
             raise self._unknown(run_id) from None
+        # A record replacing one of the same number counts again: the size is an upper bound.
+        added = sum(len(row[4]) for row in rows)
+        db.execute("UPDATE runs SET size = size + ? WHERE run_id = ?", (added, run_id))
 
     def _unknown(self, run_id: str) -> StoreError:
         return StoreError(
@@ -693,7 +797,8 @@ def _migrated(db: sqlite3.Connection, path: Path) -> int:
             )
         version = int(value)
         while version in _MIGRATIONS:
-            db.execute(_MIGRATIONS[version])
+            for statement in _MIGRATIONS[version]:
+                db.execute(statement)
             version += 1
             db.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (str(version),))
     except BaseException:
@@ -701,6 +806,45 @@ def _migrated(db: sqlite3.Connection, path: Path) -> int:
         raise
     db.execute("COMMIT")
     return version
+
+
+def _vacuumable(db: sqlite3.Connection) -> None:
+    """Make a store whose file cannot shrink (``auto_vacuum`` NONE: made by a release that did
+    not set it, or by another program) incremental: SQLite changes that mode only by
+    rebuilding the file (``VACUUM``), once, taking as long as copying it. Another process
+    using the store then (``database is locked``) leaves it for the next open."""
+    (mode,) = db.execute("PRAGMA auto_vacuum").fetchone()
+    if mode != 0:
+        return
+    db.execute("PRAGMA auto_vacuum = INCREMENTAL")
+    with contextlib.suppress(sqlite3.OperationalError):
+        db.execute("VACUUM")
+
+
+def _evict(db: sqlite3.Connection, cap: int, keep: str, cell: tuple[str, str] | None = None) -> int:
+    """Drop ended runs (not ``keep``), oldest first, while the runs of ``cell`` (all runs
+    and the sessions, when None) hold more than ``cap`` bytes; how many were dropped."""
+    where, params = ("scope = ? AND cell = ?", cell) if cell else ("1", ())
+    (size,) = db.execute(
+        f"SELECT coalesce(sum(size), 0) FROM runs WHERE {where}", params
+    ).fetchone()
+    if cell is None:
+        size += db.execute("SELECT coalesce(sum(length(payload)), 0) FROM sessions").fetchone()[0]
+    if size <= cap:
+        return 0
+    dropped: list[str] = []
+    candidates = db.execute(
+        f"SELECT run_id, size FROM runs WHERE {where} AND status IN {_ENDED} AND run_id != ? "
+        "ORDER BY created, rowid",
+        (*params, keep),
+    )
+    for run_id, run_size in candidates:
+        if size <= cap:
+            break
+        dropped.append(run_id)
+        size -= run_size
+    db.executemany("DELETE FROM runs WHERE run_id = ?", [(run_id,) for run_id in dropped])
+    return len(dropped)
 
 
 def _forked(run: str | None, call: int | None) -> tuple[str, int] | None:
