@@ -485,7 +485,7 @@ class Driver:
             return self._observed_call(snap, name)
         self._count_call()
         args, kwargs = snap.args, snap.kwargs
-        self._crossed(args, kwargs)
+        size = self._crossed(args, kwargs)
         started = (snap.call_id, name, snap.position.start, args, kwargs, time.perf_counter())
         self._block(started)
         try:
@@ -497,21 +497,18 @@ class Driver:
             return snap.resume(self._failed(call, exc))
         end = time.perf_counter()
         self._unblock()
-        keeper = self._keeper
-        kept_args, kept_kwargs = keeper.args(args), keeper.kwargs(kwargs)
-        if kept_args is not args or kept_kwargs is not kwargs:
-            started = (*started[:3], kept_args, kept_kwargs, started[5])
-        self._trace.keep((started, end, keeper.kept(value)))
+        self._trace.keep(self._keeper.plain(started, end, value, size))
         return snap.resume({"return_value": to_sandbox(value)})
 
     def _say(self, line: str) -> None:
         """One line to the person on the cell's stderr (from any thread: views lock)."""
         self.emit(Output("stderr", line + "\n"))
 
-    def _crossed(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        """Count the bytes of a call's arguments that crossed to the host; `LimitExceeded`
-        past ``max_transfer``."""
-        self._transfer_left -= crossing_bytes(args, kwargs, self._transfer_left + 1)
+    def _crossed(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
+        """Count the bytes of a call's arguments that crossed to the host (returned);
+        `LimitExceeded` past ``max_transfer``."""
+        size = crossing_bytes(args, kwargs, self._transfer_left + 1)
+        self._transfer_left -= size
         if self._transfer_left < 0:
             raise LimitExceeded(
                 f"transfer limit exceeded: the cell's tool calls copied more than "
@@ -519,6 +516,7 @@ class Driver:
                 "--max-transfer)",
                 limit="transfer",
             )
+        return size
 
     def _kept(self, call: ToolCall) -> None:
         """Make ``call``'s arguments what the trace keeps of them (`_keep`), once it ended."""

@@ -365,7 +365,7 @@ def _stored_record(call: ToolCall, secrets: tuple[str, ...], room: _Room) -> dic
     record["args"] = tuple([room.kept(a, secrets) for a in call.args])
     record["kwargs"] = {k: room.kept(v, secrets) for k, v in call.kwargs.items()}
     record["result"] = room.kept(call.result, secrets)
-    if record["status"] == "ok" and isinstance(record["result"], HandleMarker):
+    if record["status"] == "ok" and issubclass(type(record["result"]), HandleMarker):
         record["status"] = "unstored"  # not completed: a resume makes it again
     record["error"] = masked(call.error, secrets)
     return record
@@ -460,7 +460,7 @@ def keepable(value: Any, secrets: tuple[str, ...] = (), limit: int = KEEP_LIMIT)
     """``value`` if the store should keep it (plain data up to ``limit`` bytes, holding none
     of ``secrets``), else a `HandleMarker` naming its type (or `SECRET`): for plain data, its
     `Summary` (type, size, digest). A marker already (the trace kept a summary) stays one."""
-    if isinstance(value, HandleMarker):
+    if issubclass(type(value), HandleMarker):  # not isinstance: a proxy's __class__ may raise
         return value
     if secrets and holds(value, secrets):
         return HandleMarker(SECRET)

@@ -32,6 +32,7 @@ from typing import Any
 
 from .._checks import bounded
 from ._store import HandleMarker
+from ._trace import Plain, Started
 from ._values import data_size, is_plain
 
 MB = 2**20
@@ -142,6 +143,20 @@ class Keeper:
         self.summarized += 1
         return summary(value, size if size <= self.limit else None)
 
+    def plain(self, started: Started, end: float, value: Any, size: int) -> Plain:
+        """A plain call as the trace keeps it (`_trace.Plain`), ``size`` the bytes of its
+        arguments (`crossing_bytes`): the hot path, so arguments that fit whole are counted
+        at once, and a number returned is kept without a call of ours."""
+        if size <= TINY or (size <= self.limit and size <= self.left):
+            self.left -= size
+            self.used += size
+        else:
+            started = (*started[:3], self.args(started[3]), self.kwargs(started[4]), started[5])
+        kind = type(value)
+        if not (kind is int or kind is float or kind is bool or value is None):
+            value = self.kept(value)
+        return started, end, value
+
     def args(self, args: tuple[Any, ...]) -> tuple[Any, ...]:
         """``args`` as kept: the same tuple when each fits (the usual call allocates nothing)."""
         out: list[Any] | None = None
@@ -161,11 +176,18 @@ class Keeper:
 
 
 def crossing_bytes(args: tuple[Any, ...], kwargs: dict[str, Any], limit: int) -> int:
-    """Bytes of a call's arguments that crossed to the host (handles count nothing: they
-    cross as references), counted up to ``limit``."""
+    """Bytes of a call's arguments that crossed to the host (a handle counts nothing: it
+    crosses as a reference), counted up to about ``limit``. Once per call, on the hot path:
+    the usual argument (a number, a text) is counted inline, without a call of ours."""
     total = 0
     for value in args:
-        total += quick_size(value, limit) or 0
-    for value in kwargs.values():
-        total += quick_size(value, limit) or 0
+        kind = type(value)
+        if kind is str or kind is bytes:
+            total += len(value)
+        elif kind is int or kind is float or kind is bool or value is None:
+            total += 8
+        else:
+            total += quick_size(value, limit) or 0
+    if kwargs:
+        total += crossing_bytes(tuple(kwargs.values()), {}, limit)
     return total

@@ -60,7 +60,7 @@ class Recorded:
         A call whose result was too large to keep (`_keep.Summary`) is ``unstored``: not
         completed, so a resumed run makes it again instead of answering with the summary."""
         status: str = call.status
-        if status == "ok" and isinstance(call.result, HandleMarker):
+        if status == "ok" and issubclass(type(call.result), HandleMarker):
             status = "unstored"
         return {
             "call_id": call.call_id,
