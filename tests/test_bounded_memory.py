@@ -7,6 +7,7 @@ limit. These tests are the red team's cells: a real kernel, its RSS read from ``
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sqlite3
 from pathlib import Path
@@ -89,6 +90,25 @@ def test_a_run_keeps_values_whole_up_to_its_budget_then_summaries() -> None:
     assert result.value[9] == "9" * 300_000  # the code itself got every value
 
 
+def test_a_tool_failing_with_a_huge_message_in_a_loop_keeps_both_ends_of_it() -> None:
+    """Found probing: 100 calls raising ``ValueError('z' * 5_000_000)`` kept ~10 MB each
+    (the error and the host traceback), 2.9 GB over three runs."""
+
+    def boom(n: int) -> int:
+        raise ValueError("start " + "z" * n + " end")
+
+    code = (
+        "for i in range(30):\n    try:\n        boom(2_000_000)\n    except ValueError:\n"
+        "        pass"
+    )
+    result = orchestrate(code, tools=[boom])
+    kept = sum(len(c.error or "") + len(c.host_traceback or "") for c in result.trace)
+    assert kept < 2 * 2**20, kept
+    first = result.trace[0]
+    assert first.error is not None and first.error.startswith("ValueError: start zzz")
+    assert first.error.endswith("zzz end") and "(2,000,022 characters, cut)" in first.error
+
+
 def test_arguments_crossing_to_the_host_count_against_max_transfer() -> None:
     def f(s: str) -> int:
         return len(s)
@@ -112,6 +132,11 @@ def g(s: str) -> int:
 def gate(n: int) -> int:
     return n
 """
+
+
+def body(cell: int) -> str:
+    """The code of big-argument cell number ``cell`` (each cell of its own)."""
+    return f"# cell {cell}\ns = 'y' * 1_000_000\nsum(g(s) for _ in range(300))"
 
 
 def on_disk(store: Path) -> int:
@@ -156,8 +181,9 @@ def test_cells_passing_big_arguments_keep_the_store_within_its_caps(tmp_path: Pa
         assert k.ok("%%orchestrate\ng('next')").value == "4"
     runs = kept_runs(path)
     assert runs[0][1] == "paused"  # kept through every eviction, and counted
-    cells = [cell for cell, status, _ in runs if status == "ok"]
-    assert len(cells) < 6 and len(set(cells)) == len(cells)  # the oldest went first
+    order = [hashlib.sha256(f"{body(n)}\n".encode()).hexdigest() for n in range(6)]  # cell ids
+    kept = [order.index(cell) for cell, status, _ in runs if cell in order]
+    assert 0 < len(kept) < 6 and kept == list(range(6 - len(kept), 6)), kept  # oldest went first
     print(f"store + WAL after each cell: {sizes} MB; runs kept: {len(runs)}")
 
 

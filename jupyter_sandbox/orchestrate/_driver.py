@@ -679,14 +679,16 @@ class Driver:
     def _failed(self, call: ToolCall, exc: BaseException) -> Any:
         call.end = time.perf_counter() - self._trace.origin
         self._kept(call)
-        call.error = describe(exc)
+        call.error = self._keeper.text(describe(exc))
         # Skip our own frames (driver, Tool.invoke, a sandbox run): the traceback starts in
         # the tool.
         tb = exc.__traceback__
         while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_PACKAGE):
             tb = tb.tb_next
         try:  # it calls the exception's `__str__`, which may raise even SystemExit
-            call.host_traceback = "".join(traceback.format_exception(type(exc), exc, tb))
+            call.host_traceback = self._keeper.text(
+                "".join(traceback.format_exception(type(exc), exc, tb))
+            )
         except BaseException:  # the run's thread: no Ctrl-C arrives here
             call.host_traceback = call.error + "\n"
         self._last_tool_error = (exc, call)

@@ -171,7 +171,7 @@ class Durable:
         ):
             self._saved = time.monotonic()  # the next calls need not try again at once
             return
-        if not required and self.room is not None and len(dump) > self.room:
+        if not required and len(dump) > self._room():
             self._saved = time.monotonic()  # the store's room is full: no snapshot (`_full`)
             self._full()
             return
@@ -273,6 +273,13 @@ class Durable:
         marker["id"] = found[0]
         return marker
 
+    def _room(self) -> int:
+        """The bytes the run may still write, asked of the store before its first write (a
+        first snapshot larger than the run's room is not written either)."""
+        if self.room is None:
+            self.room = self.store.make_room(self.run_id)
+        return self.room
+
     def _measure(self) -> None:
         """After a write: make room in the store and learn how much is left for this run
         (call it holding ``_writing``)."""
@@ -310,7 +317,7 @@ class Durable:
             origins, self._origins = self._origins, {}
             inputs, self._inputs = self._inputs, None
             self._written = time.monotonic()
-        room = _Room(self.store.caps.store_run * 2**20 if self.room is None else self.room)
+        room = _Room(self._room())
         secrets = self._secrets()
         records = {index: _stored_record(call, secrets, room) for index, call in taken.items()}
         if room.summarized:

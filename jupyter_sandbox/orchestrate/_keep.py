@@ -41,6 +41,8 @@ _SMALL = frozenset({type(None), bool, float})
 TINY = 128
 """Bytes under which a value is kept whole however full the run is: its summary would be
 no smaller. Each still counts."""
+TEXT_CHARS = 8000
+"""Characters of a failed call's error, and of its host traceback, kept (`Keeper.text`)."""
 
 
 @dataclass(frozen=True)
@@ -156,6 +158,19 @@ class Keeper:
         if not (kind is int or kind is float or kind is bool or value is None):
             value = self.kept(value)
         return started, end, value
+
+    def text(self, text: str) -> str:
+        """A failed call's error or host traceback as kept: its two ends when longer than
+        `TEXT_CHARS` (a tool raising ``ValueError('z' * 5_000_000)`` in a loop kept ~10 MB a
+        call before), `TINY` characters once the run's budget is spent; counted."""
+        if len(text) > TEXT_CHARS:
+            half = TEXT_CHARS // 2
+            text = f"{text[:half]} … ({len(text):,} characters, cut) … {text[-half:]}"
+        if len(text) > TINY and len(text) > self.left:
+            text = text[:TINY] + "…"
+        self.left -= len(text)
+        self.used += len(text)
+        return text
 
     def args(self, args: tuple[Any, ...]) -> tuple[Any, ...]:
         """``args`` as kept: the same tuple when each fits (the usual call allocates nothing)."""

@@ -566,8 +566,9 @@ class Store:
     def make_room(self, run_id: str) -> int:
         """Evict ended runs, oldest first, until run ``run_id``'s cell and the store are
         within ``caps`` (`_keep.Keep`), give the space back, and return the bytes the run
-        may still write (0 or less: keep its later values as summaries). Paused runs, running
-        ones and sessions are never evicted: they count."""
+        may still write (0 or less: keep its later values as summaries): its own cap, less
+        what no eviction can free (paused runs, running ones, sessions: they count). Older
+        ended runs make room for it as it writes."""
         caps, mb = self.caps, 2**20
         with self._write() as db:
             row = db.execute("SELECT scope, cell, size FROM runs WHERE run_id = ?", (run_id,))
@@ -577,13 +578,17 @@ class Store:
             scope, cell, own = head
             evicted = _evict(db, caps.store_cell * mb, run_id, (scope, cell))
             evicted += _evict(db, caps.store_total * mb, run_id)
+            # What no eviction can free: this run, paused and running runs, the sessions.
+            fixed = f"(status NOT IN {_ENDED} OR run_id = ?1)"
             (cell_size,) = db.execute(
-                "SELECT coalesce(sum(size), 0) FROM runs WHERE scope = ? AND cell = ?",
-                (scope, cell),
+                f"SELECT coalesce(sum(size), 0) FROM runs WHERE scope = ?2 AND cell = ?3 "
+                f"AND {fixed}",
+                (run_id, scope, cell),
             ).fetchone()
             (total,) = db.execute(
-                "SELECT (SELECT coalesce(sum(size), 0) FROM runs) + "
-                "(SELECT coalesce(sum(length(payload)), 0) FROM sessions)"
+                f"SELECT (SELECT coalesce(sum(size), 0) FROM runs WHERE {fixed}) + "
+                "(SELECT coalesce(sum(length(payload)), 0) FROM sessions)",
+                (run_id,),
             ).fetchone()
         if evicted:
             self._shrink()
