@@ -16,8 +16,9 @@ import pytest
 from _kernels import kernel
 
 from jupyter_sandbox import LimitExceeded, Limits
-from jupyter_sandbox.orchestrate import Journal, orchestrate
+from jupyter_sandbox.orchestrate import Journal, ToolCache, orchestrate
 from jupyter_sandbox.orchestrate._keep import Keep, Summary
+from jupyter_sandbox.orchestrate._memo import Journals
 from jupyter_sandbox.orchestrate._store import Store
 
 BIG_ARGUMENT = """
@@ -88,6 +89,36 @@ def test_a_run_keeps_values_whole_up_to_its_budget_then_summaries() -> None:
     assert 2 <= len(whole) < 5, len(whole)  # 2 MB of 0.3 MB arguments and results
     assert journal.size <= 2 * 2**20
     assert result.value[9] == "9" * 300_000  # the code itself got every value
+
+
+def test_the_kernels_journals_together_keep_at_most_their_budget() -> None:
+    """``%config OrchestrateMagics.keep_kernel``: the least recently run cell is forgotten."""
+
+    def echo(s: str) -> str:
+        return s
+
+    journals = Journals(budget=3 * 2**20)
+    for cell in range(6):
+        code = f"# {cell}\n[echo(str(i) * 200_000) for i in range(3)]"
+        journal, _ = journals.start(f"cell{cell}", code, resume=False)
+        orchestrate(code, tools=[echo], journal=journal)
+        journals.finished(code, journal)
+        assert journal.size > 2**20  # six values of 0.2 MB each, kept whole
+        assert journals.size <= 3 * 2**20
+    _, resumable = journals.start("cell5", "# 5", resume=True)
+    assert resumable == 3  # the latest cell's journal is kept
+    _, resumable = journals.start("cell0", "# 0", resume=True)
+    assert resumable == 0  # the oldest was forgotten
+
+
+def test_the_tool_cache_keeps_at_most_its_budget() -> None:
+    def make(n: int) -> str:
+        return "c" * n
+
+    cache = ToolCache(budget=3 * 2**20)
+    orchestrate("[make(1_000_000 + i) for i in range(10)]", tools=[make], cache=cache)
+    assert len(cache) == 3  # the last three results, the oldest forgotten
+    assert cache.get(cache.key("make", (1_000_009,), {}) or "")[0]
 
 
 def test_a_tool_failing_with_a_huge_message_in_a_loop_keeps_both_ends_of_it() -> None:

@@ -192,7 +192,7 @@ class OrchestrateMagics(CellMagics):
             )
         except SandboxConfigError as exc:
             raise self.usage_error(exc) from None
-        self._journals.budget = keep.kernel * MB
+        self._journals.budget = self.tool_cache.budget = keep.kernel * MB
         if store is not None:
             store.caps = keep
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from .._events import ToolCall
 from ..records import Record
-from ._keep import Keep
+from ._keep import Keep, quick_size
 from ._store import HandleMarker
 from ._values import MAX_DEPTH, data_size, is_plain
 
@@ -179,10 +179,16 @@ def _trim(entries: dict[str, Journal], limit: int) -> None:
 
 
 class ToolCache:
-    """Tool results keyed by tool name and (plain-data) arguments; lives as long as the object."""
+    """Tool results keyed by tool name and (plain-data) arguments; lives as long as the object.
+    Holds at most ``budget`` bytes of results (`_keep.quick_size`; a host object counts
+    nothing: it is the tool's, by reference): the oldest are forgotten first, and a result
+    larger than the budget is not cached."""
 
-    def __init__(self) -> None:
+    def __init__(self, budget: int = Keep.kernel * 2**20) -> None:
+        self.budget = budget
         self._values: dict[str, Any] = {}
+        self._sizes: dict[str, int] = {}
+        self._size = 0
 
     @staticmethod
     def key(tool: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
@@ -199,10 +205,24 @@ class ToolCache:
         return False, None
 
     def put(self, key: str, value: Any) -> None:
-        self._values[key] = value
+        size = len(key) + (quick_size(value, self.budget) or 0)
+        if size > self.budget:
+            return
+        self._forget(key)
+        while self._values and self._size + size > self.budget:
+            self._forget(next(iter(self._values)))
+        self._values[key], self._sizes[key] = value, size
+        self._size += size
+
+    def _forget(self, key: str) -> None:
+        if key in self._values:
+            del self._values[key]
+            self._size -= self._sizes.pop(key)
 
     def clear(self) -> None:
         self._values.clear()
+        self._sizes.clear()
+        self._size = 0
 
     def __len__(self) -> int:
         return len(self._values)
