@@ -372,8 +372,6 @@ def _stored_record(call: ToolCall, secrets: tuple[str, ...], room: _Room) -> dic
     record["args"] = tuple([room.kept(a, secrets) for a in call.args])
     record["kwargs"] = {k: room.kept(v, secrets) for k, v in call.kwargs.items()}
     record["result"] = room.kept(call.result, secrets)
-    if record["status"] == "ok" and issubclass(type(record["result"]), HandleMarker):
-        record["status"] = "unstored"  # not completed: a resume makes it again
     record["error"] = masked(call.error, secrets)
     return record
 
