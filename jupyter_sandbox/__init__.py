@@ -48,6 +48,7 @@ from .errors import (
 from .events import ToolCall
 from .orchestrate import (
     Journal,
+    Keep,
     Limits,
     OrchestrationResult,
     Store,
@@ -82,6 +83,7 @@ __all__ = [
     "InvalidOutput",
     "InvalidPackageError",
     "Journal",
+    "Keep",
     "LimitExceeded",
     "Limits",
     "MissingOutput",

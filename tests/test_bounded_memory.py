@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from _kernels import kernel
 
-from jupyter_sandbox import LimitExceeded, Limits
+from jupyter_sandbox import Keep, LimitExceeded, Limits
 from jupyter_sandbox.orchestrate import Journal, ToolCache, orchestrate
-from jupyter_sandbox.orchestrate._keep import Keep, Summary
+from jupyter_sandbox.orchestrate._keep import Summary
 from jupyter_sandbox.orchestrate._memo import Journals
 from jupyter_sandbox.orchestrate._store import Store
 

@@ -33,6 +33,7 @@ from ._tools import Tools as Tools  # codemode reads it here
 __all__ = [
     "MAX_NESTING",
     "Journal",
+    "Keep",
     "Limits",
     "OrchestrationResult",
     "Store",
