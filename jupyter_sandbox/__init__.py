@@ -48,6 +48,7 @@ from .errors import (
 from .events import ToolCall
 from .orchestrate import (
     Journal,
+    Keep,
     Limits,
     OrchestrationResult,
     Orchestrator,
@@ -85,6 +86,7 @@ __all__ = [
     "InvalidOutput",
     "InvalidPackageError",
     "Journal",
+    "Keep",
     "LimitExceeded",
     "Limits",
     "MissingOutput",

@@ -15,6 +15,7 @@ from typing import Any
 from .._events import EventCallback, ToolCall, ignore
 from ._driver import MAX_NESTING, Driver, parent_loop
 from ._durable import open_store
+from ._keep import Keep
 from ._limits import Limits, resolve_limits, seconds_from_ms
 from ._memo import Journal, ToolCache
 from ._options import RunOptions
@@ -32,6 +33,7 @@ from ._tools import Tools as Tools  # codemode reads it here
 __all__ = [
     "MAX_NESTING",
     "Journal",
+    "Keep",
     "Limits",
     "OrchestrationResult",
     "Orchestrator",
@@ -59,6 +61,9 @@ def _driver(loop: asyncio.AbstractEventLoop, o: RunOptions) -> Driver:
     code, tools, inputs = o.code, resolve_tools(o.tools), o.inputs or {}
     journal, resume = o.journal, o.resume
     store = None if o.store is None else open_store(o.store)
+    keep = o.keep or Keep()
+    if store is not None and o.keep is not None:
+        store.caps = o.keep  # what the store keeps is the store's (`Store.make_room`)
     limits = resolve_limits(
         o.limits,
         timeout=o.timeout,
@@ -105,6 +110,7 @@ def _driver(loop: asyncio.AbstractEventLoop, o: RunOptions) -> Driver:
             durable=durable,
             restore=restore,
             approver=o.approver,
+            keep=keep,
         ),
     )
     driver.result.run_id = None if durable is None else durable.run_id
@@ -134,6 +140,7 @@ def orchestrate(
     run_id: str | None = None,
     approver: Callable[[ToolCall], bool] | None = None,
     cell: str | None = None,
+    keep: Keep | None = None,
 ) -> OrchestrationResult:
     """Run ``code`` in the Monty sandbox, where it can call only ``tools``.
 
@@ -178,6 +185,9 @@ def orchestrate(
     approver a durable run pauses, returning a result with ``status == "paused"``, its
     ``run_id`` and the ``pending`` call, for `resume_run` to continue in any process; with
     neither, a gated call fails the run (`OrchestrationError`) saying to pass one.
+
+    ``keep`` bounds the bytes of tool values the run keeps (its trace, journal and, with a
+    store, what it writes there): `Keep()`, the defaults, when None; see `_keep`.
     """
     driver = _driver(tool_loop(parent_loop()), RunOptions(**locals()))
     return wait(driver)
@@ -205,6 +215,7 @@ async def orchestrate_async(
     run_id: str | None = None,
     approver: Callable[[ToolCall], bool] | None = None,
     cell: str | None = None,
+    keep: Keep | None = None,
 ) -> OrchestrationResult:
     """`orchestrate` for a running event loop: async tools run on this loop, so they may use
     clients bound to it; cancelling the awaiting task stops the sandbox."""

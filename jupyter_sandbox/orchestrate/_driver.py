@@ -41,6 +41,7 @@ from . import _typecheck
 from ._confine import kill_worker
 from ._durable import Durable, Restore
 from ._failures import describe, for_sandbox, translate
+from ._keep import MB, Keep, Keeper, crossing_bytes
 from ._limits import Limits
 from ._memo import Journal, Recorded
 from ._pending import Entry, Pending
@@ -100,6 +101,7 @@ class Driver:
         durable: Durable | None = None,
         restore: Restore | None = None,
         approver: Callable[[ToolCall], bool] | None = None,
+        keep: Keep | None = None,
     ) -> None:
         self.code = code
         self.tools = dict(tools)
@@ -137,6 +139,10 @@ class Driver:
         """A person's answer to the gated call a restored run stopped at (used once)."""
         self._stdout: list[str] = []
         self._output_left = limits.max_output * 2**20
+        self._keeper = Keeper(keep or Keep())
+        """What the trace keeps of the calls' values (`_keep`): bounded per run."""
+        self._transfer_left = limits.max_transfer * MB
+        """Bytes of arguments the calls may still copy out of Monty (``max_transfer``)."""
         self._over_limit: LimitExceeded | None = None
         """Set by the print callback when the cell printed too much (and its worker killed)."""
         self._calls = 0
@@ -176,6 +182,7 @@ class Driver:
             note(secret_values(self.tools.values()), self.scrub)
         if durable is not None:
             durable.scrub = self.scrub  # its store keeps no value holding one
+            durable.warn = self._say
         observed = self._emitting or durable or session or restore or self._remembers
         self._plain: dict[str, Callable[..., Any]] = (
             {}
@@ -295,6 +302,7 @@ class Driver:
         if self.journal is not None:
             self.journal.calls = [Recorded.of(call) for call in self.result.trace]
             self.journal.failed = self.result.error is not None
+            self.journal.size = self._keeper.used
         self.result.duration = time.perf_counter() - self._trace.origin
         tail = self.scrub.flush()  # the start of a secret held back at the end, if any
         if tail:
@@ -467,6 +475,7 @@ class Driver:
             return self._observed_call(snap, name)
         self._count_call()
         args, kwargs = snap.args, snap.kwargs
+        size = self._crossed(args, kwargs)
         started = (snap.call_id, name, snap.position.start, args, kwargs, time.perf_counter())
         self._block(started)
         try:
@@ -478,8 +487,31 @@ class Driver:
             return snap.resume(self._failed(call, exc))
         end = time.perf_counter()
         self._unblock()
-        self._trace.keep((started, end, value))
+        self._trace.keep(self._keeper.plain(started, end, value, size))
         return snap.resume({"return_value": to_sandbox(value)})
+
+    def _say(self, line: str) -> None:
+        """One line to the person on the cell's stderr (from any thread: views lock)."""
+        self.emit(Output("stderr", line + "\n"))
+
+    def _crossed(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
+        """Count the bytes of a call's arguments that crossed to the host (returned);
+        `LimitExceeded` past ``max_transfer``."""
+        size = crossing_bytes(args, kwargs, self._transfer_left + 1)
+        self._transfer_left -= size
+        if self._transfer_left < 0:
+            raise LimitExceeded(
+                f"transfer limit exceeded: the cell's tool calls copied more than "
+                f"{self.limits.max_transfer} MB of arguments to the host (raise it with "
+                "--max-transfer)",
+                limit="transfer",
+            )
+        return size
+
+    def _kept(self, call: ToolCall) -> None:
+        """Make ``call``'s arguments what the trace keeps of them (`_keep`), once it ended."""
+        keeper = self._keeper
+        call.args, call.kwargs = keeper.args(call.args), keeper.kwargs(call.kwargs)
 
     def _count_call(self) -> None:
         """Count a call to a tool; `LimitExceeded` past ``max_calls``."""
@@ -499,6 +531,7 @@ class Driver:
             return snap.resume({"exception": NameError(self._unknown(name))})
         self._count_call()
         args, kwargs = snap.args, snap.kwargs
+        self._crossed(args, kwargs)
         if self.restore is not None:  # the handles it held before the restore, bound again
             args, kwargs = self.restore.rebind((args, kwargs))
         elif self.session is not None:  # those the session's earlier cells sent in
@@ -620,9 +653,10 @@ class Driver:
 
     def _succeeded(self, call: ToolCall, value: Any) -> Any:
         call.end = time.perf_counter() - self._trace.origin
-        call.result = value
         if self._remembers:
-            self.answers.remember(call, value)
+            self.answers.remember(call, value)  # before `_kept`: keyed by the arguments made
+        self._kept(call)
+        call.result = self._keeper.kept(value)
         sent = to_sandbox(value)
         if self.durable is not None:  # ``sent`` names the handles in it (`_rebind`)
             self.durable.record(self._numbers[id(call)], call, sent)
@@ -634,14 +668,17 @@ class Driver:
 
     def _failed(self, call: ToolCall, exc: BaseException) -> Any:
         call.end = time.perf_counter() - self._trace.origin
-        call.error = describe(exc)
+        self._kept(call)
+        call.error = self._keeper.text(describe(exc))
         # Skip our own frames (driver, Tool.invoke, a sandbox run): the traceback starts in
         # the tool.
         tb = exc.__traceback__
         while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_PACKAGE):
             tb = tb.tb_next
         try:  # it calls the exception's `__str__`, which may raise even SystemExit
-            call.host_traceback = "".join(traceback.format_exception(type(exc), exc, tb))
+            call.host_traceback = self._keeper.text(
+                "".join(traceback.format_exception(type(exc), exc, tb))
+            )
         except BaseException:  # the run's thread: no Ctrl-C arrives here
             call.host_traceback = call.error + "\n"
         self._last_tool_error = (exc, call)

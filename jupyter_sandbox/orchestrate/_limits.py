@@ -43,13 +43,18 @@ class Limits:
     """Function calls nested in the code at once (Monty's own default): runaway recursion
     stops with `LimitExceeded` (``limit="stack"``) instead of using the heap up first. Flyte's
     sandboxed orchestrators default to 256 (`orchestrator` does too)."""
+    max_transfer: int = 1024
+    """Megabytes of tool arguments the cell's calls may copy out of Monty to the host, each
+    call's counted (`_keep.crossing_bytes`; a handle crosses as a reference and counts
+    nothing): what is kept of them is bounded apart (`_keep.Keep`), this stops a loop that
+    copies gigabytes out with one line instead of minutes of copying."""
 
     def __post_init__(self) -> None:
         """Each limit finite and within what Monty and the host can honour: ``--timeout
         1e308`` or ``--max-calls 1e19`` would otherwise overflow inside Monty with a raw error."""
         check_timeout(self.timeout)
         ram = machine_megabytes()
-        for name in ("max_memory", "max_result", "max_output"):
+        for name in ("max_memory", "max_result", "max_output", "max_transfer"):
             bounded(
                 getattr(self, name),
                 name,
