@@ -1,11 +1,61 @@
 """Timing helpers the benchmark scripts share: medians (these machines are noisy) and a table
-with every row compared against the named baseline measured in the same run."""
+with every row compared against the named baseline measured in the same run.
+
+With ``JUPYTER_SANDBOX_BENCH_JSON=PATH`` set, every table a script prints with `print_table` is
+also written to PATH as JSON when the script ends, with the machine it ran on (cores, load
+averages at the start and the end, date, Python): ``benchmarks/tables.py`` turns such files
+into the Markdown tables of the docs' performance page.
+"""
 
 from __future__ import annotations
 
+import atexit
+import datetime
+import json
+import os
+import platform
 import statistics
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
+
+JSON_ENV = "JUPYTER_SANDBOX_BENCH_JSON"
+_START_LOAD = os.getloadavg()
+_tables: list[dict[str, object]] = []
+
+
+def machine() -> dict[str, object]:
+    """What the numbers depend on: the machine and how busy it was."""
+    return {
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "cores": os.cpu_count(),
+        "load_start": [round(x, 2) for x in _START_LOAD],
+        "load_end": [round(x, 2) for x in os.getloadavg()],
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+
+
+def write_json(path: str | os.PathLike[str]) -> None:
+    """The tables printed so far, with the command and the machine, as JSON at ``path``."""
+    result = {
+        "script": Path(sys.argv[0]).name,
+        "argv": sys.argv[1:],
+        "machine": machine(),
+        "tables": _tables,
+    }
+    Path(path).write_text(json.dumps(result, indent=1) + "\n")
+    print(f"\nwrote {path}")
+
+
+def _write_at_exit() -> None:
+    path = os.environ.get(JSON_ENV)
+    if path and _tables:
+        write_json(path)
+
+
+atexit.register(_write_at_exit)
 
 
 def median_seconds(fn: Callable[[], object], runs: int, pause: float = 0.0) -> float:
@@ -42,6 +92,17 @@ def print_table(
     ``per`` divides each time (e.g. per call); ``unit`` is ``us``, ``ms`` or ``s``."""
     scale = {"us": 1e6, "ms": 1e3, "s": 1.0}[unit]
     base = rows[0][1]
+    _tables.append(
+        {
+            "title": title,
+            "unit": unit,
+            "per": per,
+            "rows": [
+                {"label": label, "value": seconds / per * scale, "ratio": seconds / base}
+                for label, seconds in rows
+            ],
+        }
+    )
     print(f"\n{title}")
     print(f"{'':44} {unit + (' each' if per > 1 else ''):>12} {'vs ' + 'baseline':>12}")
     for label, seconds in rows:

@@ -4,6 +4,8 @@ dump) and a call record (pickle + seal + insert). Medians over interleaved round
     .venv/bin/python benchmarks/bench_store.py [--rounds 1000]
 
 Baseline: sealing the dump alone (HMAC-SHA256), the part of a checkpoint that is not SQLite.
+The last row is what keeping the store within its caps adds to each of a run's writes
+(`Store.make_room`, nothing to evict).
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ def main() -> None:
                 "record_call (pickle + seal + insert)",
                 lambda: store.record_call(run_id, next(index), record),
             ),
+            # a durable run asks it after each write (once a second at most): the caps' cost
+            ("make_room (caps checked, room left)", lambda: store.make_room(run_id)),
         ]
         results = measure(rows, rounds)
     print_table(f"durable store writes, {len(dump)}-byte dump, median of {rounds}", results)

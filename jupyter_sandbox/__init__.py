@@ -48,8 +48,10 @@ from .errors import (
 from .events import ToolCall
 from .orchestrate import (
     Journal,
+    Keep,
     Limits,
     OrchestrationResult,
+    Orchestrator,
     Store,
     Tool,
     ToolCache,
@@ -57,6 +59,8 @@ from .orchestrate import (
     orchestrate,
     orchestrate_async,
     orchestrate_local,
+    orchestrator,
+    orchestrator_from_str,
     resume_run,
     tool,
 )
@@ -66,8 +70,8 @@ if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
 
 __version__ = version("jupyter-sandbox")
-"""From the installed package's metadata, which ``pyproject.toml`` sets: the one place the
-version is written (the labextension's ``package.json`` repeats it; a test checks they agree)."""
+"""From the installed package's metadata, which the build reads from the labextension's
+``package.json``: the one place the version is written."""
 
 __all__ = [
     "AgentResult",
@@ -82,12 +86,14 @@ __all__ = [
     "InvalidOutput",
     "InvalidPackageError",
     "Journal",
+    "Keep",
     "LimitExceeded",
     "Limits",
     "MissingOutput",
     "NonZeroExit",
     "OrchestrationError",
     "OrchestrationResult",
+    "Orchestrator",
     "OutOfMemory",
     "OutputError",
     "OutputLimitExceeded",
@@ -115,6 +121,8 @@ __all__ = [
     "orchestrate",
     "orchestrate_async",
     "orchestrate_local",
+    "orchestrator",
+    "orchestrator_from_str",
     "resume_run",
     "system_prompt",
     "tool",

@@ -35,6 +35,15 @@ def _images(args: argparse.Namespace) -> int:
     return 0
 
 
+def _doctor(args: argparse.Namespace) -> int:
+    from ._doctor import failed, report, run_checks
+
+    checks = run_checks(base_image=args.base_image)
+    for line in report(checks):
+        print(line)
+    return 1 if failed(checks) else 0
+
+
 def _add_sandbox_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     from .sandbox import DEFAULT_BASE_IMAGE
 
@@ -49,6 +58,15 @@ def _add_sandbox_commands(commands: argparse._SubParsersAction) -> None:  # type
     images.add_argument("action", nargs="?", choices=("list", "prune"), default="list")
     images.add_argument("--all", action="store_true", help="prune: the base image too")
     images.set_defaults(func=_images)
+    doctor = commands.add_parser(
+        "doctor",
+        help="check this machine's setup: one line per check, with the fix for each problem "
+        "(exit status 1 when a required check fails)",
+    )
+    doctor.add_argument(
+        "--base-image", metavar="IMAGE", help="check this base image (default: as %%sandbox)"
+    )
+    doctor.set_defaults(func=_doctor)
 
 
 def build_parser() -> argparse.ArgumentParser:

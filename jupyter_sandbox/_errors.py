@@ -70,8 +70,9 @@ class ToolError(OrchestrationError):
 
 class LimitExceeded(OrchestrationError):
     """A resource limit stopped the code. ``limit`` is one of time, memory, calls, output
-    (printed too much), result (the value writes out too large) or nesting (``orchestrate``
-    nested in tools too deep); the message names the option that raises it,
+    (printed too much), result (the value writes out too large), stack (calls nested past
+    ``max_stack_depth``) or nesting (``orchestrate`` nested in tools too deep); the message
+    names the option that raises it,
     where there is one."""
 
     def __init__(self, message: str, *, limit: str, sandbox_traceback: str = "") -> None:

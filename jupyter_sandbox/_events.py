@@ -16,6 +16,7 @@ from ._preview import preview
 from .records import CallRecord, Record, TraceRecord, TypedValue
 
 Stream = Literal["stdout", "stderr"]
+"""Which stream an `Output` came from."""
 
 
 @dataclass(slots=True)
@@ -203,7 +204,9 @@ Event = (
     | AttemptStarted
     | AttemptFinished
 )
+"""Any event an ``on_event`` callback receives."""
 EventCallback = Callable[[Event], None]
+"""What ``on_event=`` takes: called with each event as it happens, possibly from a worker thread."""
 
 
 def ignore(event: Event) -> None:

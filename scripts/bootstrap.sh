@@ -6,7 +6,7 @@
 #     JupyterLab extension is built from labextension/).
 #   - runsc registered with the engine as the runtime "runsc" (merged into daemon.json)
 #   - a running Docker engine (reuses one that answers; otherwise starts dockerd)
-#   - .venv with the project installed (editable) plus test tools
+#   - .venv from the lock requirements/dev.txt (hashes), the project installed editable
 #   - the local Python base image (built once per machine, then cached by Docker)
 # Sourced or run by scripts/demo.sh and scripts/test.sh.
 set -euo pipefail
@@ -55,12 +55,17 @@ if [ ! -x .venv/bin/python ]; then
   log "creating .venv"
   python3 -m venv .venv
 fi
-log "installing jupyter-sandbox and test tools into .venv"
+log "installing the locked development environment (requirements/dev.txt) into .venv"
 # pip warns once per package about this machine's (empty) local find-links folders: drop only
 # that line so real warnings stay visible.
 quiet_pip() { .venv/bin/pip "$@" 2> >(grep -v 'is ignored: it is neither a file nor a directory' >&2); }
-quiet_pip install -q --upgrade pip >/dev/null
-quiet_pip install -q -e '.[test]'
+# Exact versions with hashes: a fresh machine gets what CI tested, next month too
+# (bash scripts/lock.sh refreshes the lock; .ci/run fails when it is stale).
+quiet_pip install -q --require-hashes --no-deps -r requirements/dev.txt
+# The project itself, editable, built by the locked backend just installed (no isolated build
+# environment that would fetch whatever is newest); its npm script runs .venv's jupyter-builder.
+PATH="$ROOT/.venv/bin:$PATH" quiet_pip install -q --no-deps --no-build-isolation -e .
+.venv/bin/pip check >/dev/null || { .venv/bin/pip check >&2; log "the lock does not satisfy pyproject.toml: bash scripts/lock.sh"; exit 1; }
 
 # The JupyterLab extension: `pip install -e` above rebuilds it from labextension/ into
 # jupyter_sandbox/labextension on every run (hatch-jupyter-builder; npm install + tsc + rspack),

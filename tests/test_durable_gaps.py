@@ -148,6 +148,7 @@ def test_a_version_1_store_is_migrated_and_its_paused_run_still_approved(env):
     old = Store(path)
     with sqlite3.connect(path) as db:  # make it what version 1 wrote
         db.execute("ALTER TABLE runs DROP COLUMN owner")
+        db.execute("ALTER TABLE runs DROP COLUMN size")  # version 3's
         db.execute("UPDATE meta SET value = '1' WHERE key = 'schema'")
         (payload,) = db.execute("SELECT payload FROM checkpoints").fetchone()
         dump, index, pending, _ = pickle.loads(payload)
@@ -158,7 +159,9 @@ def test_a_version_1_store_is_migrated_and_its_paused_run_still_approved(env):
 
     migrated = Store(path)
     with sqlite3.connect(path) as db:
-        assert db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone() == ("2",)
+        assert db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone() == ("3",)
+        (size,) = db.execute("SELECT size FROM runs").fetchone()
+        assert size > 0  # counted from its rows
     run = migrated.run(paused.run_id)
     assert run.checkpoint is not None and run.checkpoint.call is None and run.owner is None
     (listed,) = paused_runs(migrated)

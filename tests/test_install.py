@@ -1,5 +1,5 @@
-"""The path most users take: ``pip install`` of the built wheel into an existing JupyterLab
-environment, used by a non-root user who is in the ``docker`` group.
+"""The path most users take: ``pip install`` of the released wheel (or sdist) into an existing
+JupyterLab environment, used by a non-root user who is in the ``docker`` group.
 
 Everything is real: the wheel is built from this checkout, a fresh venv of Debian's Python (not
 root's) gets JupyterLab first and then the wheel, and a real user account runs ``jupyter``,
@@ -21,6 +21,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 import urllib.request
@@ -110,18 +111,35 @@ def pip_settings() -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def wheel(account: Account) -> Path:
-    """The wheel built from this checkout (its build hook reuses the labextension bootstrap
-    built, or builds it with npm when there is none)."""
-    dist = account.work / "dist"
-    done = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--wheel-dir", str(dist), str(ROOT)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+def dist(account: Account) -> Path:
+    """The sdist and the wheel people install, in a folder the user can read: the ones `.ci/run`
+    built (``scripts/package.sh``, announced in ``JUPYTER_SANDBOX_DIST``), or built here the same
+    way (``python -m build`` in clean environments, the build backend pinned)."""
+    folder = account.work / "dist"
+    given = os.environ.get("JUPYTER_SANDBOX_DIST")
+    if given:
+        shutil.copytree(given, folder)
+    else:
+        done = subprocess.run(
+            ["bash", str(ROOT / "scripts/package.sh"), str(folder)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+    subprocess.run(["chown", "-R", f"{account.name}:", str(folder)], check=True)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def wheel(dist: Path) -> Path:
     (built,) = dist.glob("jupyter_sandbox-*.whl")
+    return built
+
+
+@pytest.fixture(scope="module")
+def sdist(dist: Path) -> Path:
+    (built,) = dist.glob("jupyter_sandbox-*.tar.gz")
     return built
 
 
@@ -159,12 +177,58 @@ def kernel_dir(account: Account, venv: Path) -> Path:
     return folder
 
 
+def test_the_version_is_written_once_in_package_json(wheel):
+    """pyproject.toml reads it from the extension's package.json (hatch-nodejs-version)."""
+    package = json.loads((ROOT / "labextension/package.json").read_text())
+    assert __version__ == package["version"]
+    assert wheel.name == f"jupyter_sandbox-{__version__}-py3-none-any.whl"
+
+
 def test_the_wheel_carries_the_labextension_and_the_kernel_logos(wheel):
-    names = set(zipfile.ZipFile(wheel).namelist())
+    listed = zipfile.ZipFile(wheel).namelist()
+    # Each file once: jupyter-builder 1.3 writes install.json into the built folder, and a second
+    # shared-data entry for the same path failed the build ("A second file is being added").
+    assert len(listed) == len(set(listed))
+    names = set(listed)
     data = f"jupyter_sandbox-{__version__}.data/data/{LABEXTENSION}"
     assert {f"{data}/package.json", f"{data}/install.json", f"{data}/static/style.js"} <= names
     assert any(re.fullmatch(rf"{data}/static/remoteEntry\.\w+\.js", n) for n in names)
     assert {f"jupyter_sandbox/resources/{logo}" for logo in LOGOS} <= names
+
+
+def test_the_sdist_carries_the_built_extension(sdist):
+    """So that installing it needs no Node: the extension is built once, by the release."""
+    with tarfile.open(sdist) as tar:
+        names = {name.split("/", 1)[1] for name in tar.getnames()}
+    built = "jupyter_sandbox/labextension"
+    assert {f"{built}/package.json", f"{built}/install.json", f"{built}/static/style.js"} <= names
+    assert {"labextension/package.json", "labextension/package-lock.json"} <= names
+    assert not any(name.startswith("labextension/node_modules/") for name in names)
+
+
+def test_the_sdist_installs_as_the_user_with_no_node_on_path(account, sdist):
+    """A fresh venv whose PATH has no ``node`` or ``npm``: pip builds the wheel from the sdist
+    with the extension it carries, and JupyterLab's folder gets it."""
+    venv = account.work / "venv-sdist"
+    env = user_env(venv, account.work / "home-sdist") | pip_settings()
+    env["PATH"] = f"{venv}/bin"  # nothing else: no /usr/bin/node
+    for argv in (
+        [PYTHON, "-m", "venv", str(venv)],
+        [f"{venv}/bin/pip", "install", "--quiet", str(sdist)],
+    ):
+        done = account.run(argv, env)
+        assert done.returncode == 0, f"{argv}: {done.stderr}"
+    assert shutil.which("node", path=env["PATH"]) is None
+    assert shutil.which("npm", path=env["PATH"]) is None
+    installed = venv / LABEXTENSION
+    for name in ("package.json", "install.json", "static/style.js"):
+        assert (installed / name).is_file(), name
+    done = account.run(
+        [f"{venv}/bin/python", "-c", "import jupyter_sandbox; print(jupyter_sandbox.__version__)"],
+        env,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == __version__
 
 
 def test_jupyterlab_lists_the_extension_enabled_and_ok(account, venv):

@@ -4,7 +4,9 @@
 Cells expected to fail carry the ``raises-exception`` tag (nbclient then continues); cells whose
 output is checked carry a ``check-*`` tag. Before a cell tagged ``restart-kernel-before`` the
 kernel is shut down and a new one started, which first runs the cells tagged
-``rerun-after-restart`` again: what the notebook asks its reader to do.
+``rerun-after-restart`` again: what the notebook asks its reader to do. A cell tagged
+``stop-for-restart`` is where Run All stops and tells the reader to restart: the harness, which
+restarts by itself, skips it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 import nbformat
 import pytest
 from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -35,6 +38,7 @@ def _runner() -> Any:
 
 RESTART = "restart-kernel-before"
 RERUN = "rerun-after-restart"
+STOP = "stop-for-restart"
 
 
 def execute(name: str, out_dir: Path) -> dict[str, dict[str, Any]]:
@@ -72,7 +76,8 @@ def _run_with_restarts(path: Path, out_dir: Path) -> Path:
             with client.setup_kernel():  # shuts the kernel down on leaving
                 again = [i for i in range(start) if RERUN in nb.cells[i].metadata.get("tags", [])]
                 for index in [*again, *range(start, end)]:
-                    client.execute_cell(nb.cells[index], index)
+                    if STOP not in nb.cells[index].metadata.get("tags", []):
+                        client.execute_cell(nb.cells[index], index)
     finally:  # a failed run is kept too: it is what you need to see
         nbformat.write(nb, out_dir / path.name)
     return out_dir / path.name
@@ -190,6 +195,31 @@ def test_durable_notebook(tmp_path):
     assert (fork["stdout"], fork["result"]) == ("disk 95% full\n", "'clean up now'")
     assert fork[TRACE]["forked_from"] == {"run_id": usage_run, "call": 0}
     assert cells["check-log-after-fork"]["stdout"].count("disk_usage()") == 1
+
+
+def test_run_all_on_the_durable_notebook_stops_where_the_restart_belongs(tmp_path):
+    """Run All (nbclient, like JupyterLab, stops at the first error) does not run on past the
+    restart: it stops at the ``stop-for-restart`` cell with one line saying what to do, with the
+    approval still pending, and no later cell ran."""
+    demo = Path(tempfile.gettempdir()) / "jupyter-sandbox-durable-demo"
+    nb = nbformat.read(NOTEBOOKS / "06-durable.ipynb", as_version=4)
+    client = NotebookClient(
+        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}
+    )
+    try:
+        with pytest.raises(CellExecutionError):
+            client.execute()
+    finally:
+        shutil.rmtree(demo, ignore_errors=True)
+    stop = next(i for i, c in enumerate(nb.cells) if STOP in c.metadata.get("tags", []))
+    (said,) = nb.cells[stop].outputs  # IPython shows a UsageError as one line, no traceback
+    assert (said.output_type, said.name) == ("stream", "stderr")
+    assert said.text.startswith("UsageError: restart the kernel now (Kernel > Restart Kernel)")
+    assert said.text.count("\n") == 1
+    ran = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and c.execution_count]
+    assert max(ran) == stop  # nothing after it ran: not the approval, not the tidy-up
+    (paused,) = (c for c in nb.cells if "check-paused" in c.metadata.get("tags", []))
+    assert _collect(paused.outputs)[TRACE]["status"] == "paused"  # the approval still pending
 
 
 RUN = "application/vnd.jupyter-sandbox.run+json"

@@ -79,9 +79,16 @@ def test_errors_are_grouped_by_cause() -> None:
 
 
 def test_one_version_everywhere() -> None:
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    """Written once, in the extension's package.json; the Python package reads it when built."""
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert "version" not in pyproject["project"]
+    assert pyproject["project"]["dynamic"] == ["version"]
+    assert pyproject["tool"]["hatch"]["version"] == {
+        "source": "nodejs",
+        "path": "labextension/package.json",
+    }
     package = json.loads((ROOT / "labextension" / "package.json").read_text())["version"]
-    assert jupyter_sandbox.__version__ == project == package
+    assert jupyter_sandbox.__version__ == package
 
 
 def test_unload_gives_back_the_exception_handler_it_found(shell: Any) -> None:

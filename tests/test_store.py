@@ -271,12 +271,12 @@ def test_a_key_that_is_a_symlink_or_the_wrong_size_is_refused(tmp_path: Path) ->
     key = tmp_path / "key"
     key.write_bytes(b"short")
     key.chmod(0o600)
-    with pytest.raises(StoreError, match="holds 5 bytes, not 32: remove it"):
+    with pytest.raises(StoreError, match=f"holds 5 bytes, not 32: run rm {key}"):
         Store(tmp_path / "store.sqlite")
     key.unlink()
     (tmp_path / "elsewhere").write_bytes(b"k" * 32)
     key.symlink_to(tmp_path / "elsewhere")
-    with pytest.raises(StoreError, match="cannot read the store's key file"):
+    with pytest.raises(StoreError, match=f"key file {key} is a symbolic link: run rm {key}"):
         Store(tmp_path / "store.sqlite")
 
 

@@ -19,6 +19,7 @@ LINE_MAGICS = (
     "orchestrate_approve",
     "orchestrate_reject",
     "orchestrate_fork",
+    "sandbox_doctor",
 )
 
 _previous_handlers: WeakKeyDictionary[InteractiveShell, tuple[tuple[type, ...], Any]] = (
@@ -29,17 +30,22 @@ _previous_handlers: WeakKeyDictionary[InteractiveShell, tuple[tuple[type, ...], 
 
 
 def load(ipython: InteractiveShell) -> None:
+    from ..orchestrate._orchestrator import presenter
     from ._codemode import CodeModeMagics
     from ._common import help_alone, show_error
-    from ._durable import DurableMagics
+    from ._doctor import DoctorMagics
+    from ._durable import DurableMagics, OrchestratorViews
     from ._orchestrate import OrchestrateMagics
     from ._sandbox import SandboxMagics
 
     cells = OrchestrateMagics(shell=ipython)
     ipython.register_magics(cells)
     ipython.register_magics(DurableMagics(ipython, cells))
-    ipython.register_magics(SandboxMagics(shell=ipython))
+    sandbox = SandboxMagics(shell=ipython)
+    ipython.register_magics(sandbox)
     ipython.register_magics(CodeModeMagics(ipython, cells))
+    ipython.register_magics(DoctorMagics(ipython, cells, sandbox))
+    presenter.current = OrchestratorViews(ipython)  # each orchestrator call's view
     if help_alone not in ipython.input_transformers_cleanup:
         ipython.input_transformers_cleanup.append(help_alone)
     _reap_in_background()
@@ -66,7 +72,10 @@ def _reap_in_background() -> None:
 
 
 def unload(ipython: InteractiveShell) -> None:
+    from ..orchestrate._orchestrator import presenter
     from ._common import help_alone
+
+    presenter.current = None
 
     if help_alone in ipython.input_transformers_cleanup:
         ipython.input_transformers_cleanup.remove(help_alone)

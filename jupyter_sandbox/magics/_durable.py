@@ -30,7 +30,7 @@ from .._errors import OrchestrationError, SandboxConfigError, StoreError
 from .._events import EventCallback
 from .._preview import preview
 from ..display import OrchestrateView
-from ..orchestrate import OrchestrationResult, fork_run, resume_run
+from ..orchestrate import OrchestrationResult, Orchestrator, fork_run, resume_run
 from ..orchestrate._approval import DIGEST, full_repr
 from ..orchestrate._durable import unkept_inputs
 from ..orchestrate._paused import (
@@ -60,30 +60,66 @@ def notebook_scope(shell: InteractiveShell) -> str:
     return str(named) if named else "default"
 
 
+class CellView:
+    """One run's view in the cell, as ``%%orchestrate`` shows it: live while it runs, then
+    its record (paused runs show their pending calls; a raised error is in the cell's error
+    output, so the record does not repeat it). ``quiet``: prints only, no record. It is what
+    an orchestrator's call shows too (`Orchestrator`), so both look and save alike."""
+
+    def __init__(self, *, quiet: bool = False) -> None:
+        self.view = OrchestrateView(quiet=quiet)
+        self.quiet = quiet
+        self.on_event: EventCallback = self.view.on_event
+
+    def finish(self, result: OrchestrationResult, *, raised: bool) -> None:
+        if self.quiet:  # a quiet view shows no record: skip previewing every call
+            return
+        record = result.to_record()
+        self.view.finish({**record, "raised": True} if raised else record)
+
+
 def show_run(
     run: Callable[[EventCallback], OrchestrationResult],
     *,
     quiet: bool = False,
     code: str | None = None,
 ) -> OrchestrationResult:
-    """Run ``run`` with a live view, as ``%%orchestrate`` shows a cell: the record when it
-    ends (paused runs show their pending calls), the error in the cell's error output.
+    """Run ``run`` with a live view, as ``%%orchestrate`` shows a cell (`CellView`).
     ``code`` replaces the record's code (the cell as written)."""
-    view = OrchestrateView(quiet=quiet)
+    view = CellView(quiet=quiet)
     try:
         result = run(view.on_event)
     except OrchestrationError as exc:
-        if exc.result is not None and not quiet:
+        if exc.result is not None:
             if code is not None:
                 exc.result.code = code
-            # the cell's error output shows the error in full: the record does not repeat it
-            view.finish({**exc.result.to_record(), "raised": True})
+            view.finish(exc.result, raised=True)
         raise
     if code is not None:
         result.code = code
-    if not quiet:  # a quiet view shows no record: skip previewing every call
-        view.finish(result.to_record())
+    view.finish(result, raised=False)
     return result
+
+
+class OrchestratorViews:
+    """The presenter ``%load_ext`` installs for orchestrators (`_orchestrator.presenter`):
+    a `CellView` per call, quiet unless the orchestrator's ``show`` asks otherwise or the
+    call is its first in the running cell, so a loop of a thousand calls prints what they
+    print but shows one record, not a thousand."""
+
+    def __init__(self, shell: InteractiveShell) -> None:
+        self.shell = shell
+        self._cell: object = None
+        self._shown: set[int] = set()
+
+    def __call__(self, orchestrator: Orchestrator) -> CellView:
+        cell = self.shell.execution_count
+        if cell != self._cell:
+            self._cell, self._shown = cell, set()
+        first = id(orchestrator) not in self._shown
+        self._shown.add(id(orchestrator))
+        show = orchestrator.show
+        return CellView(quiet=not (show or (show is None and first)))
 
 
 @magics_class

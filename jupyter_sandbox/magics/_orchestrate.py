@@ -17,6 +17,7 @@ from .._errors import SandboxConfigError, StoreError
 from .._events import EventCallback
 from ..orchestrate import Limits, OrchestrationResult, ToolCache, orchestrate
 from ..orchestrate._durable import open_store
+from ..orchestrate._keep import MB, Keep
 from ..orchestrate._memo import Journals
 from ..orchestrate._scrub import shown_value
 from ..orchestrate._store import Store, default_store_path
@@ -36,6 +37,8 @@ from ._durable import notebook_scope, show_run
 
 _DEFAULTS = Limits()
 """Where the ``%config`` settings and the options' help read their defaults."""
+_KEEP = Keep()
+"""Where the ``%config`` settings of what is kept read their defaults (MB each)."""
 
 
 @magics_class
@@ -53,6 +56,26 @@ class OrchestrateMagics(CellMagics):
         config=True
     )
     max_output = Int(_DEFAULTS.max_output, help="MB of text a cell may print.").tag(config=True)
+    max_stack_depth = Int(
+        _DEFAULTS.max_stack_depth, help="Function calls nested at once in a cell's code."
+    ).tag(config=True)
+    max_transfer = Int(
+        _DEFAULTS.max_transfer, help="MB of tool arguments a cell's calls may copy to the host."
+    ).tag(config=True)
+    keep_value = Int(_KEEP.value, help="MB of one tool value kept whole (else a summary).").tag(
+        config=True
+    )
+    keep_run = Int(_KEEP.run, help="MB of tool values one run's trace and journal keep.").tag(
+        config=True
+    )
+    keep_kernel = Int(_KEEP.kernel, help="MB of tool values the kernel's journals keep.").tag(
+        config=True
+    )
+    store_run = Int(_KEEP.store_run, help="MB one run may write to the store.").tag(config=True)
+    store_cell = Int(_KEEP.store_cell, help="MB the store keeps of one cell's runs.").tag(
+        config=True
+    )
+    store_total = Int(_KEEP.store_total, help="MB the store keeps in all.").tag(config=True)
     type_check = Bool(True, help="Type-check cells against the tools' signatures.").tag(config=True)
     store = Unicode(
         None,
@@ -102,6 +125,18 @@ class OrchestrateMagics(CellMagics):
         type=int,
         metavar="MB",
         help=f"printed text (default {_DEFAULTS.max_output})",
+    )
+    @argument(
+        "--max-stack-depth",
+        type=int,
+        metavar="N",
+        help=f"function calls nested at once (default {_DEFAULTS.max_stack_depth})",
+    )
+    @argument(
+        "--max-transfer",
+        type=int,
+        metavar="MB",
+        help=f"tool arguments copied to the host (default {_DEFAULTS.max_transfer})",
     )
     @argument("--no-type-check", action="store_true", help="skip the type check")
     @argument("--quiet", action="store_true", help="no trace display (prints still show)")
@@ -154,9 +189,24 @@ class OrchestrateMagics(CellMagics):
                 max_calls=self.max_calls,
                 max_result=self.max_result,
                 max_output=self.max_output,
+                max_stack_depth=self.max_stack_depth
+                if args.max_stack_depth is None
+                else args.max_stack_depth,
+                max_transfer=self.max_transfer if args.max_transfer is None else args.max_transfer,
+            )
+            keep = Keep(
+                value=self.keep_value,
+                run=self.keep_run,
+                kernel=self.keep_kernel,
+                store_run=self.store_run,
+                store_cell=self.store_cell,
+                store_total=self.store_total,
             )
         except SandboxConfigError as exc:
             raise self.usage_error(exc) from None
+        self._journals.budget = self.tool_cache.budget = keep.kernel * MB
+        if store is not None:
+            store.caps = keep
 
         def run(on_event: EventCallback) -> OrchestrationResult:
             return orchestrate(
@@ -179,6 +229,7 @@ class OrchestrateMagics(CellMagics):
                 scope=scope,
                 store=store,
                 cell=cell_key,
+                keep=keep,
             )
 
         try:

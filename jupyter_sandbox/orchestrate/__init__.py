@@ -12,13 +12,14 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .._checks import MAX_TIMEOUT, bounded
 from .._events import EventCallback, Output, ToolCall, ignore
 from ._driver import MAX_NESTING, Driver, parent_loop
 from ._durable import open_store
-from ._limits import Limits, resolve_limits
+from ._keep import Keep
+from ._limits import Limits, resolve_limits, seconds_from_ms
 from ._memo import Journal, ToolCache
 from ._options import RunOptions
+from ._orchestrator import Orchestrator, orchestrator, orchestrator_from_str
 from ._replay import Answers
 from ._result import OrchestrationResult
 from ._runs import begin, driven, fork_run, resume_run, start, wait
@@ -32,8 +33,10 @@ from ._tools import Tools as Tools  # codemode reads it here
 __all__ = [
     "MAX_NESTING",
     "Journal",
+    "Keep",
     "Limits",
     "OrchestrationResult",
+    "Orchestrator",
     "Store",
     "Tool",
     "ToolCache",
@@ -44,6 +47,8 @@ __all__ = [
     "orchestrate",
     "orchestrate_async",
     "orchestrate_local",
+    "orchestrator",
+    "orchestrator_from_str",
     "registry",
     "resume_run",
     "tool",
@@ -56,6 +61,9 @@ def _driver(loop: asyncio.AbstractEventLoop, o: RunOptions) -> Driver:
     code, tools, inputs = o.code, resolve_tools(o.tools), o.inputs or {}
     journal, resume = o.journal, o.resume
     store = None if o.store is None else open_store(o.store)
+    keep = o.keep or Keep()
+    if store is not None and o.keep is not None:
+        store.caps = o.keep  # what the store keeps is the store's (`Store.make_room`)
     limits = resolve_limits(
         o.limits,
         timeout=o.timeout,
@@ -103,6 +111,7 @@ def _driver(loop: asyncio.AbstractEventLoop, o: RunOptions) -> Driver:
             durable=durable,
             restore=restore,
             approver=o.approver,
+            keep=keep,
         ),
     )
     driver.result.run_id = None if durable is None else durable.run_id
@@ -132,6 +141,7 @@ def orchestrate(
     run_id: str | None = None,
     approver: Callable[[ToolCall], bool] | None = None,
     cell: str | None = None,
+    keep: Keep | None = None,
 ) -> OrchestrationResult:
     """Run ``code`` in the Monty sandbox, where it can call only ``tools``.
 
@@ -176,6 +186,9 @@ def orchestrate(
     approver a durable run pauses, returning a result with ``status == "paused"``, its
     ``run_id`` and the ``pending`` call, for `resume_run` to continue in any process; with
     neither, a gated call fails the run (`OrchestrationError`) saying to pass one.
+
+    ``keep`` bounds the bytes of tool values the run keeps (its trace, journal and, with a
+    store, what it writes there): `Keep()`, the defaults, when None; see `_keep`.
     """
     driver = _driver(tool_loop(parent_loop()), RunOptions(**locals()))
     return wait(driver)
@@ -203,6 +216,7 @@ async def orchestrate_async(
     run_id: str | None = None,
     approver: Callable[[ToolCall], bool] | None = None,
     cell: str | None = None,
+    keep: Keep | None = None,
 ) -> OrchestrationResult:
     """`orchestrate` for a running event loop: async tools run on this loop, so they may use
     clients bound to it; cancelling the awaiting task stops the sandbox."""
@@ -224,16 +238,7 @@ async def orchestrate_local(
     """Flyte's ``flyte.sandbox.orchestrate_local``, same parameters: run ``source`` with
     ``tasks`` as its tools and return its value. ``timeout_ms`` is `Limits.timeout` in
     milliseconds; every other limit is its default (`orchestrate_async` takes them all)."""
-    milliseconds = bounded(
-        timeout_ms,
-        "timeout_ms",
-        low=0,
-        strict_low=True,
-        high=MAX_TIMEOUT * 1000,
-        unit="ms",
-        why_high="30 days",
-    )
     result = await orchestrate_async(
-        source, tools=tasks, inputs=inputs, timeout=milliseconds / 1000
+        source, tools=tasks, inputs=inputs, timeout=seconds_from_ms(timeout_ms)
     )
     return result.value

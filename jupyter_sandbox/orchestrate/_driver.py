@@ -42,6 +42,7 @@ from ._approval import differs, digest, sealed
 from ._confine import kill_worker
 from ._durable import Durable, Restore
 from ._failures import describe, for_sandbox, translate
+from ._keep import MB, Keep, Keeper, crossing_bytes
 from ._limits import Limits
 from ._memo import Journal, Recorded
 from ._pending import Entry, Pending
@@ -101,6 +102,7 @@ class Driver:
         durable: Durable | None = None,
         restore: Restore | None = None,
         approver: Callable[[ToolCall], bool] | None = None,
+        keep: Keep | None = None,
     ) -> None:
         self.code = code
         self.tools = dict(tools)
@@ -138,6 +140,10 @@ class Driver:
         """A person's answer to the gated call a restored run stopped at (used once)."""
         self._stdout: list[str] = []
         self._output_left = limits.max_output * 2**20
+        self._keeper = Keeper(keep or Keep())
+        """What the trace keeps of the calls' values (`_keep`): bounded per run."""
+        self._transfer_left = limits.max_transfer * MB
+        """Bytes of arguments the calls may still copy out of Monty (``max_transfer``)."""
         self._over_limit: LimitExceeded | None = None
         """Set by the print callback when the cell printed too much (and its worker killed)."""
         self._calls = 0
@@ -177,6 +183,7 @@ class Driver:
             note(secret_values(self.tools.values()), self.scrub)
         if durable is not None:
             durable.scrub = self.scrub  # its store keeps no value holding one
+            durable.warn = self._say
         observed = self._emitting or durable or session or restore or self._remembers
         self._plain: dict[str, Callable[..., Any]] = (
             {}
@@ -300,6 +307,7 @@ class Driver:
         if self.journal is not None:
             self.journal.calls = [Recorded.of(call) for call in self.result.trace]
             self.journal.failed = self.result.error is not None
+            self.journal.size = self._keeper.used
         self.result.duration = time.perf_counter() - self._trace.origin
         tail = self.scrub.flush()  # the start of a secret held back at the end, if any
         if tail:
@@ -353,6 +361,7 @@ class Driver:
                 # Our own count enforces max_calls; this backstop also bounds name lookups,
                 # OS calls and sleeps, which count as suspensions too.
                 "max_suspensions": 2 * limits.max_calls + 1000,
+                "max_recursion_depth": limits.max_stack_depth,
             },
             type_check=self.type_check,
             type_check_stubs=stubs,
@@ -451,25 +460,14 @@ class Driver:
         return snap
 
     def _checked_apart(self, session: pm.MontySession) -> bool:
-        """Type-check the code in a feed of its own; True when it passed. Monty checks inside
-        the feed that runs the code and reports no boundary, so a run's trace would start
-        with the check (40-500 ms here, growing with the code). The check feed is the code
-        behind a call to `_CHECKED`, answered with an exception: none of the code runs. A
-        rejected cell returns False: the code's own feed checks it again, so its errors name
-        the cell's own lines."""
+        """`check_apart` for this run's code; False also when it stopped for another error (a
+        syntax error: the code's own feed reports it), unless the run was killed meanwhile."""
         try:
-            first = session.feed_start(f"{_CHECKED}()\n{self.code}", print_callback=self._print)
-            while isinstance(first, pm.FunctionSnapshot) and first.is_os_function:
-                first = first.resume_not_handled()  # the checker asking for a module's stubs
+            return check_apart(session, self.code, self._print)
         except pm.MontyError:
             if self._killed.is_set():
                 raise
             return False
-        if not (isinstance(first, pm.FunctionSnapshot) and first.function_name == _CHECKED):
-            raise OrchestrationError(f"the type check feed stopped at {first!r}, not its start")
-        with contextlib.suppress(pm.MontyRuntimeError):
-            first.resume({"exception": RuntimeError("type-checked")})
-        return True
 
     def _tool_call(self, snap: pm.FunctionSnapshot) -> pm.SyncSnapshot:
         """Answer a call to a tool (`_observed_call` unless the call is plain, see `_plain`).
@@ -482,6 +480,7 @@ class Driver:
             return self._observed_call(snap, name)
         self._count_call()
         args, kwargs = snap.args, snap.kwargs
+        size = self._crossed(args, kwargs)
         started = (snap.call_id, name, snap.position.start, args, kwargs, time.perf_counter())
         self._block(started)
         try:
@@ -493,8 +492,31 @@ class Driver:
             return snap.resume(self._failed(call, exc))
         end = time.perf_counter()
         self._unblock()
-        self._trace.keep((started, end, value))
+        self._trace.keep(self._keeper.plain(started, end, value, size))
         return snap.resume({"return_value": to_sandbox(value)})
+
+    def _say(self, line: str) -> None:
+        """One line to the person on the cell's stderr (from any thread: views lock)."""
+        self.emit(Output("stderr", line + "\n"))
+
+    def _crossed(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
+        """Count the bytes of a call's arguments that crossed to the host (returned);
+        `LimitExceeded` past ``max_transfer``."""
+        size = crossing_bytes(args, kwargs, self._transfer_left + 1)
+        self._transfer_left -= size
+        if self._transfer_left < 0:
+            raise LimitExceeded(
+                f"transfer limit exceeded: the cell's tool calls copied more than "
+                f"{self.limits.max_transfer} MB of arguments to the host (raise it with "
+                "--max-transfer)",
+                limit="transfer",
+            )
+        return size
+
+    def _kept(self, call: ToolCall) -> None:
+        """Make ``call``'s arguments what the trace keeps of them (`_keep`), once it ended."""
+        keeper = self._keeper
+        call.args, call.kwargs = keeper.args(call.args), keeper.kwargs(call.kwargs)
 
     def _count_call(self) -> None:
         """Count a call to a tool; `LimitExceeded` past ``max_calls``."""
@@ -514,6 +536,7 @@ class Driver:
             return snap.resume({"exception": NameError(self._unknown(name))})
         self._count_call()
         args, kwargs = snap.args, snap.kwargs
+        self._crossed(args, kwargs)
         if self.restore is not None:  # the handles it held before the restore, bound again
             args, kwargs = self.restore.rebind((args, kwargs))
         elif self.session is not None:  # those the session's earlier cells sent in
@@ -644,9 +667,10 @@ class Driver:
 
     def _succeeded(self, call: ToolCall, value: Any) -> Any:
         call.end = time.perf_counter() - self._trace.origin
-        call.result = value
         if self._remembers:
-            self.answers.remember(call, value)
+            self.answers.remember(call, value)  # before `_kept`: keyed by the arguments made
+        self._kept(call)
+        call.result = self._keeper.kept(value)
         sent = to_sandbox(value)
         if self.durable is not None:  # ``sent`` names the handles in it (`_rebind`)
             self.durable.record(self._numbers[id(call)], call, sent)
@@ -658,14 +682,17 @@ class Driver:
 
     def _failed(self, call: ToolCall, exc: BaseException) -> Any:
         call.end = time.perf_counter() - self._trace.origin
-        call.error = describe(exc)
+        self._kept(call)
+        call.error = self._keeper.text(describe(exc))
         # Skip our own frames (driver, Tool.invoke, a sandbox run): the traceback starts in
         # the tool.
         tb = exc.__traceback__
         while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_PACKAGE):
             tb = tb.tb_next
         try:  # it calls the exception's `__str__`, which may raise even SystemExit
-            call.host_traceback = "".join(traceback.format_exception(type(exc), exc, tb))
+            call.host_traceback = self._keeper.text(
+                "".join(traceback.format_exception(type(exc), exc, tb))
+            )
         except BaseException:  # the run's thread: no Ctrl-C arrives here
             call.host_traceback = call.error + "\n"
         self._last_tool_error = (exc, call)
@@ -772,6 +799,31 @@ class _Abandoned(Exception):
 
 _FREE = object()
 """`Driver._host` holds no call: the thread is not blocked on the host, or `stop` took it."""
+
+
+def check_apart(
+    session: pm.MontySession,
+    code: str,
+    print_callback: Callable[[Any, str], None] | None = None,
+) -> bool:
+    """Type-check ``code`` in a feed of its own on ``session`` (checked out with the stubs
+    and `_CHECKED_STUB`); True when it passed, False when the checker rejected it. Monty
+    checks inside the feed that runs the code and reports no boundary, so a run's trace would
+    start with the check (40-500 ms here, growing with the code). The check feed is the code
+    behind a call to `_CHECKED`, answered with an exception: none of the code runs. A rejected
+    code is fed again by whoever needs its errors (the run's own feed, `_orchestrator`), so
+    they name its own lines. Any other Monty error propagates."""
+    try:
+        first = session.feed_start(f"{_CHECKED}()\n{code}", print_callback=print_callback)
+        while isinstance(first, pm.FunctionSnapshot) and first.is_os_function:
+            first = first.resume_not_handled()  # the checker asking for a module's stubs
+    except pm.MontyTypingError:
+        return False
+    if not (isinstance(first, pm.FunctionSnapshot) and first.function_name == _CHECKED):
+        raise OrchestrationError(f"the type check feed stopped at {first!r}, not its start")
+    with contextlib.suppress(pm.MontyRuntimeError):
+        first.resume({"exception": RuntimeError("type-checked")})
+    return True
 
 
 def _is_plain(tool: Tool) -> bool:

@@ -64,7 +64,8 @@ import pydantic_monty as pm
 from .._errors import StoreError
 from .._events import ToolCall
 from ..records import Binding
-from ._approval import digest, handles
+from ._approval import handles
+from ._keep import TINY, Summary, quick_size, summary
 from ._memo import Recorded, same
 from ._rebind import (
     Origin,
@@ -166,6 +167,12 @@ class Durable:
         uuid, kept again if it pauses again."""
         self.origins: dict[str, Origin] = {}
         """Where each handle this run sent in came from, by uuid (`_rebind`)."""
+        self.room: int | None = None
+        """Bytes the run may still write to the store (`Store.make_room`, asked after each
+        write; None until the first): past it, values are kept as summaries."""
+        self.warn: Callable[[str], None] | None = None
+        """Says one line to the person (set by its `Driver`): the run filled its room."""
+        self._warned = False
 
     def due(self) -> bool:
         """Whether a call that need not checkpoint must (the last is over a second old)."""
@@ -193,6 +200,10 @@ class Durable:
         ):
             self._saved = time.monotonic()  # the next calls need not try again at once
             return
+        if not required and len(dump) > self._room():
+            self._saved = time.monotonic()  # the store's room is full: no snapshot (`_full`)
+            self._full()
+            return
         entries = [
             _entry(call_id, number, call.tool, call.args, call.kwargs, self._kept)
             for call_id, (number, call) in pending.items()
@@ -211,6 +222,7 @@ class Durable:
                 calls=calls,
                 call=waiting,
             )
+            self._measure()
         self._saved = time.monotonic()
 
     def sent_inputs(self, inputs: Mapping[str, Any], sent: Mapping[str, Any]) -> None:
@@ -247,6 +259,7 @@ class Durable:
             calls = self._take()
             if calls:
                 self.store.record_calls(self.run_id, calls)
+                self._measure()
 
     def finish(self, status: RunStatus) -> None:
         """Write what is buffered, then the run's status (a paused run's drained calls too).
@@ -317,6 +330,33 @@ class Durable:
         marker["id"] = found[0]
         return marker
 
+    def _room(self) -> int:
+        """The bytes the run may still write, asked of the store before its first write (a
+        first snapshot larger than the run's room is not written either)."""
+        if self.room is None:
+            self.room = self.store.make_room(self.run_id)
+        return self.room
+
+    def _measure(self) -> None:
+        """After a write: make room in the store and learn how much is left for this run
+        (call it holding ``_writing``)."""
+        self.room = self.store.make_room(self.run_id)
+        if self.room <= 0:
+            self._full()
+
+    def _full(self) -> None:
+        """Say once that the run's later values are kept as summaries."""
+        if self._warned or self.warn is None:
+            return
+        self._warned = True
+        caps = self.store.caps
+        self.warn(
+            f"run {self.run_id} has filled its room in the store ({caps.store_run} MB a run, "
+            f"{caps.store_cell} MB a cell, {caps.store_total} MB in all, paused runs "
+            "included): its later values are kept as summaries and its later calls cannot be "
+            "replayed (%config OrchestrateMagics.store_run, store_cell, store_total)"
+        )
+
     def _secrets(self) -> tuple[str, ...]:
         return () if self.scrub is None else self.scrub.secrets
 
@@ -334,8 +374,11 @@ class Durable:
             origins, self._origins = self._origins, {}
             inputs, self._inputs = self._inputs, None
             self._written = time.monotonic()
+        room = _Room(self._room())
         secrets = self._secrets()
-        records = {index: _stored_record(call, secrets) for index, call in taken.items()}
+        records = {index: _stored_record(call, secrets, room) for index, call in taken.items()}
+        if room.summarized:
+            self._full()
         for index, found in origins.items():
             records[index]["handles"] = found
         if inputs is not None:
@@ -362,11 +405,30 @@ def _entry(
     }
 
 
-def _stored_record(call: ToolCall, secrets: tuple[str, ...]) -> dict[str, Any]:
+class _Room:
+    """What one batch of records may still keep whole of the run's room in the store."""
+
+    __slots__ = ("left", "summarized")
+
+    def __init__(self, room: int) -> None:
+        self.left = room
+        self.summarized = False
+
+    def kept(self, value: Any, secrets: tuple[str, ...]) -> Any:
+        """`keepable`, within what is left (a short text or a number always fits)."""
+        kept = keepable(value, secrets, max(TINY, min(KEEP_LIMIT, self.left)))
+        if kept is value:
+            self.left -= quick_size(value, KEEP_LIMIT) or 0
+        elif type(kept) is Summary:
+            self.summarized = True
+        return kept
+
+
+def _stored_record(call: ToolCall, secrets: tuple[str, ...], room: _Room) -> dict[str, Any]:
     record = Recorded.dict_of(call)
-    record["args"] = tuple([keepable(a, secrets) for a in call.args])
-    record["kwargs"] = {k: keepable(v, secrets) for k, v in call.kwargs.items()}
-    record["result"] = keepable(call.result, secrets)
+    record["args"] = tuple([room.kept(a, secrets) for a in call.args])
+    record["kwargs"] = {k: room.kept(v, secrets) for k, v in call.kwargs.items()}
+    record["result"] = room.kept(call.result, secrets)
     record["error"] = masked(call.error, secrets)
     return record
 
@@ -430,16 +492,9 @@ def stored_calls(run: StoredRun) -> dict[int, Recorded]:
 
 def inputs_record(inputs: Mapping[str, Any]) -> dict[str, Any]:
     """A run's inputs as the store keeps them (record `INPUTS`); one holding a secret a sandbox
-    tool returned in this process is not kept (`_scrub`). Data too big to keep is kept as its
-    digest (``sealed``): a resume can still tell whether it changed (`changed_inputs`)."""
+    tool returned in this process is not kept (`_scrub`)."""
     secrets = known()
-    kept = {k: keepable(v, secrets) for k, v in inputs.items()}
-    sealed = {
-        k: digest("", [v], {})
-        for k, v in inputs.items()
-        if type(kept[k]) is HandleMarker and kept[k]["handle"] != SECRET and is_plain(v)
-    }
-    return {"inputs": kept, "sealed": sealed} if sealed else {"inputs": kept}
+    return {"inputs": {k: keepable(v, secrets) for k, v in inputs.items()}}
 
 
 def stored_inputs(run: StoredRun, given: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -464,23 +519,21 @@ def changed_inputs(run: StoredRun, given: Mapping[str, Any]) -> list[str]:
     """The names of the inputs ``given`` now that differ from those failed run ``run`` had
     (given, dropped, or another value), sorted; none for a run that did not fail (a paused
     run, or one a killed kernel left running, continues from its snapshot as it is). Data
-    too big to keep is compared by its digest; an object or a secret is not compared: it
-    cannot be, and a handle is bound again by its name anyway (`_rebind`)."""
+    too big to keep is compared by the digest of its `Summary`; an object or a secret is not
+    compared: it cannot be, and a handle is bound again by its name anyway (`_rebind`)."""
     if run.status not in ("error", "interrupted"):
         return []
-    record = run.calls.get(INPUTS) or {}
-    kept: dict[str, Any] = dict(record.get("inputs", {}))
-    sealed: dict[str, str] = dict(record.get("sealed", {}))
+    record = run.calls.get(INPUTS)
+    kept: dict[str, Any] = dict(record["inputs"]) if record else {}
     secrets = known()
 
     def changed(name: str) -> bool:
         if name not in kept or name not in given:
             return True
-        if name in sealed:
-            return sealed[name] != digest("", [given[name]], {})
-        return handle_in(kept[name]) is None and not same(
-            kept[name], keepable(given[name], secrets)
-        )
+        old, now = kept[name], given[name]
+        if type(old) is Summary:
+            return not is_plain(now) or summary(now)["digest"] != old["digest"]
+        return handle_in(old) is None and not same(old, keepable(now, secrets))
 
     return sorted(filter(changed, kept.keys() | given.keys()))
 
@@ -506,20 +559,24 @@ def unkept_inputs(run: StoredRun, namespace: Mapping[str, Any]) -> dict[str, Any
     }
 
 
-def keepable(value: Any, secrets: tuple[str, ...] = ()) -> Any:
-    """``value`` if the store should keep it (plain data up to `KEEP_LIMIT`, holding none of
-    ``secrets``), else a `HandleMarker` naming its type (or `SECRET`)."""
+def keepable(value: Any, secrets: tuple[str, ...] = (), limit: int = KEEP_LIMIT) -> Any:
+    """``value`` if the store should keep it (plain data up to ``limit`` bytes, holding none
+    of ``secrets``), else a `HandleMarker` naming its type (or `SECRET`): for plain data, its
+    `Summary` (type, size, digest). A marker already (the trace kept a summary) stays one."""
+    if issubclass(type(value), HandleMarker):  # not isinstance: a proxy's __class__ may raise
+        return value
     if secrets and holds(value, secrets):
         return HandleMarker(SECRET)
     kind = type(value)
     if (  # the usual argument, kept without a walk: a float, a word-sized int, a short text
         kind in _SMALL
         or (kind is int and value.bit_length() <= 64)
-        or (kind is str and len(value) <= _SHORT)
+        or (kind is str and len(value) <= min(_SHORT, limit))
     ):
         return value
-    if is_plain(value) and data_size(value, KEEP_LIMIT) <= KEEP_LIMIT:
-        return value
+    if is_plain(value):
+        size = data_size(value, limit)
+        return value if size <= limit else summary(value)
     return HandleMarker(f"{kind.__module__}.{kind.__qualname__}")
 
 

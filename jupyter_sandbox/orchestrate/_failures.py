@@ -73,6 +73,9 @@ def translate(
         (MemoryError, "memory limit exceeded", "memory",
          f"memory limit exceeded: the cell used more than {limits.max_memory} MB "
          "(raise it with --max-memory)"),
+        (RecursionError, "maximum recursion depth", "stack",
+         f"stack depth limit exceeded: calls nested more than {limits.max_stack_depth} deep "
+         "(raise it with --max-stack-depth)"),
         (RuntimeError, "suspension limit", "calls",
          "too many host round trips (tool calls, name lookups, OS calls and sleeps): "
          "raise it with --max-calls"),

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .._checks import bounded, check_timeout, machine_megabytes
+from .._checks import MAX_TIMEOUT, bounded, check_timeout, machine_megabytes
 
 MAX_CALLS = 10**9
 """Tool calls a cell may be allowed: at ~40 us a call, hours of calls; Monty's own suspension
 counter (set to twice the limit) stays far inside 64 bits."""
+
+MAX_STACK_DEPTH = 100_000
+"""The deepest ``max_stack_depth`` accepted: far past any orchestration's need (Monty keeps its
+frames on the heap: 99,000 nested calls ran in a worker here, bounded by ``max_memory``), and a
+bound a typo (``1e12``) cannot pass."""
 
 
 @dataclass(frozen=True)
@@ -33,13 +39,22 @@ class Limits:
     max_output: int = 8
     """Megabytes of text the cell may print (stdout and stderr together, in characters): the
     run stops when it prints more, instead of streaming without bound into the notebook."""
+    max_stack_depth: int = 1000
+    """Function calls nested in the code at once (Monty's own default): runaway recursion
+    stops with `LimitExceeded` (``limit="stack"``) instead of using the heap up first. Flyte's
+    sandboxed orchestrators default to 256 (`orchestrator` does too)."""
+    max_transfer: int = 1024
+    """Megabytes of tool arguments the cell's calls may copy out of Monty to the host, each
+    call's counted (`_keep.crossing_bytes`; a handle crosses as a reference and counts
+    nothing): what is kept of them is bounded apart (`_keep.Keep`), this stops a loop that
+    copies gigabytes out with one line instead of minutes of copying."""
 
     def __post_init__(self) -> None:
         """Each limit finite and within what Monty and the host can honour: ``--timeout
         1e308`` or ``--max-calls 1e19`` would otherwise overflow inside Monty with a raw error."""
         check_timeout(self.timeout)
         ram = machine_megabytes()
-        for name in ("max_memory", "max_result", "max_output"):
+        for name in ("max_memory", "max_result", "max_output", "max_transfer"):
             bounded(
                 getattr(self, name),
                 name,
@@ -56,6 +71,14 @@ class Limits:
             high=MAX_CALLS,
             integer=True,
             why_high="Monty counts twice that in 64 bits",
+        )
+        bounded(
+            self.max_stack_depth,
+            "max_stack_depth",
+            low=1,
+            high=MAX_STACK_DEPTH,
+            integer=True,
+            why_high="far past any orchestration's need",
         )
 
 
@@ -81,3 +104,33 @@ def resolve_limits(
         "max_output": max_output,
     }
     return replace(limits or Limits(), **{k: v for k, v in given.items() if v is not None})
+
+
+def seconds_from_ms(timeout_ms: object) -> float:
+    """Flyte's ``timeout_ms`` (``orchestrate_local``, sandboxed orchestrators) as `Limits.timeout`
+    seconds, or a `SandboxConfigError` naming ``timeout_ms`` and its bounds."""
+    milliseconds = bounded(
+        timeout_ms,
+        "timeout_ms",
+        low=0,
+        strict_low=True,
+        high=MAX_TIMEOUT * 1000,
+        unit="ms",
+        why_high="30 days",
+    )
+    return milliseconds / 1000
+
+
+def megabytes_from_bytes(max_memory: object) -> int:
+    """Flyte's ``max_memory`` in bytes as `Limits.max_memory` megabytes, rounded up (Monty's
+    heap limit is set in whole MB here), or a `SandboxConfigError` naming ``max_memory``."""
+    count = bounded(
+        max_memory,
+        "max_memory",
+        low=1,
+        high=machine_megabytes() * 2**20,
+        integer=True,
+        unit="bytes",
+        why_high="the host's memory",
+    )
+    return math.ceil(count / 2**20)

@@ -23,6 +23,8 @@ from typing import Any
 
 from .._events import ToolCall
 from ..records import Record
+from ._keep import Keep, quick_size
+from ._store import HandleMarker
 from ._values import MAX_DEPTH, data_size, is_plain
 
 _KEY_LIMIT = 2**20
@@ -41,7 +43,8 @@ class Recorded:
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
     status: str
-    """``ok``, ``error``, ``cancelled``, or ``running`` for a call the run never saw end."""
+    """``ok``, ``error``, ``cancelled``, ``running`` for a call the run never saw end, or
+    ``unstored`` for one whose result was not kept (not replayable)."""
     result: Any = None
     error: str | None = None
     children: tuple[Record, ...] = ()
@@ -53,13 +56,18 @@ class Recorded:
 
     @staticmethod
     def dict_of(call: ToolCall) -> dict[str, Any]:
-        """``of(call).to_dict()`` without the object between (a durable run stores each call)."""
+        """``of(call).to_dict()`` without the object between (a durable run stores each call).
+        A call whose result was too large to keep (`_keep.Summary`) is ``unstored``: not
+        completed, so a resumed run makes it again instead of answering with the summary."""
+        status: str = call.status
+        if status == "ok" and issubclass(type(call.result), HandleMarker):
+            status = "unstored"
         return {
             "call_id": call.call_id,
             "tool": call.tool,
             "args": call.args,
             "kwargs": call.kwargs,
-            "status": call.status,
+            "status": status,
             "result": call.result,
             "error": call.error,
             "children": tuple(call.children),
@@ -85,6 +93,8 @@ class Journal:
     calls: list[Recorded] = field(default_factory=list)
     failed: bool = False
     """Whether that run failed (a tool raised, a limit, an interrupt)."""
+    size: int = 0
+    """Bytes of tool values it keeps whole (`_keep.Keeper.used`): what `Journals` counts."""
 
     def __len__(self) -> int:
         return len(self.calls)
@@ -102,11 +112,13 @@ class Journals:
     code below it (as a notebook teaches it, or after pasting). Cells are keyed by the
     frontend's cell id, so a copy is another cell; `start` therefore falls back to the last
     failed run of the same code. At most ``limit`` cells and codes are remembered (the
-    journals hold tool results): the least recently run are forgotten first.
+    journals hold tool results), holding at most ``budget`` bytes of tool values together
+    (`_keep.Keep.kernel`): the least recently run are forgotten first.
     """
 
-    def __init__(self, limit: int = 256) -> None:
+    def __init__(self, limit: int = 256, budget: int = Keep.kernel * 2**20) -> None:
         self.limit = limit
+        self.budget = budget
         self._cells: dict[str, Journal] = {}
         self._failed: dict[str, Journal] = {}
         """The last failed run of each code, by its hash."""
@@ -120,7 +132,7 @@ class Journals:
         if journal is None:
             journal = Journal()
         self._cells[cell] = journal  # now the most recently run
-        _trim(self._cells, self.limit)
+        self._trim()
         if not resume:
             return journal, 0
         failed = self._failed.get(_digest(code))
@@ -134,8 +146,26 @@ class Journals:
         if journal.failed:
             key = _digest(code)
             self._failed.pop(key, None)
-            self._failed[key] = Journal(list(journal.calls), failed=True)
-            _trim(self._failed, self.limit)
+            self._failed[key] = Journal(list(journal.calls), failed=True, size=journal.size)
+        self._trim()
+
+    @property
+    def size(self) -> int:
+        """Bytes of tool values the journals keep (a failed run's, kept twice, counts once
+        per copy: an upper bound)."""
+        return sum(j.size for j in self._cells.values()) + sum(
+            j.size for j in self._failed.values()
+        )
+
+    def _trim(self) -> None:
+        """Forget the least recently run cells and codes beyond ``limit`` each, then the oldest
+        of either beyond ``budget`` bytes (the cell running now is kept)."""
+        _trim(self._cells, self.limit)
+        _trim(self._failed, self.limit)
+        size = self.size
+        while size > self.budget and (self._failed or len(self._cells) > 1):
+            entries = self._failed if self._failed else self._cells
+            size -= entries.pop(next(iter(entries))).size
 
 
 def _digest(code: str) -> str:
@@ -149,10 +179,16 @@ def _trim(entries: dict[str, Journal], limit: int) -> None:
 
 
 class ToolCache:
-    """Tool results keyed by tool name and (plain-data) arguments; lives as long as the object."""
+    """Tool results keyed by tool name and (plain-data) arguments; lives as long as the object.
+    Holds at most ``budget`` bytes of results (`_keep.quick_size`; a host object counts
+    nothing: it is the tool's, by reference): the oldest are forgotten first, and a result
+    larger than the budget is not cached."""
 
-    def __init__(self) -> None:
+    def __init__(self, budget: int = Keep.kernel * 2**20) -> None:
+        self.budget = budget
         self._values: dict[str, Any] = {}
+        self._sizes: dict[str, int] = {}
+        self._size = 0
 
     @staticmethod
     def key(tool: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
@@ -169,10 +205,24 @@ class ToolCache:
         return False, None
 
     def put(self, key: str, value: Any) -> None:
-        self._values[key] = value
+        size = len(key) + (quick_size(value, self.budget) or 0)
+        if size > self.budget:
+            return
+        self._forget(key)
+        while self._values and self._size + size > self.budget:
+            self._forget(next(iter(self._values)))
+        self._values[key], self._sizes[key] = value, size
+        self._size += size
+
+    def _forget(self, key: str) -> None:
+        if key in self._values:
+            del self._values[key]
+            self._size -= self._sizes.pop(key)
 
     def clear(self) -> None:
         self._values.clear()
+        self._sizes.clear()
+        self._size = 0
 
     def __len__(self) -> int:
         return len(self._values)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._events import EventCallback, ToolCall
+from ._keep import Keep
 from ._limits import Limits
 from ._memo import Journal, ToolCache
 from ._store import Store
@@ -45,3 +46,4 @@ class RunOptions:
     run_id: str | None
     approver: Callable[[ToolCall], bool] | None
     cell: str | None
+    keep: Keep | None

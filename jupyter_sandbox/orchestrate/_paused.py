@@ -92,7 +92,9 @@ _UNKEPT = (
 
 def _markers(values: list[Any]) -> list[HandleMarker]:
     """The `HandleMarker`s among ``values`` (what the store kept instead of a value)."""
-    return [item for value in values for item in handles(value) if type(item) is HandleMarker]
+    return [
+        item for value in values for item in handles(value) if issubclass(type(item), HandleMarker)
+    ]
 
 
 def call_now(run: PausedRun, given: Mapping[str, Any]) -> CallNow:

@@ -43,7 +43,7 @@ from ._memo import Recorded
 from ._rebind import defined_classes, stored_origins
 from ._replay import Answers
 from ._result import OrchestrationResult
-from ._runtime import tool_loop
+from ._runtime import WORKERS, tool_loop
 from ._sessions import sessions, with_limits
 from ._store import Store, StoredRun, default_store_path, this_process
 from ._tool import Tool
@@ -55,10 +55,18 @@ DRIVER_WAIT = 15.0
 waited for: it is abandoned at once."""
 
 
-def start(driver: Driver) -> concurrent.futures.Future[OrchestrationResult]:
+def start(
+    driver: Driver, *, pooled: bool = False
+) -> concurrent.futures.Future[OrchestrationResult]:
     """Run the driver on its own thread; its outcome lands in ``driver.future`` (unless
-    `Driver.stop` settled it first, abandoning the thread)."""
+    `Driver.stop` settled it first, abandoning the thread).
+
+    ``pooled`` runs it on a kept thread instead (`_plain_threads`), saving a thread's start
+    (a third of a call that runs no tool). Only for a run that has no tool: a run abandoned
+    in a sync tool leaves its thread to finish that tool, which a kept thread may never do."""
     future = driver.future
+    if pooled and driver.tools:
+        raise ValueError("only a run without tools may take a kept thread")
 
     def target() -> None:
         with contextlib.suppress(concurrent.futures.InvalidStateError):
@@ -67,16 +75,36 @@ def start(driver: Driver) -> concurrent.futures.Future[OrchestrationResult]:
             except BaseException as exc:
                 future.set_exception(exc)
 
-    threading.Thread(target=target, name="jupyter-sandbox-driver", daemon=True).start()
+    if pooled:
+        _plain_threads().submit(target)
+    else:
+        threading.Thread(target=target, name="jupyter-sandbox-driver", daemon=True).start()
     return future
 
 
-def wait(driver: Driver) -> OrchestrationResult:
+_kept: list[concurrent.futures.ThreadPoolExecutor] = []
+_kept_lock = threading.Lock()
+
+
+def _plain_threads() -> concurrent.futures.ThreadPoolExecutor:
+    """The kept threads runs without tools take (`start`), made on first use: as many as the
+    cells' worker pool has workers, so they never wait on each other before the pool."""
+    with _kept_lock:
+        if not _kept:
+            _kept.append(
+                concurrent.futures.ThreadPoolExecutor(
+                    max_workers=WORKERS, thread_name_prefix="jupyter-sandbox-plain"
+                )
+            )
+        return _kept[0]
+
+
+def wait(driver: Driver, *, pooled: bool = False) -> OrchestrationResult:
     """`start` the driver and wait for its outcome; Ctrl-C stops it (see `orchestrate`), even
     one arriving while the thread starts (its tools may run already)."""
     future = driver.future
     try:
-        start(driver)
+        start(driver, pooled=pooled)
         return future.result()
     except KeyboardInterrupt:
         # Only the kernel's SIGINT lands here: a tool raising KeyboardInterrupt does so on

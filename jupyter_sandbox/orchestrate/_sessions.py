@@ -372,6 +372,7 @@ def with_limits(dump: bytes, limits: Limits) -> bytes:
         "max_feed_duration": {"secs": int(seconds), "nanos": int(fraction * 1e9)},
         "max_memory": limits.max_memory * 2**20,
         "max_suspensions": 2 * limits.max_calls + 1000,  # as the driver's checkout
+        "max_recursion_depth": limits.max_stack_depth,
     }
     return dump[:start] + _cbor.encode(new) + dump[end:]
 

@@ -17,8 +17,14 @@ One SQLite file (standard library), shared by every kernel of the user:
   `StoreError` and never loaded. The key is the file ``key`` beside the store: 32 random bytes,
   created 0600 under a temporary name and linked into place (so no process ever reads a
   half-written key), and refused when another user owns it or group/others can read it. So
-  is a store file (it holds tools' results, unsealed, and code), and a folder others may write
-  to (``/tmp``: anyone could swap the store or put their own ``-wal`` file beside it).
+  is a store file (it holds tools' results, unsealed, and code), each of SQLite's files
+  beside it (``-wal``, ``-shm``, ``-journal``: a ``-wal`` planted by a group member in a
+  group-writable folder would receive our writes), anything there that is not a regular
+  file (a FIFO planted as ``key`` would hang the first cell; each is opened
+  ``O_NOFOLLOW|O_NONBLOCK`` and checked with ``fstat``), and a folder others may write to
+  (``/tmp``: anyone could swap the store or put their own ``-wal`` file beside it). A
+  group-writable folder is accepted (umask 002 setups): a file swapped in there between the
+  check and SQLite's open is the one gap left; ``chmod g-w`` on the folder closes it.
 - **Pickle.** Call records hold tool results, which are arbitrary Python values, so they are
   pickled. Only bytes this store sealed itself are ever unpickled, after their seal checked:
   a forged pickle needs the key. A value pickle cannot store, or could not load again, becomes
@@ -33,11 +39,22 @@ One SQLite file (standard library), shared by every kernel of the user:
 - **Schema version.** The ``meta`` table holds the schema version; a store from a newer
   release is refused, not guessed at. Version 2 added the runs' owner and the checkpoint's
   waiting call; a version 1 store is migrated when first opened (its checkpoints have no call
-  stored: `Checkpoint.call` is None for them).
+  stored: `Checkpoint.call` is None for them). Version 3 added each run's size in bytes
+  (``runs.size``), counted from its rows when migrated.
+- **Size** (`make_room`). Each run counts its bytes (header, call records, latest snapshot)
+  as it writes them; after each write the store evicts ended runs oldest-first until the
+  run's cell holds at most ``caps.store_cell`` and the store ``caps.store_total``
+  (`_keep.Keep`; paused runs are never evicted, but count, as do sessions and other kernels'
+  running runs), gives the freed pages back to the file system (incremental vacuum, the WAL
+  checkpointed and cut to `WAL_KEPT`) and tells the run how many bytes it may still write
+  (its own ``caps.store_run`` included): `_durable.Durable` keeps later values as summaries.
+  A file made before incremental vacuum was set (``auto_vacuum`` NONE) is rebuilt once, when
+  first opened, so that it can shrink.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import hmac
@@ -65,7 +82,7 @@ from .._owner import Owner, me, parse_token
 MONTY_VERSION = importlib.metadata.version("pydantic-monty")
 """Every blob is tagged with it: Monty dumps load only into the version that wrote them."""
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 RunStatus = Literal["running", "paused", "ok", "error", "interrupted"]
 
@@ -78,7 +95,8 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY, scope TEXT NOT NULL, cell TEXT NOT NULL, status TEXT NOT NULL,
     created REAL NOT NULL, updated REAL NOT NULL, forked_run TEXT, forked_call INTEGER,
-    monty TEXT NOT NULL, mac BLOB NOT NULL, payload BLOB NOT NULL, owner TEXT);
+    monty TEXT NOT NULL, mac BLOB NOT NULL, payload BLOB NOT NULL, owner TEXT,
+    size INTEGER NOT NULL DEFAULT 0);
 CREATE INDEX IF NOT EXISTS runs_by_cell ON runs (scope, cell, created);
 CREATE INDEX IF NOT EXISTS runs_by_age ON runs (created);
 CREATE TABLE IF NOT EXISTS calls (
@@ -94,8 +112,33 @@ CREATE TABLE IF NOT EXISTS sessions (
     PRIMARY KEY (scope, name));
 """
 
-_MIGRATIONS = {1: "ALTER TABLE runs ADD COLUMN owner TEXT"}
-"""The statement that takes a store from each schema version to the next."""
+_RUN_SIZE = (
+    "length(payload) + coalesce((SELECT sum(length(c.payload)) FROM calls AS c "
+    "WHERE c.run_id = runs.run_id), 0) + coalesce((SELECT length(k.payload) FROM checkpoints "
+    "AS k WHERE k.run_id = runs.run_id), 0)"
+)
+"""A run's bytes in the store, counted from its rows (`Store.make_room` keeps ``size``)."""
+
+_MIGRATIONS = {
+    1: ("ALTER TABLE runs ADD COLUMN owner TEXT",),
+    2: (
+        "ALTER TABLE runs ADD COLUMN size INTEGER NOT NULL DEFAULT 0",
+        f"UPDATE runs SET size = {_RUN_SIZE}",
+    ),
+}
+"""The statements that take a store from each schema version to the next."""
+
+_ENDED = "('ok', 'error', 'interrupted')"
+"""The statuses of runs the store may evict for room (a paused run waits for a person, a
+running one may be another kernel's)."""
+
+WAL_KEPT = 16 * 2**20
+"""Bytes the ``-wal`` file is cut back to after a checkpoint (SQLite's journal_size_limit):
+without it the WAL stays as large as the largest burst of writes ever was."""
+
+_held: dict[Path, int] = {}
+"""Stores of each path this process has open (`_make_file` says why that matters)."""
+_held_lock = threading.Lock()
 
 _SEALED = "CAST(monty AS TEXT), CAST(mac AS BLOB), CAST(payload AS BLOB)"
 """A sealed blob's columns, as the seal check takes them whatever another program stored."""
@@ -220,16 +263,28 @@ class Store:
         """Runs `new_run` keeps per cell (paused runs are always kept)."""
         self.total = total
         """Runs `new_run` keeps in all (paused runs are always kept)."""
+        from ._keep import Keep  # it imports this module (`HandleMarker`)
+
+        self.caps: Keep = Keep()
+        """The bytes it keeps per run, per cell and in all (`make_room`); ``%config
+        OrchestrateMagics.store_run``, ``store_cell`` and ``store_total`` set them."""
         self._lock = threading.Lock()
+        self._counted = False
+        """Whether this store is counted in `_held` (until `close`)."""
         try:
             _make_folder(self.path.parent)
             _private_folder(self.path.parent)
             self._key = _key(self.path.parent / "key")
             self._keyed = hmac.new(self._key, digestmod=hashlib.sha256)
             """The HMAC with the key taken in: each seal copies it (half the cost of a new one)."""
-            _make_file(self.path)
-            self._pid = os.getpid()
-            self._db = self._connect()
+            with _held_lock:
+                held = _held.get(self.path, 0) > 0
+                _make_file(self.path, held=held)
+                _check_side_files(self.path, held=held)
+                self._pid = os.getpid()
+                self._db = self._connect()
+                _held[self.path] = _held.get(self.path, 0) + 1
+                self._counted = True
         except (OSError, sqlite3.Error) as error:
             raise StoreError(
                 f"cannot open the store at {self.path}: {_reason(error)}; point "
@@ -240,8 +295,11 @@ class Store:
         return f"Store({str(self.path)!r})"
 
     def close(self) -> None:
-        with self._lock:
+        with self._lock, _held_lock:
             self._db.close()
+            if self._counted:
+                self._counted = False
+                _held[self.path] -= 1
 
     def __enter__(self) -> Store:
         return self
@@ -325,11 +383,11 @@ class Store:
             now = time.time()
             db.execute(
                 "INSERT INTO runs (run_id, scope, cell, status, created, updated, forked_run, "
-                "forked_call, monty, mac, payload, owner) "
-                "VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?)",
+                "forked_call, monty, mac, payload, owner, size) "
+                "VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     *(run_id, scope, cell, now, now, forked_run, forked_call),
-                    *(monty, mac, header, this_process().encode()),
+                    *(monty, mac, header, this_process().encode(), len(header)),
                 ),
             )
             _prune(db, keep=self.keep, total=self.total, cell=(scope, cell))
@@ -367,9 +425,16 @@ class Store:
         with self._write() as db:
             now = self._touch(db, run_id)
             self._insert_calls(db, run_id, rows)
+            (old,) = db.execute(
+                "SELECT coalesce(sum(length(payload)), 0) FROM checkpoints WHERE run_id = ?",
+                (run_id,),
+            ).fetchone()
             db.execute(
                 "INSERT OR REPLACE INTO checkpoints VALUES (?, ?, ?, ?, ?)",
                 (run_id, now, monty, mac, payload),
+            )
+            db.execute(
+                "UPDATE runs SET size = size + ? WHERE run_id = ?", (len(payload) - old, run_id)
             )
 
     def finish(self, run_id: str, status: RunStatus) -> None:
@@ -498,6 +563,66 @@ class Store:
             ).fetchone()
         return None if row is None else self.run(row[0])
 
+    def make_room(self, run_id: str) -> int:
+        """Evict ended runs, oldest first, until run ``run_id``'s cell and the store are
+        within ``caps`` (`_keep.Keep`), give the space back, and return the bytes the run
+        may still write (0 or less: keep its later values as summaries): its own cap, less
+        what no eviction can free (paused runs, running ones, sessions: they count). Older
+        ended runs make room for it as it writes."""
+        caps, mb = self.caps, 2**20
+        with self._write() as db:
+            row = db.execute("SELECT scope, cell, size FROM runs WHERE run_id = ?", (run_id,))
+            head = row.fetchone()
+            if head is None:
+                raise self._unknown(run_id)
+            scope, cell, own = head
+            evicted = _evict(db, caps.store_cell * mb, run_id, (scope, cell))
+            evicted += _evict(db, caps.store_total * mb, run_id)
+            # What no eviction can free: this run, paused and running runs, the sessions.
+            fixed = f"(status NOT IN {_ENDED} OR run_id = ?1)"
+            (cell_size,) = db.execute(
+                f"SELECT coalesce(sum(size), 0) FROM runs WHERE scope = ?2 AND cell = ?3 "
+                f"AND {fixed}",
+                (run_id, scope, cell),
+            ).fetchone()
+            (total,) = db.execute(
+                f"SELECT (SELECT coalesce(sum(size), 0) FROM runs WHERE {fixed}) + "
+                "(SELECT coalesce(sum(length(payload)), 0) FROM sessions)",
+                (run_id,),
+            ).fetchone()
+        if evicted:
+            self._shrink()
+        return int(
+            min(
+                caps.store_run * mb - own,
+                caps.store_cell * mb - cell_size,
+                caps.store_total * mb - total,
+            )
+        )
+
+    def size(self) -> int:
+        """Bytes of runs and sessions the store holds (what ``caps.store_total`` bounds)."""
+        with self._read() as db:
+            (total,) = db.execute(
+                "SELECT (SELECT coalesce(sum(size), 0) FROM runs) + "
+                "(SELECT coalesce(sum(length(payload)), 0) FROM sessions)"
+            ).fetchone()
+        return int(total)
+
+    def _shrink(self) -> None:
+        """Give the pages freed by dropping runs back to the file system: free pages moved
+        to the end and cut off (incremental vacuum), then the WAL copied into the file
+        (which cuts the file there) and truncated. Waiting for no one: another process
+        reading meanwhile leaves the WAL to be cut back to `WAL_KEPT` on its next reuse."""
+        with self._lock, self._errors():  # execute() would free one page: one per step
+            db = self._connection()
+            db.executescript("PRAGMA incremental_vacuum;")
+            db.execute("PRAGMA busy_timeout = 0")
+            try:
+                db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            finally:
+                db.execute(f"PRAGMA busy_timeout = {_BUSY_MS}")
+
     def prune(self, keep: int | None = None, total: int | None = None) -> int:
         """Drop all but the last ``keep`` runs of each cell and the last ``total`` runs in all
         (defaults: the store's); paused runs stay, and the file shrinks by the space freed.
@@ -508,8 +633,7 @@ class Store:
                 keep=self.keep if keep is None else keep,
                 total=self.total if total is None else total,
             )
-        with self._lock, self._errors():  # execute() would free one page: one per step
-            self._connection().executescript("PRAGMA incremental_vacuum;")
+        self._shrink()
         return dropped
 
     # --- plumbing ---
@@ -537,11 +661,13 @@ class Store:
             db.execute("PRAGMA journal_mode = WAL")
             db.execute("PRAGMA synchronous = NORMAL")
             db.execute("PRAGMA foreign_keys = ON")
+            db.execute(f"PRAGMA journal_size_limit = {WAL_KEPT}")
             db.executescript(
                 f"BEGIN IMMEDIATE; {_SCHEMA} INSERT OR IGNORE INTO meta "
                 f"VALUES ('schema', '{SCHEMA_VERSION}'); COMMIT;"
             )
             version = _migrated(db, self.path)
+            _vacuumable(db)
         except BaseException:
             db.close()
             raise
@@ -626,6 +752,9 @@ class Store:
             db.executemany("INSERT OR REPLACE INTO calls VALUES (?, ?, ?, ?, ?)", rows)
         except sqlite3.IntegrityError:  # the foreign key: no such run
             raise self._unknown(run_id) from None
+        # A record replacing one of the same number counts again: the size is an upper bound.
+        added = sum(len(row[4]) for row in rows)
+        db.execute("UPDATE runs SET size = size + ? WHERE run_id = ?", (added, run_id))
 
     def _unknown(self, run_id: str) -> StoreError:
         return StoreError(
@@ -673,7 +802,8 @@ def _migrated(db: sqlite3.Connection, path: Path) -> int:
             )
         version = int(value)
         while version in _MIGRATIONS:
-            db.execute(_MIGRATIONS[version])
+            for statement in _MIGRATIONS[version]:
+                db.execute(statement)
             version += 1
             db.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (str(version),))
     except BaseException:
@@ -681,6 +811,45 @@ def _migrated(db: sqlite3.Connection, path: Path) -> int:
         raise
     db.execute("COMMIT")
     return version
+
+
+def _vacuumable(db: sqlite3.Connection) -> None:
+    """Make a store whose file cannot shrink (``auto_vacuum`` NONE: made by a release that did
+    not set it, or by another program) incremental: SQLite changes that mode only by
+    rebuilding the file (``VACUUM``), once, taking as long as copying it. Another process
+    using the store then (``database is locked``) leaves it for the next open."""
+    (mode,) = db.execute("PRAGMA auto_vacuum").fetchone()
+    if mode != 0:
+        return
+    db.execute("PRAGMA auto_vacuum = INCREMENTAL")
+    with contextlib.suppress(sqlite3.OperationalError):
+        db.execute("VACUUM")
+
+
+def _evict(db: sqlite3.Connection, cap: int, keep: str, cell: tuple[str, str] | None = None) -> int:
+    """Drop ended runs (not ``keep``), oldest first, while the runs of ``cell`` (all runs
+    and the sessions, when None) hold more than ``cap`` bytes; how many were dropped."""
+    where, params = ("scope = ? AND cell = ?", cell) if cell else ("1", ())
+    (size,) = db.execute(
+        f"SELECT coalesce(sum(size), 0) FROM runs WHERE {where}", params
+    ).fetchone()
+    if cell is None:
+        size += db.execute("SELECT coalesce(sum(length(payload)), 0) FROM sessions").fetchone()[0]
+    if size <= cap:
+        return 0
+    dropped: list[str] = []
+    candidates = db.execute(
+        f"SELECT run_id, size FROM runs WHERE {where} AND status IN {_ENDED} AND run_id != ? "
+        "ORDER BY created, rowid",
+        (*params, keep),
+    )
+    for run_id, run_size in candidates:
+        if size <= cap:
+            break
+        dropped.append(run_id)
+        size -= run_size
+    db.executemany("DELETE FROM runs WHERE run_id = ?", [(run_id,) for run_id in dropped])
+    return len(dropped)
 
 
 def _forked(run: str | None, call: int | None) -> tuple[str, int] | None:
@@ -782,24 +951,65 @@ def _prune(
     return dropped + db.execute(in_all, (total,)).rowcount
 
 
-def _make_file(path: Path) -> None:
-    """Create the store's file 0600 if it is missing; refuse a link or anything not a file,
-    and one another user owns or others may read (it holds tools' results and code).
+def _make_file(path: Path, *, held: bool) -> None:
+    """Create the store's file 0600 if it is missing; else check it (`_check_file`).
 
-    An existing file is only looked at, never opened here: closing any descriptor of a
-    database file drops every POSIX lock this process holds on it, so a second `Store` of a
-    path this process already has open would silently unlock the first one's transactions
-    (and another kernel could then checkpoint the WAL under it: "database disk image is
-    malformed"; SQLite's "How To Corrupt", 2.2)."""
+    ``held``: this process has the store open already. Then the file is only looked at
+    (``lstat``), never opened here: closing any descriptor of a database file drops every
+    POSIX lock this process holds on it, so a second `Store` of a path this process already
+    has open would silently unlock the first one's transactions (and another kernel could
+    then checkpoint the WAL under it: "database disk image is malformed"; SQLite's "How To
+    Corrupt", 2.2)."""
     try:
         os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
         return
     except FileExistsError:
         pass
-    info = os.lstat(path)
-    if not stat.S_ISREG(info.st_mode):
-        raise OSError(errno.EINVAL, "not a regular file (a link, a folder...)", str(path))
-    _private(path, info, "the store")
+    _check_file(path, "the store", held=held)
+
+
+SIDE_FILES = ("-wal", "-shm", "-journal")
+"""The files SQLite keeps beside the store: the WAL holds recent writes (tools' results,
+code) and the ``-shm`` index says which of them count. A ``-wal`` another user planted
+before the store was opened would receive every write (readable by them) and one they wrote
+would be read as the store's own, so each is checked like the store itself."""
+
+
+def _check_side_files(path: Path, *, held: bool) -> None:
+    """Check the store's `SIDE_FILES` that exist (SQLite makes them 0600 and ours)."""
+    for suffix in SIDE_FILES:
+        _check_file(Path(f"{path}{suffix}"), f"the store's {suffix[1:]} file", held=held)
+
+
+def _check_file(path: Path, what: str, *, held: bool = False) -> os.stat_result | None:
+    """Refuse ``path`` (one line, with the command that fixes it) unless it is a regular
+    file of this user that group and others cannot use; None if it does not exist.
+
+    Opened without following a link and without blocking (``O_NOFOLLOW|O_NONBLOCK``: a FIFO
+    planted there would hang the open forever), then checked with ``fstat``, so what is
+    checked is what was opened; ``held`` (this process has SQLite's descriptors on it, see
+    `_make_file`): looked at with ``lstat`` only, which neither follows nor blocks either."""
+    try:
+        if held:
+            info = os.lstat(path)
+        else:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            try:
+                info = os.fstat(fd)
+            finally:
+                os.close(fd)
+    except FileNotFoundError:
+        return None
+    except OSError as error:  # a link (ELOOP), a socket (ENXIO), another user's 0600 file
+        try:
+            info = os.lstat(path)
+        except FileNotFoundError:
+            return None
+        if stat.S_ISREG(info.st_mode) and error.errno != errno.ELOOP:
+            _private(path, info, what)
+            raise
+    _private(path, info, what)
+    return info
 
 
 def _private_folder(folder: Path) -> None:
@@ -816,11 +1026,17 @@ def _private_folder(folder: Path) -> None:
 
 
 def _private(path: Path, info: os.stat_result, what: str) -> None:
-    """Refuse a file of the store (``what``) that another user owns or others can use."""
+    """Refuse a file of the store (``what``) that is not a regular file, that another user
+    owns or that group or others can use: one line, ending in the command that fixes it."""
+    if stat.S_ISDIR(info.st_mode):  # a path mistyped, not planted: no rm advice for it
+        raise IsADirectoryError(errno.EISDIR, f"{path} is a folder", str(path))
+    if not stat.S_ISREG(info.st_mode):
+        kind = "a symbolic link" if stat.S_ISLNK(info.st_mode) else "not a regular file"
+        raise StoreError(f"{what} {path} is {kind}: run rm {path}")
     if info.st_uid != os.geteuid():
         raise StoreError(
             f"{what} {path} belongs to uid {info.st_uid}, not to you "
-            f"(uid {os.geteuid()}): remove it, or point $JUPYTER_SANDBOX_STORE elsewhere"
+            f"(uid {os.geteuid()}): run rm {path}"
         )
     if info.st_mode & 0o077:
         raise StoreError(
@@ -846,27 +1062,22 @@ def _make_folder(folder: Path) -> None:
 
 
 def _key(path: Path) -> bytes:
-    """The user's signing key at ``path``, created if missing, refused if unsafe."""
+    """The user's signing key at ``path``, created if missing, refused if unsafe (checked as
+    `_check_file` checks, on the descriptor it is then read from)."""
+    fix = f"run rm {path} (blobs it signed can then no longer be loaded)"
+    what = "the store's key file"
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return _new_key(path)
     except OSError as error:
-        raise StoreError(
-            f"cannot read the store's key file {path}: {_reason(error)}; remove it "
-            "(blobs it signed can then no longer be loaded)"
-        ) from error
+        _check_file(path, what)  # a link, a socket, another user's: said as such
+        raise StoreError(f"cannot read {what} {path}: {_reason(error)}; {fix}") from error
     with os.fdopen(fd, "rb") as file:
-        info = os.fstat(file.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise StoreError(f"the store's key file {path} is not a regular file: remove it")
-        _private(path, info, "the store's key file")
-        key = file.read(KEY_BYTES + 1)
+        _private(path, os.fstat(file.fileno()), what)
+        key = file.read(KEY_BYTES + 1)  # one more: a longer file is told apart
     if len(key) != KEY_BYTES:
-        raise StoreError(
-            f"the store's key file {path} holds {len(key)} bytes, not {KEY_BYTES}: remove it "
-            "(blobs it signed can then no longer be loaded)"
-        )
+        raise StoreError(f"{what} {path} holds {len(key)} bytes, not {KEY_BYTES}: {fix}")
     return key
 
 

@@ -24,6 +24,7 @@ from ._client import KIND, LABEL, client
 from ._hostcfg import debian_mirror
 
 DEFAULT_BASE_IMAGE = "jupyter-sandbox/base:bookworm"
+"""The image ``python -m jupyter_sandbox base-image`` builds, with no registry (Debian 12)."""
 SUITE = "bookworm"
 SANDBOX_UID = 1000
 """The non-root user every run uses (``sandbox`` in the local base; numeric, so any image works)."""

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from docker import DockerClient
 
 BASE_IMAGE_ENV = "JUPYTER_SANDBOX_BASE_IMAGE"
+"""The environment variable naming the base image when none is given (else `DEFAULT_BASE_IMAGE`)."""
 _MISSING_PACKAGE = (
     re.compile(r"Unable to locate package (\S+)"),
     re.compile(r"Package '?([^'\s]+)'? has no installation candidate"),

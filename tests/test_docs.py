@@ -1,0 +1,66 @@
+"""The README stays short and its links land; the benchmark tables come from the scripts' JSON.
+(The docs site itself is built with warnings as errors by ``scripts/docs.sh`` in CI.)"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text()
+
+
+def test_the_readme_is_short_and_starts_with_the_two_commands() -> None:
+    assert len(README.splitlines()) <= 250
+    first_block = README.split("```bash\n", 1)[1].split("```", 1)[0].splitlines()
+    assert [line.split("#")[0].strip() for line in first_block] == [
+        "bash scripts/demo.sh",
+        "bash scripts/test.sh",
+    ]
+
+
+def test_every_local_link_of_the_readme_exists() -> None:
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", README)
+    local = [link for link in links if "://" not in link]
+    assert local
+    missing = [link for link in local if not (ROOT / link).exists()]
+    assert not missing, missing
+
+
+def test_benchmark_json_becomes_a_table_with_the_machine_and_load(tmp_path: Path) -> None:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import tables
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    result = {
+        "script": "bench_x.py",
+        "argv": ["--rounds", "3"],
+        "machine": {
+            "date": "2026-01-01T00:00:00+00:00",
+            "cores": 2,
+            "load_start": [0.5, 0.4, 0.3],
+            "load_end": [0.6, 0.4, 0.3],
+            "python": "3.11.7",
+            "platform": "Linux",
+        },
+        "tables": [
+            {
+                "title": "per call",
+                "unit": "us",
+                "per": 1000,
+                "rows": [
+                    {"label": "baseline", "value": 50.0, "ratio": 1.0},
+                    {"label": "ours", "value": 55.0, "ratio": 1.1},
+                ],
+            }
+        ],
+    }
+    path = tmp_path / "x.json"
+    path.write_text(json.dumps(result))
+    text = tables.main([str(path)])
+    assert "`benchmarks/bench_x.py --rounds 3`" in text
+    assert "2 cores, load average (1/5/15 min) 0.5/0.4/0.3 at the start" in text
+    assert "| ours | 55.00 | 1.10x |" in text

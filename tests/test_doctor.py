@@ -1,0 +1,483 @@
+"""``python -m jupyter_sandbox doctor`` and ``%sandbox_doctor``: every check against the real
+thing (this machine's engine, store folders made bad on purpose, a real non-root user).
+
+The CLI runs in a subprocess as a user would run it; single checks run in-process where a
+setting is easier to bend there. The non-root runs use Debian's Python (root's own sits in a
+folder only root reads) in a venv that borrows this checkout's packages, run by ``runuser``
+with nothing of root's environment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jupyter_sandbox import __version__, _doctor
+from jupyter_sandbox._doctor import Check, report, run_checks
+
+ROOT = Path(__file__).resolve().parent.parent
+ABSENT = "jupyter-sandbox/absent:doctor-test"
+NO_ENGINE = "unix:///nonexistent/docker.sock"
+
+
+def doctor(*args: str, **env: str) -> tuple[int, dict[str, str]]:
+    """Run the CLI; its exit status and each check's line by name (state first)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "jupyter_sandbox", "doctor", *args],
+        capture_output=True,
+        text=True,
+        env=os.environ | env,
+        check=False,
+        timeout=60,
+    )
+    assert not done.stderr, done.stderr
+    return done.returncode, lines(done.stdout)
+
+
+def lines(output: str) -> dict[str, str]:
+    """``{"engine": "ok    engine  Docker ...", ...}`` from the report (summary left out)."""
+    names = ("engine access", "engine", "base image", "gvisor", "store", "pydantic-monty")
+    names += ("confinement", "labextension", "kernelspec")
+    found = {}
+    for line in output.splitlines()[:-1]:
+        name = next(n for n in names if line[6:].startswith(n + " "))
+        found[name] = line
+    assert len(found) == len(names), output
+    return found
+
+
+def state(line: str) -> str:
+    return line.split()[0]
+
+
+# --- as root, on this machine ---
+
+
+@pytest.mark.docker
+def test_this_machine_passes_every_required_check_in_a_few_seconds():
+    started = time.monotonic()
+    code, checks = doctor()
+    took = time.monotonic() - started
+    assert code == 0, checks
+    for name in ("engine", "engine access", "base image", "store", "pydantic-monty"):
+        assert state(checks[name]) == "ok", checks[name]
+    assert checks["engine"].startswith("ok    engine          Docker ")
+    assert "(API 1." in checks["engine"]
+    assert "own-uid+pidns+netns" in checks["confinement"]  # root, here
+    assert "runsc registered" in checks["gvisor"]
+    assert took < 15, f"doctor took {took:.1f} s"  # ~2 s idle; generous for shared cores
+
+
+def test_a_failed_check_says_its_fix_on_its_own_line_and_the_summary_names_required_ones():
+    checks = [
+        Check("engine", "ok", "Docker"),
+        Check("base image", "fail", "x is not on the engine", "build it"),
+        Check("gvisor", "warn", "runsc is missing", "register it", required=False),
+    ]
+    shown = list(report(checks))
+    assert shown[0] == "ok    engine      Docker"
+    assert shown[1] == "FAIL  base image  x is not on the engine; fix: build it"
+    assert shown[2] == "warn  gvisor      runsc is missing; fix: register it"
+    assert shown[3] == (
+        "1 ok, 1 warn, 1 fail (required: engine, base image; a failed one makes the exit status 1)"
+    )
+
+
+def test_engine_down_fails_with_how_to_start_it_and_skips_what_needs_it():
+    code, checks = doctor(DOCKER_HOST=NO_ENGINE)
+    assert code == 1
+    assert checks["engine"].startswith("FAIL  engine ")
+    assert f"no engine answers at {NO_ENGINE}: No such file or directory" in checks["engine"]
+    assert "fix: unset DOCKER_HOST" in checks["engine"]
+    assert "systemctl start docker" in checks["engine"]
+    for name in ("engine access", "base image", "gvisor"):
+        assert state(checks[name]) == "skip", checks[name]
+    assert state(checks["pydantic-monty"]) == "ok"  # the rest is still asked
+
+
+def test_an_engine_that_never_answers_is_given_up_on_in_seconds(tmp_path: Path):
+    """A wedged engine (the socket accepts, nothing answers) must not hang the doctor."""
+    path = tmp_path / "wedged.sock"
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind(str(path))
+        listener.listen(8)
+        started = time.monotonic()
+        code, checks = doctor(DOCKER_HOST=f"unix://{path}")
+        took = time.monotonic() - started
+    assert code == 1
+    assert checks["engine"].startswith(
+        f"FAIL  engine          no engine answers at unix://{path}: no answer within "
+        f"{_doctor.ENGINE_TIMEOUT} s; fix: "
+    ), checks["engine"]
+    assert took < _doctor.ENGINE_TIMEOUT + 10
+
+
+def test_podman_is_told_from_docker_by_the_versions_components():
+    class Podman:
+        def version(self) -> dict[str, Any]:
+            components = [{"Name": "Podman Engine", "Version": "4.3.1"}]
+            return {"Components": components, "Version": "4.3.1", "ApiVersion": "1.41"}
+
+        def info(self) -> dict[str, Any]:
+            return {"SecurityOptions": ["name=seccomp,profile=default", "name=rootless"]}
+
+    check = _doctor.check_engine(Podman(), "")  # type: ignore[arg-type]
+    assert check.state == "ok"
+    assert check.detail.startswith("Podman 4.3.1 (API 1.41, rootless) at ")
+
+
+@pytest.mark.docker
+def test_a_missing_base_image_fails_with_the_way_to_get_it():
+    code, checks = doctor("--base-image", ABSENT)
+    assert code == 1
+    assert checks["base image"] == (
+        f"FAIL  base image      {ABSENT} is not on the engine; fix: `docker pull {ABSENT}` (or "
+        "build or load it), or change the base image setting (default: "
+        "jupyter-sandbox/base:bookworm)"
+    )
+    code, checks = doctor(JUPYTER_SANDBOX_BASE_IMAGE=ABSENT)
+    assert code == 1
+    assert "or change $JUPYTER_SANDBOX_BASE_IMAGE" in checks["base image"]
+
+
+@pytest.mark.docker
+def test_the_default_base_image_missing_says_to_build_it(monkeypatch: pytest.MonkeyPatch):
+    """The default tag is ours to build (no registry has it): the fix is our command."""
+    monkeypatch.setattr("jupyter_sandbox.sandbox._baseimage.DEFAULT_BASE_IMAGE", ABSENT)
+    monkeypatch.setenv("JUPYTER_SANDBOX_BASE_IMAGE", ABSENT)
+    client, _ = _doctor._connect()
+    assert client is not None
+    check = _doctor.check_base_image(client, None)
+    client.close()
+    assert check.state == "fail"
+    assert check.fix == "as root, once per engine: `python -m jupyter_sandbox base-image`"
+
+
+@pytest.mark.docker
+def test_gvisor_is_optional_unless_it_is_the_default_level(monkeypatch: pytest.MonkeyPatch):
+    class NoRunsc:
+        def info(self) -> dict[str, Any]:
+            return {"Runtimes": {"runc": {"path": "runc"}}}
+
+    missing = _doctor.check_gvisor(NoRunsc(), None)  # type: ignore[arg-type]
+    assert (missing.state, missing.required) == ("warn", False)
+    assert "/etc/docker/daemon.json" in missing.fix
+    monkeypatch.setenv("JUPYTER_SANDBOX_ISOLATION", "gvisor")
+    needed = _doctor.check_gvisor(NoRunsc(), None)  # type: ignore[arg-type]
+    assert (needed.state, needed.required) == ("fail", True)
+    assert "the default isolation is gvisor" in needed.detail
+    monkeypatch.setenv("JUPYTER_SANDBOX_ISOLATION", "vm")
+    assert _doctor.check_gvisor(NoRunsc(), None).state == "fail"  # type: ignore[arg-type]
+
+
+# --- the store: the store's own rules ---
+
+
+@pytest.fixture
+def store_dir(tmp_path: Path) -> Path:
+    folder = tmp_path / "store"
+    folder.mkdir(mode=0o700)
+    return folder
+
+
+def test_a_store_not_made_yet_is_fine_where_its_folder_can_be_made(tmp_path: Path):
+    check = _doctor.check_store(tmp_path / "new" / "store.sqlite")
+    assert check.state == "ok"
+    assert "not made yet" in check.detail
+
+
+def test_a_store_the_store_itself_opened_passes(store_dir: Path):
+    from jupyter_sandbox.orchestrate._store import Store
+
+    Store(store_dir / "store.sqlite").close()
+    check = _doctor.check_store(store_dir / "store.sqlite")
+    assert (check.state, check.detail) == ("ok", f"{store_dir}/store.sqlite (folder 0700)")
+
+
+def test_a_world_writable_store_folder_fails_with_chmod(store_dir: Path):
+    store_dir.chmod(0o777)
+    code, checks = doctor(JUPYTER_SANDBOX_STORE=str(store_dir / "store.sqlite"))
+    assert code == 1
+    assert checks["store"].startswith(f"FAIL  store           the store's folder {store_dir} ")
+    assert "writable by others" in checks["store"]
+    assert checks["store"].endswith(f"; fix: chmod go-w {store_dir}")
+
+
+def test_a_store_folder_that_links_to_a_shared_folder_fails(tmp_path: Path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    link = tmp_path / "link"
+    link.symlink_to(shared)
+    check = _doctor.check_store(link / "store.sqlite")
+    assert check.state == "fail"
+    assert "writable by others" in check.detail
+    assert check.fix.startswith(f"replace the link {link} (to {shared}) by `mkdir -m 700`")
+
+
+def test_a_group_writable_store_folder_is_a_warning(store_dir: Path):
+    """The store accepts it (only others' write is refused); the group may plant files."""
+    store_dir.chmod(0o770)
+    check = _doctor.check_store(store_dir / "store.sqlite")
+    assert check.state == "warn"
+    assert check.fix == f"chmod g-w {store_dir}"
+
+
+def test_a_store_file_that_is_a_link_fails_with_the_setting_that_follows_it(store_dir: Path):
+    real = store_dir / "real.sqlite"
+    real.touch(mode=0o600)
+    (store_dir / "store.sqlite").symlink_to(real)
+    check = _doctor.check_store(store_dir / "store.sqlite")
+    assert check.state == "fail"
+    assert "not a regular file" in check.detail
+    assert check.fix.startswith(f"export JUPYTER_SANDBOX_STORE={real} ")
+
+
+def test_store_files_others_can_read_or_the_wrong_key_fail(store_dir: Path):
+    store = store_dir / "store.sqlite"
+    store.touch(mode=0o644)
+    check = _doctor.check_store(store)
+    assert (check.state, check.fix) == ("fail", f"chmod 600 {store}")
+    store.chmod(0o600)
+    key = store_dir / "key"
+    key.write_bytes(b"short")
+    key.chmod(0o600)
+    check = _doctor.check_store(store)
+    assert check.state == "fail"
+    assert "holds 5 bytes, not 32" in check.detail
+    assert check.fix.startswith(f"rm {key} (what it sealed can then no longer be loaded)")
+
+
+def test_a_store_path_that_is_a_folder_is_never_to_be_removed(store_dir: Path):
+    check = _doctor.check_store(store_dir)
+    assert check.state == "fail"
+    assert not check.fix.startswith("rm"), check.fix
+
+
+def test_an_empty_store_setting_is_no_store():
+    assert _doctor.check_store("").state == "ok"
+
+
+# --- the Python side ---
+
+
+def test_a_monty_other_than_the_pinned_one_fails(monkeypatch: pytest.MonkeyPatch):
+    real = _doctor.importlib.metadata.version
+
+    def version(name: str) -> str:
+        return "1.3.9" if name == "pydantic-monty" else real(name)
+
+    monkeypatch.setattr(_doctor.importlib.metadata, "version", version)
+    check = _doctor.check_monty()
+    assert check.state == "fail"
+    assert check.detail == "1.3.9 installed, jupyter-sandbox needs pydantic-monty==1.4.0"
+    assert check.fix == "pip install 'pydantic-monty==1.4.0'"
+
+
+def test_the_labextension_found_and_disabled_as_jupyterlab_says(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv("JUPYTER_CONFIG_DIR", str(tmp_path))
+    enabled = _doctor.check_labextension()
+    assert enabled.state == "ok", enabled
+    listed = subprocess.run(
+        [Path(sys.executable).parent / "jupyter", "labextension", "list"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert f"jupyter-sandbox v{__version__} \x1b[32menabled" in listed.stdout + listed.stderr
+    (tmp_path / "labconfig").mkdir()
+    (tmp_path / "labconfig" / "page_config.json").write_text(
+        json.dumps({"disabledExtensions": {"jupyter-sandbox": True}})
+    )
+    disabled = _doctor.check_labextension()
+    assert (disabled.state, disabled.fix) == ("warn", "jupyter labextension enable jupyter-sandbox")
+
+
+def test_the_kernelspec_is_found_once_installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    from jupyter_sandbox._kernelspec import install_kernel
+
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "share" / "jupyter"))
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / "empty-prefix"))
+    missing = _doctor.check_kernelspec()
+    assert (missing.state, missing.required) == ("warn", False)
+    assert missing.fix == f"{sys.executable} -m jupyter_sandbox install-kernel"
+    install_kernel(prefix=str(tmp_path))
+    found = _doctor.check_kernelspec()
+    assert found.state == "ok"
+    assert f"{tmp_path}/share/jupyter/kernels/jupyter-sandbox" in found.detail
+
+
+def test_a_check_that_breaks_is_a_failed_line_not_a_traceback(monkeypatch: pytest.MonkeyPatch):
+    def broken() -> Check:
+        raise RuntimeError("odd host")
+
+    monkeypatch.setattr(_doctor, "check_monty", broken)
+    checks = {c.name: c for c in run_checks()}
+    assert checks["pydantic-monty"].state == "fail"
+    assert "the check itself failed: RuntimeError: odd host" in checks["pydantic-monty"].detail
+
+
+@pytest.mark.docker
+def test_the_magic_checks_with_the_kernels_settings(shell: Any, capsys: pytest.CaptureFixture[str]):
+    shell.run_line_magic("config", f'SandboxMagics.base_image = "{ABSENT}"')
+    shell.run_line_magic("config", 'OrchestrateMagics.store = ""')
+    try:
+        shell.run_line_magic("sandbox_doctor", "")
+    finally:
+        shell.run_line_magic("config", 'SandboxMagics.base_image = ""')
+        shell.run_line_magic("config", "OrchestrateMagics.store = None")
+    checks = lines(capsys.readouterr().out)
+    shell.run_line_magic("sandbox_doctor", "--help")
+    assert "%sandbox_doctor [-h]" in capsys.readouterr().out
+    assert checks["base image"].startswith(f"FAIL  base image      {ABSENT} is not on the engine")
+    assert checks["store"] == "ok    store           off (%config OrchestrateMagics.store is empty)"
+    assert state(checks["engine"]) == "ok"
+
+
+# --- as a user who is not root ---
+
+IN_DOCKER = "jupyter-sandbox-doctor"
+NOT_IN_DOCKER = "jupyter-sandbox-doctor-nogroup"
+DEBIAN_PYTHON = "/usr/bin/python3"
+
+
+def scratch() -> Path:
+    """A folder in /tmp the users can reach (pytest's own are root's alone)."""
+    folder = Path(tempfile.mkdtemp(prefix="jupyter-sandbox-doctor-"))
+    folder.chmod(0o755)
+    return folder
+
+
+@pytest.fixture
+def home() -> Iterator[Path]:
+    folder = scratch()
+    (folder / "home").mkdir()
+    yield folder / "home"
+    shutil.rmtree(folder)
+
+
+@pytest.fixture(scope="module")
+def user_python() -> Iterator[Path]:
+    """Debian's Python in a venv that reads this checkout's packages (same minor version),
+    and the two users: one in the ``docker`` group, one not."""
+    if os.geteuid() != 0:
+        pytest.fail("creating the test users needs root (the README's test command runs as root)")
+    for name, groups in ((IN_DOCKER, ["--groups", "docker"]), (NOT_IN_DOCKER, [])):
+        try:
+            pwd.getpwnam(name)
+        except KeyError:
+            subprocess.run(["useradd", "--no-create-home", *groups, name], check=True)
+    venv = scratch()
+    subprocess.run([DEBIAN_PYTHON, "-m", "venv", "--without-pip", str(venv)], check=True)
+    (python_lib,) = (venv / "lib").glob("python3*")
+    ours = Path(sys.prefix) / "lib" / python_lib.name / "site-packages"
+    (python_lib / "site-packages" / "checkout.pth").write_text(
+        f"import site; site.addsitedir({str(ours)!r})\n"
+    )
+    yield venv / "bin" / "python"
+    shutil.rmtree(venv)
+
+
+def as_user(
+    user: str, python: Path, home: Path, *, stale: bool = False, **env: str
+) -> tuple[int, dict[str, str], float]:
+    """``python -m jupyter_sandbox doctor`` as ``user`` with only a login's environment;
+    ``stale``: in a session without the user's groups, as one started before ``usermod -aG``."""
+    entry = pwd.getpwnam(user)
+    os.chown(home, entry.pw_uid, entry.pw_gid)
+    switch = ["runuser", "-u", user, "--"]
+    if stale:
+        switch = ["setpriv", f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}"]
+        switch += ["--clear-groups", "--"]
+    base = {
+        "HOME": str(home),
+        # the monty binary: where pip put it (this checkout's venv), on the user's PATH
+        "PATH": f"{python.parent}:{Path(sys.executable).parent}:/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+    }
+    assignments = [f"{k}={v}" for k, v in (base | env).items()]
+    argv = [str(python), "-m", "jupyter_sandbox", "doctor"]
+    started = time.monotonic()
+    done = subprocess.run(
+        [*switch, "env", "-i", *assignments, *argv],
+        cwd=home,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    took = time.monotonic() - started
+    assert not done.stderr, done.stderr
+    return done.returncode, lines(done.stdout), took
+
+
+@pytest.mark.docker
+def test_a_user_in_the_docker_group_passes(user_python: Path, home: Path):
+    code, checks, took = as_user(IN_DOCKER, user_python, home)
+    assert code == 0, checks
+    assert checks["engine access"] == "ok    engine access   /var/run/docker.sock (group docker)"
+    assert state(checks["base image"]) == "ok"
+    assert checks["store"] == (
+        f"ok    store           {home}/.local/share/jupyter-sandbox/store.sqlite: not made yet "
+        f"({home}/.local/share/jupyter-sandbox will be made 0700)"
+    )
+    assert "userns+pidns+netns" in checks["confinement"]  # no own uid without root
+    assert took < 15
+
+
+def test_a_user_outside_the_docker_group_is_told_to_join_it(user_python: Path, home: Path):
+    code, checks, _ = as_user(NOT_IN_DOCKER, user_python, home)
+    assert code == 1
+    assert checks["engine access"] == (
+        "FAIL  engine access   /var/run/docker.sock is srw-rw---- root:docker; "
+        f"{NOT_IN_DOCKER} is not in group docker; fix: as root: "
+        f"`usermod -aG docker {NOT_IN_DOCKER}`, then log out and in again"
+    )
+    assert state(checks["engine"]) == "skip"
+    assert state(checks["base image"]) == "skip"
+
+
+def test_a_session_from_before_joining_the_group_is_told_to_log_in_again(
+    user_python: Path, home: Path
+):
+    code, checks, _ = as_user(IN_DOCKER, user_python, home, stale=True)
+    assert code == 1
+    assert checks["engine access"].endswith(
+        "; you are in group docker, but this session started before you were; fix: log out and "
+        "in again (or run `newgrp docker`), then restart Jupyter"
+    )
+
+
+def test_a_user_with_no_engine_and_a_bad_store_folder(user_python: Path, home: Path):
+    """A store folder root owns (the store allows it) but the user cannot write to."""
+    roots = home.parent / "roots"
+    roots.mkdir(mode=0o755)
+    code, checks, _ = as_user(
+        IN_DOCKER,
+        user_python,
+        home,
+        DOCKER_HOST=NO_ENGINE,
+        JUPYTER_SANDBOX_STORE=str(roots / "store.sqlite"),
+    )
+    assert code == 1
+    assert state(checks["engine"]) == "FAIL"
+    assert state(checks["engine access"]) == "skip"
+    assert checks["store"] == (
+        f"FAIL  store           the store's folder {roots} is not writable by you; fix: "
+        "export JUPYTER_SANDBOX_STORE=<a folder of your own>/store.sqlite"
+    )
