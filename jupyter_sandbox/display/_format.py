@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from jupyter_sandbox._bounds import KEEP_EDGE, KEEP_FAILED, SUMMARY_MIN_CALLS, ToolStats
+from jupyter_sandbox._grammar import is_run_id
 from jupyter_sandbox._text import ANSI
 from jupyter_sandbox.records import (
     BuildRecord,
@@ -154,11 +155,23 @@ def line_of(call: CallRecord) -> str:
     return "" if line is None else f"line {line}"
 
 
-def approval_magics(record: TraceRecord) -> tuple[str, str]:
+def approval_magics(record: TraceRecord) -> tuple[str, str] | None:
     """The two lines that answer a paused run from any cell, in this kernel or a later one:
-    approve, and reject (``REASON`` optional; the code sees ``PermissionError(REASON)``)."""
-    run_id = record.get("run_id", "?")
+    approve, and reject (``REASON`` optional; the code sees ``PermissionError(REASON)``).
+    None when the record's run id is not one the store issues (an edited notebook): no line
+    built from it is offered to run."""
+    run_id = record.get("run_id")
+    if not is_run_id(run_id):
+        return None
     return f"%orchestrate_approve {run_id}", f"%orchestrate_reject {run_id} REASON"
+
+
+INVALID_RUN_NOTE = (
+    "this record's run id is not one jupyter-sandbox issues (12 hex digits): the notebook was "
+    "edited, so it offers no button and no magic to run"
+)
+"""What a paused record with a forged run id says instead of its magics (``INVALID_NOTE`` in
+labextension/src/approval.ts)."""
 
 
 REJECT_NOTE = "REASON is optional: the rejected call raises PermissionError(REASON) in the code"

@@ -44,10 +44,24 @@ def parse_options(magic: Any, line: str) -> argparse.Namespace | None:
     None after printing its help when ``-h``/``--help`` is among them, whatever else the line
     holds: a person asking for help gets it, not an error about another option."""
     if {"-h", "--help"} & set(line.split()):
-        print(magic.parser.format_help().removeprefix("::\n\n").rstrip())
+        print_help(magic)
         return None
-    args: argparse.Namespace = parse_argstring(magic, line)
+    try:
+        args: argparse.Namespace = parse_argstring(magic, line)
+    except ValueError as exc:  # shlex: an unbalanced quote ("No closing quotation")
+        raise UsageError(f"{magic_name(magic)}: {exc} in {line.strip()[:60]!r}") from None
     return args
+
+
+def print_help(magic: Any) -> None:
+    """Print ``magic``'s options, as ``-h`` asks."""
+    print(magic.parser.format_help().removeprefix("::\n\n").rstrip())
+
+
+def magic_name(magic: Any) -> str:
+    """``%%sandbox``, ``%orchestrate_approve``: the magic as a person types it."""
+    name = str(magic.__name__)
+    return ("%%" if name in CELL_MAGICS else "%") + name
 
 
 def help_alone(lines: list[str]) -> list[str]:
