@@ -338,3 +338,104 @@ def test_a_hostile_saved_notebook_offers_nothing_to_click(
     finally:
         lab.stop()
     assert not marker.exists()
+
+
+def answered_panel(page, index: int, said: str) -> None:
+    """Cell ``index``'s paused record says ``said`` and offers no button (issue 20 item 3)."""
+    panel = page.locator(".jp-Cell").nth(index).locator(".jsb-approval")
+    panel.locator(".jsb-answered").wait_for(timeout=60_000)
+    assert panel.locator(".jsb-answered").inner_text() == said
+    assert panel.locator("button, input, code").count() == 0
+    assert "waited for approval of 1 call" in panel.locator(".jsb-heading").inner_text()
+
+
+def exported(path: Path, index: int) -> str:
+    """The text nbconvert's HTML export shows for cell ``index``'s outputs (no extension)."""
+    from nbconvert import HTMLExporter
+
+    nb = nbformat.read(path, as_version=4)
+    nb.cells = [nb.cells[index]]
+    html, _ = HTMLExporter().from_notebook_node(nb)
+    return html
+
+
+def test_an_answered_run_looks_answered_after_a_later_cell_and_a_restart(
+    tmp_home: Path, browser, monkeypatch
+) -> None:
+    """As 06-durable does it: the paused cell is answered by a magic typed in a later cell. In
+    the same kernel, and again after a kernel restart (a kernel that never showed the record),
+    the paused cell above loses its buttons and says how it was answered, and so does the
+    saved notebook's HTML export."""
+    monkeypatch.setenv("JUPYTER_SANDBOX_STORE", str(tmp_home / "store.sqlite"))
+    root = tmp_home / "root"
+    root.mkdir()
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(source) for source in [*GATED[:2], "", GATED[2]]]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python", "language": "python"}
+    nbformat.write(nb, root / "later.ipynb")
+    lab = Lab(root, tmp_home / "home")
+    try:
+        page = browser.new_page(viewport={"width": 1300, "height": 900})
+        lab.open(page, "later.ipynb")
+        wait_kernel_ready(page)
+
+        def pause_and_answer(magic: str) -> int:
+            run_cell(page, 1)
+            wait_executed(page, 1)
+            panel = page.locator(".jp-Cell").nth(1).locator(".jsb-approval")
+            panel.locator("button.jsb-approve").wait_for(timeout=60_000)
+            run_id = panel.locator(".jsb-heading").inner_text().split()[1]
+            notebook_js(
+                page,
+                "panel.content.model.sharedModel.getCell(2).setSource(arg);",
+                magic.format(run_id=run_id),
+            )
+            run_cell(page, 2)
+            wait_executed(page, 2)
+            return int(notebook_js(page, "return panel.content.widgets[2].model.executionCount;"))
+
+        run_cell(page, 0)
+        wait_executed(page, 0)
+        cell = pause_and_answer("%orchestrate_approve {run_id}")
+        answered_panel(page, 1, f"approved in cell [{cell}]")
+        summary = page.locator(".jp-Cell").nth(1).locator(".jsb-summary").inner_text()
+        assert summary.endswith(f"; approved in cell [{cell}]"), summary
+        save(page)
+        html = exported(root / "later.ipynb", 1)
+        assert f"approved in cell [{cell}]" in html and "waits for approval" not in html
+
+        notebook_js(page, "return panel.sessionContext.restartKernel();")
+        wait_kernel_ready(page)
+        run_cell(page, 0)
+        wait_executed(page, 0)
+        # pause, restart again (this kernel never showed it), then reject from a later cell
+        run_cell(page, 1)
+        wait_executed(page, 1)
+        panel = page.locator(".jp-Cell").nth(1).locator(".jsb-approval")
+        panel.locator("button.jsb-approve").wait_for(timeout=60_000)
+        run_id = panel.locator(".jsb-heading").inner_text().split()[1]
+        notebook_js(page, "return panel.sessionContext.restartKernel();")
+        wait_kernel_ready(page)
+        run_cell(page, 0)
+        wait_executed(page, 0)
+        notebook_js(
+            page,
+            "panel.content.model.sharedModel.getCell(2).setSource(arg);",
+            f"%orchestrate_reject {run_id} not {{today}}",
+        )
+        run_cell(page, 2)
+        wait_executed(page, 2)
+        cell = int(notebook_js(page, "return panel.content.widgets[2].model.executionCount;"))
+        answered_panel(page, 1, f"rejected in cell [{cell}]: not {{today}}")
+        for theme, name in THEMES:
+            set_theme(page, theme)
+            assert_contrast(page, errors=False)
+            page.locator(".jp-Cell").nth(1).locator(".jp-OutputArea").screenshot(
+                path=SCREENSHOTS / f"lab-paused-answered-later-{name}.png"
+            )
+        save(page)
+        html = exported(root / "later.ipynb", 1)
+        assert f"rejected in cell [{cell}]: not {{today}}" in html
+        assert "waits for approval" not in html
+    finally:
+        lab.stop()

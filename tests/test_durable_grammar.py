@@ -155,3 +155,40 @@ def test_a_new_kernel_refuses_the_forged_id_too(tmp_path: Path) -> None:
         assert not marker.exists()
     finally:
         k.close()
+
+
+def updates_of(ran: object) -> list[dict]:
+    """The display updates a cell sent (``update_display_data``): bundles, in order."""
+    return [
+        msg["content"]["data"]
+        for msg in ran.outputs  # type: ignore[attr-defined]
+        if msg["msg_type"] == "update_display_data"
+    ]
+
+
+def test_an_answered_run_is_redrawn_answered_in_the_cell_that_paused(store: Path) -> None:
+    """Issue 20 item 3, same kernel: ``%orchestrate_approve`` / ``_reject`` in a later cell
+    redraws the paused record above as answered (``update_display``), so JupyterLab drops its
+    buttons and the HTML and text an export keeps say how it was answered."""
+    with kernel(store) as k:
+        k.ok(GATED)
+        for line, note in (
+            ("%orchestrate_approve {run_id}", "approved in cell [{cell}]"),
+            (
+                "%orchestrate_reject {run_id} not {{today}}",
+                "rejected in cell [{cell}]: not {{today}}",
+            ),
+        ):
+            run_id = paused_run(k.ok(CELL))
+            ran = k.ok(line.format(run_id=run_id))
+            cell = ran.execution_count  # the prompt number JupyterLab shows for the line
+            (update,) = [u for u in updates_of(ran) if u[TRACE_MIME].get("status") == "paused"]
+            record = update[TRACE_MIME]
+            assert record["run_id"] == run_id and record["answered"]["cell"] == cell
+            said = note.format(cell=cell)
+            for text in (update["text/html"], update["text/plain"]):
+                assert said in text and "waits for approval" not in text, text
+                assert "%orchestrate_approve" not in text
+            continued = [r for r in ran.records(TRACE_MIME) if r["status"] != "paused"][-1]
+            assert continued["status"] == "ok"
+            assert continued["answer"]["how"] == record["answered"]["how"]

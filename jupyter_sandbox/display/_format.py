@@ -6,6 +6,7 @@ from jupyter_sandbox._bounds import KEEP_EDGE, KEEP_FAILED, SUMMARY_MIN_CALLS, T
 from jupyter_sandbox._grammar import is_run_id
 from jupyter_sandbox._text import ANSI
 from jupyter_sandbox.records import (
+    Answered,
     BuildRecord,
     CallRecord,
     Record,
@@ -116,6 +117,8 @@ def orchestrate_summary(record: TraceRecord) -> str:
     noun = "call" if total == 1 else "calls"
     waiting = len(record.get("pending", []))
     awaits = f", {waiting} waiting for approval" if record.get("status") == "paused" else ""
+    if record.get("status") == "paused" and record.get("answered"):
+        awaits = f"; {answer_note(record['answered'])}"
     return (
         f"orchestrate {record.get('status', '?')} in {seconds(record.get('duration'))}: "
         f"{total} tool {noun}, {errors} failed{awaits}"
@@ -143,10 +146,24 @@ def origin_notes(record: TraceRecord) -> list[str]:
 
 
 def paused_heading(record: TraceRecord) -> str:
-    """What a paused run waits for, in one line."""
+    """What a paused run waits for (waited for, once answered), in one line."""
     waiting = len(record.get("pending", []))
     noun = "call" if waiting == 1 else "calls"
-    return f"run {record.get('run_id', '?')} waits for approval of {waiting} {noun}:"
+    waits = "waited" if record.get("answered") else "waits"
+    return f"run {record.get('run_id', '?')} {waits} for approval of {waiting} {noun}:"
+
+
+def answer_note(answered: Answered) -> str:
+    """How a paused run was answered, in a few words (``answerNote`` in approval.ts):
+    ``approved in cell [4]``, ``rejected in cell [4]: REASON``, ``continued elsewhere``."""
+    if answered.get("how") == "elsewhere":
+        status = answered.get("status")
+        return "continued elsewhere" + (f" (now {status})" if status else "")
+    where = f" in cell [{answered['cell']}]" if answered.get("cell") is not None else ""
+    if answered.get("how") == "approved":
+        return f"approved{where}"
+    reason = answered.get("reason")
+    return f"rejected{where}" + (f": {reason}" if reason else " (no reason given)")
 
 
 def line_of(call: CallRecord) -> str:

@@ -169,7 +169,10 @@ def _paused(record: TraceRecord) -> str:
         for call in record.get("pending", [])
     )
     magics = fmt.approval_magics(record)
-    if magics is None:
+    answered = record.get("answered")
+    if answered:  # no magic to offer: running one would only say the run is not paused
+        how = f"<div><b>{escape(fmt.answer_note(answered))}</b></div>"
+    elif magics is None:
         how = f'<div class="jsb-muted">{escape(fmt.INVALID_RUN_NOTE)}</div>'
     else:
         how = (

@@ -58,6 +58,9 @@ def _paused(record: TraceRecord) -> list[str]:
         f"  #{call.get('call_id')} {fmt.call_signature(call)}  {fmt.line_of(call)}".rstrip()
         for call in record.get("pending", [])
     ]
+    answered = record.get("answered")
+    if answered:
+        return [fmt.paused_heading(record), *calls, fmt.answer_note(answered)]
     if magics is None:
         return [fmt.paused_heading(record), *calls, f"({fmt.INVALID_RUN_NOTE})"]
     return [

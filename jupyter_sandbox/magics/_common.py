@@ -122,6 +122,11 @@ class CellMagics(Magics):
         """`usage_error` naming this magic's `options`: raise it ``from None``."""
         return usage_error(exc, self.options)
 
+    def prompt_number(self) -> int:
+        """The running cell's prompt number (``In [n]``): IPython counts the cell before it
+        runs, so ``execution_count`` is already the next one's."""
+        return int(self.shell.execution_count) - 1
+
     def frontend_cell_id(self) -> str | None:
         """The notebook's id for the running cell when the frontend sends one (JupyterLab and
         Notebook 7 do, in the request's metadata); None elsewhere (a terminal, nbclient)."""

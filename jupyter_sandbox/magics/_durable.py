@@ -30,10 +30,11 @@ from .._errors import OrchestrationError, SandboxConfigError, StoreError
 from .._events import EventCallback
 from .._grammar import JSON_OPTION, check_run_id, parse_reject, unquote
 from .._preview import preview
-from ..display import OrchestrateView
+from ..display import OrchestrateView, shown_pause
 from ..orchestrate import OrchestrationResult, fork_run, resume_run
 from ..orchestrate._durable import unkept_inputs
 from ..orchestrate._paused import PausedRun, paused_runs
+from ..orchestrate._result import answered
 from ..orchestrate._sessions import sessions
 from ..orchestrate._store import Store
 from ._common import CellMagics, help_option, parse_options, print_help, usage_error
@@ -257,16 +258,29 @@ class DurableMagics(CellMagics):
             raise UsageError(
                 f"run {run_id} is {run.status}, not paused: nothing to approve or reject; {then}"
             )
-        return show_run(
-            lambda on_event: resume_run(
-                run_id,
-                approve=approve,
-                reason=reason,
-                store=store,
-                inputs=unkept_inputs(run, self.shell.user_ns),  # its handles, bound again
-                on_event=on_event,
-            )
-        ).value
+        shown = shown_pause(run_id)  # before the run goes on (it may pause again)
+        done = False
+        try:
+            value = show_run(
+                lambda on_event: resume_run(
+                    run_id,
+                    approve=approve,
+                    reason=reason,
+                    store=store,
+                    inputs=unkept_inputs(run, self.shell.user_ns),  # its handles, bound again
+                    on_event=on_event,
+                )
+            ).value
+            done = True
+            return value
+        except OrchestrationError as exc:
+            done = exc.result is not None  # it ran (and failed): the pause was answered
+            raise
+        finally:
+            if shown is not None and done:  # the paused cell above says so, buttons gone
+                shown.answer(answered(approve, reason, self.prompt_number()))
+            elif shown is not None:
+                shown.keep()
 
     def _store(self, magic: str) -> Store:
         store = self.cells.open_store()

@@ -11,7 +11,7 @@
  */
 
 import { el, ownKeys } from './format';
-import { ICallRecord, ITraceRecord, signature } from './records';
+import { IAnswered, ICallRecord, ITraceRecord, signature } from './records';
 
 /** The event a button dispatches; `detail.code` is the magic to run in a new cell below. */
 export const RUN_MAGIC = 'jsb-run-magic';
@@ -80,9 +80,24 @@ export function rejectMagic(runId: string, reason: string): string {
 
 /** The headline's words for a paused run's calls, as `orchestrate_summary` says them. */
 export function waitingNote(record: ITraceRecord): string {
-  return record.status === 'paused'
-    ? `, ${(record.pending ?? []).length} waiting for approval`
-    : '';
+  if (record.status !== 'paused') {
+    return '';
+  }
+  return record.answered
+    ? `; ${answerNote(record.answered)}`
+    : `, ${(record.pending ?? []).length} waiting for approval`;
+}
+
+/** How a paused run was answered, in a few words (`answer_note` in display/_format.py). */
+export function answerNote(answered: IAnswered): string {
+  if (answered.how === 'elsewhere') {
+    return 'continued elsewhere' + (answered.status ? ` (now ${answered.status})` : '');
+  }
+  const where = answered.cell === null || answered.cell === undefined ? '' : ` in cell [${answered.cell}]`;
+  if (answered.how === 'approved') {
+    return `approved${where}`;
+  }
+  return `rejected${where}` + (answered.reason ? `: ${answered.reason}` : ' (no reason given)');
 }
 
 /** Where the run's state came from, under its headline (`origin_notes` in _format.py). */
@@ -117,13 +132,21 @@ export function renderApproval(record: ITraceRecord, store: IAnswerStore | null)
   const root = el('section', 'jsb-approval');
   root.setAttribute('aria-labelledby', `${id}-heading`);
   const noun = pending.length === 1 ? 'call' : 'calls';
-  const heading = el('div', 'jsb-heading', `run ${runId} waits for approval of ${pending.length} ${noun}:`);
+  const waits = record.answered ? 'waited' : 'waits';
+  const heading = el('div', 'jsb-heading', `run ${runId} ${waits} for approval of ${pending.length} ${noun}:`);
   heading.id = `${id}-heading`;
   root.appendChild(heading);
   root.appendChild(pendingTable(pending));
   if (!valid) {
     // edited outside jupyter-sandbox: text only, no button, no magic to copy
     root.appendChild(el('div', 'jsb-muted jsb-hint', INVALID_NOTE));
+    return root;
+  }
+  if (record.answered) {
+    // answered (here, in a later cell, or elsewhere): a button would only be refused
+    const done = el('div', 'jsb-answer jsb-answered', answerNote(record.answered));
+    done.setAttribute('role', 'status');
+    root.appendChild(done);
     return root;
   }
   const hint = el('div', 'jsb-muted jsb-hint', 'or run in any cell, now or after a restart: ');
