@@ -15,6 +15,7 @@ import nbformat
 import pytest
 from _display_samples import forked_record, paused_record
 from _jupyterlab import Lab, notebook_js, save, wait_kernel_ready
+from _kernels import kernel
 from test_browser_jupyterlab import SCREENSHOTS, THEMES, assert_contrast, run_cell, set_theme
 
 from jupyter_sandbox.display import bundle
@@ -437,5 +438,19 @@ def test_an_answered_run_looks_answered_after_a_later_cell_and_a_restart(
         html = exported(root / "later.ipynb", 1)
         assert f"rejected in cell [{cell}]: not {{today}}" in html
         assert "waits for approval" not in html
+
+        # pause once more; another kernel (another notebook) approves it: asked, this
+        # notebook's kernel says the run is no longer paused
+        run_cell(page, 1)
+        wait_executed(page, 1)
+        panel = page.locator(".jp-Cell").nth(1).locator(".jsb-approval")
+        panel.locator("button.jsb-approve").wait_for(timeout=60_000)
+        run_id = panel.locator(".jsb-heading").inner_text().split()[1]
+        with kernel(tmp_home / "store.sqlite") as other:
+            other.ok(GATED[0])
+            other.ok(f"%orchestrate_approve {run_id}")
+        run_cell(page, 3)
+        wait_executed(page, 3)
+        answered_panel(page, 1, "continued elsewhere (now ok)")
     finally:
         lab.stop()

@@ -12,6 +12,8 @@ if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
 
 CELL_MAGICS = ("orchestrate", "sandbox", "codemode")
+RUN_STATE = "jupyter_sandbox.run_state"
+"""The comm target the JupyterLab extension asks a paused run's state through (answer.ts)."""
 LINE_MAGICS = (
     "orchestrate_sessions",
     "orchestrate_reset",
@@ -37,7 +39,12 @@ def load(ipython: InteractiveShell) -> None:
 
     cells = OrchestrateMagics(shell=ipython)
     ipython.register_magics(cells)
-    ipython.register_magics(DurableMagics(ipython, cells))
+    durable = DurableMagics(ipython, cells)
+    ipython.register_magics(durable)
+    if getattr(ipython, "kernel", None) is not None:  # a frontend may ask how runs stand
+        import comm
+
+        comm.get_comm_manager().register_target(RUN_STATE, durable.run_state)
     ipython.register_magics(SandboxMagics(shell=ipython))
     ipython.register_magics(CodeModeMagics(ipython, cells))
     if help_alone not in ipython.input_transformers_cleanup:
@@ -74,6 +81,10 @@ def unload(ipython: InteractiveShell) -> None:
         ipython.magics_manager.magics["cell"].pop(name, None)
     for name in LINE_MAGICS:
         ipython.magics_manager.magics["line"].pop(name, None)
+    if getattr(ipython, "kernel", None) is not None:
+        import comm
+
+        comm.get_comm_manager().targets.pop(RUN_STATE, None)
     previous = _previous_handlers.pop(ipython, None)
     if previous is not None:
         ipython.custom_exceptions, ipython.CustomTB = previous

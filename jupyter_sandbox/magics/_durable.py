@@ -33,7 +33,7 @@ from .._preview import preview
 from ..display import OrchestrateView, shown_pause
 from ..orchestrate import OrchestrationResult, fork_run, resume_run
 from ..orchestrate._durable import unkept_inputs
-from ..orchestrate._paused import PausedRun, paused_runs
+from ..orchestrate._paused import PausedRun, paused_runs, run_status
 from ..orchestrate._result import answered
 from ..orchestrate._sessions import sessions
 from ..orchestrate._store import Store
@@ -244,6 +244,18 @@ class DurableMagics(CellMagics):
             ).value
         except SandboxConfigError as exc:  # N out of range
             raise usage_error(exc, {"call_index": "N"}) from None
+
+    def run_state(self, comm: Any, opened: dict[str, Any]) -> None:
+        """The comm target `RUN_STATE` (the JupyterLab extension opens one per unanswered paused
+        record it shows): reply ``{"run_id", "status"}`` from this kernel's store (status None:
+        unknown here) and close. Only a checked run id is looked up; nothing is run."""
+        asked = opened.get("content", {}).get("data", {}).get("run_id")
+        status = None
+        with contextlib.suppress(StoreError, SandboxConfigError, UsageError):
+            store = self.cells.open_store()
+            status = None if store is None else run_status(store, asked)
+        comm.send({"run_id": asked if isinstance(asked, str) else None, "status": status})
+        comm.close()
 
     def _continue(self, run_id: str, *, approve: bool, reason: str | None) -> Any:
         store = self._store("%orchestrate_approve" if approve else "%orchestrate_reject")

@@ -12,17 +12,27 @@
  * continued): the paused record gets `answered` (the cell's prompt number), its HTML and text
  * say so too (what an export shows), and it draws without buttons. The kernel that paused a
  * run redraws it itself (`update_display`); this covers a restart and a reopened notebook.
+ * A pause no output answers is asked about: the kernel's store says where the run stands
+ * (comm target `RUN_STATE`, the run id checked on both sides); one that is no longer paused
+ * was continued elsewhere (another notebook, kernel or `resume_run`), and says so.
  */
 
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import type { ICodeCellModel } from '@jupyterlab/cells';
 import { INotebookTracker, NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
 import type { IOutputModel } from '@jupyterlab/rendermime';
+import type { Kernel } from '@jupyterlab/services';
 
 import { IRunMagic, RUN_MAGIC, answerNote, isRunId } from './approval';
 import { IAnswered, ITraceRecord } from './records';
 
 const TRACE_MIME = 'application/vnd.jupyter-sandbox.trace+json';
+
+/** The kernel's comm target for a run's state (`RUN_STATE` in jupyter_sandbox/magics). */
+const RUN_STATE = 'jupyter_sandbox.run_state';
+
+/** How long an answer from a busy kernel is waited for; the next executed cell asks again. */
+const ASK_MS = 10_000;
 
 interface ITraced {
   output: IOutputModel;
@@ -63,6 +73,54 @@ export function markAnswered(panel: NotebookPanel): void {
     if (later?.record.answer) {
       answer(paused.output, record, { ...later.record.answer, cell: later.cell });
     }
+  });
+}
+
+/** The unanswered paused records of valid run ids: the ones worth asking about. */
+function waiting(panel: NotebookPanel): ITraced[] {
+  return traces(panel).filter(
+    ({ record }) => record.status === 'paused' && !record.answered && isRunId(record.run_id)
+  );
+}
+
+/** Ask the kernel's store where each waiting run stands; mark those no longer paused. */
+export async function askKernel(panel: NotebookPanel): Promise<void> {
+  const kernel = panel.sessionContext.session?.kernel;
+  if (!kernel) {
+    return;
+  }
+  for (const traced of waiting(panel)) {
+    const status = await runStatus(kernel, traced.record.run_id as string);
+    const now = traced.output.data[TRACE_MIME] as unknown as ITraceRecord;
+    if (status !== null && status !== 'paused' && !now.answered) {
+      answer(traced.output, now, { how: 'elsewhere', reason: null, cell: null, status });
+    }
+  }
+}
+
+/** The run's status in the kernel's store; null when it does not know (no extension loaded,
+ * another store, a busy kernel). The reply must name the run asked about. */
+function runStatus(kernel: Kernel.IKernelConnection, runId: string): Promise<string | null> {
+  return new Promise(resolve => {
+    let comm: Kernel.IComm;
+    try {
+      comm = kernel.createComm(RUN_STATE);
+    } catch {
+      resolve(null); // a kernel going away
+      return;
+    }
+    const timer = setTimeout(() => resolve(null), ASK_MS);
+    comm.onMsg = msg => {
+      clearTimeout(timer);
+      const data = msg.content.data as { run_id?: unknown; status?: unknown };
+      const known = data.run_id === runId && typeof data.status === 'string';
+      resolve(known ? (data.status as string) : null);
+    };
+    comm.onClose = () => {
+      clearTimeout(timer);
+      resolve(null); // after a reply this changes nothing; without one: unknown target
+    };
+    comm.open({ run_id: runId });
   });
 }
 
@@ -117,10 +175,17 @@ function answeredText(text: string, note: string): string {
 
 function watch(panel: NotebookPanel): void {
   const notebook = panel.content;
-  void panel.context.ready.then(() => markAnswered(panel));
-  NotebookActions.executed.connect((_sender, { notebook: ran }) => {
-    if (ran === notebook && !panel.isDisposed) {
+  const look = (): void => {
+    if (!panel.isDisposed) {
       markAnswered(panel);
+      void askKernel(panel);
+    }
+  };
+  void panel.context.ready.then(() => markAnswered(panel));
+  void panel.sessionContext.ready.then(look);
+  NotebookActions.executed.connect((_sender, { notebook: ran }) => {
+    if (ran === notebook) {
+      look();
     }
   });
   notebook.node.addEventListener(RUN_MAGIC, event => {
