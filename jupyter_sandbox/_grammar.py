@@ -66,6 +66,21 @@ def unquote(text: str) -> str:
     return text
 
 
+_TYPED_REJECT = re.compile(r"(\s*%orchestrate_reject[ \t]+)(?!-)(\S+)[ \t]+(.*\S)[ \t]*(\n?)")
+
+
+def encode_reject(line: str) -> str:
+    """A typed ``%orchestrate_reject RUN_ID REASON`` line whose reason ends in ``?`` as the same
+    answer in the ``--json`` form; any other line unchanged. IPython reads a line ending in
+    ``?`` as a help request (``why?`` becomes ``%pinfo why``) before any magic sees it: run
+    first (an input transformer), this keeps the reason as typed."""
+    typed = _TYPED_REJECT.fullmatch(line)
+    if typed is None or not typed.group(3).endswith("?"):
+        return line
+    start, run_id, reason, end = typed.groups()
+    return f"{start}{JSON_OPTION} {run_id} {json.dumps(unquote(reason))}{end}"
+
+
 def parse_reject(line: str) -> tuple[str, str | None]:
     """``%orchestrate_reject``'s line as ``(run_id, reason)`` (reason None: none given).
 

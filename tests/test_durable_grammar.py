@@ -74,6 +74,9 @@ REASONS = [
     ('"it\'s" quoted', '"it\'s" quoted'),  # inner quotes are the reason's own
     ("'it is quoted'", "it is quoted"),  # one pair of outer quotes is dropped, as --value does
     ('"  keeps spaces  "', "  keeps spaces  "),
+    ("why?", "why?"),  # IPython would read a trailing ? as a help request (%pinfo why)
+    ("is it {ok}??", "is it {ok}??"),
+    ("a # not a comment; %not !a shell", "a # not a comment; %not !a shell"),
 ]
 
 

@@ -32,7 +32,7 @@ _previous_handlers: WeakKeyDictionary[InteractiveShell, tuple[tuple[type, ...], 
 
 def load(ipython: InteractiveShell) -> None:
     from ._codemode import CodeModeMagics
-    from ._common import help_alone, show_error
+    from ._common import help_alone, reject_as_typed, show_error
     from ._durable import DurableMagics
     from ._orchestrate import OrchestrateMagics
     from ._sandbox import SandboxMagics
@@ -47,8 +47,9 @@ def load(ipython: InteractiveShell) -> None:
         comm.get_comm_manager().register_target(RUN_STATE, durable.run_state)
     ipython.register_magics(SandboxMagics(shell=ipython))
     ipython.register_magics(CodeModeMagics(ipython, cells))
-    if help_alone not in ipython.input_transformers_cleanup:
-        ipython.input_transformers_cleanup.append(help_alone)
+    for transformer in (help_alone, reject_as_typed):
+        if transformer not in ipython.input_transformers_cleanup:
+            ipython.input_transformers_cleanup.append(transformer)
     _reap_in_background()
     _previous_handlers.setdefault(ipython, (ipython.custom_exceptions, ipython.CustomTB))
     ipython.set_custom_exc((SandboxError,), show_error)
@@ -73,10 +74,11 @@ def _reap_in_background() -> None:
 
 
 def unload(ipython: InteractiveShell) -> None:
-    from ._common import help_alone
+    from ._common import help_alone, reject_as_typed
 
-    if help_alone in ipython.input_transformers_cleanup:
-        ipython.input_transformers_cleanup.remove(help_alone)
+    for transformer in (help_alone, reject_as_typed):
+        if transformer in ipython.input_transformers_cleanup:
+            ipython.input_transformers_cleanup.remove(transformer)
     for name in CELL_MAGICS:
         ipython.magics_manager.magics["cell"].pop(name, None)
     for name in LINE_MAGICS:

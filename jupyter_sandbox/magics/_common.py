@@ -13,6 +13,7 @@ from IPython.core.magic import Magics
 from IPython.core.magic_arguments import argument, parse_argstring
 
 from .._errors import Interrupted, SandboxCancelled, SandboxConfigError, SandboxError
+from .._grammar import encode_reject
 from ..orchestrate import Tool, registry
 from . import CELL_MAGICS
 
@@ -74,6 +75,12 @@ def help_alone(lines: list[str]) -> list[str]:
     if asks and name in CELL_MAGICS and not "".join(rest).strip():
         return [first.rstrip("\n") + "\n", "#\n"]
     return lines
+
+
+def reject_as_typed(lines: list[str]) -> list[str]:
+    """An IPython input transformer: a typed ``%orchestrate_reject`` line whose reason ends in
+    ``?`` is kept from IPython's help syntax (`encode_reject`)."""
+    return [encode_reject(line) for line in lines]
 
 
 def check_variable(name: str, option: str) -> None:
