@@ -176,9 +176,10 @@ n""",
 """A gated tool, a cell that pauses at it (rejected, the code reports the reason), and what
 the tool really deleted on the host."""
 
-REASON = "-rf {6*7} $deleted \"it's\" 'q' \\ {} end\\"
+REASON = "-rf {6*7} $deleted \"it's\" 'q' \\ {} \u2028\t\u2713 why?\\"
 """A reason every parser on the way would once have changed (issue 20 item 2): a leading dash,
-IPython's ``{}``/``$`` expansion, unbalanced quotes, backslashes (one at the end)."""
+IPython's ``{}``/``$`` expansion, unbalanced quotes, a line separator Python splits lines at,
+a tab, a trailing ``?`` (IPython's help syntax), backslashes (one at the end)."""
 
 
 def test_approve_and_reject_continue_the_real_run(tmp_home: Path, browser, monkeypatch):

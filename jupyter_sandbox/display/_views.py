@@ -117,7 +117,10 @@ class OrchestrateView(_View):
         run_id = trace.get("run_id")
         if trace.get("status") == "paused" and is_run_id(run_id) and not trace.get("answered"):
             with _shown_lock:
+                _shown.pop(str(run_id), None)  # re-inserted last: the newest
                 _shown[str(run_id)] = ShownPause(self._display_id, trace)
+                while len(_shown) > SHOWN_PAUSES:  # the oldest unanswered go first
+                    del _shown[next(iter(_shown))]
 
 
 @dataclass(frozen=True)
@@ -139,6 +142,10 @@ class ShownPause:
         with _shown_lock:
             _shown.setdefault(run_id, self)
 
+
+SHOWN_PAUSES = 256
+"""Paused records a kernel remembers to redraw: a bound on what a notebook that pauses again
+and again keeps in memory (an older one, once answered, is marked by the extension instead)."""
 
 _shown: dict[str, ShownPause] = {}
 """The paused records this kernel displayed, by run id (the latest pause of each run); a
