@@ -31,8 +31,9 @@ RUN_ID = re.compile(f"[0-9a-f]{{{2 * RUN_ID_BYTES}}}")
 JSON_OPTION = "--json"
 """Before the run id of ``%orchestrate_reject``: the reason is a JSON string literal."""
 
-_SHOWN = 40
-"""Characters of a refused word an error repeats (it may be a hostile record's payload)."""
+SHOWN = 40
+"""Characters of refused input an error repeats (it may be a hostile record's payload, or
+100,000 brackets)."""
 
 
 def new_run_id() -> str:
@@ -50,12 +51,16 @@ def check_run_id(text: str) -> str:
     one looks like; the refused text is shown cut and escaped, never run or looked up."""
     if is_run_id(text):
         return text
-    shown = text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
     raise SandboxConfigError(
-        f"run_id {shown!r} is not a run id: a run id is 12 hex digits (0-9, a-f), as "
+        f"run_id {shown(text)!r} is not a run id: a run id is 12 hex digits (0-9, a-f), as "
         "%orchestrate_pending lists them",
         parameter="run_id",
     )
+
+
+def shown(text: str) -> str:
+    """``text`` as an error line repeats refused input: at most `SHOWN` characters."""
+    return text if len(text) <= SHOWN else text[: SHOWN - 3] + "..."
 
 
 def unquote(text: str) -> str:

@@ -28,7 +28,7 @@ from IPython.core.magic_arguments import argument, magic_arguments
 
 from .._errors import OrchestrationError, SandboxConfigError, StoreError
 from .._events import EventCallback
-from .._grammar import JSON_OPTION, check_run_id, parse_reject, unquote
+from .._grammar import JSON_OPTION, check_run_id, parse_reject, shown, unquote
 from .._preview import preview
 from ..display import OrchestrateView, shown_pause
 from ..orchestrate import OrchestrationResult, fork_run, resume_run
@@ -328,14 +328,9 @@ def fork_value(text: str) -> Any:
         with contextlib.suppress(ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             return ast.literal_eval(candidate)
     raise UsageError(
-        f"%orchestrate_fork --value: not JSON nor a Python literal: {_cut(text)}; e.g. "
+        f"%orchestrate_fork --value: not JSON nor a Python literal: {shown(text)}; e.g. "
         "--value '{\"rows\": 3}', --value 3 or --value '\"text\"'"
     )
-
-
-def _cut(text: str) -> str:
-    """``text`` as an error line repeats it: at most `_ARGUMENTS` characters."""
-    return text if len(text) <= _ARGUMENTS else text[: _ARGUMENTS - 3] + "..."
 
 
 def _stored(read: Callable[[], Any]) -> Any:
