@@ -195,3 +195,29 @@ def test_an_answered_run_is_redrawn_answered_in_the_cell_that_paused(store: Path
             continued = [r for r in ran.records(TRACE_MIME) if r["status"] != "paused"][-1]
             assert continued["status"] == "ok"
             assert continued["answer"]["how"] == record["answered"]["how"]
+
+
+def test_a_notebook_run_without_jupyterlab_exports_the_answer(
+    store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """nbclient (papermill, CI) runs the paused cell and then the approving line; the saved
+    notebook's paused output is the answered one (nbclient applies the kernel's display update),
+    so nbconvert's HTML of it says "approved in cell [3]" and offers no magic to run."""
+    import nbformat
+    from nbclient import NotebookClient
+    from nbconvert import HTMLExporter
+
+    monkeypatch.setenv("JUPYTER_SANDBOX_STORE", str(store))
+    approve = "from jupyter_sandbox import Store\nrun_id = Store({!r}).runs()[0].run_id\n"
+    approve += "get_ipython().run_line_magic('orchestrate_approve', run_id)"
+    nb = nbformat.v4.new_notebook()
+    sources = ["%load_ext jupyter_sandbox\n" + GATED, CELL, approve.format(str(store))]
+    nb.cells = [nbformat.v4.new_code_cell(source) for source in sources]
+    NotebookClient(nb, timeout=120, kernel_name="python3").execute()
+    record = nb.cells[1].outputs[-1]["data"][TRACE_MIME]
+    assert record["status"] == "paused" and record["answered"]["how"] == "approved"
+    assert record["answered"]["cell"] == nb.cells[2].execution_count == 3
+    html, _ = HTMLExporter().from_notebook_node(nb)
+    assert "approved in cell [3]" in html and "waits for approval" not in html
+    paused_part = html.split("approved in cell [3]")[0].split("jsb-paused")[-1]
+    assert "%orchestrate_approve" not in paused_part
