@@ -268,6 +268,9 @@ def test_html_export_shows_the_magics_and_no_buttons(saved_records: Path, browse
         page.close()
 
 
+MARKUP = "<img src=x onerror=\"document.title='pwned'\">"
+
+
 def hostile_notebook(root: Path, marker: Path) -> None:
     """A notebook as an attacker saves it (issue 20 item 1): a paused record whose run id ends
     in IPython's ``{...}`` expansion of a command that writes ``marker``, one with ``$name``,
@@ -280,6 +283,11 @@ def hostile_notebook(root: Path, marker: Path) -> None:
         cell = nbformat.v4.new_code_cell("%%orchestrate\nn = delete(['a.txt', 'b.txt'])")
         cell.outputs = [nbformat.v4.new_output("display_data", data=bundle(record))]
         nb.cells.append(cell)
+    record = paused_record()  # a claimed answer whose reason is markup: shown as text
+    record["answered"] = {"how": "rejected", "reason": MARKUP, "cell": 1}
+    cell = nbformat.v4.new_code_cell("%%orchestrate\n1")
+    cell.outputs = [nbformat.v4.new_output("display_data", data=bundle(record))]
+    nb.cells.append(cell)
     fork = forked_record()
     fork["forked_from"]["run_id"] = forged
     cell = nbformat.v4.new_code_cell("%%orchestrate\n1")
@@ -310,7 +318,7 @@ def test_a_hostile_saved_notebook_offers_nothing_to_click(
         wait_kernel_ready(page)
         panels = page.locator(".jsb-approval")
         panels.first.wait_for(timeout=60_000)
-        assert panels.count() == 3
+        assert panels.count() == 4
         # the attacker's hope: a button to press. Press every one there is (sort headers aside)
         buttons = page.locator(".jsb-output button:not(.jsb-sort):not(.jsb-more)")
         for index in range(buttons.count()):
@@ -323,7 +331,10 @@ def test_a_hostile_saved_notebook_offers_nothing_to_click(
         said = page.locator(".jp-Cell").nth(check).locator(".jp-OutputArea-output").last
         assert said.inner_text().strip() == "False"
         assert not marker.exists(), "clicking in a hostile notebook ran its command"
-        assert check == 4, sources(page)  # no cell was inserted
+        assert check == 5, sources(page)  # no cell was inserted
+        claimed = panels.nth(3)
+        assert claimed.locator(".jsb-answered").inner_text() == f"rejected in cell [1]: {MARKUP}"
+        assert page.locator(".jsb-output img").count() == 0 and page.title() != "pwned"
         forged = panels.first
         assert "3f2a9c1d0b7e{__import__('os')" in forged.locator(".jsb-heading").inner_text()
         for index in range(3):
