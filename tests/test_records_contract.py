@@ -33,6 +33,7 @@ INTERFACES = {
     "ICallRecord": records.CallRecord,
     "IToolRow": records.ToolRow,
     "IForkedFrom": records.ForkedFrom,
+    "IAnswered": records.Answered,
     "ITraceRecord": records.TraceRecord,
     "IBuildRecord": records.BuildRecord,
     "ITypedValue": records.TypedValue,

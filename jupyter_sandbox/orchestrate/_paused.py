@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._errors import StoreError
-from ._store import Store
+from .._grammar import is_run_id
+from ._store import RunStatus, Store
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,15 @@ class PausedRun:
     refused: str | None = None
     """Why the store refuses the run's checkpoint (modified outside jupyter-sandbox, or saved
     by another Monty version): the run is listed with it, not hidden, and not hiding the rest."""
+
+
+def run_status(store: Store, run_id: object) -> RunStatus | None:
+    """Where stored run ``run_id`` stands now (None: not a run id, or not in this store): what
+    the JupyterLab extension asks to tell a paused record answered elsewhere (issue 20 item
+    3). Reads the run list only, nothing unsealed."""
+    if not is_run_id(run_id):
+        return None
+    return next((info.status for info in store.runs() if info.run_id == run_id), None)
 
 
 def paused_runs(store: Store) -> list[PausedRun]:
