@@ -111,6 +111,23 @@ class ForkedFrom(TypedDict):
     call: int
 
 
+AnswerHow = Literal["approved", "rejected", "elsewhere"]
+
+
+class Answered(TypedDict):
+    """How a paused run was answered (issue 20 item 3), on the record of the run a magic
+    continued and, once known, on the paused record above it, so no dead button is offered:
+    ``approved`` / ``rejected`` (with ``reason``) in the notebook cell whose prompt number is
+    ``cell`` (None: not known), or ``elsewhere``: the store says the run is no longer paused
+    (``status``), answered by another notebook, kernel or `resume_run`."""
+
+    how: AnswerHow
+    reason: str | None
+    cell: int | None
+    status: NotRequired[str]
+    """``elsewhere`` only: the run's status in the store when it was asked."""
+
+
 class TraceRecord(TypedDict):
     """An orchestration (``OrchestrationResult.to_record``), under `TRACE_MIME`."""
 
@@ -142,6 +159,11 @@ class TraceRecord(TypedDict):
     """The run and call this run was forked from (absent unless it is a fork)."""
     session: NotRequired[str]
     """The ``--session`` name whose variables the run kept (absent without a session)."""
+    answered: NotRequired[Answered]
+    """How the paused run this record shows was answered (absent while it waits)."""
+    answer: NotRequired[Answered]
+    """How the pause this run was continued from was answered (a run `resume_run` continued
+    with ``approve=``): what tells a notebook's earlier paused record it was answered here."""
 
 
 class BuildRecord(TypedDict):
@@ -197,6 +219,8 @@ __all__ = [
     "RECORD_VERSION",
     "RUN_MIME",
     "TRACE_MIME",
+    "AnswerHow",
+    "Answered",
     "BuildRecord",
     "CallRecord",
     "ForkedFrom",

@@ -29,6 +29,8 @@ class Ran:
 
     status: str
     outputs: list[dict[str, Any]] = field(default_factory=list)
+    execution_count: int | None = None
+    """The cell's prompt number (``In [n]``), from the execute reply."""
 
     @property
     def text(self) -> str:
@@ -53,13 +55,23 @@ class Ran:
         return None
 
     def records(self, mime: str) -> list[dict[str, Any]]:
-        """The records of MIME type ``mime`` the cell displayed or updated, last state last."""
-        return [
-            msg["content"]["data"][mime]
-            for msg in self.outputs
-            if msg["msg_type"] in ("display_data", "update_display_data", "execute_result")
-            and mime in msg["content"]["data"]
-        ]
+        """The records of MIME type ``mime`` the cell displayed or updated, last state last.
+        An update of another cell's display (a paused record above, redrawn as answered) is
+        not this cell's."""
+        own: set[str] = set()
+        found = []
+        for msg in self.outputs:
+            kind, content = msg["msg_type"], msg["content"]
+            if kind not in ("display_data", "update_display_data", "execute_result"):
+                continue
+            display_id = content.get("transient", {}).get("display_id")
+            if kind == "display_data" and display_id:
+                own.add(display_id)
+            if kind == "update_display_data" and display_id not in own:
+                continue
+            if mime in content["data"]:
+                found.append(content["data"][mime])
+        return found
 
 
 class Kernel:
@@ -75,7 +87,9 @@ class Kernel:
         reply = self.client.get_shell_msg(timeout=timeout)
         while reply["parent_header"].get("msg_id") != msg_id:
             reply = self.client.get_shell_msg(timeout=timeout)
-        ran = Ran(reply["content"]["status"])
+        ran = Ran(
+            reply["content"]["status"], execution_count=reply["content"].get("execution_count")
+        )
         while True:
             msg = self.client.get_iopub_msg(timeout=timeout)
             if msg["parent_header"].get("msg_id") != msg_id:

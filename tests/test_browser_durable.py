@@ -8,12 +8,14 @@ Screenshots go to artifacts/screenshots/ (lab-paused-*, lab-forked-*).
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import nbformat
 import pytest
 from _display_samples import forked_record, paused_record
 from _jupyterlab import Lab, notebook_js, save, wait_kernel_ready
+from _kernels import kernel
 from test_browser_jupyterlab import SCREENSHOTS, THEMES, assert_contrast, run_cell, set_theme
 
 from jupyter_sandbox.display import bundle
@@ -117,7 +119,7 @@ def test_paused_record_buttons_run_the_magic_below(saved_records: Path, tmp_home
         page.wait_for_function(
             "() => window.jupyterapp.shell.currentWidget.content.widgets.length === 3"
         )
-        assert sources(page)[1] == f"%orchestrate_reject {RUN_ID} not these files"
+        assert sources(page)[1] == f'%orchestrate_reject --json {RUN_ID} "not these files"'
         wait_executed(page, 1)  # ran in the notebook's kernel (its output is the magic's)
         # the record is a sample: its run is not in this kernel's store, which the magic says
         inserted = page.locator(".jp-Cell").nth(1).locator(".jp-OutputArea").inner_text()
@@ -125,7 +127,7 @@ def test_paused_record_buttons_run_the_magic_below(saved_records: Path, tmp_home
         answer = panel.locator(".jsb-answer")
         assert answer.get_attribute("role") == "status"
         assert answer.inner_text() == (
-            f"Ran %orchestrate_reject {RUN_ID} not these files in a new cell below: "
+            f'Ran %orchestrate_reject --json {RUN_ID} "not these files" in a new cell below: '
             "the run continues there."
         )
         assert panel.locator("button").evaluate_all("bs => bs.every(b => b.disabled)")
@@ -136,7 +138,10 @@ def test_paused_record_buttons_run_the_magic_below(saved_records: Path, tmp_home
 
     saved = nbformat.read(saved_records / "paused.ipynb", as_version=4)
     kept = saved.cells[0].outputs[0].metadata["jupyter-sandbox"]["answer"]
-    assert kept == {"code": f"%orchestrate_reject {RUN_ID} not these files", "inserted": True}
+    assert kept == {
+        "code": f'%orchestrate_reject --json {RUN_ID} "not these files"',
+        "inserted": True,
+    }
 
     lab = Lab(saved_records, tmp_home / "home-reopen", starts_kernel=False)
     try:
@@ -170,6 +175,11 @@ n""",
 ]
 """A gated tool, a cell that pauses at it (rejected, the code reports the reason), and what
 the tool really deleted on the host."""
+
+REASON = "-rf {6*7} $deleted \"it's\" 'q' \\ {} \u2028\t\u2713 why?\\"
+"""A reason every parser on the way would once have changed (issue 20 item 2): a leading dash,
+IPython's ``{}``/``$`` expansion, unbalanced quotes, a line separator Python splits lines at,
+a tab, a trailing ``?`` (IPython's help syntax), backslashes (one at the end)."""
 
 
 def test_approve_and_reject_continue_the_real_run(tmp_home: Path, browser, monkeypatch):
@@ -213,15 +223,16 @@ def test_approve_and_reject_continue_the_real_run(tmp_home: Path, browser, monke
         run_cell(page, 1)  # again: a new run pauses; reject it with a reason
         wait_executed(page, 1)
         panel = cells.nth(1).locator(".jsb-approval")
+        second = panel.locator(".jsb-heading").inner_text().split()[1]
         panel.locator("button.jsb-reject").click()
-        panel.get_by_label("Reason (optional", exact=False).fill('not -these "files')
+        panel.get_by_label("Reason (optional", exact=False).fill(REASON)
         panel.locator("button.jsb-reject-confirm").click()
         wait_executed(page, 2)
-        assert sources(page)[2].startswith("%orchestrate_reject ")
+        assert sources(page)[2].startswith(f"%orchestrate_reject --json {second} ")
         rejected = cells.nth(2).locator(".jp-OutputArea")
         rejected.locator(".jsb-trace.jsb-status-ok").wait_for(timeout=60_000)
         value = rejected.locator(".jp-OutputArea-output").last.inner_text().strip()
-        assert value == "'refused: not -these \u201cfiles'"
+        assert ast.literal_eval(value) == f"refused: {REASON}"  # byte for byte
         assert sources(page)[3:] == [f"%orchestrate_approve {run_id} --expect {digest}", "deleted"]
         run_cell(page, 4)  # the host side: only the approved call ran the tool
         wait_executed(page, 4)
@@ -256,6 +267,206 @@ def test_html_export_shows_the_magics_and_no_buttons(saved_records: Path, browse
         assert_contrast(page, errors=False)
         page.screenshot(path=SCREENSHOTS / f"export-paused-{theme}.png", full_page=True)
         page.close()
+
+
+MARKUP = "<img src=x onerror=\"document.title='pwned'\">"
+
+
+def hostile_notebook(root: Path, marker: Path) -> None:
+    """A notebook as an attacker saves it (issue 20 item 1): a paused record whose run id ends
+    in IPython's ``{...}`` expansion of a command that writes ``marker``, one with ``$name``,
+    and a fork whose origin says the same; all render, none offers a button."""
+    forged = f"3f2a9c1d0b7e{{__import__('os').system('id > {marker}')}}"
+    nb = nbformat.v4.new_notebook()
+    for run_id in (forged, "3f2a9c1d0b7e $deleted", "3F2A9C1D0B7E"):
+        record = paused_record()
+        record["run_id"] = run_id
+        cell = nbformat.v4.new_code_cell("%%orchestrate\nn = delete(['a.txt', 'b.txt'])")
+        cell.outputs = [nbformat.v4.new_output("display_data", data=bundle(record))]
+        nb.cells.append(cell)
+    record = paused_record()  # a claimed answer whose reason is markup: shown as text
+    record["answered"] = {"how": "rejected", "reason": MARKUP, "cell": 1}
+    cell = nbformat.v4.new_code_cell("%%orchestrate\n1")
+    cell.outputs = [nbformat.v4.new_output("display_data", data=bundle(record))]
+    nb.cells.append(cell)
+    fork = forked_record()
+    fork["forked_from"]["run_id"] = forged
+    cell = nbformat.v4.new_code_cell("%%orchestrate\n1")
+    cell.outputs = [nbformat.v4.new_output("display_data", data=bundle(fork))]
+    nb.cells.append(cell)
+    nb.cells.append(nbformat.v4.new_code_cell(f"import os; os.path.exists({str(marker)!r})"))
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nbformat.write(nb, root / "hostile.ipynb")
+
+
+def test_a_hostile_saved_notebook_offers_nothing_to_click(
+    saved_records: Path, tmp_home: Path, browser
+) -> None:
+    """Opened in JupyterLab with a live kernel that has the extension: each forged record shows
+    as text with a note and no button, no magic to copy; every button the page has is clicked
+    (an old build's Approve ran the command); the marker file never appears and no cell is
+    added."""
+    marker = tmp_home / "pwned"
+    hostile_notebook(saved_records, marker)
+    lab = Lab(saved_records, tmp_home / "home-hostile")
+    try:
+        page = browser.new_page(viewport={"width": 1300, "height": 900})
+        lab.open(page, "hostile.ipynb")
+        wait_kernel_ready(page)
+        panels = page.locator(".jsb-approval")
+        panels.first.wait_for(timeout=60_000)
+        assert panels.count() == 4
+        # the attacker's hope: a button to press. Press every one there is (sort headers aside)
+        buttons = page.locator(".jsb-output button:not(.jsb-sort):not(.jsb-more)")
+        for index in range(buttons.count()):
+            if buttons.nth(index).is_enabled():
+                buttons.nth(index).click()
+        page.wait_for_timeout(5000)  # an inserted cell would have run by now
+        check = len(sources(page)) - 1
+        run_cell(page, check)
+        wait_executed(page, check)
+        said = page.locator(".jp-Cell").nth(check).locator(".jp-OutputArea-output").last
+        assert said.inner_text().strip() == "False"
+        assert not marker.exists(), "clicking in a hostile notebook ran its command"
+        assert check == 5, sources(page)  # no cell was inserted
+        claimed = panels.nth(3)
+        assert claimed.locator(".jsb-answered").inner_text() == f"rejected in cell [1]: {MARKUP}"
+        assert page.locator(".jsb-output img").count() == 0 and page.title() != "pwned"
+        forged = panels.first
+        assert "3f2a9c1d0b7e{__import__('os')" in forged.locator(".jsb-heading").inner_text()
+        for index in range(3):
+            panel = panels.nth(index)
+            assert "not one jupyter-sandbox issues" in panel.inner_text()
+            assert "%orchestrate_" not in panel.inner_text()
+            assert panel.locator("button, input, code").count() == 0
+        for theme, name in THEMES:
+            set_theme(page, theme)
+            assert_contrast(page, errors=False)
+            page.locator(".jp-Cell").nth(0).locator(".jp-OutputArea").screenshot(
+                path=SCREENSHOTS / f"lab-paused-forged-{name}.png"
+            )
+    finally:
+        lab.stop()
+    assert not marker.exists()
+
+
+def answered_panel(page, index: int, said: str) -> None:
+    """Cell ``index``'s paused record says ``said`` and offers no button (issue 20 item 3)."""
+    panel = page.locator(".jp-Cell").nth(index).locator(".jsb-approval")
+    panel.locator(".jsb-answered").wait_for(timeout=60_000)
+    assert panel.locator(".jsb-answered").inner_text() == said
+    assert panel.locator("button, input, code").count() == 0
+    assert "waited for approval of 1 call" in panel.locator(".jsb-heading").inner_text()
+
+
+def exported(path: Path, index: int) -> str:
+    """The text nbconvert's HTML export shows for cell ``index``'s outputs (no extension)."""
+    from nbconvert import HTMLExporter
+
+    nb = nbformat.read(path, as_version=4)
+    nb.cells = [nb.cells[index]]
+    html, _ = HTMLExporter().from_notebook_node(nb)
+    return html
+
+
+def test_an_answered_run_looks_answered_after_a_later_cell_and_a_restart(
+    tmp_home: Path, browser, monkeypatch
+) -> None:
+    """As 06-durable does it: the paused cell is answered by a magic typed in a later cell. In
+    the same kernel, and again after a kernel restart (a kernel that never showed the record),
+    the paused cell above loses its buttons and says how it was answered, and so does the
+    saved notebook's HTML export."""
+    monkeypatch.setenv("JUPYTER_SANDBOX_STORE", str(tmp_home / "store.sqlite"))
+    root = tmp_home / "root"
+    root.mkdir()
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(source) for source in [*GATED[:2], "", GATED[2]]]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python", "language": "python"}
+    nbformat.write(nb, root / "later.ipynb")
+    lab = Lab(root, tmp_home / "home")
+    try:
+        page = browser.new_page(viewport={"width": 1300, "height": 900})
+        lab.open(page, "later.ipynb")
+        wait_kernel_ready(page)
+
+        def pause_and_answer(magic: str) -> int:
+            run_cell(page, 1)
+            wait_executed(page, 1)
+            panel = page.locator(".jp-Cell").nth(1).locator(".jsb-approval")
+            panel.locator("button.jsb-approve").wait_for(timeout=60_000)
+            run_id = panel.locator(".jsb-heading").inner_text().split()[1]
+            notebook_js(
+                page,
+                "panel.content.model.sharedModel.getCell(2).setSource(arg);",
+                magic.format(run_id=run_id),
+            )
+            run_cell(page, 2)
+            wait_executed(page, 2)
+            return int(notebook_js(page, "return panel.content.widgets[2].model.executionCount;"))
+
+        run_cell(page, 0)
+        wait_executed(page, 0)
+        cell = pause_and_answer("%orchestrate_approve {run_id}")
+        answered_panel(page, 1, f"approved in cell [{cell}]")
+        summary = page.locator(".jp-Cell").nth(1).locator(".jsb-summary").inner_text()
+        assert summary.endswith(f"; approved in cell [{cell}]"), summary
+        save(page)
+        html = exported(root / "later.ipynb", 1)
+        assert f"approved in cell [{cell}]" in html and "waits for approval" not in html
+
+        notebook_js(page, "return panel.sessionContext.restartKernel();")
+        wait_kernel_ready(page)
+        run_cell(page, 0)
+        wait_executed(page, 0)
+        # pause, restart again (this kernel never showed it), then reject from a later cell
+        run_cell(page, 1)
+        wait_executed(page, 1)
+        panel = page.locator(".jp-Cell").nth(1).locator(".jsb-approval")
+        panel.locator("button.jsb-approve").wait_for(timeout=60_000)
+        run_id = panel.locator(".jsb-heading").inner_text().split()[1]
+        notebook_js(page, "return panel.sessionContext.restartKernel();")
+        wait_kernel_ready(page)
+        run_cell(page, 0)
+        wait_executed(page, 0)
+        notebook_js(
+            page,
+            "panel.content.model.sharedModel.getCell(2).setSource(arg);",
+            f"%orchestrate_reject {run_id} not {{today}}",
+        )
+        run_cell(page, 2)
+        wait_executed(page, 2)
+        cell = int(notebook_js(page, "return panel.content.widgets[2].model.executionCount;"))
+        answered_panel(page, 1, f"rejected in cell [{cell}]: not {{today}}")
+        for theme, name in THEMES:
+            set_theme(page, theme)
+            assert_contrast(page, errors=False)
+            page.locator(".jp-Cell").nth(1).locator(".jp-OutputArea").screenshot(
+                path=SCREENSHOTS / f"lab-paused-answered-later-{name}.png"
+            )
+        save(page)
+        html = exported(root / "later.ipynb", 1)
+        assert f"rejected in cell [{cell}]: not {{today}}" in html
+        assert "waits for approval" not in html
+
+        # pause once more; another kernel (another notebook) approves it: asked, this
+        # notebook's kernel says the run is no longer paused
+        run_cell(page, 1)
+        wait_executed(page, 1)
+        panel = page.locator(".jp-Cell").nth(1).locator(".jsb-approval")
+        panel.locator("button.jsb-approve").wait_for(timeout=60_000)
+        run_id = panel.locator(".jsb-heading").inner_text().split()[1]
+        with kernel(tmp_home / "store.sqlite") as other:
+            other.ok(GATED[0])
+            other.ok(f"%orchestrate_approve {run_id}")
+        run_cell(page, 3)
+        wait_executed(page, 3)
+        answered_panel(page, 1, "continued elsewhere (now ok)")
+    finally:
+        lab.stop()
 
 
 ALICE = "/home/alice/.ssh"

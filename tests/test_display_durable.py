@@ -71,7 +71,18 @@ def test_paused_text_is_escaped_in_html():
     record["run_id"] = "<b>x</b>"
     html = bundle(record)["text/html"]
     assert "<img" not in html and "<b>x</b>" not in html
-    assert "%orchestrate_approve &lt;b&gt;x&lt;/b&gt;" in html
+    assert "run &lt;b&gt;x&lt;/b&gt; waits" in html
+
+
+def test_a_forged_run_id_offers_no_magic_to_run():
+    """A saved record whose run id is not one the store issues (an edited notebook) shows its
+    text and says why, with no line built from that id to copy into a cell."""
+    record = paused_record()
+    record["run_id"] = "3f2a9c1d0b7e{__import__('os').system('id')}"
+    data = bundle(record)
+    for shown in (data["text/html"], data["text/plain"]):
+        assert "%orchestrate_approve" not in shown and "%orchestrate_reject" not in shown
+        assert "not one jupyter-sandbox issues" in shown
 
 
 def test_the_samples_fit_the_record_contract():

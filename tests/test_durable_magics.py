@@ -159,8 +159,9 @@ def test_bad_input_is_one_line_saying_what_to_do(store):
         k.ok(GATED)
         run_id = k.ok("%%orchestrate\ncount(1)").records(TRACE_MIME)[-1]["run_id"]
         for line, message in (
-            ("%orchestrate_approve nosuchrun", "no run 'nosuchrun' in .*%orchestrate_pending"),
-            ("%orchestrate_reject nosuchrun why", "no run 'nosuchrun'"),
+            ("%orchestrate_approve nosuchrun", "RUN_ID 'nosuchrun' is not a run id: .*12 hex"),
+            ("%orchestrate_approve 0123456789ab", "no run '0123456789ab' in .*_pending"),
+            ("%orchestrate_reject 0123456789ab why", "no run '0123456789ab'"),
             (f"%orchestrate_fork {run_id} 0 --value {{x", "--value: not JSON"),
             (
                 f"%orchestrate_fork {run_id} 9 --value 1",
@@ -262,12 +263,18 @@ def forkable(shell, store):
         shell.run_line_magic("config", "OrchestrateMagics.store = None")
 
 
-def test_a_fork_takes_a_dict_ipython_expanded_to_its_repr(forkable):
+def test_a_fork_takes_a_literal_and_expands_no_variable(forkable, capsys):
     shell, run_id = forkable
     shell.user_ns["edited"] = {"rows": [1, 2], "note": "a b"}
-    # IPython expands {edited} to the dict's repr (single quotes, spaces): a Python literal
-    forked = shell.run_cell(f"%orchestrate_fork {run_id} 0 --value {{edited}}")
+    # a Python literal as written (single quotes, spaces)
+    forked = shell.run_cell(
+        f"%orchestrate_fork {run_id} 0 --value {{'rows': [1, 2], 'note': 'a b'}}"
+    )
     assert forked.success and forked.result == {"rows": [1, 2], "note": "a b"}
+    # {edited} is not expanded (issue 20: no %orchestrate_* magic runs what is between braces)
+    refused = shell.run_cell(f"%orchestrate_fork {run_id} 0 --value {{edited}}")
+    assert not refused.success
+    assert "--value: not JSON nor a Python literal: {edited}" in capsys.readouterr().err
     # JSON in quotes, as a shell would write it; the quotes are dropped
     forked = shell.run_cell(f"""%orchestrate_fork {run_id} 0 --value '{{"rows": [3]}}'""")
     assert forked.success and forked.result == {"rows": [3]}

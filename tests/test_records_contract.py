@@ -34,6 +34,7 @@ INTERFACES = {
     "IToolRow": records.ToolRow,
     "IForkedFrom": records.ForkedFrom,
     "IBinding": records.Binding,
+    "IAnswered": records.Answered,
     "ITraceRecord": records.TraceRecord,
     "IBuildRecord": records.BuildRecord,
     "ITypedValue": records.TypedValue,

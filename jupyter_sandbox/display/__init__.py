@@ -16,6 +16,14 @@ from jupyter_sandbox.records import RUN_MIME, TRACE_MIME
 
 from ._codemode import CodeModeView
 from ._mime import bundle
-from ._views import OrchestrateView, SandboxView
+from ._views import OrchestrateView, SandboxView, shown_pause
 
-__all__ = ["RUN_MIME", "TRACE_MIME", "CodeModeView", "OrchestrateView", "SandboxView", "bundle"]
+__all__ = [
+    "RUN_MIME",
+    "TRACE_MIME",
+    "CodeModeView",
+    "OrchestrateView",
+    "SandboxView",
+    "bundle",
+    "shown_pause",
+]

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from jupyter_sandbox._bounds import KEEP_EDGE, KEEP_FAILED, SUMMARY_MIN_CALLS, ToolStats
+from jupyter_sandbox._grammar import is_digest, is_run_id
 from jupyter_sandbox._text import ANSI
 from jupyter_sandbox.records import (
+    Answered,
     BuildRecord,
     CallRecord,
     Record,
@@ -115,6 +117,8 @@ def orchestrate_summary(record: TraceRecord) -> str:
     noun = "call" if total == 1 else "calls"
     waiting = len(record.get("pending", []))
     awaits = f", {waiting} waiting for approval" if record.get("status") == "paused" else ""
+    if record.get("status") == "paused" and record.get("answered"):
+        awaits = f"; {answer_note(record['answered'])}"
     return (
         f"orchestrate {record.get('status', '?')} in {seconds(record.get('duration'))}: "
         f"{total} tool {noun}, {errors} failed{awaits}"
@@ -142,10 +146,24 @@ def origin_notes(record: TraceRecord) -> list[str]:
 
 
 def paused_heading(record: TraceRecord) -> str:
-    """What a paused run waits for, in one line."""
+    """What a paused run waits for (waited for, once answered), in one line."""
     waiting = len(record.get("pending", []))
     noun = "call" if waiting == 1 else "calls"
-    return f"run {record.get('run_id', '?')} waits for approval of {waiting} {noun}:"
+    waits = "waited" if record.get("answered") else "waits"
+    return f"run {record.get('run_id', '?')} {waits} for approval of {waiting} {noun}:"
+
+
+def answer_note(answered: Answered) -> str:
+    """How a paused run was answered, in a few words (``answerNote`` in approval.ts):
+    ``approved in cell [4]``, ``rejected in cell [4]: REASON``, ``continued elsewhere``."""
+    if answered.get("how") == "elsewhere":
+        status = answered.get("status")
+        return "continued elsewhere" + (f" (now {status})" if status else "")
+    where = f" in cell [{answered['cell']}]" if answered.get("cell") is not None else ""
+    if answered.get("how") == "approved":
+        return f"approved{where}"
+    reason = answered.get("reason")
+    return f"rejected{where}" + (f": {reason}" if reason else " (no reason given)")
 
 
 def line_of(call: CallRecord) -> str:
@@ -154,14 +172,27 @@ def line_of(call: CallRecord) -> str:
     return "" if line is None else f"line {line}"
 
 
-def approval_magics(record: TraceRecord) -> tuple[str, str]:
+def approval_magics(record: TraceRecord) -> tuple[str, str] | None:
     """The two lines that answer a paused run from any cell, in this kernel or a later one:
-    approve, and reject (``REASON`` optional; the code sees ``PermissionError(REASON)``)."""
-    run_id = record.get("run_id", "?")
+    approve, and reject (``REASON`` optional; the code sees ``PermissionError(REASON)``).
+    None when the record's run id is not one the store issues (an edited notebook): no line
+    built from it is offered to run. Approve names the call's digest when the record has one
+    (made only if it is still the call shown), and only if it is one the kernel issues."""
+    run_id = record.get("run_id")
+    if not is_run_id(run_id):
+        return None
     pending = record.get("pending", [])
     digest = pending[0].get("digest") if len(pending) == 1 else None
-    sealed = f" --expect {digest}" if digest else ""  # made only if it is still the call shown
+    sealed = f" --expect {digest}" if is_digest(digest) else ""
     return f"%orchestrate_approve {run_id}{sealed}", f"%orchestrate_reject {run_id} REASON"
+
+
+INVALID_RUN_NOTE = (
+    "this record's run id is not one jupyter-sandbox issues (12 hex digits): the notebook was "
+    "edited, so it offers no button and no magic to run"
+)
+"""What a paused record with a forged run id says instead of its magics (``INVALID_NOTE`` in
+labextension/src/approval.ts)."""
 
 
 REJECT_NOTE = "REASON is optional: the rejected call raises PermissionError(REASON) in the code"

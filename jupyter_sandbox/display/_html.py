@@ -168,13 +168,21 @@ def _paused(record: TraceRecord) -> str:
         f"<td>{fmt.line_of(call)}</td></tr>"
         for call in record.get("pending", [])
     )
-    approve, reject = fmt.approval_magics(record)
+    magics = fmt.approval_magics(record)
+    answered = record.get("answered")
+    if answered:  # no magic to offer: running one would only say the run is not paused
+        how = f"<div><b>{escape(fmt.answer_note(answered))}</b></div>"
+    elif magics is None:
+        how = f'<div class="jsb-muted">{escape(fmt.INVALID_RUN_NOTE)}</div>'
+    else:
+        how = (
+            "<div>To answer, run one of these in a cell (this kernel or a later one):</div>"
+            f"<pre>{escape(magics[0])}\n{escape(magics[1])}</pre>"
+            f'<div class="jsb-muted">{escape(fmt.REJECT_NOTE)}</div>'
+        )
     return (
         f'<div class="jsb-paused" style="{PAUSED}"><div>{escape(fmt.paused_heading(record))}'
-        f'</div><table class="jsb-pending">{rows}</table>'
-        "<div>To answer, run one of these in a cell (this kernel or a later one):</div>"
-        f"<pre>{escape(approve)}\n{escape(reject)}</pre>"
-        f'<div class="jsb-muted">{escape(fmt.REJECT_NOTE)}</div></div>'
+        f'</div><table class="jsb-pending">{rows}</table><div class="jsb-how">{how}</div></div>'
     )
 
 

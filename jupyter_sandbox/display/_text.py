@@ -53,16 +53,21 @@ def _orchestrate(record: TraceRecord) -> str:
 
 def _paused(record: TraceRecord) -> list[str]:
     """The calls a paused run waits on and the magics that answer it."""
-    approve, reject = fmt.approval_magics(record)
+    magics = fmt.approval_magics(record)
     calls = [
         f"  #{call.get('call_id')} {fmt.call_signature(call)}  {fmt.line_of(call)}".rstrip()
         for call in record.get("pending", [])
     ]
+    answered = record.get("answered")
+    if answered:
+        return [fmt.paused_heading(record), *calls, fmt.answer_note(answered)]
+    if magics is None:
+        return [fmt.paused_heading(record), *calls, f"({fmt.INVALID_RUN_NOTE})"]
     return [
         fmt.paused_heading(record),
         *calls,
-        f"approve: {approve}",
-        f"reject:  {reject}",
+        f"approve: {magics[0]}",
+        f"reject:  {magics[1]}",
         f"({fmt.REJECT_NOTE})",
     ]
 

@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import threading
 import uuid
+from dataclasses import dataclass
 from typing import Protocol
 
 from jupyter_sandbox._events import BuildFinished, BuildStarted, BuildStep, Event, Output
-from jupyter_sandbox.records import BuildRecord, Record
+from jupyter_sandbox._grammar import is_run_id
+from jupyter_sandbox.records import Answered, BuildRecord, Record, TraceRecord
 
 from . import _format as fmt
 from ._live import LiveRun, LiveTrace
@@ -96,14 +98,66 @@ class _View:
             if self._shown:
                 self._route.replace(bundle(record), self._display_id)
                 return
-        self._route.show(bundle(record))
+        self._route.show(bundle(record), self._display_id)
 
 
 class OrchestrateView(_View):
-    """Live call trace for `%%orchestrate`; the final display is the trace record."""
+    """Live call trace for `%%orchestrate`; the final display is the trace record. A paused
+    run's record is remembered (`shown_pause`), so the magic that answers it in a later cell
+    can redraw it as answered."""
 
     def _live_record(self) -> _LiveRecord:
         return LiveTrace()
+
+    def finish(self, record: Record) -> None:
+        super().finish(record)
+        if self.quiet or not kernel_present() or record.get("kind") != "orchestrate":
+            return
+        trace: TraceRecord = record  # type: ignore[assignment]  # kind says so
+        run_id = trace.get("run_id")
+        if trace.get("status") == "paused" and is_run_id(run_id) and not trace.get("answered"):
+            with _shown_lock:
+                _shown.pop(str(run_id), None)  # re-inserted last: the newest
+                _shown[str(run_id)] = ShownPause(self._display_id, trace)
+                while len(_shown) > SHOWN_PAUSES:  # the oldest unanswered go first
+                    del _shown[next(iter(_shown))]
+
+
+@dataclass(frozen=True)
+class ShownPause:
+    """A paused run's record this kernel displayed, under its display id."""
+
+    display_id: str
+    record: TraceRecord
+
+    def answer(self, answered: Answered) -> None:
+        """Redraw the record as answered, in the cell that showed it (``update_display``: the
+        frontend, nbclient and the saved notebook get the new bundle, so its buttons go and its
+        HTML and text say how the run was answered, in an export too)."""
+        CellRoute().replace(bundle({**self.record, "answered": answered}), self.display_id)
+
+    def keep(self) -> None:
+        """Remember it again: the magic that took it did not answer the run after all."""
+        run_id = str(self.record.get("run_id"))
+        with _shown_lock:
+            _shown.setdefault(run_id, self)
+
+
+SHOWN_PAUSES = 256
+"""Paused records a kernel remembers to redraw: a bound on what a notebook that pauses again
+and again keeps in memory (an older one, once answered, is marked by the extension instead)."""
+
+_shown: dict[str, ShownPause] = {}
+"""The paused records this kernel displayed, by run id (the latest pause of each run); a
+kernel restart forgets them, and the JupyterLab extension then asks the notebook instead."""
+_shown_lock = threading.Lock()
+
+
+def shown_pause(run_id: str) -> ShownPause | None:
+    """Take the record this kernel showed for paused run ``run_id`` (None: it showed none): the
+    magic answering the run takes it before the run continues (and may pause again)."""
+    with _shown_lock:
+        return _shown.pop(run_id, None)
 
 
 class SandboxView(_View):
@@ -132,4 +186,4 @@ class SandboxView(_View):
         self._route.write("stderr", f"[sandbox] {line}\n")
 
 
-__all__ = ["OrchestrateView", "SandboxView"]
+__all__ = ["OrchestrateView", "SandboxView", "ShownPause", "shown_pause"]

@@ -12,6 +12,8 @@ if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
 
 CELL_MAGICS = ("orchestrate", "sandbox", "codemode")
+RUN_STATE = "jupyter_sandbox.run_state"
+"""The comm target the JupyterLab extension asks a paused run's state through (answer.ts)."""
 LINE_MAGICS = (
     "orchestrate_sessions",
     "orchestrate_reset",
@@ -32,7 +34,7 @@ _previous_handlers: WeakKeyDictionary[InteractiveShell, tuple[tuple[type, ...], 
 def load(ipython: InteractiveShell) -> None:
     from ..orchestrate._orchestrator import presenter
     from ._codemode import CodeModeMagics
-    from ._common import help_alone, show_error
+    from ._common import help_alone, reject_as_typed, show_error
     from ._doctor import DoctorMagics
     from ._durable import DurableMagics, OrchestratorViews
     from ._orchestrate import OrchestrateMagics
@@ -40,14 +42,20 @@ def load(ipython: InteractiveShell) -> None:
 
     cells = OrchestrateMagics(shell=ipython)
     ipython.register_magics(cells)
-    ipython.register_magics(DurableMagics(ipython, cells))
+    durable = DurableMagics(ipython, cells)
+    ipython.register_magics(durable)
+    if getattr(ipython, "kernel", None) is not None:  # a frontend may ask how runs stand
+        import comm
+
+        comm.get_comm_manager().register_target(RUN_STATE, durable.run_state)
     sandbox = SandboxMagics(shell=ipython)
     ipython.register_magics(sandbox)
     ipython.register_magics(CodeModeMagics(ipython, cells))
     ipython.register_magics(DoctorMagics(ipython, cells, sandbox))
     presenter.current = OrchestratorViews(ipython)  # each orchestrator call's view
-    if help_alone not in ipython.input_transformers_cleanup:
-        ipython.input_transformers_cleanup.append(help_alone)
+    for transformer in (help_alone, reject_as_typed):
+        if transformer not in ipython.input_transformers_cleanup:
+            ipython.input_transformers_cleanup.append(transformer)
     _reap_in_background()
     _previous_handlers.setdefault(ipython, (ipython.custom_exceptions, ipython.CustomTB))
     ipython.set_custom_exc((SandboxError,), show_error)
@@ -73,16 +81,20 @@ def _reap_in_background() -> None:
 
 def unload(ipython: InteractiveShell) -> None:
     from ..orchestrate._orchestrator import presenter
-    from ._common import help_alone
+    from ._common import help_alone, reject_as_typed
 
     presenter.current = None
-
-    if help_alone in ipython.input_transformers_cleanup:
-        ipython.input_transformers_cleanup.remove(help_alone)
+    for transformer in (help_alone, reject_as_typed):
+        if transformer in ipython.input_transformers_cleanup:
+            ipython.input_transformers_cleanup.remove(transformer)
     for name in CELL_MAGICS:
         ipython.magics_manager.magics["cell"].pop(name, None)
     for name in LINE_MAGICS:
         ipython.magics_manager.magics["line"].pop(name, None)
+    if getattr(ipython, "kernel", None) is not None:
+        import comm
+
+        comm.get_comm_manager().targets.pop(RUN_STATE, None)
     previous = _previous_handlers.pop(ipython, None)
     if previous is not None:
         ipython.custom_exceptions, ipython.CustomTB = previous

@@ -13,6 +13,7 @@ from IPython.core.magic import Magics
 from IPython.core.magic_arguments import argument, parse_argstring
 
 from .._errors import Interrupted, SandboxCancelled, SandboxConfigError, SandboxError
+from .._grammar import encode_reject
 from ..orchestrate import Tool, registry
 from . import CELL_MAGICS
 
@@ -44,10 +45,24 @@ def parse_options(magic: Any, line: str) -> argparse.Namespace | None:
     None after printing its help when ``-h``/``--help`` is among them, whatever else the line
     holds: a person asking for help gets it, not an error about another option."""
     if {"-h", "--help"} & set(line.split()):
-        print(magic.parser.format_help().removeprefix("::\n\n").rstrip())
+        print_help(magic)
         return None
-    args: argparse.Namespace = parse_argstring(magic, line)
+    try:
+        args: argparse.Namespace = parse_argstring(magic, line)
+    except ValueError as exc:  # shlex: an unbalanced quote ("No closing quotation")
+        raise UsageError(f"{magic_name(magic)}: {exc} in {line.strip()[:60]!r}") from None
     return args
+
+
+def print_help(magic: Any) -> None:
+    """Print ``magic``'s options, as ``-h`` asks."""
+    print(magic.parser.format_help().removeprefix("::\n\n").rstrip())
+
+
+def magic_name(magic: Any) -> str:
+    """``%%sandbox``, ``%orchestrate_approve``: the magic as a person types it."""
+    name = str(magic.__name__)
+    return ("%%" if name in CELL_MAGICS else "%") + name
 
 
 def help_alone(lines: list[str]) -> list[str]:
@@ -60,6 +75,12 @@ def help_alone(lines: list[str]) -> list[str]:
     if asks and name in CELL_MAGICS and not "".join(rest).strip():
         return [first.rstrip("\n") + "\n", "#\n"]
     return lines
+
+
+def reject_as_typed(lines: list[str]) -> list[str]:
+    """An IPython input transformer: a typed ``%orchestrate_reject`` line whose reason ends in
+    ``?`` is kept from IPython's help syntax (`encode_reject`)."""
+    return [encode_reject(line) for line in lines]
 
 
 def check_variable(name: str, option: str) -> None:
@@ -107,6 +128,11 @@ class CellMagics(Magics):
     def usage_error(self, exc: SandboxConfigError) -> UsageError:
         """`usage_error` naming this magic's `options`: raise it ``from None``."""
         return usage_error(exc, self.options)
+
+    def prompt_number(self) -> int:
+        """The running cell's prompt number (``In [n]``): IPython counts the cell before it
+        runs, so ``execution_count`` is already the next one's."""
+        return int(self.shell.execution_count) - 1
 
     def frontend_cell_id(self) -> str | None:
         """The notebook's id for the running cell when the frontend sends one (JupyterLab and

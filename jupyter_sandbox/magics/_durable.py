@@ -8,6 +8,10 @@ kernel or a later one, and show it as a cell shows its run. The store is ``%conf
 OrchestrateMagics.store``. What a person must have seen before approving, and the digest that
 seals it, is the engine's (`orchestrate._approval`, `orchestrate._paused`): the magics only
 say it.
+
+None of them expands ``{...}`` or ``$name`` (`no_var_expand`): their lines come from people and
+from buttons built from saved (untrusted) records, and IPython's expansion would run any code
+between braces. Run ids are checked against the store's grammar (`_grammar`) before a lookup.
 """
 
 from __future__ import annotations
@@ -23,15 +27,17 @@ from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
-from IPython.core.magic import line_magic, magics_class
+from IPython.core.magic import line_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments
 
 from .._errors import OrchestrationError, SandboxConfigError, StoreError
 from .._events import EventCallback
+from .._grammar import JSON_OPTION, check_run_id, is_digest, parse_reject, shown, unquote
+from .._grammar import shown as refused_text
 from .._preview import preview
-from ..display import OrchestrateView
+from ..display import OrchestrateView, shown_pause
 from ..orchestrate import OrchestrationResult, Orchestrator, fork_run, resume_run
-from ..orchestrate._approval import DIGEST, full_repr
+from ..orchestrate._approval import full_repr
 from ..orchestrate._durable import unkept_inputs
 from ..orchestrate._paused import (
     CallNow,
@@ -39,11 +45,13 @@ from ..orchestrate._paused import (
     call_now,
     paused_runs,
     read_whole,
+    run_status,
     unseen,
 )
+from ..orchestrate._result import answered
 from ..orchestrate._sessions import sessions
 from ..orchestrate._store import Store
-from ._common import CellMagics, help_option, parse_options, usage_error
+from ._common import CellMagics, help_option, parse_options, print_help, usage_error
 
 if TYPE_CHECKING:
     from ._orchestrate import OrchestrateMagics
@@ -133,6 +141,7 @@ class DurableMagics(CellMagics):
     @magic_arguments()
     @help_option
     @line_magic
+    @no_var_expand
     def orchestrate_sessions(self, line: str) -> None:
         """List this notebook's sessions: name, variables (with their types) and size."""
         if parse_options(self.orchestrate_sessions, line) is None:
@@ -158,6 +167,7 @@ class DurableMagics(CellMagics):
         "name", metavar="NAME", help="the session to drop (%%orchestrate_sessions lists them)"
     )
     @line_magic
+    @no_var_expand
     def orchestrate_reset(self, line: str) -> None:
         """Drop the session NAME of this notebook (here and in the store)."""
         args = parse_options(self.orchestrate_reset, line)
@@ -176,6 +186,7 @@ class DurableMagics(CellMagics):
     @help_option
     @argument("--full", action="store_true", help="each call's arguments whole, not cut")
     @line_magic
+    @no_var_expand
     def orchestrate_pending(self, line: str) -> None:
         """List the paused runs in the store: run id, cell, pending tool and arguments (cut
         to one line; ``--full``: whole, as the call will get them), age."""
@@ -219,25 +230,41 @@ class DurableMagics(CellMagics):
         "made only if it is still that call",
     )
     @line_magic
+    @no_var_expand
     def orchestrate_approve(self, line: str) -> Any:
         """Approve the pending call of a paused run and continue it here."""
         args = parse_options(self.orchestrate_approve, line)
         if args is None:
             return None
-        return self._continue(args.run_id, approve=True, reason=None, expect=args.expect)
+        return self._continue(_checked(args.run_id), approve=True, reason=None, expect=args.expect)
 
     @magic_arguments()
     @help_option
+    @argument(
+        JSON_OPTION,
+        action="store_true",
+        help="REASON is one JSON string (what the Reject button writes: any text, byte for byte)",
+    )
     @argument("run_id", metavar="RUN_ID", help="the paused run (%%orchestrate_pending lists them)")
-    @argument("reason", nargs="*", help="what the code's PermissionError says")
+    @argument(
+        "reason",
+        nargs="*",
+        metavar="REASON",
+        help="what the code's PermissionError says: the rest of the line as written, one pair "
+        "of outer quotes dropped",
+    )
     @line_magic
+    @no_var_expand
     def orchestrate_reject(self, line: str) -> Any:
         """Reject the pending call of a paused run: the code sees PermissionError(REASON)."""
-        args = parse_options(self.orchestrate_reject, line)
-        if args is None:
+        if line.split()[:1] in (["-h"], ["--help"]):  # only first: a reason may say "-h"
+            print_help(self.orchestrate_reject)
             return None
-        reason = " ".join(args.reason) or None
-        return self._continue(args.run_id, approve=False, reason=reason)
+        try:
+            run_id, reason = parse_reject(line)
+        except SandboxConfigError as exc:
+            raise usage_error(exc, _WORDS) from None
+        return self._continue(run_id, approve=False, reason=reason)
 
     @magic_arguments()
     @help_option
@@ -250,23 +277,26 @@ class DurableMagics(CellMagics):
         required=True,
         nargs="+",
         metavar="JSON",
-        help="call N's result: JSON, or a Python literal (e.g. the {dict} IPython expands); "
-        "one pair of quotes around it is dropped, as a shell would",
+        help="call N's result: JSON, or a Python literal; one pair of quotes around it is "
+        "dropped, as a shell would ({name} is not expanded: fork_run(RUN_ID, N, value=name) "
+        "takes a notebook variable)",
     )
     @line_magic
+    @no_var_expand
     def orchestrate_fork(self, line: str) -> Any:
         """Run a stored run again with call N answered by --value: the calls before it are
         answered from the store, the later ones are made."""
         args = parse_options(self.orchestrate_fork, line)
         if args is None:
             return None
+        run_id = _checked(args.run_id)
         value = fork_value(" ".join(args.value))
         store = self._store("%orchestrate_fork")
-        run = _stored(lambda: store.run(args.run_id))  # an unknown run: one line, before a view
+        run = _stored(lambda: store.run(run_id))  # an unknown run: one line, before a view
         try:
             return show_run(
                 lambda on_event: fork_run(
-                    args.run_id,
+                    run_id,
                     args.call,
                     value=value,
                     store=store,
@@ -276,6 +306,18 @@ class DurableMagics(CellMagics):
             ).value
         except SandboxConfigError as exc:  # N out of range
             raise usage_error(exc, {"call_index": "N"}) from None
+
+    def run_state(self, comm: Any, opened: dict[str, Any]) -> None:
+        """The comm target `RUN_STATE` (the JupyterLab extension opens one per unanswered paused
+        record it shows): reply ``{"run_id", "status"}`` from this kernel's store (status None:
+        unknown here) and close. Only a checked run id is looked up; nothing is run."""
+        asked = opened.get("content", {}).get("data", {}).get("run_id")
+        status = None
+        with contextlib.suppress(StoreError, SandboxConfigError, UsageError):
+            store = self.cells.open_store()
+            status = None if store is None else run_status(store, asked)
+        comm.send({"run_id": asked if isinstance(asked, str) else None, "status": status})
+        comm.close()
 
     def _continue(
         self, run_id: str, *, approve: bool, reason: str | None, expect: str | None = None
@@ -297,25 +339,37 @@ class DurableMagics(CellMagics):
             blind = _stored(lambda: unseen(store, run_id, given))
             if blind is not None:
                 raise UsageError(blind)
-        elif expect is not None and not DIGEST.fullmatch(expect):
+        elif expect is not None and not is_digest(expect):
             raise UsageError(
-                f"%orchestrate_approve --expect: {expect!r} is not a digest (16 hex digits, as "
-                "the run's panel or %orchestrate_pending shows it)"
+                f"%orchestrate_approve --expect: {refused_text(expect)!r} is not a digest (16 hex "
+                "digits, as the run's panel or %orchestrate_pending shows it)"
             )
-        result = show_run(
-            lambda on_event: resume_run(
-                run_id,
-                approve=approve,
-                reason=reason,
-                store=store,
-                inputs=given,
-                on_event=on_event,
-                expect=expect,
+        shown = shown_pause(run_id)  # before the run goes on (it may pause again)
+        done = False
+        try:
+            result = show_run(
+                lambda on_event: resume_run(
+                    run_id,
+                    approve=approve,
+                    reason=reason,
+                    store=store,
+                    inputs=given,
+                    on_event=on_event,
+                    expect=expect,
+                )
             )
-        )
-        if result.refused is not None:  # the record above shows the call as it is now
-            raise UsageError(result.refused)
-        return result.value
+            if result.refused is not None:  # nothing made; the record shows the call now
+                raise UsageError(result.refused)
+            done = True
+            return result.value
+        except OrchestrationError as exc:
+            done = exc.result is not None  # it ran (and failed): the pause was answered
+            raise
+        finally:
+            if shown is not None and done:  # the paused cell above says so, buttons gone
+                shown.answer(answered(approve, reason, self.prompt_number()))
+            elif shown is not None:
+                shown.keep()
 
     def _given(self, store: Store, run_id: str) -> dict[str, Any]:
         """The notebook variables stored run ``run_id`` needs again (`unkept_inputs`)."""
@@ -331,20 +385,31 @@ class DurableMagics(CellMagics):
         return store
 
 
+_WORDS = {"run_id": "RUN_ID", "reason": "REASON"}
+"""The engine's parameters as the line magics' usage names them."""
+
+
+def _checked(run_id: str) -> str:
+    """``run_id`` if it is one the store issues, else the magic's one-line `UsageError`."""
+    try:
+        return check_run_id(run_id)
+    except SandboxConfigError as exc:
+        raise usage_error(exc, _WORDS) from None
+
+
 def fork_value(text: str) -> Any:
     """``--value``'s text as a value. IPython splits a magic's line without shell rules (the
     quotes around ``'{"rows": [1, 2]}'`` stay, and an unquoted value with spaces arrives in
-    pieces, joined again here) and expands ``{name}`` to a repr (a dict arrives with single
-    quotes). So: one pair of outer quotes is dropped, then the text is read as JSON, else as
-    a Python literal; only if neither reads it is the text read as written."""
-    quoted = len(text) >= 2 and text[0] == text[-1] and text[0] in "'\""
-    for candidate in [text[1:-1], text] if quoted else [text]:
-        with contextlib.suppress(ValueError):  # JSONDecodeError is one
+    pieces, joined again here; the magic expands no ``{name}``). So: one pair of outer quotes
+    is dropped, then the text is read as JSON, else as a Python literal; only if neither reads
+    it is the text read as written. Too deep a nesting is neither (json's RecursionError)."""
+    for candidate in dict.fromkeys([unquote(text), text]):
+        with contextlib.suppress(ValueError, RecursionError):  # JSONDecodeError is a ValueError
             return json.loads(candidate)
         with contextlib.suppress(ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             return ast.literal_eval(candidate)
     raise UsageError(
-        f"%orchestrate_fork --value: not JSON nor a Python literal: {text}; e.g. "
+        f"%orchestrate_fork --value: not JSON nor a Python literal: {shown(text)}; e.g. "
         "--value '{\"rows\": 3}', --value 3 or --value '\"text\"'"
     )
 

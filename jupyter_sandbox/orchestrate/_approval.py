@@ -21,20 +21,16 @@ restart (not what the record showed), is approved only with its digest (`needs_d
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._grammar import DIGEST_CHARS
 from ._scrub import masked
 from ._values import MAX_DEPTH
 
 APPROVAL_CHARS = 100_000
 """Characters of a pending call's arguments (their reprs, all together) its record carries."""
-DIGEST_CHARS = 16
-"""Hex digits of a call's digest (64 bits: a person compares them, a forger must match)."""
-DIGEST = re.compile(f"[0-9a-f]{{{DIGEST_CHARS}}}")
-"""A digest's exact grammar."""
 
 
 def full_repr(value: Any) -> str:

@@ -17,12 +17,13 @@ from typing import Any
 import pydantic_monty as pm
 
 from .._errors import StoreError
+from .._grammar import is_run_id
 from ._approval import APPROVAL_CHARS, digest, handles
 from ._durable import held
 from ._rebind import Origin, Rebinder, label, stored_origins
 from ._runtime import pool
 from ._scrub import known
-from ._store import HandleMarker, Store
+from ._store import HandleMarker, RunStatus, Store
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,15 @@ def call_now(run: PausedRun, given: Mapping[str, Any]) -> CallNow:
         return CallNow(args, kwargs, [], run.digest, str(exc))
     bindings = [(label(run.origins[uuid]), value) for uuid, value in rebinder.bound.values()]
     return CallNow(args, kwargs, bindings, digest(str(run.tool), args, kwargs, known()))
+
+
+def run_status(store: Store, run_id: object) -> RunStatus | None:
+    """Where stored run ``run_id`` stands now (None: not a run id, or not in this store): what
+    the JupyterLab extension asks to tell a paused record answered elsewhere (issue 20 item
+    3). Reads the run list only, nothing unsealed."""
+    if not is_run_id(run_id):
+        return None
+    return next((info.status for info in store.runs() if info.run_id == run_id), None)
 
 
 def paused_runs(store: Store) -> list[PausedRun]:

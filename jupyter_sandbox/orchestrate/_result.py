@@ -8,7 +8,15 @@ from typing import Any, Literal
 from .._bounds import ToolStats, kept_calls, stream_tail
 from .._events import ToolCall
 from .._preview import preview
-from ..records import RECORD_VERSION, Binding, CallRecord, ToolRow, TraceRecord, TraceStatus
+from ..records import (
+    RECORD_VERSION,
+    Answered,
+    Binding,
+    CallRecord,
+    ToolRow,
+    TraceRecord,
+    TraceStatus,
+)
 from ._approval import digest, shown
 from ._scrub import mask_record
 from ._trace import Trace
@@ -46,6 +54,8 @@ class OrchestrationResult:
     """(run id, call number) this run was forked from (`fork_run`)."""
     session: str | None = None
     """The session (``session=``) whose variables the run started from and left."""
+    answer: Answered | None = None
+    """How the pause this run continued from was answered (`resume_run` with ``approve=``)."""
     secrets: tuple[str, ...] = field(default=(), repr=False)
     """Secrets the run's sandbox tools returned: `to_record` masks them (`_scrub`)."""
     _trace: Trace = field(init=False, repr=False, compare=False)
@@ -97,6 +107,8 @@ class OrchestrationResult:
             record["forked_from"] = {"run_id": self.forked_from[0], "call": self.forked_from[1]}
         if self.session is not None:
             record["session"] = self.session
+        if self.answer is not None:
+            record["answer"] = self.answer
         return mask_record(record, self.secrets)
 
     def _pending_record(self, call: ToolCall) -> CallRecord:
@@ -121,6 +133,16 @@ class OrchestrationResult:
         for call in self.trace:
             stats.add(call.tool, call.duration, call.error is not None)
         return [_bounded(c.to_record()) for c in kept], len(self.trace) - len(kept), stats.rows()
+
+
+def answered(approve: bool, reason: str | None, cell: int | None = None) -> Answered:
+    """A person's answer to a paused run as records keep it: approved, or rejected with the
+    reason its code saw; ``cell``: the prompt number of the cell that answered, if known."""
+    return {
+        "how": "approved" if approve else "rejected",
+        "reason": None if approve else reason,
+        "cell": cell,
+    }
 
 
 def _bounded(call: CallRecord) -> CallRecord:

@@ -42,7 +42,7 @@ from ._limits import Limits, resolve_limits
 from ._memo import Recorded
 from ._rebind import defined_classes, stored_origins
 from ._replay import Answers
-from ._result import OrchestrationResult
+from ._result import OrchestrationResult, answered
 from ._runtime import WORKERS, tool_loop
 from ._sessions import sessions, with_limits
 from ._store import Store, StoredRun, default_store_path, this_process
@@ -380,6 +380,8 @@ def resume_run(
     driver.result.run_id = stored.run_id
     driver.result.forked_from = stored.forked_from
     driver.result.session = stored.session
+    if approve is not None:
+        driver.result.answer = answered(approve, reason)
     return wait(driver)
 
 

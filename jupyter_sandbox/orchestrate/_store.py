@@ -77,6 +77,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from .._errors import SandboxConfigError, StoreError
+from .._grammar import new_run_id
 from .._owner import Owner, me, parse_token
 
 MONTY_VERSION = importlib.metadata.version("pydantic-monty")
@@ -370,12 +371,13 @@ class Store:
         session: str | None = None,
     ) -> str:
         """Start a run (status ``running``, owned by this process) and return its id: 12 hex
-        digits. ``session``: the session the run continues (`StoredRun.session`)."""
+        digits (`_grammar.new_run_id`, whose grammar the magics and the renderer check).
+        ``session``: the session the run continues (`StoredRun.session`)."""
         header = json.dumps({"code": code, "tools": list(tools), "session": session}).encode()
         forked_run, forked_call = forked_from if forked_from else (None, None)
         with self._write() as db:
             while True:
-                run_id = secrets.token_hex(6)
+                run_id = new_run_id()
                 if not db.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone():
                     break
             context = _run_context(run_id, scope, cell, forked_from)

@@ -17,7 +17,7 @@
  */
 
 import { el, ownKeys } from './format';
-import { ICallRecord, ITraceRecord } from './records';
+import { IAnswered, ICallRecord, ITraceRecord } from './records';
 
 /** The event a button dispatches; `detail.code` is the magic to run in a new cell below. */
 export const RUN_MAGIC = 'jsb-run-magic';
@@ -39,39 +39,82 @@ export interface IAnswerStore {
   save(answer: IAnswer): void;
 }
 
-/** Approve, sealed to the call shown when its record has a digest (one call waits). */
-export function approveMagic(runId: string, digest?: string): string {
-  return digest ? `%orchestrate_approve ${runId} --expect ${digest}` : `%orchestrate_approve ${runId}`;
+/** A run id exactly as the store issues them (`RUN_ID` in jupyter_sandbox/_grammar.py:
+ * 12 lowercase hex digits). A saved notebook is untrusted: a record whose run id is anything
+ * else is drawn as text, and nothing of it ever goes into a cell. */
+export const RUN_ID = /^[0-9a-f]{12}$/;
+
+export function isRunId(runId: unknown): runId is string {
+  return typeof runId === 'string' && RUN_ID.test(runId);
 }
 
-/** A digest's exact grammar (`DIGEST` in orchestrate/_approval.py). */
-const DIGEST = /^[0-9a-f]{16}$/;
+/** Throws unless `runId` is a run id: the last check before a record's field enters a cell. */
+function checked(runId: string): string {
+  if (!isRunId(runId)) {
+    throw new Error(`not a run id: ${JSON.stringify(String(runId).slice(0, 40))}`);
+  }
+  return runId;
+}
+
+/** A digest's exact grammar (`DIGEST` in jupyter_sandbox/_grammar.py: 16 lowercase hex
+ * digits). A record's digest that is anything else goes into no magic. */
+export const DIGEST = /^[0-9a-f]{16}$/;
+
+/** Approve, sealed to the call shown when its record has a digest (one call waits): the
+ * kernel makes the call only if it is still the one that digest seals. */
+export function approveMagic(runId: string, digest?: string): string {
+  const sealed = digest !== undefined && DIGEST.test(digest) ? ` --expect ${digest}` : '';
+  return `%orchestrate_approve ${checked(runId)}${sealed}`;
+}
 
 /** Characters past which an argument's box starts collapsed (a few lines that scroll), with a
  * "show all" toggle; shorter ones fit those lines whole at a notebook's usual width. */
 const LONG = 600;
 
-/** The reason as the magic's words (the magic splits its line like a shell that keeps
- * quotes): on one line, a quote that opens a word but is never closed made typographic (it
- * would stop the split), and after `--` when a word starts with `-` (not an option). */
+/** Characters JSON.stringify leaves as they are but Python's `str.splitlines` (which IPython
+ * splits a cell with) or a terminal treats as a line break or a control: escaped too. */
+const SPLITS = /[\u007f-\u009f\u2028\u2029]/g;
+
+/** `reason` as one JSON string literal on one line: every character either itself or a
+ * `\uXXXX`/`\n` escape, so no parser between here and the magic (IPython's line splitting,
+ * its `{}`/`$` expansion, which the magic turns off anyway, shell-like quoting) reads it as
+ * anything else; the magic decodes it with `json.loads`, byte for byte. */
+export function reasonLiteral(reason: string): string {
+  return JSON.stringify(reason).replace(
+    SPLITS,
+    c => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`
+  );
+}
+
+/** The Reject button's magic: `--json RUN_ID "reason"` (see `reasonLiteral`), or the run id
+ * alone when no reason was typed. */
 export function rejectMagic(runId: string, reason: string): string {
-  const words = reason
-    .replace(/\s+/g, ' ')
-    .trim()
-    .replace(/(^| )(["'])/g, (match, space: string, quote: string, at: number, all: string) =>
-      all.indexOf(quote, at + match.length) < 0 ? space + (quote === '"' ? '\u201c' : '\u2018') : match
-    );
-  if (!words) {
-    return `%orchestrate_reject ${runId}`;
+  if (!reason) {
+    return `%orchestrate_reject ${checked(runId)}`;
   }
-  return `%orchestrate_reject ${runId} ${/(^| )-/.test(words) ? '-- ' : ''}${words}`;
+  return `%orchestrate_reject --json ${checked(runId)} ${reasonLiteral(reason)}`;
 }
 
 /** The headline's words for a paused run's calls, as `orchestrate_summary` says them. */
 export function waitingNote(record: ITraceRecord): string {
-  return record.status === 'paused'
-    ? `, ${(record.pending ?? []).length} waiting for approval`
-    : '';
+  if (record.status !== 'paused') {
+    return '';
+  }
+  return record.answered
+    ? `; ${answerNote(record.answered)}`
+    : `, ${(record.pending ?? []).length} waiting for approval`;
+}
+
+/** How a paused run was answered, in a few words (`answer_note` in display/_format.py). */
+export function answerNote(answered: IAnswered): string {
+  if (answered.how === 'elsewhere') {
+    return 'continued elsewhere' + (answered.status ? ` (now ${answered.status})` : '');
+  }
+  const where = answered.cell === null || answered.cell === undefined ? '' : ` in cell [${answered.cell}]`;
+  if (answered.how === 'approved') {
+    return `approved${where}`;
+  }
+  return `rejected${where}` + (answered.reason ? `: ${answered.reason}` : ' (no reason given)');
 }
 
 /** Where the run's state came from, under its headline (`origin_notes` in _format.py). */
@@ -89,28 +132,48 @@ export function originNotes(record: ITraceRecord): string[] {
   return notes;
 }
 
+/** What a paused record whose run id is not one the store issues says instead of its buttons
+ * (`INVALID_RUN_NOTE` in jupyter_sandbox/display/_format.py). */
+export const INVALID_NOTE =
+  "this record's run id is not one jupyter-sandbox issues (12 hex digits): the notebook was " +
+  'edited, so it offers no button and no magic to run';
+
 let panels = 0;
 
 /** The panel of a paused run. `store` is null for a nested record: no buttons there. */
 export function renderApproval(record: ITraceRecord, store: IAnswerStore | null): HTMLElement {
   const runId = record.run_id ?? '?';
+  const valid = isRunId(runId);
   const pending = record.pending ?? [];
   const id = `jsb-approval-${++panels}`;
   const root = el('section', 'jsb-approval');
   root.setAttribute('aria-labelledby', `${id}-heading`);
   const noun = pending.length === 1 ? 'call' : 'calls';
-  const heading = el('div', 'jsb-heading', `run ${runId} waits for approval of ${pending.length} ${noun}:`);
+  const waits = record.answered ? 'waited' : 'waits';
+  const heading = el('div', 'jsb-heading', `run ${runId} ${waits} for approval of ${pending.length} ${noun}:`);
   heading.id = `${id}-heading`;
   root.appendChild(heading);
   root.appendChild(pendingCalls(pending, id));
   // a digest the kernel does not issue goes into no magic: a forged record gets no buttons
   const forged = pending.some(call => call.digest !== undefined && !DIGEST.test(call.digest));
   const digest = pending.length === 1 && !forged ? pending[0].digest : undefined;
+  if (!valid) {
+    // edited outside jupyter-sandbox: text only, no button, no magic to copy
+    root.appendChild(el('div', 'jsb-muted jsb-hint', INVALID_NOTE));
+    return root;
+  }
+  if (record.answered) {
+    // answered (here, in a later cell, or elsewhere): a button would only be refused
+    const done = el('div', 'jsb-answer jsb-answered', answerNote(record.answered));
+    done.setAttribute('role', 'status');
+    root.appendChild(done);
+    return root;
+  }
   const hint = el('div', 'jsb-muted jsb-hint', 'or run in any cell, now or after a restart: ');
   hint.append(
     el('code', '', approveMagic(runId, digest)),
     ' or ',
-    el('code', '', rejectMagic(runId, 'REASON')),
+    el('code', '', `%orchestrate_reject ${runId} REASON`),
     ' (the rejected call raises PermissionError(REASON) in the code)'
   );
   if (forged) {

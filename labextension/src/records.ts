@@ -60,6 +60,16 @@ export interface IForkedFrom {
   call: number;
 }
 
+/** How a paused run was answered (`Answered` in jupyter_sandbox/records.py): approved or
+ * rejected in the cell numbered `cell`, or `elsewhere` (the store says it is no longer paused). */
+export interface IAnswered {
+  how: 'approved' | 'rejected' | 'elsewhere';
+  reason: string | null;
+  cell: number | null;
+  /** `elsewhere` only: the run's status in the store when it was asked. */
+  status?: string;
+}
+
 export interface ITraceRecord {
   version: number;
   kind: 'orchestrate';
@@ -89,6 +99,10 @@ export interface ITraceRecord {
   forked_from?: IForkedFrom;
   /** The `--session` name whose variables the run kept. */
   session?: string;
+  /** How the paused run was answered (absent while it waits). */
+  answered?: IAnswered;
+  /** How the pause this run was continued from was answered (a run a magic continued). */
+  answer?: IAnswered;
 }
 
 export interface IBuildRecord {
