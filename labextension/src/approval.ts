@@ -292,7 +292,7 @@ function pendingCalls(pending: ICallRecord[], id: string): HTMLElement {
       head.append(el('span', 'jsb-muted', ` line ${call.line}`));
     }
     if (call.digest) {
-      head.append(' ', el('span', 'jsb-muted', 'digest '), el('code', 'jsb-digest', call.digest));
+      head.append(' ', el('span', 'jsb-muted', 'digest '), el('span', 'jsb-digest', call.digest));
     }
     const args: [string, string][] = [
       ...(Array.isArray(call.args) ? call.args : []).map((t, i): [string, string] => [String(i), t]),
@@ -313,7 +313,7 @@ function pendingCalls(pending: ICallRecord[], id: string): HTMLElement {
         'After a kernel restart this argument is notebook variable '
       );
       note.append(
-        el('code', '', bound.variable),
+        el('span', 'jsb-var', String(bound.variable)),
         ` (a ${bound.type}) as it is then, which may not be the object shown: Approve then ` +
           'makes no call and shows the call as it is.'
       );
