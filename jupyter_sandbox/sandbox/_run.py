@@ -50,7 +50,7 @@ from .._events import EventCallback, Output, Stream
 from . import _pool
 from ._attach import Attached
 from ._death import death
-from ._io import OUTPUTS, extract_outputs
+from ._io import OUTPUTS, extract_outputs, overlap
 from ._pool import ContainerLimits, Slot
 from ._secrets import StreamMasker
 from ._spec import parse_size
@@ -77,15 +77,25 @@ WRAPPER = "jupyter-sandbox"
 _STATUS = """printf '%s' "$m" >&2
 printf '%s%s %s\\n' "$m" "$rc" "$o"
 [ "$rc" -eq 0 ] && [ "$n" -gt 0 ] || exit "$rc"
-i=0
-while [ "$i" -lt "$n" ]; do set -- "$@" "$1"; shift; i=$((i + 1)); done
-shift $(($# - n))
-tar -C {outputs} -cf - -- "$@" 2>/dev/null
+i=0 k=0
+while [ "$i" -lt "$n" ]; do
+if [ ! -x {outputs} ] || [ -e "{outputs}/$1" ] || [ -L "{outputs}/$1" ]
+then set -- "$@" "$1"; k=$((k + 1)); fi
+shift; i=$((i + 1))
+done
+shift $(($# - k))
+e= t=0
+if [ "$k" -gt 0 ]; then exec 3>&1; e=$(tar -C {outputs} -cf - -- "$@" 2>&1 >&3 3>&-); t=$?; fi
+l='
+'
+printf '%star %s %s\\n' "$m" "$t" "${e%%"$l"*}"
 exit 0
 """.replace("{outputs}", OUTPUTS)
 """The end both scripts share: the marker on stderr (the program's stderr is all before it),
 then on stdout the marker, status line and, after exit 0, the outputs' tar (the positional
-parameters are the ``n`` names, then the command: only the names go to tar)."""
+parameters are the ``n`` names, then the command: only the names that exist go to tar, so
+a missing output stays `MissingOutput`), then the marker, ``tar``, and tar's exit status and
+first message on a line (`verdict`): tar skips what it cannot read with only that message."""
 EXEC_SCRIPT = (
     """m=$1 n=$2
 shift 2
@@ -115,6 +125,11 @@ becomes the program, so no name it sets (``n``, ``IFS``, ``PATH``) reaches the s
 lines. A background ``sleep`` kills the run at the container's `_pool.lifetime`, should both
 the kernel and its watchdog be gone. After a SIGKILL the line carries the OOM kills counted
 by the memory cgroup (v2 or v1): the engine's ``OOMKilled`` would come only after teardown."""
+
+
+def verdict(marker: bytes) -> bytes:
+    """What comes between the outputs' tar and tar's verdict line (`_STATUS`)."""
+    return marker + b"tar "
 
 
 @dataclass
@@ -243,7 +258,7 @@ class _Reader(threading.Thread):
             if at >= 0:
                 self._take(stream, data[:at])
                 return data[at + len(self.marker) :]
-            keep = _overlap(data, self.marker)
+            keep = overlap(data, self.marker)
             self._held[stream] = data[len(data) - keep :]
             self._take(stream, data[: len(data) - keep])
             return None
@@ -280,6 +295,7 @@ class _Reader(threading.Thread):
                     collect.names,
                     limit=collect.limit,
                     deadline=collect.deadline,
+                    end=verdict(self.marker),
                 )
         except BaseException as exc:  # handed to the caller's thread
             self.outputs_error = exc
@@ -349,14 +365,6 @@ def _status(line: bytes) -> tuple[int, int] | None:
     """(exit status, OOM kills) from the script's status line, None if it is not one."""
     match = re.fullmatch(rb"(\d{1,3}) (\d{1,19})", line)
     return (int(match.group(1)), int(match.group(2))) if match else None
-
-
-def _overlap(data: bytes, marker: bytes) -> int:
-    """Length of the longest end of ``data`` that begins ``marker`` (held back for now)."""
-    for size in range(min(len(marker) - 1, len(data)), 0, -1):
-        if data.endswith(marker[:size]):
-            return size
-    return 0
 
 
 def _link_tree(source: Path, dest: Path) -> None:
