@@ -294,8 +294,10 @@ class Sandbox:
                     continue
                 shown = hide_values(run.outputs, run.secrets)
                 emit(RunFinished(self.name, raw.exit_code, raw.seconds, outputs=shown))
-                if key is not None:
-                    _cache.store(key, run.outputs, run.stdout, run.stderr)
+                if key is not None and not _cache.store(
+                    key, run.outputs, run.stdout, run.stderr, run.secrets
+                ):
+                    run.uncached = _cache.NOT_KEPT
                 return
 
     def _replay(self, run: SandboxRun, key: str, emit: EventCallback) -> bool:
