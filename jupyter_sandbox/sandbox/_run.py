@@ -49,7 +49,7 @@ from .._errors import ContainerError, SandboxCancelled, SandboxTimeout
 from .._events import EventCallback, Output, Stream
 from . import _pool
 from ._attach import Attached
-from ._death import death
+from ._death import SIGKILLED, death
 from ._io import OUTPUTS, extract_outputs, overlap
 from ._pool import ContainerLimits, Slot
 from ._secrets import StreamMasker
@@ -69,7 +69,6 @@ open, or a container that died without its stream ending."""
 _TRAILING = 0.5
 """Seconds a run that is the container's own process waits, after its status line, for the
 marker on stderr or the end of the streams (a script killed between the two lines)."""
-_SIGKILLED = 128 + 9
 _STATUS_MAX = 64
 """Bytes the status line after the marker may take (two numbers)."""
 WRAPPER = "jupyter-sandbox"
@@ -435,17 +434,52 @@ def _wait_exec(
             if not state["Running"]:
                 if not _exited(reader, state["ExitCode"], deadline, cancel):
                     return False, None, False
-                return _killed(client, slot, state["ExitCode"])
+                return _killed(client, slot, state["ExitCode"], deadline, cancel)
             poll = min(2 * poll, _MAX_ASK)
         if reader.flooded:
             return True, None, False
-        return _killed(client, slot, client.api.exec_inspect(exec_id)["ExitCode"])
+        code = client.api.exec_inspect(exec_id)["ExitCode"]
+        return _killed(client, slot, code, deadline, cancel)
     except NotFound:  # the container died (gVisor: a memory bomb kills the whole sandbox)
-        return (True, *death(client, slot.container.id or "", slot.born))
+        return _died(client, slot, deadline, cancel)
 
 
-def _killed(client: DockerClient, slot: Slot, code: int) -> _Ended:
-    return True, code, code == _SIGKILLED and _oom_kills(client, slot) > 0
+def _killed(
+    client: DockerClient,
+    slot: Slot,
+    code: int,
+    deadline: float,
+    cancel: threading.Event | None,
+) -> _Ended:
+    """How an exec that exited with ``code`` ended. After a SIGKILL, the memory cgroup's
+    OOM kills, asked from inside the container; if the container died with the exec (under
+    gVisor an OOM kill takes the whole sandbox), how it died (`_died`). On a loaded host the
+    engine reported the exec's 137 while the container was still dying: the question then
+    failed (or found a counter that was no longer the sandbox's), and the run was a
+    `ContainerError` or an exit 137 instead of `OutOfMemory`."""
+    from docker.errors import APIError
+
+    if code != SIGKILLED:
+        return True, code, False
+    with contextlib.suppress(APIError):  # NotFound too: the container is gone
+        if _oom_kills(client, slot) > 0:
+            return True, code, True
+        if _running(client, slot):
+            return True, code, False
+    return _died(client, slot, deadline, cancel)
+
+
+def _died(
+    client: DockerClient, slot: Slot, deadline: float, cancel: threading.Event | None
+) -> _Ended:
+    """How the run's container died, from the engine's events once it is gone (`death`);
+    a timeout if it outlives the deadline."""
+    gone = _pool.wait_gone(slot.container, deadline, cancel)
+    if cancel is not None and cancel.is_set():
+        raise SandboxCancelled("the run was cancelled; its container was removed")
+    if not gone:
+        return False, None, False
+    return (True, *death(client, slot.container.id or "", slot.born))
 
 
 def _exited(reader: _Reader, code: int, deadline: float, cancel: threading.Event | None) -> bool:
@@ -489,13 +523,8 @@ def _wait_own(
         # marker came on stderr too (waiting for the streams' end instead took ~40 ms more)
         _until(reader.stderr_ended, time.monotonic() + _TRAILING, cancel)
         code, kills = reader.status
-        return True, code, code == _SIGKILLED and kills > 0
-    gone = _pool.wait_gone(slot.container, deadline, cancel)
-    if cancel is not None and cancel.is_set():
-        raise SandboxCancelled("the run was cancelled; its container was removed")
-    if not gone:
-        return False, None, False
-    return (True, *death(client, slot.container.id or "", slot.born))
+        return True, code, code == SIGKILLED and kills > 0
+    return _died(client, slot, deadline, cancel)
 
 
 def _running(client: DockerClient, slot: Slot) -> bool:
