@@ -599,18 +599,20 @@ def run_container(
     scrub: tuple[str, ...] = (),
     cancel: threading.Event | None = None,
     output_names: Collection[str] = (),
+    asked: float | None = None,
 ) -> RawRun:
     """Run ``command`` once in a container of its own and remove it, whatever happens.
 
     ``outputs_dir``, when given, receives the entries ``output_names`` of ``/var/outputs``
     after a clean exit (see `extract_outputs`), within the same timeout as the code.
     Secret values in ``scrub`` are masked in the transcript and the live output. Setting
-    ``cancel`` stops the run (`SandboxCancelled`) within a poll interval.
+    ``cancel`` stops the run (`SandboxCancelled`) within a poll interval. ``asked``: when the
+    caller asked for the run (`_pool.acquire`).
     """
     raw = RawRun()
     names = tuple(output_names) if outputs_dir is not None else ()
     marker = f"\x1e{WRAPPER} outputs {secrets.token_hex(16)}\x1e".encode()
-    slot = _pool.acquire(client, image, limits, own_command(command, names, limits))
+    slot = _pool.acquire(client, image, limits, own_command(command, names, limits), asked)
     staged = (inputs_dir, program_dir)
     clean = False
     stream: Any = None
