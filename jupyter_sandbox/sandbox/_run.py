@@ -10,9 +10,10 @@ path.
 Outputs come back with the code's output (a second exec to tar them cost ~74 ms of a ~250 ms
 warm run): a small ``sh`` script runs the program and then writes a marker of this run, the
 program's exit status (and, after a kill, the memory cgroup's OOM kills) on a line, and after
-exit 0 a tar of ``/var/outputs`` on stdout. The host streams stdout up to the marker as the
-run's output, and feeds the tar to the same hostile-tar reader (`extract_outputs`), entry by
-entry, with all its limits.
+exit 0 a tar of ``/var/outputs`` on stdout, then the marker again with tar's exit status and
+first message (`verdict`). The host streams stdout up to the marker as the run's output, and
+feeds the tar to the same hostile-tar reader (`extract_outputs`), entry by entry, with all its
+limits; a tar that left something out (an unreadable folder) fails the run.
 
 In an exec (`EXEC_SCRIPT`) the exit code comes from the engine, and the marker is an argument.
 As the container's own process (`OWN_SCRIPT`), the status line is the end of the run: the
