@@ -569,7 +569,7 @@ def test_link_chain_in_a_sandbox_cell_is_one_line_and_the_kernel_goes_on(
 # 14. Parts tar cannot read (issue 20, item 9) -------------------------------------------------
 
 
-@pytest.mark.parametrize("mode", ["verbatim", "command"])
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("entry", ["sub", "sub/secret.txt"], ids=["folder", "file"])
 def test_an_unreadable_part_of_a_dir_fails_the_run_naming_it(entry, mode, host_tmp, isolation):
     """The code makes part of its `Dir` unreadable (``chmod 000``) before it exits: tar
