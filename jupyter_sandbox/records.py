@@ -210,6 +210,9 @@ class RunRecord(TypedDict):
     live: NotRequired[LiveInfo]
     worker: NotRequired[str]
     """The Dask worker that ran it (``create(cluster=...)``); absent for a local run."""
+    uncached: NotRequired[str]
+    """Why the result was not kept in the result cache asked for (``cache="auto"`` or
+    ``"override"``): it held a secret's value. Absent when it was kept, or none was asked."""
 
 
 Record = TraceRecord | RunRecord

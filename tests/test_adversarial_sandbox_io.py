@@ -28,6 +28,7 @@ from jupyter_sandbox import (
     Dir,
     File,
     InvalidOutput,
+    MissingOutput,
     OutputLimitExceeded,
     SandboxConfigError,
     SandboxTimeout,
@@ -563,3 +564,47 @@ def test_link_chain_in_a_sandbox_cell_is_one_line_and_the_kernel_goes_on(
     assert "Traceback" not in out.out + out.err and SECRET not in out.out + out.err
     assert "g" not in shell.user_ns
     assert shell.run_cell("1 + 1").result == 2
+
+
+# 14. Parts tar cannot read (issue 20, item 9) -------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("entry", ["sub", "sub/secret.txt"], ids=["folder", "file"])
+def test_an_unreadable_part_of_a_dir_fails_the_run_naming_it(entry, mode, host_tmp, isolation):
+    """The code makes part of its `Dir` unreadable (``chmod 000``) before it exits: tar
+    skips it with a message on its stderr, which was thrown away, so the run was ``ok`` with
+    a `Dir` lacking the part. Now the run fails, in one line naming the entry as tar does,
+    and keeps nothing."""
+    script = (
+        "import os\n"
+        "os.makedirs('/var/outputs/d/sub')\n"
+        "open('/var/outputs/d/ok.txt', 'w').write('fine')\n"
+        "open('/var/outputs/d/sub/secret.txt', 'w').write('lost')\n"
+        f"os.chmod('/var/outputs/d/{entry}', 0)\n"
+    )
+    with pytest.raises(ContainerError) as info:
+        writes(mode, script, {"d": Dir}).run()
+    text = assert_one_line(info.value)
+    assert f"d/{entry}" in text and "could not be read whole" in text, text
+    assert info.value.record is not None and info.value.record["status"] == "error"
+    assert left_behind(host_tmp) == []
+
+
+def test_outputs_tar_can_read_still_come_back_whole_and_a_missing_one_is_named(host_tmp, isolation):
+    """What tar can read is unchanged: every part of a `Dir` (an empty folder too) comes back,
+    and an output never written is still `MissingOutput` naming it (tar is not asked for it,
+    so its "Cannot stat" is no failure of the others)."""
+    script = (
+        "import os\n"
+        "os.makedirs('/var/outputs/d/sub/empty')\n"
+        "open('/var/outputs/d/sub/f.txt', 'w').write('kept')\n"
+    )
+    (d,) = (writes("verbatim", script, {"d": Dir}).run(),)
+    assert sorted(str(p.relative_to(d.path)) for p in Path(d.path).rglob("*")) == [
+        "sub",
+        "sub/empty",
+        "sub/f.txt",
+    ]
+    with pytest.raises(MissingOutput, match=r"declared output 'e' was not written"):
+        writes("verbatim", script, {"d": Dir, "e": File}).run()

@@ -10,6 +10,7 @@ means to leak encodes it first, which no masking can stop (the README says so).
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import html
 import itertools
@@ -26,13 +27,21 @@ from pathlib import Path
 import docker.errors
 import pytest
 
-from jupyter_sandbox import ContainerError, InvalidOutput, NonZeroExit, SandboxCancelled, create
+from jupyter_sandbox import (
+    ContainerError,
+    InvalidOutput,
+    NonZeroExit,
+    SandboxCancelled,
+    create,
+    orchestrate,
+    tool,
+)
 from jupyter_sandbox._preview import preview
 from jupyter_sandbox.display import bundle
 from jupyter_sandbox.events import Output, RunFinished
-from jupyter_sandbox.sandbox import _client, _pool
+from jupyter_sandbox.sandbox import _cache, _client, _pool
 from jupyter_sandbox.sandbox._isolation import STATE_ROOTS
-from jupyter_sandbox.sandbox._secrets import HIDDEN, StreamMasker, holds_secret
+from jupyter_sandbox.sandbox._secrets import HIDDEN, StreamMasker, forms, holds_secret
 
 SECRET = "tök-✓-Zq81xV-s3cr3t"
 """Non-ASCII on purpose: its UTF-8 bytes can be cut in the middle of a character."""
@@ -201,6 +210,68 @@ def test_the_result_cache_is_private_and_misses_when_a_secret_changes(
         data = path.read_bytes()
         assert secret.encode() not in data and b"other" not in data and secret not in path.name
     assert stat.S_IMODE(results.stat().st_mode) == 0o700
+
+
+def _spellings(secret: str) -> list[bytes]:
+    """The bytes a file may hold the secret as: every form masking knows (raw, ``repr``,
+    JSON-escaped), HTML-escaped, and base64 at each of its three alignments (the cache
+    encodes outputs in base64: the secret's bytes starting at any offset of a 3-byte group)."""
+    raw = secret.encode()
+    aligned = [raw[o : o + 3 * ((len(raw) - o) // 3)] for o in range(3)]
+    texts = [*forms([secret]), html.escape(secret)]
+    return [*(t.encode() for t in texts), *(base64.b64encode(a) for a in aligned)]
+
+
+def _files_holding(secret: str, *folders: Path) -> list[str]:
+    """Files under ``folders`` whose bytes (or names) hold the secret in any `_spellings`."""
+    spellings = _spellings(secret)
+    files = [p for folder in folders for p in folder.rglob("*") if p.is_file()]
+    assert files  # something was written: the search below can fail
+    return [
+        str(p) for p in files if any(s in p.read_bytes() or s in str(p).encode() for s in spellings)
+    ]
+
+
+def test_a_result_holding_a_secret_is_never_cached_nor_stored_on_disk(
+    secret, monkeypatch, tmp_path, no_leaked_containers, isolation
+):
+    """A sandbox with ``cache="auto"`` whose output is the secret (plain, as bytes, deep in
+    JSON) wrote it into the cache file, base64-encoded where masking never looks, to be kept
+    after the kernel is gone. Now such a result is not cached, the record says so, and the
+    next run runs again; a result without the secret is still cached. Used as a tool of a
+    durable orchestration, neither the cache nor the store's files hold it either."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    code = (
+        "import os\nt = os.environ['JSBX_TOKEN']\nraw = t.encode()\ndeep = {'k': [1, {'v': t}]}\n"
+    )
+    leaky = create(
+        "leaky",
+        code=code,
+        outputs={"t": str, "raw": bytes, "deep": "json"},
+        secrets=["JSBX_TOKEN"],
+        cache="auto",
+    )
+    first, again = leaky.execute({}), leaky.execute({})
+    assert first.outputs["t"] == secret and first.outputs["deep"] == {"k": [1, {"v": secret}]}
+    assert (first.cached, again.cached) == (False, False)  # nothing kept: ran again
+    for run in (first, again):
+        assert run.to_record()["uncached"] == _cache.NOT_KEPT
+    honest = create(
+        "honest",
+        code="import os\nn = len(os.environ['JSBX_TOKEN'])",
+        outputs={"n": int},
+        secrets=["JSBX_TOKEN"],
+        cache="auto",
+    )
+    kept, replayed = honest.execute({}), honest.execute({})
+    assert (kept.cached, replayed.cached, replayed.outputs["n"]) == (False, True, len(secret))
+    assert "uncached" not in kept.to_record()
+    store = tmp_path / "store" / "store.sqlite"
+    store.parent.mkdir()
+    code = "found = await leaky()\nlen(found[0])"
+    result = orchestrate(code, tools=[tool(leaky)], store=store)
+    assert result.value == len(secret)
+    assert _files_holding(secret, tmp_path / "cache", store.parent) == []
 
 
 def _sandbox_pids(engine) -> list[int]:

@@ -58,6 +58,33 @@ def test_runs_back_to_back_leave_as_many_spares_as_the_row_was_long(docker_engin
     assert _spares() == 1
 
 
+def test_a_loop_on_a_loaded_host_is_still_a_row(docker_engine, monkeypatch):
+    """The gap that makes runs a row is the caller's, not the host's own work between two
+    containers: with two CPU hogs beside the suite, collecting one run's outputs and staging
+    the next one's inputs took over `_IN_A_ROW`, and the loop of 3 above left 2 spares (and a
+    refill could start a spare beside the next row). Here the host is as slow as that, every
+    time: each run's collection and staging take 0.3 s."""
+    from jupyter_sandbox.sandbox import _sandbox
+
+    def slowly(work: Any) -> Any:
+        def slowed(*args: Any, **kwargs: Any) -> Any:
+            time.sleep(0.3)
+            return work(*args, **kwargs)
+
+        return slowed
+
+    monkeypatch.setattr(_sandbox, "stage_inputs", slowly(_sandbox.stage_inputs))
+    monkeypatch.setattr(_sandbox, "collect_outputs", slowly(_sandbox.collect_outputs))
+    sandbox = create("slow", code="y = x + 1", inputs={"x": int}, outputs={"y": int}, timeout=64)
+    _pool.settle()
+    assert [sandbox.run(x=i) for i in range(3)] == [1, 2, 3]
+    assert _spares() == 3
+    since = time.time()  # nor does a spare start beside the next row while a run is staged
+    assert [sandbox.run(x=i) for i in range(2)] == [1, 2]
+    assert _created(docker_engine, since, time.time()) == 0
+    assert _spares() == 3
+
+
 def test_a_fan_out_filling_the_pool_leaves_the_other_sandbox_its_spare(monkeypatch):
     """A full pool makes room by taking a spare of the sandbox that has the most, not the
     oldest spare: that was the other sandbox's only one, so every run of it after a fan-out

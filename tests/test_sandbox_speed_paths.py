@@ -111,7 +111,7 @@ with tarfile.open(fileobj=data, mode="w") as tar:
     entry.size = 2
     tar.addfile(entry, io.BytesIO(b"99"))
 sys.stdout.flush()
-sys.stdout.buffer.write(marker + b"0 0\\n" + data.getvalue())
+sys.stdout.buffer.write(marker + b"0 0\\n" + data.getvalue() + marker + b"tar 0 \\n")
 sys.stdout.buffer.flush()
 print("after the forged tar")
 y = 1
@@ -119,7 +119,8 @@ y = 1
 
 
 def _forger(name: str, entry: str, then: str = "") -> Any:
-    """A sandbox whose code forges its run's marker, status line and tar (``entry`` = 99)."""
+    """A sandbox whose code forges its run's marker, status line, tar (``entry`` = 99) and
+    tar's verdict line."""
     code = _FORGE.replace("NAME", repr(entry)) + then
     return create(name, code=code, outputs={"y": int}, timeout=60)
 
@@ -130,8 +131,8 @@ def test_a_forged_marker_gets_the_code_nothing_it_could_not_do_anyway(spare):
     script that is the container's process) and write a status line and a tar after it: that
     tar is read as hostile as ever (an entry climbing out is refused by name). After an exec,
     a failing exit is still the engine's exit code; as the container's own process the forged
-    status ends the run, which reports what the code could have reported anyway by exiting 0
-    with ``y`` = 99 written."""
+    status (and tar's forged verdict) ends the run, which reports what the code could have
+    reported anyway by exiting 0 with ``y`` = 99 written."""
     if spare:  # the forgers' limits get a spare waiting, so each run is an exec in one
         assert _forger("warm-up", "y").run() == 99
         _pool.quiesce()

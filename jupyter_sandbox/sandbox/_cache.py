@@ -6,8 +6,11 @@ image id (so a rebuilt image misses). Entries hold encoded outputs, never pickle
 
 A run's secrets decide its outputs too, so their values enter the key, through an HMAC with a
 random key of this cache (a plain hash of a short token could be brute-forced from the file
-name): a changed secret misses. The folder is 0700 and every file 0600, since an output may hold
-a secret's value (transcripts are stored masked).
+name): a changed secret misses. A result that holds a secret's value (an output equal to the
+token, or holding it in any spelling `_secrets.forms` knows) is never written: `store` refuses
+it and the run's record says so (`NOT_KEPT`). Entries would hold it base64-encoded, where no
+masking finds it, in a file that outlives the kernel. The folder is 0700 and every file 0600
+all the same.
 """
 
 from __future__ import annotations
@@ -24,10 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from . import _codec
+from ._secrets import holds_secret
 from ._types import Dir, File
 
 _VERSION = 2
 _KEY_FILE = ".hmac-key"
+NOT_KEPT = "not kept in the result cache: an output holds a secret's value"
+"""The record's ``uncached`` for a result `store` refused."""
 
 
 def cache_dir() -> Path:
@@ -104,7 +110,14 @@ def load(key: str) -> dict[str, Any] | None:
     return {**entry, "outputs": outputs}
 
 
-def store(key: str, outputs: dict[str, Any], stdout: str, stderr: str) -> None:
+def store(
+    key: str, outputs: dict[str, Any], stdout: str, stderr: str, secrets: tuple[str, ...]
+) -> bool:
+    """Keep a run's result under ``key``; False (nothing written) when the outputs or the
+    transcript hold the value of one of the run's ``secrets``. A `File`/`Dir` is kept as its
+    path, so its contents are not searched: they are the run's own folder, kept either way."""
+    if holds_secret([outputs, stdout, stderr], secrets):
+        return False
     encoded: dict[str, tuple[str, str]] = {}
     for name, value in outputs.items():
         if isinstance(value, File | Dir):
@@ -114,3 +127,4 @@ def store(key: str, outputs: dict[str, Any], stdout: str, stderr: str) -> None:
             encoded[name] = (tag, base64.b64encode(_codec.encode(tag, value)).decode())
     entry = {"outputs": encoded, "stdout": stdout, "stderr": stderr}
     _write_private(json.dumps(entry).encode()).replace(cache_dir() / f"{key}.json")
+    return True

@@ -184,6 +184,7 @@ def _run_remote(
     scrub: tuple[str, ...] = (),
     cancel: threading.Event | None = None,
     output_names: Collection[str] = (),
+    asked: float | None = None,  # `run_container`'s; each worker's own pool counts demand
 ) -> RawRun:
     job = Job(
         run_id=f"jupyter-sandbox-{uuid.uuid4().hex}",

@@ -329,6 +329,7 @@ def extract_outputs(
     *,
     limit: int,
     deadline: float,
+    end: bytes = b"",
 ) -> None:
     """Unpack the tar stream of ``/var/outputs`` into the new folder ``dest``, as hostile data.
 
@@ -343,9 +344,15 @@ def extract_outputs(
     Every entry costs its apparent size plus `ENTRY_COST` against ``limit`` (the run's disk
     size, which bounds ``/var/outputs``): past it, `OutputLimitExceeded` before its data is
     read. Past ``deadline`` (the run's wall-clock limit), `SandboxTimeout`.
+
+    With ``end`` (the run's script, `_run`), the tar is followed by ``end`` and one line of
+    tar's own verdict: its exit status and first message. tar leaves out what it cannot read
+    (a folder the code made unreadable, ``chmod 000``) and says so only there, so a status
+    other than 0, or a stream that stops before the line, is a `ContainerError` quoting tar's
+    message (which names the entry): a `Dir` is whole or the run fails.
     """
     dest.mkdir(mode=0o700)
-    reader = _Chunks(chunks, limit=limit, deadline=deadline)
+    reader = _Chunks(chunks, limit=limit, deadline=deadline, end=end)
     tree = _Tree(dest, names)
     spent = 0
     with _host_space("collecting outputs"):
@@ -360,12 +367,36 @@ def extract_outputs(
                         raise _too_big(limit)
                     tree.take(member, tar)
         except (tarfile.TarError, EOFError) as exc:
-            if reader.size == 0:  # tar wrote nothing (no output exists): nothing to unpack
-                return
-            raise ContainerError(
-                f"could not read {OUTPUTS}: its tar stream is broken ({exc})"
-            ) from None
+            if reader.data:  # else tar wrote nothing (no output exists): nothing to unpack
+                raise ContainerError(
+                    f"could not read {OUTPUTS}: its tar stream is broken ({exc})"
+                ) from None
+        if end:
+            _check_verdict(reader.verdict())
         tree.make_links(deadline)
+
+
+_VERDICT_MAX = 4096
+"""Bytes of tar's verdict line read (`extract_outputs`); what is past them is not shown."""
+
+
+def _check_verdict(line: bytes | None) -> None:
+    """`ContainerError` unless the line after the tar says tar read everything (status 0)."""
+    if line is None:
+        raise ContainerError(
+            f"the tar of {OUTPUTS} stopped before it finished (tar or the container was "
+            "killed): no output was kept; run it again"
+        )
+    status, _, message = line.partition(b" ")
+    if status == b"0":
+        return
+    said = _ODD.sub("?", message.decode(errors="replace")).strip() or "(no message)"
+    said = said if len(said) <= _SHOWN else said[: _SHOWN - 3] + "..."
+    raise ContainerError(
+        f"{OUTPUTS} could not be read whole (tar exited with status "
+        f"{status.decode(errors='replace')[:8]}: {said}): no output was kept; make every file "
+        "and folder under the outputs readable"
+    )
 
 
 def _too_big(limit: int) -> OutputLimitExceeded:
@@ -381,33 +412,86 @@ def _check_deadline(deadline: float) -> None:
 
 
 class _Chunks(io.RawIOBase):
-    """The exec's byte chunks as a file for `tarfile`, bounded in size and time."""
+    """The exec's byte chunks as a file for `tarfile`, bounded in size and time.
 
-    def __init__(self, chunks: Iterable[bytes], *, limit: int, deadline: float) -> None:
+    With ``end``, the file ends where ``end`` first comes (`overlap` holds back a chunk's
+    tail that may begin it); what follows is the verdict line (`verdict`).
+    """
+
+    def __init__(
+        self, chunks: Iterable[bytes], *, limit: int, deadline: float, end: bytes = b""
+    ) -> None:
         super().__init__()
         self._chunks = iter(chunks)
         self._left = memoryview(b"")
         self._limit = limit
         self._deadline = deadline
+        self._end = end
+        self._held = b""
+        self._after: bytes | None = None
+        """What came after ``end``, once it came."""
         self.size = 0
+        self.data = 0
+        """Bytes handed to the reader (the tar's, without ``end`` and its line)."""
 
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer: Any) -> int:
-        while not self._left:
-            _check_deadline(self._deadline)
-            chunk = next(self._chunks, None)
-            if chunk is None:
-                return 0
+    def _next(self) -> bytes | None:
+        """The stream's next chunk (None at its end), counted against the bounds."""
+        _check_deadline(self._deadline)
+        chunk = next(self._chunks, None)
+        if chunk is not None:
             self.size += len(chunk)
             if self.size > 2 * self._limit + _STREAM_SLACK:  # headers past any honest tar
                 raise _too_big(self._limit)
-            self._left = memoryview(chunk)
+        return chunk
+
+    def readinto(self, buffer: Any) -> int:
+        while not self._left:
+            chunk = None if self._after is not None else self._next()
+            if chunk is None:  # the end: what was held back is the tar's after all
+                self._left, self._held = memoryview(self._held), b""
+                if not self._left:
+                    return 0
+                break
+            data, self._held = self._held + chunk, b""
+            at = data.find(self._end) if self._end else -1
+            if at >= 0:
+                data, self._after = data[:at], data[at + len(self._end) :]
+            elif self._end:
+                keep = overlap(data, self._end)
+                data, self._held = data[: len(data) - keep], data[len(data) - keep :]
+            self._left = memoryview(data)
         n = min(len(buffer), len(self._left))
         buffer[:n] = self._left[:n]
         self._left = self._left[n:]
+        self.data += n
         return n
+
+    def verdict(self) -> bytes | None:
+        """The line after ``end`` (at most `_VERDICT_MAX` bytes), read on to it past what is
+        left of the tar (its padding); None if the stream ended before the whole line."""
+        while self.read(_BLOCK):
+            pass
+        if self._after is None:
+            return None
+        line = self._after
+        while b"\n" not in line and len(line) <= _VERDICT_MAX:
+            chunk = self._next()
+            if chunk is None:
+                return None
+            line += chunk
+        head, newline, _ = line.partition(b"\n")
+        return head[:_VERDICT_MAX] if newline or len(line) > _VERDICT_MAX else None
+
+
+def overlap(data: bytes, marker: bytes) -> int:
+    """Length of the longest end of ``data`` that begins ``marker`` (held back for now)."""
+    for size in range(min(len(marker) - 1, len(data)), 0, -1):
+        if data.endswith(marker[:size]):
+            return size
+    return 0
 
 
 class _Tree:

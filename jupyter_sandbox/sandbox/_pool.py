@@ -8,13 +8,13 @@ A spare not taken within `_IDLE` (5 min) is removed.
 
 How many spares wait per image and limits follows demand: as many as runs of that key ran at
 once at the peak of the last `_IDLE` seconds (one for cells run one at a time, 16 after a
-fan-out of 16), or as the longest row of runs back to back in that time (each starting within
-`_IN_A_ROW` s of the previous one's end: 4 after a loop of 4 runs, which one refill cannot keep
-up with), at most `_MAX_SPARES` in all (a full pool makes room by taking a spare of the key
-that has the most: `_crowding`). They are started one at a time by one thread per key,
-and not while several runs of the key go on, nor beside a run of it: refilling waits for the
-run's end (and while spares are left, for the end of a row of runs), so it does not compete
-with runs for the CPU, unless a row used up its spares.
+fan-out of 16), or as the longest row of runs back to back in that time (each asked for
+within `_IN_A_ROW` s of the previous one's return to its caller: 4 after a loop of 4 runs,
+which one refill cannot keep up with), at most `_MAX_SPARES` in all (a full pool makes room
+by taking a spare of the key that has the most: `_crowding`). They are started one at a
+time by one thread per key, and not while several runs of the key go on, nor beside a run of
+it: refilling waits for the run's end (and while spares are left, for the end of a row of
+runs), so it does not compete with runs for the CPU, unless a row used up its spares.
 
 A spare's own process is ``sleep``; the code runs as an exec in it. A run that finds no spare
 does not start one and then exec (~1.2x a ``docker run``): `acquire` creates a container whose
@@ -49,7 +49,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -85,9 +85,12 @@ _MAX_SPARES = 16
 that has the most (`_crowding`). Each is a sleeping process (~1 MB) and cost ~0.3 CPU-s to
 start."""
 _IN_A_ROW = 0.25
-"""Seconds between a run's end and the next one's start that make them a row (`_Demand`): a
-loop's or a run-all's gap (milliseconds), never a person's between cells. The refill waits
-that long after a run while spares are left (`_refill`)."""
+"""Seconds between a run's return to its caller and the call of the next one that make them a
+row (`_Demand`): a loop's or a run-all's gap (milliseconds), never a person's between cells.
+Measured between the calls, not between our containers: what the host does between them
+(collecting outputs, checking the image, staging inputs) took over 0.25 s with two CPU hogs
+beside it, and a loop of 3 runs left 2 spares. The refill waits that long after a run while
+spares are left (`_refill`)."""
 _START_WAIT = 5.0
 """Seconds a run waits for a spare already starting before it starts its own container."""
 _GONE_WAIT = 10.0
@@ -163,19 +166,19 @@ class _Demand:
     peak_at: float = -_IDLE
     """When ``peak`` was last reached; it counts for `_IDLE` seconds."""
     ended: float = -_IDLE
-    """When a run last gave its container back."""
+    """When a run last gave its container back, or (later) returned to its caller."""
     row: int = 0
-    """Runs in the current row: each started while another ran or within `_IN_A_ROW` s of
-    the last one's end (a loop over ``run``, cells run all at once)."""
+    """Runs in the current row: each asked for while another ran or within `_IN_A_ROW` s of
+    the last one's return (a loop over ``run``, cells run all at once)."""
     longest: int = 0
     longest_at: float = -_IDLE
     """The longest row of the last `_IDLE` seconds, and when it was last reached: a row
     outpaces one refill (a start takes longer than a warm run), so that many spares wait for
     the next one."""
 
-    def take(self, now: float) -> None:
-        """A run takes a container."""
-        self.row = self.row + 1 if self.running or now - self.ended < _IN_A_ROW else 1
+    def take(self, now: float, asked: float) -> None:
+        """A run asked for at ``asked`` (its caller's call) takes a container."""
+        self.row = self.row + 1 if self.running or asked - self.ended < _IN_A_ROW else 1
         if self.row >= self.longest or now - self.longest_at >= _IDLE:
             self.longest, self.longest_at = self.row, now
         self.running += 1
@@ -186,12 +189,21 @@ class _Demand:
         self.running -= 1
         self.ended = now
 
-    def hold(self, now: float, spares: bool) -> float:
+    def returned(self, now: float) -> None:
+        """A run returned to its caller (after `done`): the row's gap starts now."""
+        self.ended = max(self.ended, now)
+
+    def hold(self, now: float, spares: bool, preparing: bool) -> float:
         """Seconds the refill waits before it looks again (0: it starts a spare now). While a
         run goes on, unless it is part of a row and no spare is left (``spares``); after a
-        run, while spares are left and the next run of a row may come."""
+        run, while spares are left and the next run of a row may come: within `_IN_A_ROW` s
+        of the last one's return, or while a run called for is ``preparing`` (checking its
+        image, staging, collecting: on a loaded host that outlasted `_IN_A_ROW`, and a spare
+        started beside the row)."""
         if self.running:
             return _IN_A_ROW if spares or self.row <= 1 else 0.0
+        if spares and preparing:
+            return _IN_A_ROW
         return max(self.ended + _IN_A_ROW - now, 0.0) if spares else 0.0
 
     def target(self, now: float) -> int:
@@ -206,6 +218,9 @@ class _Demand:
 
 
 _demand: dict[_Key, _Demand] = {}
+_called = 0
+"""Runs called for in this process that have not returned (`call`); those not holding a
+container (`_Demand.running`) are being prepared or collected (`_preparing`)."""
 _threads: list[threading.Thread] = []
 _closing = False
 
@@ -367,7 +382,9 @@ def _refill(client: DockerClient, image: str, limits: ContainerLimits) -> None:
                     _refilling.discard(key)
                     _ready.notify_all()
                     return
-                hold = demand.hold(time.monotonic(), key in _spares) if demand else 0.0
+                hold = (
+                    demand.hold(time.monotonic(), key in _spares, _preparing()) if demand else 0.0
+                )
                 if hold:
                     _ready.wait(hold)
                     continue
@@ -400,6 +417,12 @@ def _crowding(key: _Key) -> _Key | None:
     if crowded is None or len(_spares[crowded]) <= len(_spares.get(key, ())):
         return None
     return crowded
+
+
+def _preparing() -> bool:
+    """Whether a run called for holds no container: before its own, or after it, while its
+    outputs are collected (call with `_lock` held)."""
+    return _called > sum(demand.running for demand in _demand.values())
 
 
 def _spare_count() -> int:
@@ -469,13 +492,21 @@ def _claim(key: _Key) -> Slot | None:
     return _take(key) if key in _spares else None
 
 
-def acquire(client: DockerClient, image: str, limits: ContainerLimits, own: list[str]) -> Slot:
+def acquire(
+    client: DockerClient,
+    image: str,
+    limits: ContainerLimits,
+    own: list[str],
+    asked: float | None = None,
+) -> Slot:
     """An unused container for one run: a waiting spare if there is one (the run is an exec
     in it), else a new container created with ``own`` as its process, for the caller to
-    start (a start, then an exec, cost more than a start of the run itself)."""
+    start (a start, then an exec, cost more than a start of the run itself). ``asked``: when
+    the run was called for (`time.monotonic`; default now), for its key's demand."""
     key = (image, limits)
     with _lock:
-        _demand.setdefault(key, _Demand()).take(time.monotonic())
+        now = time.monotonic()
+        _demand.setdefault(key, _Demand()).take(now, now if asked is None else asked)
         slot = _claim(key)
         if key not in _spares:
             _ready.notify_all()  # a refill waiting for the row's end starts now (`_refill`)
@@ -503,6 +534,27 @@ def _refill_later(client: DockerClient, image: str, limits: ContainerLimits) -> 
             return
         _refilling.add(key)
     _background(_refill, client, image, limits)
+
+
+@contextlib.contextmanager
+def call(key: Callable[[], _Key]) -> Iterator[None]:
+    """Around a whole run as its caller sees it (`Sandbox.execute`): while it is prepared, a
+    refill with spares left waits for it (`_Demand.hold`); when it returns, the next run of
+    its key (``key()``, known by then) is part of its row if called within `_IN_A_ROW` s
+    (`_Demand.returned`). Our own work between two containers is no gap in a row."""
+    global _called
+    with _lock:
+        _called += 1
+    try:
+        yield
+    finally:
+        found = key()
+        with _lock:
+            _called -= 1
+            demand = _demand.get(found)
+            if demand is not None:
+                demand.returned(time.monotonic())
+            _ready.notify_all()
 
 
 def _done(key: _Key) -> None:

@@ -61,6 +61,8 @@ class SandboxRun:
     """The values of the run's secrets while it runs; `seal` turns them into ``hidden``."""
     hidden: frozenset[tuple[str, str]] = field(default=frozenset(), repr=False)
     """``("inputs" | "outputs", name)`` of each value that holds a secret."""
+    uncached: str | None = None
+    """Why the result was not kept in the result cache it was asked for (it held a secret)."""
 
     @property
     def status(self) -> Literal["ok", "error", "interrupted"]:
@@ -118,4 +120,6 @@ class SandboxRun:
         }
         if self.worker is not None:
             record["worker"] = self.worker
+        if self.uncached is not None:
+            record["uncached"] = self.uncached
         return record

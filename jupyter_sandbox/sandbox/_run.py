@@ -10,9 +10,10 @@ path.
 Outputs come back with the code's output (a second exec to tar them cost ~74 ms of a ~250 ms
 warm run): a small ``sh`` script runs the program and then writes a marker of this run, the
 program's exit status (and, after a kill, the memory cgroup's OOM kills) on a line, and after
-exit 0 a tar of ``/var/outputs`` on stdout. The host streams stdout up to the marker as the
-run's output, and feeds the tar to the same hostile-tar reader (`extract_outputs`), entry by
-entry, with all its limits.
+exit 0 a tar of ``/var/outputs`` on stdout, then the marker again with tar's exit status and
+first message (`verdict`). The host streams stdout up to the marker as the run's output, and
+feeds the tar to the same hostile-tar reader (`extract_outputs`), entry by entry, with all its
+limits; a tar that left something out (an unreadable folder) fails the run.
 
 In an exec (`EXEC_SCRIPT`) the exit code comes from the engine, and the marker is an argument.
 As the container's own process (`OWN_SCRIPT`), the status line is the end of the run: the
@@ -49,8 +50,8 @@ from .._errors import ContainerError, SandboxCancelled, SandboxTimeout
 from .._events import EventCallback, Output, Stream
 from . import _pool
 from ._attach import Attached
-from ._death import death
-from ._io import OUTPUTS, extract_outputs
+from ._death import SIGKILLED, death
+from ._io import OUTPUTS, extract_outputs, overlap
 from ._pool import ContainerLimits, Slot
 from ._secrets import StreamMasker
 from ._spec import parse_size
@@ -69,7 +70,6 @@ open, or a container that died without its stream ending."""
 _TRAILING = 0.5
 """Seconds a run that is the container's own process waits, after its status line, for the
 marker on stderr or the end of the streams (a script killed between the two lines)."""
-_SIGKILLED = 128 + 9
 _STATUS_MAX = 64
 """Bytes the status line after the marker may take (two numbers)."""
 WRAPPER = "jupyter-sandbox"
@@ -77,15 +77,25 @@ WRAPPER = "jupyter-sandbox"
 _STATUS = """printf '%s' "$m" >&2
 printf '%s%s %s\\n' "$m" "$rc" "$o"
 [ "$rc" -eq 0 ] && [ "$n" -gt 0 ] || exit "$rc"
-i=0
-while [ "$i" -lt "$n" ]; do set -- "$@" "$1"; shift; i=$((i + 1)); done
-shift $(($# - n))
-tar -C {outputs} -cf - -- "$@" 2>/dev/null
+i=0 k=0
+while [ "$i" -lt "$n" ]; do
+if [ ! -x {outputs} ] || [ -e "{outputs}/$1" ] || [ -L "{outputs}/$1" ]
+then set -- "$@" "$1"; k=$((k + 1)); fi
+shift; i=$((i + 1))
+done
+shift $(($# - k))
+e= t=0
+if [ "$k" -gt 0 ]; then exec 3>&1; e=$(tar -C {outputs} -cf - -- "$@" 2>&1 >&3 3>&-); t=$?; fi
+l='
+'
+printf '%star %s %s\\n' "$m" "$t" "${e%%"$l"*}"
 exit 0
 """.replace("{outputs}", OUTPUTS)
 """The end both scripts share: the marker on stderr (the program's stderr is all before it),
 then on stdout the marker, status line and, after exit 0, the outputs' tar (the positional
-parameters are the ``n`` names, then the command: only the names go to tar)."""
+parameters are the ``n`` names, then the command: only the names that exist go to tar, so
+a missing output stays `MissingOutput`), then the marker, ``tar``, and tar's exit status and
+first message on a line (`verdict`): tar skips what it cannot read with only that message."""
 EXEC_SCRIPT = (
     """m=$1 n=$2
 shift 2
@@ -115,6 +125,11 @@ becomes the program, so no name it sets (``n``, ``IFS``, ``PATH``) reaches the s
 lines. A background ``sleep`` kills the run at the container's `_pool.lifetime`, should both
 the kernel and its watchdog be gone. After a SIGKILL the line carries the OOM kills counted
 by the memory cgroup (v2 or v1): the engine's ``OOMKilled`` would come only after teardown."""
+
+
+def verdict(marker: bytes) -> bytes:
+    """What comes between the outputs' tar and tar's verdict line (`_STATUS`)."""
+    return marker + b"tar "
 
 
 @dataclass
@@ -243,7 +258,7 @@ class _Reader(threading.Thread):
             if at >= 0:
                 self._take(stream, data[:at])
                 return data[at + len(self.marker) :]
-            keep = _overlap(data, self.marker)
+            keep = overlap(data, self.marker)
             self._held[stream] = data[len(data) - keep :]
             self._take(stream, data[: len(data) - keep])
             return None
@@ -280,6 +295,7 @@ class _Reader(threading.Thread):
                     collect.names,
                     limit=collect.limit,
                     deadline=collect.deadline,
+                    end=verdict(self.marker),
                 )
         except BaseException as exc:  # handed to the caller's thread
             self.outputs_error = exc
@@ -351,14 +367,6 @@ def _status(line: bytes) -> tuple[int, int] | None:
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
-def _overlap(data: bytes, marker: bytes) -> int:
-    """Length of the longest end of ``data`` that begins ``marker`` (held back for now)."""
-    for size in range(min(len(marker) - 1, len(data)), 0, -1):
-        if data.endswith(marker[:size]):
-            return size
-    return 0
-
-
 def _link_tree(source: Path, dest: Path) -> None:
     """Put the staged files in the container's mount: hard links, so no data is copied."""
 
@@ -427,17 +435,52 @@ def _wait_exec(
             if not state["Running"]:
                 if not _exited(reader, state["ExitCode"], deadline, cancel):
                     return False, None, False
-                return _killed(client, slot, state["ExitCode"])
+                return _killed(client, slot, state["ExitCode"], deadline, cancel)
             poll = min(2 * poll, _MAX_ASK)
         if reader.flooded:
             return True, None, False
-        return _killed(client, slot, client.api.exec_inspect(exec_id)["ExitCode"])
+        code = client.api.exec_inspect(exec_id)["ExitCode"]
+        return _killed(client, slot, code, deadline, cancel)
     except NotFound:  # the container died (gVisor: a memory bomb kills the whole sandbox)
-        return (True, *death(client, slot.container.id or "", slot.born))
+        return _died(client, slot, deadline, cancel)
 
 
-def _killed(client: DockerClient, slot: Slot, code: int) -> _Ended:
-    return True, code, code == _SIGKILLED and _oom_kills(client, slot) > 0
+def _killed(
+    client: DockerClient,
+    slot: Slot,
+    code: int,
+    deadline: float,
+    cancel: threading.Event | None,
+) -> _Ended:
+    """How an exec that exited with ``code`` ended. After a SIGKILL, the memory cgroup's
+    OOM kills, asked from inside the container; if the container died with the exec (under
+    gVisor an OOM kill takes the whole sandbox), how it died (`_died`). On a loaded host the
+    engine reported the exec's 137 while the container was still dying: the question then
+    failed (or found a counter that was no longer the sandbox's), and the run was a
+    `ContainerError` or an exit 137 instead of `OutOfMemory`."""
+    from docker.errors import APIError
+
+    if code != SIGKILLED:
+        return True, code, False
+    with contextlib.suppress(APIError):  # NotFound too: the container is gone
+        if _oom_kills(client, slot) > 0:
+            return True, code, True
+        if _running(client, slot):
+            return True, code, False
+    return _died(client, slot, deadline, cancel)
+
+
+def _died(
+    client: DockerClient, slot: Slot, deadline: float, cancel: threading.Event | None
+) -> _Ended:
+    """How the run's container died, from the engine's events once it is gone (`death`);
+    a timeout if it outlives the deadline."""
+    gone = _pool.wait_gone(slot.container, deadline, cancel)
+    if cancel is not None and cancel.is_set():
+        raise SandboxCancelled("the run was cancelled; its container was removed")
+    if not gone:
+        return False, None, False
+    return (True, *death(client, slot.container.id or "", slot.born))
 
 
 def _exited(reader: _Reader, code: int, deadline: float, cancel: threading.Event | None) -> bool:
@@ -481,13 +524,8 @@ def _wait_own(
         # marker came on stderr too (waiting for the streams' end instead took ~40 ms more)
         _until(reader.stderr_ended, time.monotonic() + _TRAILING, cancel)
         code, kills = reader.status
-        return True, code, code == _SIGKILLED and kills > 0
-    gone = _pool.wait_gone(slot.container, deadline, cancel)
-    if cancel is not None and cancel.is_set():
-        raise SandboxCancelled("the run was cancelled; its container was removed")
-    if not gone:
-        return False, None, False
-    return (True, *death(client, slot.container.id or "", slot.born))
+        return True, code, code == SIGKILLED and kills > 0
+    return _died(client, slot, deadline, cancel)
 
 
 def _running(client: DockerClient, slot: Slot) -> bool:
@@ -562,18 +600,20 @@ def run_container(
     scrub: tuple[str, ...] = (),
     cancel: threading.Event | None = None,
     output_names: Collection[str] = (),
+    asked: float | None = None,
 ) -> RawRun:
     """Run ``command`` once in a container of its own and remove it, whatever happens.
 
     ``outputs_dir``, when given, receives the entries ``output_names`` of ``/var/outputs``
     after a clean exit (see `extract_outputs`), within the same timeout as the code.
     Secret values in ``scrub`` are masked in the transcript and the live output. Setting
-    ``cancel`` stops the run (`SandboxCancelled`) within a poll interval.
+    ``cancel`` stops the run (`SandboxCancelled`) within a poll interval. ``asked``: when the
+    caller asked for the run (`_pool.acquire`).
     """
     raw = RawRun()
     names = tuple(output_names) if outputs_dir is not None else ()
     marker = f"\x1e{WRAPPER} outputs {secrets.token_hex(16)}\x1e".encode()
-    slot = _pool.acquire(client, image, limits, own_command(command, names, limits))
+    slot = _pool.acquire(client, image, limits, own_command(command, names, limits), asked)
     staged = (inputs_dir, program_dir)
     clean = False
     stream: Any = None

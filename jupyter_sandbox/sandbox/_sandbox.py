@@ -34,7 +34,7 @@ from .._errors import (
 from .._events import EventCallback, Output, RunFinished, RunStarted, ignore
 from .._owner import temp_prefix
 from .._threads import in_thread
-from . import _cache, _cluster
+from . import _cache, _cluster, _pool
 from ._client import client, engine_error_message, is_engine_error
 from ._image import build_error, default_base_image, ensure_image, image_id
 from ._io import (
@@ -64,6 +64,7 @@ from ._types import infer_tag
 
 if TYPE_CHECKING:
     from distributed import Client
+    from docker import DockerClient
 
 DEFAULT_TIMEOUT = 600.0
 """Seconds a run may take when ``timeout`` is None: every run has a wall-clock limit."""
@@ -151,7 +152,7 @@ class Sandbox:
         Setting ``cancel`` (from another thread) stops a running container: `SandboxCancelled`;
         so does Ctrl-C (``KeyboardInterrupt``), and its record's status is ``interrupted``.
         """
-        emit = on_event or ignore
+        start = time.monotonic()  # when the run was asked for: `_pool.acquire`
         tags = self._bind(inputs)
         env = self._environment()  # read once: the values run are the values masked
         run = SandboxRun(
@@ -162,35 +163,40 @@ class Sandbox:
             output_types=dict(self.outputs),
             secrets=tuple(env[name] for name in self.secrets if env[name]),
         )
-        start = time.monotonic()
-        try:
+        called = (
+            _pool.call(lambda: (run.image, self._limits()))
+            if self.cluster is None
+            else contextlib.nullcontext()
+        )
+        with called:
             try:
-                self._execute(run, tags, env, emit, cancel)
-            except ContainerError:
-                raise
-            except KeyboardInterrupt:
-                # Ctrl-C: `run_container` has removed the container on its way out, and the
-                # engine stops a build whose stream is dropped. One line and a record, not a
-                # traceback through our files.
-                run.interrupted = True
-                raise SandboxCancelled(self._interrupted(run)) from None
-            except Exception as exc:
-                if not is_engine_error(exc):
+                try:
+                    self._execute(run, tags, env, on_event or ignore, cancel, start)
+                except ContainerError:
                     raise
-                # the engine failed us mid-way: still ours to report, with the record
-                raise ContainerError(engine_error_message(exc)) from exc
-        except DockerUnavailable:
-            raise  # nothing ran: the one-line message is the whole story
-        except ContainerError as err:
-            mask_error(err, run.secrets)
+                except KeyboardInterrupt:
+                    # Ctrl-C: `run_container` has removed the container on its way out, and the
+                    # engine stops a build whose stream is dropped. One line and a record, not a
+                    # traceback through our files.
+                    run.interrupted = True
+                    raise SandboxCancelled(self._interrupted(run)) from None
+                except Exception as exc:
+                    if not is_engine_error(exc):
+                        raise
+                    # the engine failed us mid-way: still ours to report, with the record
+                    raise ContainerError(engine_error_message(exc)) from exc
+            except DockerUnavailable:
+                raise  # nothing ran: the one-line message is the whole story
+            except ContainerError as err:
+                mask_error(err, run.secrets)
+                run.seal()
+                run.error = str(err)
+                run.duration = time.monotonic() - start
+                err.record = run.to_record()
+                raise
             run.seal()
-            run.error = str(err)
             run.duration = time.monotonic() - start
-            err.record = run.to_record()
-            raise
-        run.seal()
-        run.duration = time.monotonic() - start
-        return run
+            return run
 
     def _interrupted(self, run: SandboxRun) -> str:
         """Where Ctrl-C stopped the run, in the words the cell shows."""
@@ -225,6 +231,7 @@ class Sandbox:
         env: dict[str, str],
         emit: EventCallback,
         cancel: threading.Event | None,
+        asked: float,
     ) -> None:
         docker = None if self.cluster is not None else client()
         if docker is None:
@@ -255,48 +262,66 @@ class Sandbox:
                 )
                 if self.cache == "auto" and self._replay(run, key, emit):
                     return
-            for attempt in range(1, self.retries + 2):
-                run.attempts = attempt
-                emit(RunStarted(self.name, run.image, attempt, run.described_inputs()))
-                archive = work / f"outputs-{attempt}" if self.outputs else None
-                run_one = (
-                    run_container
-                    if self.cluster is None
-                    else _cluster.runner(self.cluster, self.image_spec, self.image, run)
-                )
-                raw = run_one(
-                    docker,
-                    image=run.image,
-                    command=self.command,
-                    env=env,
-                    inputs_dir=work / "inputs",
-                    program_dir=work / "program",
-                    outputs_dir=archive,
-                    output_names=output_entries(self.mode, self.outputs),
-                    limits=ContainerLimits(
-                        self.timeout, self.resources, self.network, self.isolation
-                    ),
-                    on_event=emit,
-                    scrub=run.secrets,
-                    cancel=cancel,
-                )
-                run.stdout, run.stderr, run.exit_code = raw.stdout, raw.stderr, raw.exit_code
-                try:
-                    self._check(raw, run.image)
-                    run.outputs = collect_outputs(
-                        archive, self.outputs, memory=self.resources.memory
-                    )
-                except ContainerError as err:
-                    mask_error(err, run.secrets)
-                    emit(RunFinished(self.name, raw.exit_code, raw.seconds, error=str(err)))
-                    if attempt > self.retries or isinstance(err, UnusableImage):
-                        raise
-                    continue
-                shown = hide_values(run.outputs, run.secrets)
-                emit(RunFinished(self.name, raw.exit_code, raw.seconds, outputs=shown))
-                if key is not None:
-                    _cache.store(key, run.outputs, run.stdout, run.stderr)
-                return
+            self._attempts(run, work, docker, env, emit, cancel, asked, key)
+
+    def _attempts(
+        self,
+        run: SandboxRun,
+        work: Path,
+        docker: DockerClient | None,
+        env: dict[str, str],
+        emit: EventCallback,
+        cancel: threading.Event | None,
+        asked: float,
+        key: str | None,
+    ) -> None:
+        """Run the container until an attempt succeeds or the retries are spent; store the
+        result in the cache (``key``) unless it holds a secret."""
+        for attempt in range(1, self.retries + 2):
+            run.attempts = attempt
+            emit(RunStarted(self.name, run.image, attempt, run.described_inputs()))
+            archive = work / f"outputs-{attempt}" if self.outputs else None
+            run_one = (
+                run_container
+                if self.cluster is None
+                else _cluster.runner(self.cluster, self.image_spec, self.image, run)
+            )
+            raw = run_one(
+                docker,
+                image=run.image,
+                command=self.command,
+                env=env,
+                inputs_dir=work / "inputs",
+                program_dir=work / "program",
+                outputs_dir=archive,
+                output_names=output_entries(self.mode, self.outputs),
+                limits=self._limits(),
+                on_event=emit,
+                scrub=run.secrets,
+                cancel=cancel,
+                asked=asked,
+            )
+            run.stdout, run.stderr, run.exit_code = raw.stdout, raw.stderr, raw.exit_code
+            try:
+                self._check(raw, run.image)
+                run.outputs = collect_outputs(archive, self.outputs, memory=self.resources.memory)
+            except ContainerError as err:
+                mask_error(err, run.secrets)
+                emit(RunFinished(self.name, raw.exit_code, raw.seconds, error=str(err)))
+                if attempt > self.retries or isinstance(err, UnusableImage):
+                    raise
+                continue
+            shown = hide_values(run.outputs, run.secrets)
+            emit(RunFinished(self.name, raw.exit_code, raw.seconds, outputs=shown))
+            if key is not None and not _cache.store(
+                key, run.outputs, run.stdout, run.stderr, run.secrets
+            ):
+                run.uncached = _cache.NOT_KEPT
+            return
+
+    def _limits(self) -> ContainerLimits:
+        """What each container of a run is started with (a spare's key, with the image)."""
+        return ContainerLimits(self.timeout, self.resources, self.network, self.isolation)
 
     def _replay(self, run: SandboxRun, key: str, emit: EventCallback) -> bool:
         hit = _cache.load(key)

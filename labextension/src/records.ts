@@ -148,6 +148,8 @@ export interface IRunRecord {
   live?: ILive;
   /** The Dask worker that ran it (`create(cluster=...)`); absent for a local run. */
   worker?: string;
+  /** Why the result was not kept in the result cache asked for (it held a secret's value). */
+  uncached?: string;
 }
 
 export type IRecord = ITraceRecord | IRunRecord;
