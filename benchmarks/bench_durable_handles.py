@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from jupyter_sandbox.orchestrate import Tool, _durable, orchestrate
+from jupyter_sandbox.orchestration import Tool, _durable, orchestrate
 
 
 class Frame:

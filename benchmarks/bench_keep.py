@@ -20,7 +20,7 @@ from pathlib import Path
 
 from _timing import measure, print_table
 
-from jupyter_sandbox.orchestrate import Journal, orchestrate
+from jupyter_sandbox.orchestration import Journal, orchestrate
 
 
 def add(x: int, y: int) -> int:

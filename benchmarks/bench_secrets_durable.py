@@ -1,5 +1,5 @@
 """What keeping secrets out of the durable store and the live trace costs once a sandbox tool
-has returned one (`orchestrate._scrub`): every stored record is searched for it, every
+has returned one (`_scrub`): every stored record is searched for it, every
 checkpoint's dump too, and each live render masks its call previews. Without a secret (the
 baseline rows) none of this runs. Medians of interleaved rounds, with the machine's load.
 
@@ -16,10 +16,9 @@ from pathlib import Path
 
 from _timing import measure, print_table
 
-from jupyter_sandbox import Store, orchestrate, tool
+from jupyter_sandbox import Store, _scrub, orchestrate, tool
 from jupyter_sandbox.display._live import LIVE_CALLS, LiveTrace
 from jupyter_sandbox.events import CallFinished, CallStarted, ToolCall
-from jupyter_sandbox.orchestrate import _scrub
 
 SECRET = "ghp_Qv93ZkLm7s3cr3tT0k3n"
 

@@ -14,8 +14,8 @@ import argparse
 
 from _timing import measure, print_table
 
-from jupyter_sandbox.orchestrate import orchestrate
-from jupyter_sandbox.orchestrate._sessions import sessions
+from jupyter_sandbox.orchestration import orchestrate
+from jupyter_sandbox.orchestration._sessions import sessions
 
 CELL = "x = add(1, 2)\ny = [x] * 10"
 

@@ -24,9 +24,9 @@ from collections.abc import Callable
 
 from _timing import measure, measure_prepared, print_table
 
-from jupyter_sandbox.orchestrate import Tool, _typecheck, orchestrate, resolve_tools
-from jupyter_sandbox.orchestrate._runtime import pool
-from jupyter_sandbox.orchestrate._stubs import build_stubs, kept
+from jupyter_sandbox.orchestration import Tool, _typecheck, orchestrate, resolve_tools
+from jupyter_sandbox.orchestration._runtime import pool
+from jupyter_sandbox.orchestration._stubs import build_stubs, kept
 
 
 def add(x: int, y: int) -> int:

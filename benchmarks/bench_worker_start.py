@@ -25,7 +25,12 @@ import pydantic_monty as pm
 from _timing import measure, print_table
 from pydantic_monty._binary import find_monty_binary
 
-from jupyter_sandbox.orchestrate._confine import _levels, _works, kill_worker, launcher_script
+from jupyter_sandbox.orchestration._confine import (
+    _levels,
+    kill_worker,
+    launcher_script,
+    launcher_works,
+)
 
 BEFORE = [
     "unshare", "--net", "--ipc", "--uts", "--",
@@ -44,7 +49,7 @@ def launchers(folder: str) -> list[tuple[str, str]]:
         with open(path, "w") as script:
             script.write(launcher_script(prefix, monty))
         os.chmod(path, 0o700)
-        if _works(path):
+        if launcher_works(path):
             found.append((level, path))
     return found
 

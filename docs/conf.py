@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import shutil
 import sys
 from pathlib import Path
 
@@ -83,7 +84,7 @@ PUBLIC = [
     "jupyter_sandbox.events",
     "jupyter_sandbox.records",
     "jupyter_sandbox",
-    "jupyter_sandbox.orchestrate",
+    "jupyter_sandbox.orchestration",
     "jupyter_sandbox.sandbox",
     "jupyter_sandbox.codemode",
     "jupyter_sandbox.display",
@@ -98,7 +99,7 @@ TITLES = {
     "jupyter_sandbox.errors": "jupyter_sandbox.errors: every exception, one tree",
     "jupyter_sandbox.events": "jupyter_sandbox.events: what on_event receives",
     "jupyter_sandbox.records": "jupyter_sandbox.records: the saved record format",
-    "jupyter_sandbox.orchestrate": "jupyter_sandbox.orchestrate: the Monty engine",
+    "jupyter_sandbox.orchestration": "jupyter_sandbox.orchestration: the Monty engine",
     "jupyter_sandbox.sandbox": "jupyter_sandbox.sandbox: the Docker engine",
     "jupyter_sandbox.codemode": "jupyter_sandbox.codemode: a model writes the code",
     "jupyter_sandbox.display": "jupyter_sandbox.display: live views and MIME bundles",
@@ -117,9 +118,7 @@ def _homes() -> dict[str, tuple[str, str]]:
         for name in mod.__all__:
             obj = getattr(mod, name)
             key = id(obj)
-            # The function `jupyter_sandbox.orchestrate` shares its full name with the
-            # subpackage (issue 21 item 5): it is documented there, as `...orchestrate.orchestrate`.
-            if inspect.ismodule(obj) or key in homes or f"{modname}.{name}" in PUBLIC:
+            if inspect.ismodule(obj) or key in homes:
                 continue
             owner = getattr(obj, "__module__", None) if inspect.isclass(obj) else None
             if owner in PUBLIC and name in _module(owner).__all__:
@@ -190,7 +189,8 @@ def _show(obj: object) -> str:
 
 def write_reference() -> None:
     out = HERE / "reference" / "api"
-    out.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(out, ignore_errors=True)  # a page of a module renamed since is not kept
+    out.mkdir(parents=True)
     homes = _homes()
     for modname in PUBLIC:
         mod = _module(modname)

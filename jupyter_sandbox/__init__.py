@@ -16,12 +16,12 @@ back to it until the code works (``%%codemode``).
 
 from __future__ import annotations
 
+from importlib import import_module
 from importlib.metadata import version
 from typing import TYPE_CHECKING
 
 from . import errors, events
-from ._public import publish
-from .codemode import AgentResult, CodeModeAgent, ScriptedLLM, system_prompt
+from ._public import TOP_LEVEL, publish
 from .errors import (
     CodeModeError,
     ContainerError,
@@ -46,28 +46,30 @@ from .errors import (
     UnusableImage,
 )
 from .events import ToolCall
-from .orchestrate import (
-    Journal,
-    Keep,
-    Limits,
-    OrchestrationResult,
-    Orchestrator,
-    Store,
-    Tool,
-    ToolCache,
-    fork_run,
-    orchestrate,
-    orchestrate_async,
-    orchestrate_local,
-    orchestrator,
-    orchestrator_from_str,
-    resume_run,
-    tool,
-)
-from .sandbox import Dir, File, Resources, Sandbox, SandboxRun, create
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # what __getattr__ imports on first use (_public.TOP_LEVEL)
     from IPython.core.interactiveshell import InteractiveShell
+
+    from .codemode import AgentResult, CodeModeAgent, ScriptedLLM, system_prompt
+    from .orchestration import (
+        Journal,
+        Keep,
+        Limits,
+        OrchestrationResult,
+        Orchestrator,
+        Store,
+        Tool,
+        ToolCache,
+        fork_run,
+        orchestrate,
+        orchestrate_async,
+        orchestrate_local,
+        orchestrator,
+        orchestrator_from_str,
+        resume_run,
+        tool,
+    )
+    from .sandbox import Dir, File, Resources, Sandbox, SandboxRun, create
 
 __version__ = version("jupyter-sandbox")
 """From the installed package's metadata, which the build reads from the labextension's
@@ -137,11 +139,7 @@ def load_ipython_extension(ipython: InteractiveShell) -> None:
     them again would drop their state (the ``--resume`` journals, the ``--cache`` results).
     """
     from .magics import load
-    from .magics._orchestrate import OrchestrateMagics
 
-    live = ipython.magics_manager.magics["cell"].get("orchestrate")
-    if isinstance(getattr(live, "__self__", None), OrchestrateMagics):
-        return
     load(ipython)
 
 
@@ -151,4 +149,19 @@ def unload_ipython_extension(ipython: InteractiveShell) -> None:
     unload(ipython)
 
 
-publish(__name__, globals(), __all__)
+def __getattr__(name: str) -> object:
+    """An engine's name on first use (PEP 562): ``import jupyter_sandbox`` alone loads neither
+    Monty's driver and store nor the Docker side (`_public.TOP_LEVEL` says which is where)."""
+    for package, names in TOP_LEVEL.items():
+        if name in names:
+            value = getattr(import_module(f".{package}", __name__), name)
+            globals()[name] = value
+            return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+publish(__name__, globals(), [name for name in __all__ if name in globals()])

@@ -2,7 +2,7 @@
 ``/etc/subgid``).
 
 Both engines pick uids for what they confine from ranges no account may use: the Monty workers
-(`orchestrate._confine`) and the sandbox containers (`sandbox._pool`). The engines do not import
+(`orchestration._confine`) and the sandbox containers (`sandbox._pool`). The engines do not import
 each other, so the reading of those files lives here, once.
 """
 

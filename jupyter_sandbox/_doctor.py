@@ -12,7 +12,7 @@ because one it depends on failed (no image can be looked up without an engine).
 Nothing of the user's is created or changed (the confinement check starts a Monty worker, as
 the first ``%%orchestrate`` cell would), and the store's database is never opened: closing a
 descriptor of a SQLite file drops every lock this process holds on it (see
-`orchestrate._store`), and in a kernel the store may be open. Its folder, file and key are
+`orchestration._store`), and in a kernel the store may be open. Its folder, file and key are
 looked at with the store's own checks instead.
 """
 
@@ -185,8 +185,7 @@ def check_engine(client: DockerClient | None, why: str) -> Check:
 
 def check_base_image(client: DockerClient | None, tag: str | None) -> Check:
     """The image every environment builds on: on the engine now, never pulled or built here."""
-    from .sandbox._baseimage import DEFAULT_BASE_IMAGE
-    from .sandbox._image import BASE_IMAGE_ENV, default_base_image
+    from .sandbox import BASE_IMAGE_ENV, DEFAULT_BASE_IMAGE, default_base_image
 
     name = "base image"
     image = tag or default_base_image()
@@ -213,7 +212,7 @@ def check_base_image(client: DockerClient | None, tag: str | None) -> Check:
 def check_gvisor(client: DockerClient | None, isolation: str | None) -> Check:
     """gVisor's ``runsc`` registered with the engine: optional, unless gVisor is the level
     runs get by default (``$JUPYTER_SANDBOX_ISOLATION`` or the magic's setting)."""
-    from .sandbox._isolation import ISOLATION_ENV, REGISTER, RUNTIMES, isolation_level
+    from .sandbox import ISOLATION_ENV, REGISTER, RUNTIMES, isolation_level
 
     name = "gvisor"
     try:
@@ -246,8 +245,12 @@ def check_store(path: str | os.PathLike[str] | None) -> Check:
 
     The store refuses a folder others may write to; a group-writable one it accepts, and so do
     we, with a warning (members of that group could plant files beside the store)."""
-    from .orchestrate import _store
-    from .orchestrate._store import KEY_BYTES, default_store_path
+    from .orchestration import (
+        KEY_BYTES,
+        check_private_file,
+        check_private_folder,
+        default_store_path,
+    )
 
     name = "store"
     if path is not None and os.fspath(path) == "":
@@ -267,7 +270,7 @@ def check_store(path: str | os.PathLike[str] | None) -> Check:
     try:
         if not folder.is_dir():
             raise StoreError(f"the store's folder {folder} is not a folder")
-        _store._private_folder(folder)
+        check_private_folder(folder)
         if not os.access(folder, os.W_OK | os.X_OK):
             raise StoreError(f"the store's folder {folder} is not writable by you")
         for file, what in ((store, "the store"), (folder / "key", "the store's key file")):
@@ -275,7 +278,7 @@ def check_store(path: str | os.PathLike[str] | None) -> Check:
                 info = os.lstat(file)
                 if not stat.S_ISREG(info.st_mode):
                     raise StoreError(f"{what} {file} is not a regular file (a link, a folder...)")
-                _store._private(file, info, what)
+                check_private_file(file, info, what)
                 if what != "the store" and info.st_size != KEY_BYTES:
                     raise StoreError(f"{what} {file} holds {info.st_size} bytes, not {KEY_BYTES}")
     except StoreError as error:
@@ -341,15 +344,14 @@ def check_monty() -> Check:
 
 
 STRONG_LEVELS = ("own-uid+pidns+netns", "userns+pidns+netns")
-"""Confinement levels at which workers cannot see each other (`orchestrate._confine`)."""
+"""Confinement levels at which workers cannot see each other (`orchestration._confine`)."""
 
 
 def check_confinement() -> Check:
     """How Monty's workers are confined (the level this process uses, chosen by starting one):
     below `STRONG_LEVELS` a worker can see the others, which hold other cells' inputs (a
     warning). A worker that does not start at all fails: ``%%orchestrate`` cannot run."""
-    from .orchestrate._confine import _works
-    from .orchestrate._runtime import confinement
+    from .orchestration import confinement, launcher_works
 
     name = "confinement"
     try:
@@ -358,7 +360,7 @@ def check_confinement() -> Check:
         return Check(name, "fail", str(error), "pip install --force-reinstall pydantic-monty")
     if chosen.level in STRONG_LEVELS:
         return Check(name, "ok", f"Monty workers: {chosen.level}")
-    if chosen.level == "none" and not _works(chosen.binary):
+    if chosen.level == "none" and not launcher_works(chosen.binary):
         detail = f"the Monty worker {chosen.binary} does not start"
         return Check(name, "fail", detail, "pip install --force-reinstall pydantic-monty")
     detail = f"Monty workers: {chosen.level} (workers can see each other's processes)"
@@ -367,7 +369,7 @@ def check_confinement() -> Check:
 
 def _confinement_fix() -> str:
     """What keeps the stronger levels from starting here, where the host says so."""
-    from .orchestrate._confine import ACCOUNT_FILES, ids_taken
+    from .orchestration import ACCOUNT_FILES, ids_taken
 
     missing = [t for t in ("unshare", "setsid", "setpriv") if shutil.which(t) is None]
     if missing:

@@ -13,7 +13,7 @@ from .records import RunRecord
 
 if TYPE_CHECKING:
     from .codemode import Attempt
-    from .orchestrate import OrchestrationResult
+    from .orchestration import OrchestrationResult
 
 
 class SandboxError(Exception):

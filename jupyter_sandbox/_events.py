@@ -1,6 +1,6 @@
 """Events the engines emit while they work.
 
-Engines (`orchestrate/`, `sandbox/`) never print and never import IPython: they call an
+Engines (`orchestration/`, `sandbox/`) never print and never import IPython: they call an
 ``on_event`` callback with these small frozen records, and `display/` turns them into widgets,
 HTML or text. Keeping them in one module is what lets a view, a test or a user's own callback
 follow a run without knowing which engine produced it.

@@ -29,7 +29,7 @@ RUN_ID = re.compile(f"[0-9a-f]{{{2 * RUN_ID_BYTES}}}")
 """A run id, whole (`re.fullmatch`). The renderer's ``RUN_ID`` is the same pattern."""
 
 DIGEST_CHARS = 16
-"""Hex digits of an approved call's digest (`orchestrate._approval`; 64 bits: a person
+"""Hex digits of an approved call's digest (`orchestration._approval`; 64 bits: a person
 compares them, a forger must match)."""
 
 DIGEST = re.compile(f"[0-9a-f]{{{DIGEST_CHARS}}}")

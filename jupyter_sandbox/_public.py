@@ -1,8 +1,45 @@
-"""Public classes name their public home, not the private module that defines them."""
+"""Public classes name their public home, not the private module that defines them; and which
+subpackage each name the top-level package hands on comes from (it imports them on first use)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+
+TOP_LEVEL: dict[str, tuple[str, ...]] = {
+    "codemode": (
+        "AgentResult",
+        "CodeModeAgent",
+        "ScriptedLLM",
+        "system_prompt",
+    ),
+    "orchestration": (
+        "Journal",
+        "Keep",
+        "Limits",
+        "OrchestrationResult",
+        "Orchestrator",
+        "Store",
+        "Tool",
+        "ToolCache",
+        "fork_run",
+        "orchestrate",
+        "orchestrate_async",
+        "orchestrate_local",
+        "orchestrator",
+        "orchestrator_from_str",
+        "resume_run",
+        "tool",
+    ),
+    "sandbox": (
+        "Dir",
+        "File",
+        "Resources",
+        "Sandbox",
+        "SandboxRun",
+        "create",
+    ),
+}
+"""``jupyter_sandbox.NAME`` is ``jupyter_sandbox.<subpackage>.NAME``, imported on first use."""
 
 
 def publish(module: str, namespace: Mapping[str, object], names: Iterable[str]) -> None:
@@ -17,6 +54,12 @@ def publish(module: str, namespace: Mapping[str, object], names: Iterable[str]) 
         obj = namespace[name]
         if isinstance(obj, type) and _private(obj.__module__):
             obj.__module__ = module
+
+
+def publish_top_level(package: str, namespace: Mapping[str, object]) -> None:
+    """Called last in each engine's ``__init__``: its names the top level hands on get
+    ``jupyter_sandbox`` as their home, however they were first imported."""
+    publish("jupyter_sandbox", namespace, TOP_LEVEL[package.rpartition(".")[2]])
 
 
 def _private(module: str) -> bool:

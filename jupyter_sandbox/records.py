@@ -85,7 +85,7 @@ class CallRecord(TypedDict):
     children: list["Record"]
     """Nested records: the container run of a sandbox used as a tool."""
     digest: NotRequired[str]
-    """A pending call's digest (`orchestrate._approval`): ``%orchestrate_approve RUN --expect
+    """A pending call's digest (`orchestration._approval`): ``%orchestrate_approve RUN --expect
     DIGEST`` makes the call only if it is still this one. A pending call's ``args`` and
     ``kwargs`` are whole reprs, not previews, up to `APPROVAL_CHARS` together."""
     cut: NotRequired[dict[str, int]]
@@ -112,6 +112,7 @@ class ForkedFrom(TypedDict):
 
 
 AnswerHow = Literal["approved", "rejected", "elsewhere"]
+"""How a paused run was answered: see `Answered`."""
 
 
 class Answered(TypedDict):

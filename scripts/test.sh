@@ -19,5 +19,7 @@ export JUPYTER_SANDBOX_DIST="$ROOT/dist"
 .venv/bin/ruff check jupyter_sandbox tests benchmarks scripts docs/conf.py
 .venv/bin/ruff format --check jupyter_sandbox tests benchmarks scripts docs/conf.py
 .venv/bin/mypy
+# The layers and front doors of ARCHITECTURE.md ([tool.importlinter]; a contract type of ours).
+PYTHONPATH=scripts .venv/bin/lint-imports
 bash scripts/docs.sh  # the docs site, warnings as errors (the reference is generated from the code)
 .venv/bin/python -m pytest -ra --durations=20 "$@"  # the slowest tests, to keep CI under 30 min

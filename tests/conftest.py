@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-from jupyter_sandbox.orchestrate import registry
+from jupyter_sandbox.orchestration import registry
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -27,10 +27,10 @@ def store_in_tmp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 @pytest.fixture(autouse=True)
 def forget_returned_secrets() -> Iterator[None]:
     """A secret a sandbox tool returned is masked in every later run of the process (a
-    kernel's life, `orchestrate._scrub`); each test is such a life of its own, or one test's
+    kernel's life, `_scrub`); each test is such a life of its own, or one test's
     short secret (``"tool"``) masks that word in every later test's output."""
     yield
-    from jupyter_sandbox.orchestrate import _scrub
+    from jupyter_sandbox import _scrub
 
     _scrub._returned.clear()
 

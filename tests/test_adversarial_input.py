@@ -30,7 +30,7 @@ from jupyter_sandbox import (
 )
 from jupyter_sandbox._checks import machine_cpus
 from jupyter_sandbox._text import printable
-from jupyter_sandbox.orchestrate import orchestrate
+from jupyter_sandbox.orchestration import orchestrate
 from jupyter_sandbox.sandbox import default_base_image
 
 pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("no_leaked_containers")]

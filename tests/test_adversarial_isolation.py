@@ -28,8 +28,8 @@ from pydantic_monty._binary import find_monty_binary
 
 import jupyter_sandbox
 from jupyter_sandbox import orchestrate
-from jupyter_sandbox.orchestrate._confine import UID_BASE, launcher_script
-from jupyter_sandbox.orchestrate._runtime import confinement
+from jupyter_sandbox.orchestration._confine import UID_BASE, launcher_script
+from jupyter_sandbox.orchestration._runtime import confinement
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0, reason="the own-uid+pidns+netns level needs a root host"
@@ -272,7 +272,7 @@ import json, os, socket, subprocess, sys, tempfile
 from pathlib import Path
 
 import pydantic_monty
-from jupyter_sandbox.orchestrate._confine import choose, launcher_script
+from jupyter_sandbox.orchestration._confine import choose, launcher_script
 
 secret, attacker = sys.argv[1], sys.argv[2]
 confinement = choose()
@@ -314,7 +314,7 @@ def user_kernel(*argv: str) -> subprocess.CompletedProcess[str]:
 def test_without_root_each_worker_still_gets_a_pid_namespace_no_attacker_can_see_out_of() -> None:
     """A kernel that is not root cannot give workers uids of their own: its workers share its
     uid, and the user + PID namespace alone must keep an attacker in one from the others."""
-    probe = user_kernel("-c", "import pydantic_monty, jupyter_sandbox.orchestrate._confine")
+    probe = user_kernel("-c", "import pydantic_monty, jupyter_sandbox.orchestration._confine")
     if probe.returncode != 0:
         pytest.skip(f"a non-root user cannot import this checkout here: {probe.stderr[-300:]}")
     secret = "cell-input-" + secrets.token_hex(16)

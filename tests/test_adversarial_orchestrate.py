@@ -28,9 +28,9 @@ from jupyter_sandbox import (
     create,
 )
 from jupyter_sandbox.events import Output
-from jupyter_sandbox.orchestrate import MAX_NESTING, Journal, orchestrate, orchestrate_async
-from jupyter_sandbox.orchestrate._runtime import WORKERS, tool_loop
-from jupyter_sandbox.orchestrate._tools import as_tool
+from jupyter_sandbox.orchestration import MAX_NESTING, Journal, orchestrate, orchestrate_async
+from jupyter_sandbox.orchestration._registry import as_tool
+from jupyter_sandbox.orchestration._runtime import WORKERS, tool_loop
 
 HANG_GUARD = 60.0
 """Seconds before a wait gives up: only there so a regression fails instead of hanging."""
@@ -212,7 +212,7 @@ def test_cancelling_orchestrate_async_in_a_blocked_sync_tool_gives_its_worker_ba
 KERNEL_SETUP = """
 import pathlib, threading
 from jupyter_sandbox import Interrupted, tool
-from jupyter_sandbox.orchestrate import orchestrate
+from jupyter_sandbox.orchestration import orchestrate
 
 release = threading.Event()
 

@@ -17,8 +17,8 @@ from typing import Any, ClassVar
 import pytest
 
 from jupyter_sandbox import LimitExceeded, OrchestrationError, ToolError
-from jupyter_sandbox.orchestrate import Journal, ToolCache, orchestrate, orchestrate_async, tool
-from jupyter_sandbox.orchestrate._runtime import WORKERS
+from jupyter_sandbox.orchestration import Journal, ToolCache, orchestrate, orchestrate_async, tool
+from jupyter_sandbox.orchestration._runtime import WORKERS
 
 SECRET = "s3cret-attr-91c4"
 HANG_GUARD = 60.0

@@ -31,8 +31,8 @@ from jupyter_sandbox import (
     create,
 )
 from jupyter_sandbox.events import Output
-from jupyter_sandbox.orchestrate import orchestrate
-from jupyter_sandbox.orchestrate._tools import as_tool
+from jupyter_sandbox.orchestration import orchestrate
+from jupyter_sandbox.orchestration._registry import as_tool
 from jupyter_sandbox.sandbox._io import MAX_DEPTH
 from jupyter_sandbox.sandbox._pool import settle
 
@@ -253,7 +253,7 @@ SECRET_CUT = "SECRETVALUE-0123456789"
     ],
 )
 def test_a_secret_cut_at_any_bound_of_an_error_shows_at_most_one_character(cut):
-    from jupyter_sandbox.sandbox._secrets import mask_error
+    from jupyter_sandbox._secrets import mask_error
 
     for secret in (SECRET_CUT, ESCAPABLE):
         err = InvalidOutput(cut(secret), name="x")
@@ -272,7 +272,7 @@ def test_a_sandbox_tools_secret_stays_masked_when_a_later_run_gets_it_without_th
     the secret without the tool running there: it is still masked."""
     import json
 
-    from jupyter_sandbox.orchestrate import ToolCache
+    from jupyter_sandbox.orchestration import ToolCache
 
     monkeypatch.setenv(TOKEN, "S3CR3T-cached-or-kept")
     code = f"import os\nt = os.environ[{TOKEN!r}]"
@@ -290,8 +290,8 @@ def test_a_sandbox_tools_secret_stays_masked_when_a_later_run_gets_it_without_th
 def test_a_cell_ending_in_a_sandbox_tools_secret_shows_it_hidden(shell, monkeypatch):
     """``%%orchestrate`` returned the value to IPython, whose ``Out[]`` (saved in the
     notebook) wrote the secret out; ``--out`` gets the real value, as ``%%sandbox``'s do."""
-    from jupyter_sandbox.orchestrate import tool
-    from jupyter_sandbox.sandbox._secrets import HIDDEN
+    from jupyter_sandbox._secrets import HIDDEN
+    from jupyter_sandbox.orchestration import tool
 
     monkeypatch.setenv(TOKEN, "S3CR3T-in-a-cell")
     code = f"import os\nt = os.environ[{TOKEN!r}]"

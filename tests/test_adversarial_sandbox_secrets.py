@@ -37,11 +37,11 @@ from jupyter_sandbox import (
     tool,
 )
 from jupyter_sandbox._preview import preview
+from jupyter_sandbox._secrets import HIDDEN, StreamMasker, forms, holds_secret
 from jupyter_sandbox.display import bundle
 from jupyter_sandbox.events import Output, RunFinished
 from jupyter_sandbox.sandbox import _cache, _client, _pool
 from jupyter_sandbox.sandbox._isolation import STATE_ROOTS
-from jupyter_sandbox.sandbox._secrets import HIDDEN, StreamMasker, forms, holds_secret
 
 SECRET = "tök-✓-Zq81xV-s3cr3t"
 """Non-ASCII on purpose: its UTF-8 bytes can be cut in the middle of a character."""
@@ -462,7 +462,7 @@ def test_sandbox_uids_never_meet_monty_worker_uids_or_host_accounts():
     """A sandbox process sharing a uid with a Monty worker could read that worker's memory
     (and the other way round): the two reserved ranges must not overlap, and none of ours may
     belong to an account of this host."""
-    from jupyter_sandbox.orchestrate._confine import WORKER_IDS
+    from jupyter_sandbox.orchestration._confine import WORKER_IDS
 
     ours = range(_pool.UID_BASE, _pool.UID_BASE + _pool.UID_SPAN)
     assert ours.stop <= 2**31 and (ours.stop <= WORKER_IDS.start or WORKER_IDS.stop <= ours.start)

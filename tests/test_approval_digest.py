@@ -1,5 +1,5 @@
 """The digest that seals an approved call, and how a paused call's arguments are shown
-(`orchestrate._approval`, issue 20 item 4): the same call hashes alike in any process, a
+(`orchestration._approval`, issue 20 item 4): the same call hashes alike in any process, a
 secret the call holds does not reach the digest, and only the largest arguments are cut."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import os
 import subprocess
 import sys
 
-from jupyter_sandbox.orchestrate._approval import APPROVAL_CHARS, digest, shown
+from jupyter_sandbox.orchestration._approval import APPROVAL_CHARS, digest, shown
 
 SET_DIGEST = (
-    "from jupyter_sandbox.orchestrate._approval import digest;"
+    "from jupyter_sandbox.orchestration._approval import digest;"
     "print(digest('f', [{'b', 'a', 'zz', 'q', 'mm', 'c'}], {'k': frozenset({'x', 'y', 'w'})}))"
 )
 

@@ -16,10 +16,10 @@ import pytest
 from _kernels import kernel
 
 from jupyter_sandbox import Keep, LimitExceeded, Limits
-from jupyter_sandbox.orchestrate import Journal, ToolCache, orchestrate
-from jupyter_sandbox.orchestrate._keep import Summary
-from jupyter_sandbox.orchestrate._memo import Journals
-from jupyter_sandbox.orchestrate._store import Store
+from jupyter_sandbox.orchestration import Journal, ToolCache, orchestrate
+from jupyter_sandbox.orchestration._keep import Summary
+from jupyter_sandbox.orchestration._memo import Journals
+from jupyter_sandbox.orchestration._store import Store
 
 BIG_ARGUMENT = """
 @tool

@@ -18,7 +18,7 @@ from jupyter_client.manager import KernelManager
 from jupyter_sandbox import create, tool
 from jupyter_sandbox.errors import ToolError, TypeCheckError
 from jupyter_sandbox.events import CallFinished, CallStarted, Event
-from jupyter_sandbox.orchestrate import Journal, Tool, orchestrate
+from jupyter_sandbox.orchestration import Journal, Tool, orchestrate
 
 FLAKY = """
 from jupyter_sandbox import tool

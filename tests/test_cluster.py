@@ -44,7 +44,7 @@ from jupyter_sandbox import (
     tool,
 )
 from jupyter_sandbox.events import RunFinished
-from jupyter_sandbox.orchestrate import registry
+from jupyter_sandbox.orchestration import registry
 from jupyter_sandbox.sandbox import _client
 
 pytestmark = pytest.mark.docker

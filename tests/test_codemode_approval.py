@@ -9,7 +9,7 @@ import pytest
 from jupyter_sandbox import CodeModeAgent, Store, resume_run
 from jupyter_sandbox.codemode import ScriptedLLM
 from jupyter_sandbox.errors import StoreError
-from jupyter_sandbox.orchestrate import Tool, default_store_path
+from jupyter_sandbox.orchestration import Tool, default_store_path
 
 CODE = """```python
 n = count(2)

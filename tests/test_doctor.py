@@ -155,7 +155,7 @@ def test_a_missing_base_image_fails_with_the_way_to_get_it():
 @pytest.mark.docker
 def test_the_default_base_image_missing_says_to_build_it(monkeypatch: pytest.MonkeyPatch):
     """The default tag is ours to build (no registry has it): the fix is our command."""
-    monkeypatch.setattr("jupyter_sandbox.sandbox._baseimage.DEFAULT_BASE_IMAGE", ABSENT)
+    monkeypatch.setattr("jupyter_sandbox.sandbox.DEFAULT_BASE_IMAGE", ABSENT)  # where the doctor reads it
     monkeypatch.setenv("JUPYTER_SANDBOX_BASE_IMAGE", ABSENT)
     client, _ = _doctor._connect()
     assert client is not None
@@ -199,7 +199,7 @@ def test_a_store_not_made_yet_is_fine_where_its_folder_can_be_made(tmp_path: Pat
 
 
 def test_a_store_the_store_itself_opened_passes(store_dir: Path):
-    from jupyter_sandbox.orchestrate._store import Store
+    from jupyter_sandbox.orchestration._store import Store
 
     Store(store_dir / "store.sqlite").close()
     check = _doctor.check_store(store_dir / "store.sqlite")

@@ -17,8 +17,8 @@ import pytest
 
 from jupyter_sandbox import Store, fork_run, orchestrate, resume_run
 from jupyter_sandbox.errors import OrchestrationError, SandboxConfigError, StoreError
-from jupyter_sandbox.orchestrate import Tool
-from jupyter_sandbox.orchestrate._durable import CHECKPOINT_EVERY, forget_held
+from jupyter_sandbox.orchestration import Tool
+from jupyter_sandbox.orchestration._durable import CHECKPOINT_EVERY, forget_held
 
 # The tools live in a module of their own so a second process can import the same ones. Each
 # call appends its name to the file $COUNTS; `die` kills its process with SIGKILL when
@@ -134,7 +134,7 @@ def test_a_gated_call_pauses_and_a_new_process_resumes_it_without_rerunning_the_
         f"""
         import durable_tools as m
         from jupyter_sandbox import resume_run
-        from jupyter_sandbox.orchestrate import Tool
+        from jupyter_sandbox.orchestration import Tool
         tools = [Tool(m.step), Tool(m.slow), Tool(m.delete, approve=True)]
         result = resume_run({paused.run_id!r}, approve=True, store={str(store)!r}, tools=tools)
         print(json.dumps([result.status, result.run_id, result.value, result.stdout]))
@@ -235,7 +235,7 @@ def crash(tmp_path: Path, store: Path, die_in: str, stored: int = 0, every: floa
         f"""
         import durable_tools as m
         from jupyter_sandbox import orchestrate
-        from jupyter_sandbox.orchestrate import _durable
+        from jupyter_sandbox.orchestration import _durable
         _durable.CHECKPOINT_EVERY = {every!r}
         orchestrate({CRASH!r}, tools=[m.step, m.slow], store={str(store)!r}, cell="crash")
         """,

@@ -22,8 +22,8 @@ import pytest
 
 from jupyter_sandbox import Store, fork_run, orchestrate, resume_run
 from jupyter_sandbox.errors import SandboxConfigError, StoreError, ToolError
-from jupyter_sandbox.orchestrate import Limits, Tool
-from jupyter_sandbox.orchestrate._paused import paused_runs
+from jupyter_sandbox.orchestration import Limits, Tool
+from jupyter_sandbox.orchestration._paused import paused_runs
 
 TOOLS = textwrap.dedent(
     """
@@ -117,8 +117,8 @@ def test_paused_runs_reads_the_gated_call_from_the_store_without_a_monty_worker(
     lister = python(
         f"""
         import json
-        from jupyter_sandbox.orchestrate import _runtime
-        from jupyter_sandbox.orchestrate._paused import paused_runs
+        from jupyter_sandbox.orchestration import _runtime
+        from jupyter_sandbox.orchestration._paused import paused_runs
         from jupyter_sandbox import Store
         (run,) = paused_runs(Store({str(store)!r}))
         print(json.dumps([run.run_id, run.tool, run.args, run.kwargs, run.call_id,
@@ -202,7 +202,7 @@ def test_a_run_running_in_a_live_process_is_refused_and_taken_over_once_it_is_ki
         f"""
         import gap_tools as m
         from jupyter_sandbox import orchestrate
-        from jupyter_sandbox.orchestrate import Tool
+        from jupyter_sandbox.orchestration import Tool
         orchestrate({code!r}, tools=[Tool(m.step), Tool(m.hold)], store={str(store)!r})
         """,
         HOLD=str(hold),
@@ -287,7 +287,7 @@ def test_fork_n_is_the_number_the_trace_shows_when_the_code_sleeps_between_calls
 def _interrupt_making_the_driver(monkeypatch: pytest.MonkeyPatch) -> None:
     """Ctrl-C lands while the run's driver is being made (after the run was taken up in the
     store): the kernel's SIGINT raises KeyboardInterrupt at whatever line runs then."""
-    from jupyter_sandbox.orchestrate import _runs
+    from jupyter_sandbox.orchestration import _runs
 
     real = _runs.Driver
 
@@ -326,7 +326,7 @@ def test_ctrl_c_while_a_fork_is_begun_records_it_interrupted(env, monkeypatch):
 def test_a_durable_run_nested_too_deep_is_recorded_as_an_error_not_running(env, monkeypatch):
     """`LimitExceeded` for nesting comes from making the driver, after the run was begun in
     the store: the record said "running" for as long as the kernel lived."""
-    driver_module = sys.modules["jupyter_sandbox.orchestrate._driver"]
+    driver_module = sys.modules["jupyter_sandbox.orchestration._driver"]
     tmp_path, mod = env
     store = tmp_path / "s.sqlite"
     monkeypatch.setattr(driver_module, "MAX_NESTING", 0)
@@ -346,7 +346,7 @@ def test_ctrl_c_while_a_dead_kernels_run_is_taken_over_leaves_it_to_take_over_ag
     """A run left "running" by a kernel that died is taken over (claimed: its owner becomes
     this process). Given back with its status alone, it was "running" in this live process,
     refused by every resume until a restart: its owner must go back too."""
-    from jupyter_sandbox.orchestrate._store import this_process
+    from jupyter_sandbox.orchestration._store import this_process
 
     tmp_path, mod = env
     store = tmp_path / "s.sqlite"

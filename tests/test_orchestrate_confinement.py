@@ -13,7 +13,7 @@ import pydantic_monty
 import pytest
 
 from jupyter_sandbox import orchestrate
-from jupyter_sandbox.orchestrate._confine import (
+from jupyter_sandbox.orchestration._confine import (
     ACCOUNT_FILES,
     UID_BASE,
     _levels,
@@ -21,7 +21,7 @@ from jupyter_sandbox.orchestrate._confine import (
     kill_worker,
     stop_inheritance,
 )
-from jupyter_sandbox.orchestrate._runtime import confinement, pool
+from jupyter_sandbox.orchestration._runtime import confinement, pool
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="the own-uid level needs a root host")
 

@@ -22,7 +22,7 @@ from jupyter_sandbox import (
     orchestrate_local,
 )
 from jupyter_sandbox.events import CallFinished, CallStarted, Output
-from jupyter_sandbox.orchestrate import (
+from jupyter_sandbox.orchestration import (
     Journal,
     ToolCache,
     ToolRegistry,

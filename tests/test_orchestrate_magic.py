@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jupyter_sandbox.orchestrate import registry
+from jupyter_sandbox.orchestration import registry
 
 SETUP = """
 from jupyter_sandbox import tool

@@ -11,7 +11,7 @@ import inspect
 import pytest
 
 from jupyter_sandbox import orchestrate, orchestrate_async, tool
-from jupyter_sandbox.orchestrate._options import RunOptions
+from jupyter_sandbox.orchestration._options import RunOptions
 
 
 def test_both_functions_take_exactly_the_fields_of_run_options() -> None:

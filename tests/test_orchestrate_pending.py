@@ -13,7 +13,7 @@ import pytest
 
 from jupyter_sandbox import ToolError, orchestrate
 from jupyter_sandbox.events import Output
-from jupyter_sandbox.orchestrate import _pending
+from jupyter_sandbox.orchestration import _pending
 
 
 def test_a_batched_call_starts_before_a_sync_tool_blocks_the_driver(

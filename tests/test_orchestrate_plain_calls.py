@@ -1,5 +1,5 @@
 """Plain tool calls (a sync tool in a run nobody watches) are recorded as tuples and made into
-`ToolCall`s when the trace is read (`orchestrate/_trace.py`): the trace must be the one an
+`ToolCall`s when the trace is read (`orchestration/_trace.py`): the trace must be the one an
 observed run records, in the order the calls were made, and Ctrl-C must still abandon a plain
 call blocked on the host. Real Monty workers, no IPython."""
 
@@ -14,7 +14,7 @@ import pytest
 
 from jupyter_sandbox import Interrupted, LimitExceeded, ToolError, orchestrate
 from jupyter_sandbox.events import CallFinished, CallStarted
-from jupyter_sandbox.orchestrate import Tool
+from jupyter_sandbox.orchestration import Tool
 
 CODE = """\
 a = add(1, 2)

@@ -35,7 +35,7 @@ from jupyter_sandbox import (
     tool,
 )
 from jupyter_sandbox.display._html import render
-from jupyter_sandbox.orchestrate import MAX_NESTING
+from jupyter_sandbox.orchestration import MAX_NESTING
 from jupyter_sandbox.records import TRACE_MIME
 
 # -- the seed documents' examples ----------------------------------------------------------

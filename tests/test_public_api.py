@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import re
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -112,3 +115,35 @@ def test_unload_gives_back_the_exception_handler_it_found(shell: Any) -> None:
     finally:
         shell.set_custom_exc((), None)
         shell.run_line_magic("load_ext", "jupyter_sandbox")
+
+
+def test_import_loads_no_engine_until_one_of_its_names_is_used() -> None:
+    """``import jupyter_sandbox`` loads the shared modules only; the first use of an engine's
+    name loads that engine, and a class first imported from its engine still names the top."""
+    code = (
+        "import sys, jupyter_sandbox\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('jupyter_sandbox.', 'pydantic_monty',"
+        " 'sqlite3', 'docker'))))\n"
+        "from jupyter_sandbox.orchestration import Store\n"
+        "print(Store.__module__, jupyter_sandbox.Store is Store)\n"
+        "print('jupyter_sandbox.sandbox._run' in sys.modules, callable(jupyter_sandbox.create))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    first, second, third = done.stdout.splitlines()
+    loaded = ast.literal_eval(first)
+    engines = ("orchestration", "sandbox", "codemode", "magics", "display", "_doctor")
+    heavy = [
+        m for m in loaded if not m.startswith("jupyter_sandbox.") or m.split(".")[1] in engines
+    ]
+    assert not heavy, heavy
+    assert second == "jupyter_sandbox True"
+    assert third == "False True"
+
+
+def test_the_function_orchestrate_is_not_shadowed_by_its_engine() -> None:
+    """The engine is ``jupyter_sandbox.orchestration``: importing it never rebinds the name."""
+    import jupyter_sandbox.orchestration
+
+    assert callable(jupyter_sandbox.orchestrate)
+    assert jupyter_sandbox.orchestrate is jupyter_sandbox.orchestration.orchestrate
+    assert set(dir(jupyter_sandbox)) >= set(jupyter_sandbox.__all__)

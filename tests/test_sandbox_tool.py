@@ -17,8 +17,8 @@ from jupyter_sandbox import (
     orchestrate,
     tool,
 )
-from jupyter_sandbox.orchestrate import build_stubs, registry
-from jupyter_sandbox.orchestrate._sandbox_tool import SandboxTool
+from jupyter_sandbox.orchestration import build_stubs, registry
+from jupyter_sandbox.orchestration._sandbox_tool import SandboxTool
 
 pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("no_leaked_containers")]
 

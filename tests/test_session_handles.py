@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from _kernels import TOOLS, Kernel, kernel
 
-from jupyter_sandbox.orchestrate import orchestrate
-from jupyter_sandbox.orchestrate._sessions import sessions
+from jupyter_sandbox.orchestration import orchestrate
+from jupyter_sandbox.orchestration._sessions import sessions
 
 
 class Frame:

@@ -10,8 +10,8 @@ import pytest
 from _kernels import kernel
 
 from jupyter_sandbox.errors import LimitExceeded, OrchestrationError, TypeCheckError
-from jupyter_sandbox.orchestrate import _cbor, orchestrate
-from jupyter_sandbox.orchestrate._sessions import _TRACKER, sessions
+from jupyter_sandbox.orchestration import _cbor, orchestrate
+from jupyter_sandbox.orchestration._sessions import _TRACKER, sessions
 
 
 def add(x: int, y: int) -> int:

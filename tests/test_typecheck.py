@@ -19,9 +19,9 @@ from typing import Annotated, Any
 import pytest
 
 from jupyter_sandbox.errors import OrchestrationError, TypeCheckError
-from jupyter_sandbox.orchestrate import Tool, _stubs, _typecheck, build_stubs, orchestrate
-from jupyter_sandbox.orchestrate._driver import Driver
-from jupyter_sandbox.orchestrate._sessions import sessions
+from jupyter_sandbox.orchestration import Tool, _stubs, _typecheck, build_stubs, orchestrate
+from jupyter_sandbox.orchestration._driver import Driver
+from jupyter_sandbox.orchestration._sessions import sessions
 
 
 def add(x: int, y: int) -> int:

@@ -15,6 +15,7 @@ function from messages to text::
 
 from __future__ import annotations
 
+from .._public import publish_top_level
 from ._agent import LLM, CodeModeAgent
 from ._capabilities import Capabilities, Verdict, capabilities
 from ._extract import extract_code
@@ -35,3 +36,5 @@ __all__ = [
     "extract_code",
     "system_prompt",
 ]
+
+publish_top_level(__name__, globals())

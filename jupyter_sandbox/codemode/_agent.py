@@ -12,9 +12,15 @@ from typing import Any
 
 from .._errors import CodeModeError, Interrupted, OrchestrationError, SandboxConfigError
 from .._events import AttemptFinished, AttemptStarted, EventCallback, ToolCall, ignore
-from ..orchestrate import Limits, Store, Tools, default_store_path, orchestrate
-from ..orchestrate._limits import resolve_limits
-from ..orchestrate._tools import resolve_tools
+from ..orchestration import (
+    Limits,
+    Store,
+    Tools,
+    default_store_path,
+    orchestrate,
+    resolve_limits,
+    resolve_tools,
+)
 from ..records import TraceRecord
 from ._extract import extract_code
 from ._prompt import NO_CODE, feedback, system_prompt

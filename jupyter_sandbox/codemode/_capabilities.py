@@ -26,7 +26,7 @@ import pydantic_monty
 
 from .._errors import OrchestrationError, TypeCheckError
 from .._preview import preview
-from ..orchestrate import orchestrate
+from ..orchestration import orchestrate
 from ._probes import PROBES, Kind, Probe
 
 TABLE = Path(__file__).with_name("capabilities.json")

@@ -12,10 +12,7 @@ from typing import Any
 
 from .._errors import OrchestrationError
 from .._preview import preview
-from ..orchestrate import Tool, Tools
-from ..orchestrate._stubs import stubs
-from ..orchestrate._tools import resolve_tools
-from ..orchestrate._values import is_plain
+from ..orchestration import Tool, Tools, is_plain, resolve_tools, stubs
 from ._capabilities import Capabilities, Verdict, capabilities
 
 _STDOUT_TAIL = 2000

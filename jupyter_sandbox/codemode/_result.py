@@ -7,7 +7,7 @@ from typing import Any
 
 from .._errors import OrchestrationError
 from .._events import ToolCall
-from ..orchestrate import OrchestrationResult
+from ..orchestration import OrchestrationResult
 
 Message = dict[str, str]
 """One chat message, OpenAI style: ``{"role": "system" | "user" | "assistant", "content": ...}``."""

@@ -15,7 +15,7 @@ lines. Events update plain Python state under a lock (microseconds, any thread);
 builds the dict when the throttle asks for a render.
 
 A live trace's call previews are masked by every secret a sandbox tool has returned in the
-process (`orchestrate._scrub.known`), as the final record is by its run's: a call's result,
+process (`_scrub.known`), as the final record is by its run's: a call's result,
 or the arguments of a call the code hands it to, would otherwise show the secret while the
 run lasts.
 """
@@ -93,7 +93,7 @@ class LiveTrace:
         return True
 
     def record(self) -> TraceRecord:
-        from jupyter_sandbox.orchestrate._scrub import known, mask_record  # a run exists
+        from jupyter_sandbox._scrub import known, mask_record  # a run exists
 
         with self._lock:
             calls = [_live_call(c) for c in self._recent]

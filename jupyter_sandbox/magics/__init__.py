@@ -32,7 +32,10 @@ _previous_handlers: WeakKeyDictionary[InteractiveShell, tuple[tuple[type, ...], 
 
 
 def load(ipython: InteractiveShell) -> None:
-    from ..orchestrate._orchestrator import presenter
+    """Register the magics, unless they are live already (the sandbox kernel loads them at
+    start): registering them again would drop their state (the ``--resume`` journals, the
+    ``--cache`` results)."""
+    from ..orchestration import presenter
     from ._codemode import CodeModeMagics
     from ._common import help_alone, reject_as_typed, show_error
     from ._doctor import DoctorMagics
@@ -40,6 +43,9 @@ def load(ipython: InteractiveShell) -> None:
     from ._orchestrate import OrchestrateMagics
     from ._sandbox import SandboxMagics
 
+    live = ipython.magics_manager.magics["cell"].get("orchestrate")
+    if isinstance(getattr(live, "__self__", None), OrchestrateMagics):
+        return
     cells = OrchestrateMagics(shell=ipython)
     ipython.register_magics(cells)
     durable = DurableMagics(ipython, cells)
@@ -67,8 +73,7 @@ def _reap_in_background() -> None:
     import threading
 
     def reap() -> None:
-        from ..sandbox import reap_orphans
-        from ..sandbox._manage import reap_folders
+        from ..sandbox import reap_folders, reap_orphans
 
         try:
             reap_folders()
@@ -80,7 +85,7 @@ def _reap_in_background() -> None:
 
 
 def unload(ipython: InteractiveShell) -> None:
-    from ..orchestrate._orchestrator import presenter
+    from ..orchestration import presenter
     from ._common import help_alone, reject_as_typed
 
     presenter.current = None

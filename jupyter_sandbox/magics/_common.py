@@ -14,7 +14,7 @@ from IPython.core.magic_arguments import argument, parse_argstring
 
 from .._errors import Interrupted, SandboxCancelled, SandboxConfigError, SandboxError
 from .._grammar import encode_reject
-from ..orchestrate import Tool, registry
+from ..orchestration import Tool, registry
 from . import CELL_MAGICS
 
 _MISSING = object()

@@ -6,7 +6,7 @@ the store; ``%orchestrate_approve RUN_ID [--expect DIGEST]``, ``%orchestrate_rej
 [REASON]`` and ``%orchestrate_fork RUN_ID N --value JSON`` continue a stored run, in this
 kernel or a later one, and show it as a cell shows its run. The store is ``%config
 OrchestrateMagics.store``. What a person must have seen before approving, and the digest that
-seals it, is the engine's (`orchestrate._approval`, `orchestrate._paused`): the magics only
+seals it, is the engine's (`orchestration._approval`, `orchestration._paused`): the magics only
 say it.
 
 None of them expands ``{...}`` or ``$name`` (`no_var_expand`): their lines come from people and
@@ -36,21 +36,24 @@ from .._grammar import JSON_OPTION, check_run_id, is_digest, parse_reject, shown
 from .._grammar import shown as refused_text
 from .._preview import preview
 from ..display import OrchestrateView, shown_pause
-from ..orchestrate import OrchestrationResult, Orchestrator, fork_run, resume_run
-from ..orchestrate._approval import full_repr
-from ..orchestrate._durable import unkept_inputs
-from ..orchestrate._paused import (
+from ..orchestration import (
     CallNow,
+    OrchestrationResult,
+    Orchestrator,
     PausedRun,
+    Store,
+    answered,
     call_now,
+    fork_run,
+    full_repr,
     paused_runs,
     read_whole,
+    resume_run,
     run_status,
+    sessions,
+    unkept_inputs,
     unseen,
 )
-from ..orchestrate._result import answered
-from ..orchestrate._sessions import sessions
-from ..orchestrate._store import Store
 from ._common import CellMagics, help_option, parse_options, print_help, usage_error
 
 if TYPE_CHECKING:

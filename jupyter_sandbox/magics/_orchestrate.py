@@ -15,12 +15,19 @@ from traitlets import Bool, Float, Int, Unicode
 
 from .._errors import SandboxConfigError, StoreError
 from .._events import EventCallback
-from ..orchestrate import Limits, OrchestrationResult, ToolCache, orchestrate
-from ..orchestrate._durable import open_store
-from ..orchestrate._keep import MB, Keep
-from ..orchestrate._memo import Journals
-from ..orchestrate._scrub import shown_value
-from ..orchestrate._store import Store, default_store_path
+from .._scrub import shown_value
+from ..orchestration import (
+    MB,
+    Journals,
+    Keep,
+    Limits,
+    OrchestrationResult,
+    Store,
+    ToolCache,
+    default_store_path,
+    open_store,
+    orchestrate,
+)
 from ._common import (
     CellMagics,
     check_out,

@@ -12,9 +12,8 @@ from traitlets import Float, Unicode
 
 from .._errors import ContainerError, SandboxConfigError
 from ..display import SandboxView
-from ..orchestrate._sandbox_tool import bind_inputs
-from ..sandbox import Resources, Sandbox, SandboxRun, create
-from ..sandbox._isolation import Isolation, isolation_level
+from ..orchestration import bind_inputs
+from ..sandbox import Isolation, Resources, Sandbox, SandboxRun, create, isolation_level
 from ._common import (
     CellMagics,
     check_variable,

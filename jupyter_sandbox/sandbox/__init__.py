@@ -18,11 +18,20 @@ Layers, low to high:
 
 from __future__ import annotations
 
+from .._public import publish_top_level
 from ..records import RUN_MIME
 from ._baseimage import DEFAULT_BASE_IMAGE, build_base_image
 from ._build import BuildInfo
 from ._image import BASE_IMAGE_ENV, default_base_image
+
+# The front door for the other packages (not public API: not in __all__).
+from ._isolation import ISOLATION_ENV as ISOLATION_ENV
+from ._isolation import REGISTER as REGISTER
+from ._isolation import RUNTIMES as RUNTIMES
+from ._isolation import Isolation as Isolation
+from ._isolation import isolation_level as isolation_level
 from ._manage import list_images, prune, reap_orphans
+from ._manage import reap_folders as reap_folders
 from ._record import SandboxRun
 from ._sandbox import DEFAULT_TIMEOUT, Sandbox, create
 from ._spec import ImageSpec, Resources
@@ -50,3 +59,5 @@ __all__ = [
     "prune",
     "reap_orphans",
 ]
+
+publish_top_level(__name__, globals())

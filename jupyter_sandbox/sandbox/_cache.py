@@ -26,8 +26,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from .._secrets import holds_secret
 from . import _codec
-from ._secrets import holds_secret
 from ._types import Dir, File
 
 _VERSION = 2

@@ -73,7 +73,7 @@ UID_BASE = 2_100_000_000
 UID_SPAN = 40_000_000
 """Containers run as ``UID_BASE + n`` (n random, below ``UID_SPAN``): above the accounts of
 ``/etc/passwd`` (regular users stop at 60000) and systemd's container ranges (up to
-1879048191), clear of the Monty workers' uids (``orchestrate._confine.UID_BASE`` + pid, from 2e9)
+1879048191), clear of the Monty workers' uids (``orchestration._confine.UID_BASE`` + pid, from 2e9)
 and below 2^31, where some tools start to misread uids."""
 SUBORDINATE_FILES = ("/etc/subuid", "/etc/subgid")
 _UID_TRIES = 1000

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .._bounds import stream_tail
+from .._secrets import HIDDEN, holds_secret
 from ..records import RECORD_VERSION, RunRecord, TypedValue
 from ._build import BuildInfo
 from ._io import preview
-from ._secrets import HIDDEN, holds_secret
 from ._types import infer_tag
 
 

@@ -48,12 +48,12 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import ContainerError, SandboxCancelled, SandboxTimeout
 from .._events import EventCallback, Output, Stream
+from .._secrets import StreamMasker
 from . import _pool
 from ._attach import Attached
 from ._death import SIGKILLED, death
 from ._io import OUTPUTS, extract_outputs, overlap
 from ._pool import ContainerLimits, Slot
-from ._secrets import StreamMasker
 from ._spec import parse_size
 
 if TYPE_CHECKING:

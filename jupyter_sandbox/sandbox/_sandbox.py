@@ -33,6 +33,7 @@ from .._errors import (
 )
 from .._events import EventCallback, Output, RunFinished, RunStarted, ignore
 from .._owner import temp_prefix
+from .._secrets import hide_values, mask_error
 from .._threads import in_thread
 from . import _cache, _cluster, _pool
 from ._client import client, engine_error_message, is_engine_error
@@ -49,7 +50,6 @@ from ._isolation import Isolation, isolation_level
 from ._pool import ContainerLimits
 from ._record import SandboxRun
 from ._run import WRAPPER, RawRun, run_container
-from ._secrets import hide_values, mask_error
 from ._spec import (
     CacheMode,
     ImageSpec,

@@ -23,9 +23,9 @@ from typing import Any, Protocol
 
 from .._errors import ContainerError, SandboxConfigError
 from .._events import ToolCall
+from .._scrub import note
 from .._threads import in_thread
 from ..records import RunRecord
-from ._scrub import note
 from ._tool import Approve, Tool
 
 DEFAULT_CONCURRENCY = 4

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._grammar import DIGEST_CHARS
-from ._scrub import masked
+from .._scrub import masked
 from ._values import MAX_DEPTH
 
 APPROVAL_CHARS = 100_000

@@ -24,8 +24,8 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ._registry import Tool
 from ._stub_key import tool_key
-from ._tools import Tool
 from ._values import is_plain, type_name
 
 _HEADER = (

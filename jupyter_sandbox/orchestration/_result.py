@@ -8,6 +8,7 @@ from typing import Any, Literal
 from .._bounds import ToolStats, kept_calls, stream_tail
 from .._events import ToolCall
 from .._preview import preview
+from .._scrub import mask_record
 from ..records import (
     RECORD_VERSION,
     Answered,
@@ -18,7 +19,6 @@ from ..records import (
     TraceStatus,
 )
 from ._approval import digest, shown
-from ._scrub import mask_record
 from ._trace import Trace
 
 TRACEBACK_CHARS = 4000

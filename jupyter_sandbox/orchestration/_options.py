@@ -17,8 +17,8 @@ from .._events import EventCallback, ToolCall
 from ._keep import Keep
 from ._limits import Limits
 from ._memo import Journal, ToolCache
+from ._registry import Tools
 from ._store import Store
-from ._tools import Tools
 
 
 @dataclass(frozen=True, slots=True)

@@ -131,7 +131,7 @@ def launcher_script(prefix: Sequence[str], program: str) -> str:
     return f'#!/bin/sh\nuid=$(({UID_BASE} + $$))\nexec {words} "$@"\n'
 
 
-def _works(launcher: str) -> bool:
+def launcher_works(launcher: str) -> bool:
     try:
         done = subprocess.run(
             [launcher, "-c", "print(1 + 1)"], capture_output=True, text=True, timeout=20
@@ -151,7 +151,7 @@ def choose() -> Confinement:
         with open(launcher, "w") as script:
             script.write(launcher_script(prefix, monty))
         os.chmod(launcher, 0o700)
-        if _works(launcher):
+        if launcher_works(launcher):
             return Confinement(level, launcher, tuple(prefix))
     return Confinement("none", monty, ())
 

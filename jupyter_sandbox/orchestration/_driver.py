@@ -37,6 +37,7 @@ from .._errors import (
     StoreError,
 )
 from .._events import CallFinished, CallStarted, EventCallback, Output, ToolCall, ignore
+from .._scrub import Scrub, note, scrubbing
 from . import _typecheck
 from ._approval import differs, digest, sealed
 from ._confine import kill_worker
@@ -50,7 +51,6 @@ from ._replay import Answers
 from ._result import OrchestrationResult
 from ._runtime import hold_level, pool, release_level
 from ._sandbox_tool import SandboxTool, secret_values
-from ._scrub import Scrub, note, scrubbing
 from ._sessions import SessionLink
 from ._stubs import build_stubs
 from ._tool import Tool

@@ -13,22 +13,48 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .._events import EventCallback, Output, ToolCall, ignore
+from .._public import publish_top_level
+
+# The front door for the other packages (not public API: not in __all__).
+from ._approval import full_repr as full_repr
+from ._confine import ACCOUNT_FILES as ACCOUNT_FILES
+from ._confine import ids_taken as ids_taken
+from ._confine import launcher_works as launcher_works
 from ._driver import MAX_NESTING, Driver, parent_loop
 from ._durable import open_store
+from ._durable import unkept_inputs as unkept_inputs
+from ._keep import MB as MB
 from ._keep import Keep
 from ._limits import Limits, resolve_limits, seconds_from_ms
 from ._memo import Journal, ToolCache
+from ._memo import Journals as Journals
 from ._options import RunOptions
 from ._orchestrator import Orchestrator, orchestrator, orchestrator_from_str
+from ._orchestrator import presenter as presenter
+from ._paused import CallNow as CallNow
+from ._paused import PausedRun as PausedRun
+from ._paused import call_now as call_now
+from ._paused import paused_runs as paused_runs
+from ._paused import read_whole as read_whole
+from ._paused import run_status as run_status
+from ._paused import unseen as unseen
+from ._registry import Tool, ToolRegistry, registry, resolve_tools, tool
+from ._registry import Tools as Tools  # codemode reads it here
 from ._replay import Answers
 from ._result import OrchestrationResult
+from ._result import answered as answered
 from ._runs import begin, driven, fork_run, resume_run, start, wait
+from ._runtime import confinement as confinement
 from ._runtime import tool_loop
+from ._sandbox_tool import bind_inputs as bind_inputs
 from ._sessions import sessions
+from ._store import KEY_BYTES as KEY_BYTES
 from ._store import Store, default_store_path
+from ._store import check_private_file as check_private_file
+from ._store import check_private_folder as check_private_folder
 from ._stubs import build_stubs
-from ._tools import Tool, ToolRegistry, registry, resolve_tools, tool
-from ._tools import Tools as Tools  # codemode reads it here
+from ._stubs import stubs as stubs
+from ._values import is_plain as is_plain
 
 __all__ = [
     "MAX_NESTING",
@@ -242,3 +268,6 @@ async def orchestrate_local(
         source, tools=tasks, inputs=inputs, timeout=seconds_from_ms(timeout_ms)
     )
     return result.value
+
+
+publish_top_level(__name__, globals())

@@ -63,6 +63,7 @@ import pydantic_monty as pm
 
 from .._errors import StoreError
 from .._events import ToolCall
+from .._scrub import SECRET, Scrub, holds, in_dump, known, masked
 from ..records import Binding
 from ._approval import handles
 from ._keep import TINY, Summary, quick_size, summary
@@ -77,7 +78,6 @@ from ._rebind import (
     type_of,
     wrong_input,
 )
-from ._scrub import SECRET, Scrub, holds, in_dump, known, masked
 from ._store import HandleMarker, RunOwner, RunStatus, Store, StoredRun
 from ._values import MAX_DEPTH, data_size, is_plain
 

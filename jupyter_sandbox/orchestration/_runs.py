@@ -41,13 +41,13 @@ from ._durable import (
 from ._limits import Limits, resolve_limits
 from ._memo import Recorded
 from ._rebind import defined_classes, stored_origins
+from ._registry import Tools, resolve_tools
 from ._replay import Answers
 from ._result import OrchestrationResult, answered
 from ._runtime import WORKERS, tool_loop
 from ._sessions import sessions, with_limits
 from ._store import Store, StoredRun, default_store_path, this_process
 from ._tool import Tool
-from ._tools import Tools, resolve_tools
 
 DRIVER_WAIT = 15.0
 """Seconds an interrupted run waits for its driver to cancel its pending async tool calls

@@ -36,10 +36,10 @@ import contextvars
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from .._errors import OrchestrationError
+from ._errors import OrchestrationError
 
 if TYPE_CHECKING:
-    from ..sandbox._secrets import StreamMasker
+    from ._secrets import StreamMasker
 
 scrubbing: contextvars.ContextVar[Scrub | None] = contextvars.ContextVar(
     "jupyter_sandbox_scrub", default=None
@@ -69,7 +69,7 @@ class Scrub:
         new = tuple(s for s in secrets if s and s not in self.secrets)
         if not new:
             return
-        from ..sandbox._secrets import StreamMasker  # only once a sandbox returned a secret
+        from ._secrets import StreamMasker  # only once a sandbox returned a secret
 
         self.secrets += new
         if self._stream is None:
@@ -92,7 +92,7 @@ class Scrub:
         """Mask the message and tracebacks (Monty's, a `ToolError`'s host one) of ``error``
         before it is shown."""
         if self.secrets:
-            from ..sandbox._secrets import mask_cut, mask_error
+            from ._secrets import mask_cut, mask_error
 
             mask_error(error, self.secrets)
             for name in ("sandbox_traceback", "host_traceback"):
@@ -122,7 +122,7 @@ def holds(value: Any, secrets: tuple[str, ...]) -> bool:
     """Whether ``value`` holds one of ``secrets`` (`_secrets.holds_secret`)."""
     if not secrets:
         return False
-    from ..sandbox._secrets import holds_secret
+    from ._secrets import holds_secret
 
     return holds_secret(value, secrets)
 
@@ -131,7 +131,7 @@ def in_dump(dump: bytes, secrets: tuple[str, ...]) -> bool:
     """Whether a Monty dump holds one of ``secrets`` (Monty keeps a text as its UTF-8 bytes)."""
     if not secrets:
         return False
-    from ..sandbox._secrets import forms
+    from ._secrets import forms
 
     return any(form.encode() in dump for form in forms(secrets))
 
@@ -140,7 +140,7 @@ def masked(text: str | None, secrets: tuple[str, ...]) -> str | None:
     """``text`` (a call's error, cut to a bound) masked, cut-aware."""
     if not secrets or not text:
         return text
-    from ..sandbox._secrets import mask_cut
+    from ._secrets import mask_cut
 
     return mask_cut(text, secrets)
 
@@ -149,7 +149,7 @@ def mask_record(record: _Record, secrets: tuple[str, ...]) -> _Record:
     """A JSON-safe ``record`` with every text in it masked (cut-aware: previews are cut)."""
     if not secrets:
         return record
-    from ..sandbox._secrets import CutMasker
+    from ._secrets import CutMasker
 
     mask = CutMasker(secrets)
 
@@ -170,6 +170,6 @@ def shown_value(value: Any, secrets: tuple[str, ...]) -> Any:
     or a stand-in whose repr says it holds a secret when it does."""
     if not secrets:
         return value
-    from ..sandbox._secrets import Hidden, holds_secret
+    from ._secrets import Hidden, holds_secret
 
     return Hidden() if holds_secret(value, secrets) else value

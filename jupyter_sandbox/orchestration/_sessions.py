@@ -60,6 +60,7 @@ from typing import Any, Protocol
 import pydantic_monty as pm
 
 from .._errors import OrchestrationError
+from .._scrub import in_dump, known
 from . import _cbor
 from ._limits import Limits
 from ._rebind import (
@@ -70,8 +71,7 @@ from ._rebind import (
     result_handles,
     statements,
 )
-from ._scrub import in_dump, known
-from ._tools import Tool
+from ._registry import Tool
 
 _FORMAT = b"MONTY\x00\x0e\x00"
 """How a pydantic-monty 1.4.0 session dump starts: magic and format version."""

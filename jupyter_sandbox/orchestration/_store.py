@@ -274,7 +274,7 @@ class Store:
         """Whether this store is counted in `_held` (until `close`)."""
         try:
             _make_folder(self.path.parent)
-            _private_folder(self.path.parent)
+            check_private_folder(self.path.parent)
             self._key = _key(self.path.parent / "key")
             self._keyed = hmac.new(self._key, digestmod=hashlib.sha256)
             """The HMAC with the key taken in: each seal copies it (half the cost of a new one)."""
@@ -1008,13 +1008,13 @@ def _check_file(path: Path, what: str, *, held: bool = False) -> os.stat_result 
         except FileNotFoundError:
             return None
         if stat.S_ISREG(info.st_mode) and error.errno != errno.ELOOP:
-            _private(path, info, what)
+            check_private_file(path, info, what)
             raise
-    _private(path, info, what)
+    check_private_file(path, info, what)
     return info
 
 
-def _private_folder(folder: Path) -> None:
+def check_private_folder(folder: Path) -> None:
     """Refuse a store folder others may write to (``/tmp``): anyone there could put their
     own ``-wal`` file beside the store (which then receives its writes) or swap the store.
     Root's folders are fine (only root writes them)."""
@@ -1027,7 +1027,7 @@ def _private_folder(folder: Path) -> None:
         )
 
 
-def _private(path: Path, info: os.stat_result, what: str) -> None:
+def check_private_file(path: Path, info: os.stat_result, what: str) -> None:
     """Refuse a file of the store (``what``) that is not a regular file, that another user
     owns or that group or others can use: one line, ending in the command that fixes it."""
     if stat.S_ISDIR(info.st_mode):  # a path mistyped, not planted: no rm advice for it
@@ -1076,7 +1076,7 @@ def _key(path: Path) -> bytes:
         _check_file(path, what)  # a link, a socket, another user's: said as such
         raise StoreError(f"cannot read {what} {path}: {_reason(error)}; {fix}") from error
     with os.fdopen(fd, "rb") as file:
-        _private(path, os.fstat(file.fileno()), what)
+        check_private_file(path, os.fstat(file.fileno()), what)
         key = file.read(KEY_BYTES + 1)  # one more: a longer file is told apart
     if len(key) != KEY_BYTES:
         raise StoreError(f"{what} {path} holds {len(key)} bytes, not {KEY_BYTES}: {fix}")

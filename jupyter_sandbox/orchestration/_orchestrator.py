@@ -47,12 +47,12 @@ from ._conforms import conforms
 from ._driver import _CHECKED_STUB, _SCRIPT, Driver, _running, check_apart, parent_loop
 from ._failures import translate
 from ._limits import Limits, megabytes_from_bytes, seconds_from_ms
+from ._registry import Tools, registry, resolve_tools
 from ._result import OrchestrationResult
 from ._runs import start, wait
 from ._runtime import hold_level, pool, release_level, tool_loop
 from ._stubs import _StubWriter, stubs
 from ._tool import Tool
-from ._tools import Tools, registry, resolve_tools
 from ._values import type_name
 
 __all__ = [

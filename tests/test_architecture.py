@@ -1,0 +1,64 @@
+"""The layers and front doors of ARCHITECTURE.md hold: `lint-imports` (run by scripts/test.sh)
+checks them with import-linter; here its contracts are run and the project's own contract type
+is shown catching what it forbids."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import grimp
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+from private_contract import owner, reaches  # noqa: E402
+
+
+def test_the_contracts_hold() -> None:
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "lint-imports")],
+        cwd=ROOT,
+        env={"PYTHONPATH": f"{ROOT / 'scripts'}:{ROOT}", "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "4 kept, 0 broken" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("module", "home"),
+    [
+        ("pkg.engine._store", "pkg.engine"),
+        ("pkg._errors", "pkg"),
+        ("pkg.engine", None),
+        ("pkg.engine.__init__", None),
+        ("pkg.engine._inner.deep", "pkg.engine"),
+    ],
+)
+def test_a_private_module_belongs_to_the_package_above_it(module: str, home: str | None) -> None:
+    assert owner(module) == home
+
+
+def test_a_reach_into_another_packages_private_module_is_caught(tmp_path, monkeypatch) -> None:
+    """A planted package: ``b.y`` imports ``a._x`` (caught), ``a.z`` imports its own ``a._x``
+    and ``b.y`` the root's shared ``_shared`` (both allowed)."""
+    files = {
+        "__init__.py": "",
+        "_shared.py": "",
+        "a/__init__.py": "from . import _x\n",
+        "a/_x.py": "",
+        "a/z.py": "from ._x import *\n",
+        "b/__init__.py": "",
+        "b/y.py": "from .._shared import *\nfrom ..a._x import *\n",
+    }
+    for name, text in files.items():
+        path = tmp_path / "planted" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    graph = grimp.build_graph("planted", cache_dir=None)
+    assert reaches(graph, "planted") == [("planted.b.y", "planted.a._x", [2])]
