@@ -8,12 +8,13 @@ from typing import Any, ClassVar, get_args
 from IPython.core.error import UsageError
 from IPython.core.magic import cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
-from traitlets import Float, Unicode
+from traitlets import Float, Unicode, observe
 
 from .._errors import ContainerError, SandboxConfigError
 from ..display import SandboxView
 from ..orchestrate._sandbox_tool import bind_inputs
 from ..sandbox import Resources, Sandbox, SandboxRun, create
+from ..sandbox._engine import choose
 from ..sandbox._isolation import Isolation, isolation_level
 from ._common import (
     CellMagics,
@@ -85,6 +86,15 @@ class SandboxMagics(CellMagics):
         help="Runtime of each run: container (runc) or gvisor (gVisor's runsc)"
         " (default: $JUPYTER_SANDBOX_ISOLATION or container).",
     ).tag(config=True)
+    engine = Unicode(
+        "",
+        help="Container engine of every run: docker, podman (rootless Podman's Docker API) or"
+        " auto (Docker, else Podman) (default: $JUPYTER_SANDBOX_ENGINE or auto).",
+    ).tag(config=True)
+
+    @observe("engine")
+    def _engine_changed(self, change: Any) -> None:
+        choose(change["new"])  # checked: a wrong name fails the %config line
 
     @magic_arguments("%sandbox")  # usage and help show %%sandbox
     @help_option

@@ -32,6 +32,7 @@ code still comes from the engine.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import os
 import re
@@ -49,6 +50,7 @@ from .._errors import ContainerError, SandboxCancelled, SandboxTimeout
 from .._events import EventCallback, Output, Stream
 from . import _pool
 from ._attach import Attached
+from ._client import engine_of
 from ._death import death
 from ._io import OUTPUTS, extract_outputs
 from ._pool import ContainerLimits, Slot
@@ -573,6 +575,7 @@ def run_container(
     raw = RawRun()
     names = tuple(output_names) if outputs_dir is not None else ()
     marker = f"\x1e{WRAPPER} outputs {secrets.token_hex(16)}\x1e".encode()
+    limits = dataclasses.replace(limits, engine=engine_of(client).url)
     slot = _pool.acquire(client, image, limits, own_command(command, names, limits))
     staged = (inputs_dir, program_dir)
     clean = False
