@@ -240,6 +240,22 @@ def on_podman(request, monkeypatch) -> Iterator[PodmanService]:
     settle()
 
 
+@pytest.fixture
+def limit_holds(monkeypatch) -> Any:
+    """``limit_holds("memory")``: True when the engine enforces that limit (`_engine`); else
+    it withdraws the ``podman`` variant's acceptance of unenforced limits and returns False,
+    so that the test asserts the refusal instead of running a bomb with nothing to stop it."""
+    from jupyter_sandbox.sandbox import _client, _engine
+
+    def holds(limit: str) -> bool:
+        if limit in _client.engine_of(_client.client()).enforced:
+            return True
+        monkeypatch.delenv(_engine.UNENFORCED_ENV, raising=False)
+        return False
+
+    return holds
+
+
 @pytest.fixture(params=["container", "gvisor", "podman"])
 def isolation(request, monkeypatch, docker_engine) -> Iterator[str]:
     """Run the test once per isolation level (`jupyter_sandbox.sandbox._isolation`), through

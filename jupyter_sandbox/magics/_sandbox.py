@@ -8,13 +8,13 @@ from typing import Any, ClassVar, get_args
 from IPython.core.error import UsageError
 from IPython.core.magic import cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
-from traitlets import Float, Unicode, observe
+from traitlets import Float, TraitError, Unicode, observe, validate
 
 from .._errors import ContainerError, SandboxConfigError
 from ..display import SandboxView
 from ..orchestrate._sandbox_tool import bind_inputs
 from ..sandbox import Resources, Sandbox, SandboxRun, create
-from ..sandbox._engine import choose
+from ..sandbox._engine import choose, engine_choice
 from ..sandbox._isolation import Isolation, isolation_level
 from ._common import (
     CellMagics,
@@ -92,9 +92,18 @@ class SandboxMagics(CellMagics):
         " auto (Docker, else Podman) (default: $JUPYTER_SANDBOX_ENGINE or auto).",
     ).tag(config=True)
 
+    @validate("engine")
+    def _engine_known(self, proposal: Any) -> str:
+        """A wrong name fails the ``%config`` line (it says so) and changes nothing."""
+        try:
+            engine_choice(proposal["value"] or None)
+        except SandboxConfigError as exc:
+            raise TraitError(str(exc)) from None
+        return str(proposal["value"])
+
     @observe("engine")
     def _engine_changed(self, change: Any) -> None:
-        choose(change["new"])  # checked: a wrong name fails the %config line
+        choose(change["new"])
 
     @magic_arguments("%sandbox")  # usage and help show %%sandbox
     @help_option
