@@ -228,16 +228,32 @@ def on_podman(request, monkeypatch) -> Iterator[PodmanService]:
     """Point every sandbox of the test (and every kernel it starts) at the rootless Podman
     service, accepting exactly the limits that engine says it cannot enforce (on a cgroup v1
     host: all of them; the refusal without it is tested in ``test_podman.py``)."""
+    import os
+    import stat
+
     from jupyter_sandbox.sandbox import _client, _engine
     from jupyter_sandbox.sandbox._pool import settle
 
     service = request.getfixturevalue("podman_engine")
+    # The tests run as root, the engine as its user: it must reach the folders the runs
+    # mount, below the test's tmp_path (pytest makes each 0700). Search (x) only, for this
+    # test; a kernel run by the engine's own user needs nothing of the kind.
+    opened = []
+    folder = request.getfixturevalue("tmp_path")
+    while folder != folder.parent:
+        mode = stat.S_IMODE(folder.stat().st_mode)
+        if not mode & stat.S_IXOTH:
+            os.chmod(folder, mode | stat.S_IXOTH)
+            opened.append((folder, mode))
+        folder = folder.parent
     monkeypatch.setenv("CONTAINER_HOST", service.socket)
     monkeypatch.setenv(_engine.ENGINE_ENV, "podman")
     unenforced = _client.engine_of(_client.client()).unenforced
     monkeypatch.setenv(_engine.UNENFORCED_ENV, ",".join(unenforced))
     yield service
     settle()
+    for path, mode in opened:
+        os.chmod(path, mode)
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import os
 import socket
 import threading
 from functools import cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .._errors import DockerUnavailable
 from .._owner import me
@@ -62,8 +62,29 @@ def _connect(url: str) -> DockerClient:
         # whole environment for them on every call (several calls per run)
         client.api.trust_env = False
     client.ping()
-    _engines[id(client)] = (client, identify(client, url))
+    engine = identify(client, url)
+    if engine.name == "podman":
+        _gone_is_not_found(client)
+    _engines[id(client)] = (client, engine)
     return client
+
+
+_GONE = ("no such container", "no such exec session", "no such object")
+
+
+def _gone_is_not_found(client: DockerClient) -> None:
+    """Podman (4.3) answers 500 for a container that is gone or going (``container <id> does
+    not exist in database: no such container``, while its auto-removal runs) where Docker
+    answers 404: make it the 404 (``NotFound``) every caller here handles."""
+    api = client.api
+    raise_for_status = api._raise_for_status
+
+    def podman_raise_for_status(response: Any) -> None:
+        if response.status_code == 500 and any(g in response.text for g in _GONE):
+            response.status_code = 404
+        raise_for_status(response)
+
+    api._raise_for_status = podman_raise_for_status
 
 
 def _find() -> DockerClient:
