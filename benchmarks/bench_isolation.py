@@ -95,9 +95,9 @@ def level_rows(level: Isolation, pause: float, podman_user: str | None = None) -
     """The rows of one level, its CLI baseline first; on rootless Podman as ``podman_user``
     when given (``level`` then only names the rows: runc, Podman's default runtime)."""
     runtime = RUNTIMES[level]
-    cli = podman_cli(podman_user) if podman_user else ["docker"]
+    engine_cli = podman_cli(podman_user) if podman_user else ["docker"]
     cli_command = [
-        *cli,
+        *engine_cli,
         "run",
         "--rm",
         *CONFINED,
@@ -128,7 +128,7 @@ def level_rows(level: Isolation, pause: float, podman_user: str | None = None) -
     def gather() -> None:
         assert orchestrate(GATHER, tools=[double]).value == [2 * i for i in range(FAN_OUT)]
 
-    word = cli[-1]
+    word = engine_cli[-1]
     return [
         (f"{name}: {word} run --rm CLI", quiesce, cli),
         (f"{name}: warm create().run, {pause:g} s apart", spaced(pause), run),
