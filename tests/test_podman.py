@@ -59,7 +59,8 @@ def test_config_and_environment_choose_the_engine(shell, podman_engine, monkeypa
         shell.run_line_magic("config", 'SandboxMagics.engine = "lxc"')  # the line says so
         assert "the engine must be one of ('auto', 'docker', 'podman'), not 'lxc'" in caplog.text
         assert not _uses_podman()
-    finally:
+    finally:  # the shell is every test's: a later %reload_ext applies its config again
+        shell.run_line_magic("config", 'SandboxMagics.engine = ""')
         _engine.choose(None)
     monkeypatch.setenv(_engine.ENGINE_ENV, "podman")
     assert _uses_podman()
