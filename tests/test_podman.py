@@ -155,3 +155,37 @@ def test_podman_build_steps_are_read_as_docker_ones():
     assert (info.total_steps, info.steps) == (2, ["installing x"])
     assert info.failure == "step 1 of 2 (installing x): Collecting x (exit code 3)"
     assert _build._STEP.match("Step 3/4 : COPY a b").group(3, 4, 5) == (None, None, "COPY a b")
+
+
+def _engine_of(name: str, rootless: bool, enforced: tuple[str, ...]) -> _engine.Engine:
+    return _engine.Engine(name, "unix:///x.sock", "1", rootless, "1", frozenset(enforced))  # type: ignore[arg-type]
+
+
+def test_where_each_choice_looks(monkeypatch):
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    monkeypatch.delenv("CONTAINER_HOST", raising=False)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", "/run/user/4242")
+    podman = "unix:///run/user/4242/podman/podman.sock"
+    assert _engine.candidates("auto") == [_engine.DOCKER_SOCKET, podman]
+    assert _engine.candidates("podman") == [podman]
+    assert _engine.candidates("docker") == [_engine.DOCKER_SOCKET]
+    monkeypatch.setenv("DOCKER_HOST", "tcp://elsewhere:2375")  # set on purpose: only that one
+    assert _engine.candidates("auto") == ["tcp://elsewhere:2375"]
+    monkeypatch.setenv("CONTAINER_HOST", "unix:///srv/podman.sock")
+    assert _engine.candidates("podman") == ["unix:///srv/podman.sock"]
+
+
+def test_only_unenforced_limits_need_accepting(monkeypatch):
+    monkeypatch.delenv(_engine.UNENFORCED_ENV, raising=False)
+    _engine.require_limits(_engine_of("docker", False, _engine.LIMITS))  # nothing to refuse
+    rootful_podman = _engine_of("podman", False, _engine.LIMITS)
+    _engine.require_limits(rootful_podman)
+    assert _engine.supports_gvisor(rootful_podman)
+    v2 = _engine_of("podman", True, ("memory", "pids"))
+    with pytest.raises(IsolationUnavailable, match=r"drop the cpu limit\(s\)"):
+        _engine.require_limits(v2)
+    monkeypatch.setenv(_engine.UNENFORCED_ENV, "cpu")
+    with pytest.warns(RuntimeWarning, match="not enforced by Podman .*: cpu"):
+        _engine.require_limits(v2)
+    assert _engine.tmpfs_owner(v2, 7) == "U"
+    assert _engine.tmpfs_owner(_engine_of("docker", False, ()), 7) == "uid=7,gid=7"
