@@ -18,8 +18,11 @@ acceptance: then each run warns).
 Podman's Docker API differs from Docker's in ways the engine designs around (podman 4.3, Debian
 12, measured): an import ignores its ``tag`` (`tag_import` tags it), a tmpfs takes ``U`` (owned
 by the container's user) and refuses ``uid=``/``gid=``, ``Ulimits`` are dropped, its ``info``
-does not say rootless (its ``libpod/info`` does), and it knows runtimes by name it cannot run
-rootless (gVisor: refused, `supports_gvisor`).
+does not say rootless (its ``libpod/info`` does), it knows runtimes by name it cannot run
+rootless (gVisor: refused, `supports_gvisor`), it answers 500 for a container that is gone
+(`_client` makes that the 404 callers handle), its events answer nothing for a fractional
+``since``/``until`` or an ``event`` filter (`_death`), and its builds write ``STEP n/m:``
+(`_build`). The tests' ``podman`` variant runs every container-side test on it.
 """
 
 from __future__ import annotations
