@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up everything jupyter-sandbox needs on a fresh Debian machine (as root); safe to re-run.
 #   - Debian packages: docker.io (engine), runsc (gVisor, the "gvisor" isolation level),
+#     podman, uidmap, slirp4netns, fuse-overlayfs (rootless Podman, the other engine),
 #     debootstrap (base image without a registry),
 #     chromium (browser tests, only with --browser), nodejs + npm when missing (the
 #     JupyterLab extension is built from labextension/).
@@ -21,6 +22,9 @@ missing=()
 command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
 command -v runsc >/dev/null 2>&1 || missing+=(runsc)
 command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
+# Rootless Podman: the engine for users outside the docker group (the tests' `podman` variant
+# runs the container-side tests on it as a non-root user).
+command -v podman >/dev/null 2>&1 || missing+=(podman uidmap slirp4netns fuse-overlayfs)
 command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
 # tests/test_install.py gives a non-root user a venv of Debian's Python (root's may be private).
 /usr/bin/python3 -c 'import ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)

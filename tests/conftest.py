@@ -69,21 +69,26 @@ def no_leaked_containers(docker_engine) -> Iterator[None]:
 
     import docker.errors
 
+    from jupyter_sandbox.sandbox._client import connect_all
     from jupyter_sandbox.sandbox._pool import settle
 
-    def ours() -> set[str]:
+    def ours() -> dict[str, Any]:
+        """Each engine that answers (Docker's, and Podman's for the ``podman`` variant)."""
         labels = ["jupyter-sandbox.kind=run", f"jupyter-sandbox.owner-pid={os.getpid()}"]
-        found = docker_engine.api.containers(all=True, filters={"label": labels})
-        return {c["Id"] for c in found}  # the list call only: containers may vanish meanwhile
+        found = {}
+        for engine in connect_all():
+            for c in engine.api.containers(all=True, filters={"label": labels}):
+                found[c["Id"]] = engine  # the list call only: containers may vanish meanwhile
+        return found
 
-    before = ours()
+    before = set(ours())
     yield
     settle()  # background removals done, spare containers removed
-    leaked = ours() - before
-    for container_id in leaked:
+    leaked = {cid: engine for cid, engine in ours().items() if cid not in before}
+    for container_id, engine in leaked.items():
         with contextlib.suppress(docker.errors.NotFound):
-            docker_engine.containers.get(container_id).remove(force=True)
-    assert not leaked, f"containers left behind: {leaked}"
+            engine.containers.get(container_id).remove(force=True)
+    assert not leaked, f"containers left behind: {set(leaked)}"
 
 
 def _runsc_sandboxes() -> set[str]:
@@ -105,15 +110,184 @@ def _runsc_sandboxes() -> set[str]:
     return ids
 
 
-@pytest.fixture(params=["container", "gvisor"])
+PODMAN_USER = "jsbx-podman"
+"""The non-root user whose rootless Podman service the ``podman`` variant runs on."""
+
+
+class PodmanService:
+    """A rootless ``podman system service`` of `PODMAN_USER` (see the ``podman_engine``
+    fixture): its socket, and its own ``podman`` command line."""
+
+    def __init__(self, user: str) -> None:
+        import pwd
+
+        entry = pwd.getpwnam(user)
+        self.user, self.uid, self.home = user, entry.pw_uid, entry.pw_dir
+        self.runtime_dir = f"/run/user/{self.uid}"
+        self.socket = f"unix://{self.runtime_dir}/podman/podman.sock"
+        self.process: Any = None
+
+    def command(self, *argv: str) -> list[str]:
+        env = [f"XDG_RUNTIME_DIR={self.runtime_dir}", f"HOME={self.home}", "PATH=/usr/bin:/bin"]
+        return ["runuser", "-u", self.user, "--", "env", "-i", *env, *argv]
+
+    def podman(self, *argv: str, **kwargs: Any) -> Any:
+        import subprocess
+
+        return subprocess.run(
+            self.command("podman", *argv), capture_output=True, text=True, cwd="/", **kwargs
+        )
+
+    def start(self) -> None:
+        import subprocess
+        import time
+
+        self.process = subprocess.Popen(
+            self.command("podman", "system", "service", "--time=0"),
+            cwd="/",
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        path = self.socket.removeprefix("unix://")
+        for _ in range(100):
+            if Path(path).exists() and self.podman("--remote", "info").returncode == 0:
+                return
+            time.sleep(0.1)
+        raise RuntimeError(f"podman service of {self.user} did not answer on {path}")
+
+    def stop(self) -> None:
+        import os
+        import signal
+
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            self.process.wait(30)
+        self.process = None
+
+
+def _provision_podman(user: str) -> PodmanService:
+    """The non-root ``user`` with subordinate ids, a runtime folder and overlay storage, as a
+    rootless Podman user needs (root makes them: the tests run as root)."""
+    import os
+    import pwd
+    import shutil
+    import subprocess
+
+    missing = [b for b in ("podman", "newuidmap", "slirp4netns") if shutil.which(b) is None]
+    if missing:
+        pytest.fail(f"{missing} missing: apt-get install podman uidmap slirp4netns fuse-overlayfs")
+    try:
+        pwd.getpwnam(user)
+    except KeyError:  # useradd gives it a subuid/subgid range of 65536
+        subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", user], check=True)
+    service = PodmanService(user)
+    for ids in ("/etc/subuid", "/etc/subgid"):
+        if not any(line.startswith(f"{user}:") for line in Path(ids).read_text().splitlines()):
+            flag = "--add-subuids" if ids.endswith("uid") else "--add-subgids"
+            subprocess.run(["usermod", flag, "300000-365535", user], check=True)
+    os.makedirs(service.runtime_dir, mode=0o700, exist_ok=True)
+    os.chown(service.runtime_dir, service.uid, service.uid)
+    config = Path(service.home, ".config/containers")
+    if not (config / "storage.conf").exists():  # vfs (Podman's fallback) copies every layer
+        config.mkdir(parents=True, exist_ok=True)
+        (config / "storage.conf").write_text('[storage]\ndriver = "overlay"\n')
+        for folder in (config.parent, config, config / "storage.conf"):
+            os.chown(folder, service.uid, service.uid)
+    return service
+
+
+@pytest.fixture(scope="session")
+def podman_engine() -> Iterator[PodmanService]:
+    """A rootless Podman service as `PODMAN_USER` (non-root), provisioned for the session and
+    stopped after it, with the base image built there (once: the user's image store is kept
+    between sessions, as Docker keeps its base image). Fails, not skips, when Podman is not
+    installed: the ``podman`` variant of the container-side tests must run."""
+    from jupyter_sandbox.sandbox import _client, _engine
+    from jupyter_sandbox.sandbox._baseimage import build_base_image
+    from jupyter_sandbox.sandbox._build import image_exists
+
+    service = _provision_podman(PODMAN_USER)
+    service.start()
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("CONTAINER_HOST", service.socket)
+            patch.setenv(_engine.ENGINE_ENV, "podman")
+            podman = _client.client()
+            if not image_exists(podman, "jupyter-sandbox/base:bookworm"):
+                build_base_image(log=lambda _: None)
+        yield service
+    finally:
+        left = service.podman("ps", "-aq", "--filter", "label=jupyter-sandbox.kind=run")
+        service.stop()
+    assert not left.stdout.split(), f"containers left on rootless Podman: {left.stdout}"
+
+
+@pytest.fixture
+def on_podman(request, monkeypatch) -> Iterator[PodmanService]:
+    """Point every sandbox of the test (and every kernel it starts) at the rootless Podman
+    service, accepting exactly the limits that engine says it cannot enforce (on a cgroup v1
+    host: all of them; the refusal without it is tested in ``test_podman.py``)."""
+    import os
+    import stat
+
+    from jupyter_sandbox.sandbox import _client, _engine
+    from jupyter_sandbox.sandbox._pool import settle
+
+    service = request.getfixturevalue("podman_engine")
+    # The tests run as root, the engine as its user: it must reach the folders the runs
+    # mount, below the test's tmp_path (pytest makes each 0700). Search (x) only, for this
+    # test; a kernel run by the engine's own user needs nothing of the kind.
+    opened = []
+    folder = request.getfixturevalue("tmp_path")
+    while folder != folder.parent:
+        mode = stat.S_IMODE(folder.stat().st_mode)
+        if not mode & stat.S_IXOTH:
+            os.chmod(folder, mode | stat.S_IXOTH)
+            opened.append((folder, mode))
+        folder = folder.parent
+    monkeypatch.setenv("CONTAINER_HOST", service.socket)
+    monkeypatch.setenv(_engine.ENGINE_ENV, "podman")
+    unenforced = _client.engine_of(_client.client()).unenforced
+    monkeypatch.setenv(_engine.UNENFORCED_ENV, ",".join(unenforced))
+    yield service
+    settle()
+    for path, mode in opened:
+        os.chmod(path, mode)
+
+
+@pytest.fixture
+def limit_holds(monkeypatch) -> Any:
+    """``limit_holds("memory")``: True when the engine enforces that limit (`_engine`); else
+    it withdraws the ``podman`` variant's acceptance of unenforced limits and returns False,
+    so that the test asserts the refusal instead of running a bomb with nothing to stop it."""
+    from jupyter_sandbox.sandbox import _client, _engine
+
+    def holds(limit: str) -> bool:
+        if limit in _client.engine_of(_client.client()).enforced:
+            return True
+        monkeypatch.delenv(_engine.UNENFORCED_ENV, raising=False)
+        return False
+
+    return holds
+
+
+@pytest.fixture(params=["container", "gvisor", "podman"])
 def isolation(request, monkeypatch, docker_engine) -> Iterator[str]:
     """Run the test once per isolation level (`jupyter_sandbox.sandbox._isolation`), through
     ``$JUPYTER_SANDBOX_ISOLATION``: every sandbox the test defines without naming a level, and
     every kernel it starts, uses it. Under gVisor the test also fails if it leaves a runsc
-    sandbox behind that the engine no longer lists (which is then deleted)."""
+    sandbox behind that the engine no longer lists (which is then deleted). ``podman`` is
+    the ``container`` level on the other engine: rootless Podman run by a non-root user
+    (``on_podman``)."""
     from jupyter_sandbox.sandbox._isolation import ISOLATION_ENV, purge
     from jupyter_sandbox.sandbox._pool import settle
 
+    if request.param == "podman":
+        request.getfixturevalue("on_podman")
+        monkeypatch.setenv(ISOLATION_ENV, "container")
+        yield "container"
+        return
     monkeypatch.setenv(ISOLATION_ENV, request.param)
     if request.param != "gvisor":
         yield request.param

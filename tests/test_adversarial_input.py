@@ -31,7 +31,8 @@ from jupyter_sandbox import (
 from jupyter_sandbox._checks import machine_cpus
 from jupyter_sandbox._text import printable
 from jupyter_sandbox.orchestration import orchestrate
-from jupyter_sandbox.sandbox import default_base_image
+from jupyter_sandbox.sandbox import _client, default_base_image
+from jupyter_sandbox.sandbox._pool import settle
 
 pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("no_leaked_containers")]
 
@@ -226,17 +227,21 @@ def test_name_never_replaces_an_in_or_out_variable_of_the_same_cell(nb, capsys, 
     _sandbox_still_works(nb)
 
 
-@pytest.fixture(scope="module")
-def no_python_image(docker_engine) -> Iterator[str]:
-    """The base image with python3 removed (bash stays), under a tag of this test run's own."""
+@pytest.fixture
+def no_python_image(isolation) -> Iterator[str]:
+    """The base image with python3 removed (bash stays), under a tag of this test run's own,
+    on the engine the test's ``isolation`` variant runs on (built again each test: its layers
+    are cached)."""
     tag = f"jupyter-sandbox-test/no-python3:{uuid.uuid4().hex[:12]}"
     dockerfile = (
         f"FROM {default_base_image()}\nUSER root\n"
         "RUN rm -f /usr/bin/python3* /usr/local/bin/python3*\nUSER 1000:1000\n"
     )
-    docker_engine.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True)
+    engine = _client.client()  # the engine of the test's variant (Docker or Podman)
+    engine.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True)
     yield tag
-    docker_engine.images.remove(tag, force=True)
+    settle()  # a container of it may still be being removed (Podman refuses the removal then)
+    engine.images.remove(tag, force=True)
 
 
 @pytest.mark.parametrize("mode", ["", "--verbatim"])

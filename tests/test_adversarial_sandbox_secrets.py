@@ -450,12 +450,17 @@ def test_the_containers_own_uid_still_has_a_name_a_home_and_writable_places(
         "pathlib.Path('~/probe').expanduser().write_text('ok')\n"
         "home = os.path.expanduser('~')\n"
         "uid = os.getuid()\n"
+        "uid_map = [line.split() for line in open('/proc/self/uid_map')]\n"
     )
-    outputs = {"name": str, "home": str, "uid": int}
-    name, home, uid = create("who", code=code, outputs=outputs).run()
+    outputs = {"name": str, "home": str, "uid": int, "uid_map": list}
+    name, home, uid, uid_map = create("who", code=code, outputs=outputs).run()
     assert (name, home) == ("sandbox", "/tmp")
+    # the host's uid of it (rootless Podman: one of its user's subordinate ids)
+    host = next(
+        int(out) + uid - int(start) for start, out, n in uid_map if 0 <= uid - int(start) < int(n)
+    )
     with pytest.raises(KeyError):
-        pwd.getpwuid(uid)
+        pwd.getpwuid(host)
 
 
 def test_sandbox_uids_never_meet_monty_worker_uids_or_host_accounts():

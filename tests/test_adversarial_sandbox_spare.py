@@ -16,6 +16,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -58,19 +59,19 @@ def _auto_sandbox():
 
 @pytest.mark.parametrize("how", [["rm", "-f"], ["kill"]], ids=["rm-f", "kill"])
 def test_a_spare_removed_from_outside_never_gives_a_wrong_answer(
-    how, docker_engine, no_leaked_containers, isolation
+    how, request, no_leaked_containers, isolation
 ):
     """Command mode read its input from the dead spare's mounts (exit 1, not 42); auto mode
     could not open its runner. Each run after the kill must see everything staged."""
     command, auto = _command_sandbox(), _auto_sandbox()
+    engine = _client.client()  # Docker's, or rootless Podman's (the isolation fixture's variant)
+    cli = ["docker"]
+    if _client.engine_of(engine).name == "podman":  # its user's own CLI, through its service
+        cli = request.getfixturevalue("podman_engine").command("podman", "--remote")
     command.run(x=1)  # leaves a spare for the next run with the same limits
-    subprocess.run(
-        ["docker", *how, *_waiting_spares(docker_engine)], check=True, capture_output=True
-    )
+    subprocess.run([*cli, *how, *_waiting_spares(engine)], check=True, capture_output=True)
     assert command.execute({"x": 42}).stdout == "42"
-    subprocess.run(
-        ["docker", *how, *_waiting_spares(docker_engine)], check=True, capture_output=True
-    )
+    subprocess.run([*cli, *how, *_waiting_spares(engine)], check=True, capture_output=True)
     assert auto.run(x=41) == 42
 
 
@@ -158,9 +159,46 @@ def second_engine(docker_engine) -> Iterator[_Engine]:
     assert links <= set(os.listdir("/sys/class/net")), "the second engine removed host links"
 
 
+class _RestartablePodman:
+    """The rootless Podman service (``podman_engine``), stopped and started as `_Engine` is.
+    Its containers outlive its service (each has its own ``conmon``): a restart keeps the
+    spare, a stop makes the engine unreachable."""
+
+    def __init__(self, service: Any) -> None:
+        self.service = service
+
+    def start(self) -> None:
+        self.service.start()
+
+    def stop(self) -> None:
+        self.service.stop()
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+
 @pytest.fixture
-def on_second_engine(second_engine, no_leaked_containers, monkeypatch) -> Iterator[_Engine]:
-    """Point the sandbox engine client at the private engine for one test, then back."""
+def on_second_engine(request, isolation) -> Iterator[Any]:
+    """Point the sandbox engine client at the private engine for one test, then back; in the
+    ``podman`` variant, the rootless Podman service itself is restarted and stopped."""
+    if request.node.callspec.params["isolation"] == "podman":
+        service = request.getfixturevalue("podman_engine")
+        request.getfixturevalue("no_leaked_containers")
+        try:
+            yield _RestartablePodman(service)
+        finally:
+            if service.process is None:
+                service.start()
+        return
+    yield from _on_second_engine(
+        request.getfixturevalue("second_engine"),
+        request.getfixturevalue("no_leaked_containers"),
+        request.getfixturevalue("monkeypatch"),
+    )
+
+
+def _on_second_engine(second_engine, no_leaked_containers, monkeypatch) -> Iterator[_Engine]:
     _pool.settle()  # no spare of the main engine may be handed to a run on this one
     monkeypatch.setenv("DOCKER_HOST", second_engine.host)
     _client._connect.cache_clear()

@@ -25,8 +25,9 @@ from IPython.core.error import UsageError
 
 from jupyter_sandbox import ContainerError, NonZeroExit, SandboxConfigError, create
 from jupyter_sandbox.errors import IsolationUnavailable
-from jupyter_sandbox.sandbox import _isolation, default_base_image
+from jupyter_sandbox.sandbox import _client, _isolation, default_base_image
 from jupyter_sandbox.sandbox._isolation import ISOLATION_ENV
+from jupyter_sandbox.sandbox._pool import settle
 
 pytestmark = pytest.mark.docker
 
@@ -105,8 +106,8 @@ def test_an_engine_without_the_runtime_says_how_to_register_it(monkeypatch):
     assert info.value.record["attempts"] == 1  # nothing a re-run could fix
 
 
-@pytest.fixture(scope="module")
-def no_shell_image(docker_engine) -> Iterator[str]:
+@pytest.fixture
+def no_shell_image(isolation) -> Iterator[str]:
     """The base image without ``sh`` or ``sleep``: a sandbox container cannot start in it (its
     process is the run's ``sh`` script, or a spare's ``sleep``), after runsc already made the
     container's sandbox."""
@@ -115,9 +116,11 @@ def no_shell_image(docker_engine) -> Iterator[str]:
         f"FROM {default_base_image()}\nUSER root\n"
         "RUN rm -f /usr/bin/sleep /bin/sleep /usr/bin/sh /bin/sh\n"
     )
-    docker_engine.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True)
+    engine = _client.client()  # the engine of the test's variant (Docker or Podman)
+    engine.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True)
     yield tag
-    docker_engine.images.remove(tag, force=True)
+    settle()  # a container of it may still be being removed (Podman refuses the removal then)
+    engine.images.remove(tag, force=True)
 
 
 @pytest.mark.usefixtures("no_leaked_containers")

@@ -12,6 +12,7 @@ import sys
 import textwrap
 import threading
 import time
+from typing import Any
 
 import pytest
 from _processes import watchdog_of
@@ -21,6 +22,18 @@ from jupyter_sandbox.sandbox import reap_orphans
 from jupyter_sandbox.sandbox._pool import settle
 
 pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("no_leaked_containers")]
+
+
+@pytest.fixture
+def docker_engine(request) -> Any:
+    """The engine of the test's variant (the ``isolation`` fixture's: Docker's, or rootless
+    Podman's), where the test looks at its containers from outside."""
+    if "isolation" in request.fixturenames:
+        request.getfixturevalue("isolation")
+    from jupyter_sandbox.sandbox import _client
+
+    return _client.client()
+
 
 LONG_RUN = textwrap.dedent(
     """

@@ -8,12 +8,21 @@ from typing import Any, ClassVar, get_args
 from IPython.core.error import UsageError
 from IPython.core.magic import cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
-from traitlets import Float, Unicode
+from traitlets import Float, TraitError, Unicode, observe, validate
 
 from .._errors import ContainerError, SandboxConfigError
 from ..display import SandboxView
 from ..orchestration import bind_inputs
-from ..sandbox import Isolation, Resources, Sandbox, SandboxRun, create, isolation_level
+from ..sandbox import (
+    Isolation,
+    Resources,
+    Sandbox,
+    SandboxRun,
+    choose,
+    create,
+    engine_choice,
+    isolation_level,
+)
 from ._common import (
     CellMagics,
     check_variable,
@@ -84,6 +93,24 @@ class SandboxMagics(CellMagics):
         help="Runtime of each run: container (runc) or gvisor (gVisor's runsc)"
         " (default: $JUPYTER_SANDBOX_ISOLATION or container).",
     ).tag(config=True)
+    engine = Unicode(
+        "",
+        help="Container engine of every run: docker, podman (rootless Podman's Docker API) or"
+        " auto (Docker, else Podman) (default: $JUPYTER_SANDBOX_ENGINE or auto).",
+    ).tag(config=True)
+
+    @validate("engine")
+    def _engine_known(self, proposal: Any) -> str:
+        """A wrong name fails the ``%config`` line (it says so) and changes nothing."""
+        try:
+            engine_choice(proposal["value"] or None)
+        except SandboxConfigError as exc:
+            raise TraitError(str(exc)) from None
+        return str(proposal["value"])
+
+    @observe("engine")
+    def _engine_changed(self, change: Any) -> None:
+        choose(change["new"])
 
     @magic_arguments("%sandbox")  # usage and help show %%sandbox
     @help_option

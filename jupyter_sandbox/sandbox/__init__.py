@@ -22,9 +22,11 @@ from .._public import publish_top_level
 from ..records import RUN_MIME
 from ._baseimage import DEFAULT_BASE_IMAGE, build_base_image
 from ._build import BuildInfo
-from ._image import BASE_IMAGE_ENV, default_base_image
 
 # The front door for the other packages (not public API: not in __all__).
+from ._engine import choose as choose
+from ._engine import engine_choice as engine_choice
+from ._image import BASE_IMAGE_ENV, default_base_image
 from ._isolation import ISOLATION_ENV as ISOLATION_ENV
 from ._isolation import REGISTER as REGISTER
 from ._isolation import RUNTIMES as RUNTIMES

@@ -9,19 +9,25 @@ Built once per engine: when the tag exists, nothing happens.
 
 from __future__ import annotations
 
+import contextlib
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .._errors import ImageBuildError
 from .._events import BuildLog, BuildStep, Event
 from .._owner import temp_prefix
 from ._build import build_image, image_exists
-from ._client import KIND, LABEL, client
+from ._client import KIND, LABEL, client, engine_of
 from ._hostcfg import debian_mirror
+
+if TYPE_CHECKING:
+    from docker import DockerClient
 
 DEFAULT_BASE_IMAGE = "jupyter-sandbox/base:bookworm"
 """The image ``python -m jupyter_sandbox base-image`` builds, with no registry (Debian 12)."""
@@ -65,6 +71,18 @@ def _run(cmd: list[str], log: Callable[[str], None]) -> None:
         raise ImageBuildError(f"{cmd[0]} failed ({done.returncode})", log=done.stderr[-4000:])
 
 
+def tag_import(docker: DockerClient, response: object, tag: str) -> None:
+    """Make sure an imported image carries ``tag``: Podman's import (4.3) ignores the tag it is
+    given (the image is ``<repository>:latest``); its response names the image's id."""
+    if image_exists(docker, tag):
+        return
+    found = re.findall(r"sha256:[0-9a-f]{64}", str(response))
+    if not found:
+        raise ImageBuildError(f"the engine's import named no image: {str(response)[-300:]}")
+    repository, _, version = tag.rpartition(":")
+    docker.api.tag(found[-1], repository, version)
+
+
 def build_base_image(
     tag: str = DEFAULT_BASE_IMAGE,
     *,
@@ -74,6 +92,8 @@ def build_base_image(
 ) -> bool:
     """Build ``tag`` unless it exists; True when a build happened. Needs root and debootstrap."""
     docker = client()
+    from docker.errors import ImageNotFound
+
     if image_exists(docker, tag) and not force:
         log(f"base image {tag} already exists")
         return False
@@ -102,9 +122,10 @@ def build_base_image(
         _run(["tar", "-C", str(rootfs), "-cf", str(tarball), "."], log)
         shutil.rmtree(rootfs)
         log(f"importing root filesystem as {rootfs_tag}")
-        docker.api.import_image_from_file(
+        imported = docker.api.import_image_from_file(
             str(tarball), repository=f"{repository}-rootfs", tag=version
         )
+        tag_import(docker, imported, rootfs_tag)
         tarball.unlink()
         context = work / "context"
         (context / "wheels").mkdir(parents=True)
@@ -125,5 +146,8 @@ def build_base_image(
     if info.error is not None:
         raise ImageBuildError(f"base image build failed at {info.error}", log=info.failed_log)
     docker.images.remove(rootfs_tag)
+    if engine_of(docker).name == "podman" and version != "latest":  # see `tag_import`
+        with contextlib.suppress(ImageNotFound):
+            docker.images.remove(f"{repository}-rootfs:latest")
     log(f"built base image {tag} in {info.seconds:.1f} s (plus debootstrap)")
     return True

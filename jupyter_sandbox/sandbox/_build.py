@@ -27,12 +27,14 @@ from ..records import BuildRecord
 if TYPE_CHECKING:
     from docker import DockerClient
 
-_STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
-"""The classic builder colours a step's stderr; views and logs want plain text."""
+_STEP = re.compile(r"^(?:Step (\d+)/(\d+) :|STEP (\d+)/(\d+):) (.*)$")
+"""Docker's classic builder writes ``Step 1/5 : FROM x``; Podman's (buildah) ``STEP 1/5: FROM x``.
+The classic builder colours a step's stderr; views and logs want plain text."""
 _BOOKKEEPING = re.compile(
-    r"^(?: ---> |Removing intermediate container |Successfully (?:built|tagged) )"
+    r"^(?: ---> |Removing intermediate container |Successfully (?:built|tagged) |--> |COMMIT "
+    r"|[0-9a-f]{64}$)"
 )
-_EXIT_CODE = re.compile(r"returned a non-zero code: (\d+)")
+_EXIT_CODE = re.compile(r"returned a non-zero code: (\d+)|while running runtime: exit status (\d+)")
 LABEL_STEP = "labelling the image"
 """Description of the ``LABEL`` step `build_image` appends to every Dockerfile."""
 
@@ -139,9 +141,10 @@ class _Progress:
         self.lines.append(line)
         step = _STEP.match(line)
         if step:
-            index, total = int(step.group(1)), int(step.group(2))
+            numbers = step.group(1, 2) if step.group(1) else step.group(3, 4)
+            index, total = int(numbers[0]), int(numbers[1])
             described = index <= len(self.descriptions)
-            text = self.descriptions[index - 1] if described else step.group(3)
+            text = self.descriptions[index - 1] if described else step.group(5)
             self.step_start, self.last_output = len(self.lines) - 1, ""
             self.info.steps.append(text)
             self.info.total_steps = total
@@ -155,7 +158,8 @@ class _Progress:
         error_lines = [line for raw in engine_error.splitlines() if (line := _clean(raw))]
         self.lines += error_lines
         code = _EXIT_CODE.search(engine_error)
-        reason = f"exit code {code.group(1)}" if code else (error_lines or ["failed"])[0]
+        failed = (error_lines or ["failed"])[0]
+        reason = f"exit code {code.group(1) or code.group(2)}" if code else failed
         last = self.last_output
         where = (
             f"step {len(self.info.steps)} of {self.info.total_steps} ({self.info.steps[-1]})"

@@ -1,4 +1,5 @@
-"""The Docker connection and the labels that mark what we create.
+"""The engine connection (Docker's or Podman's Docker API: `_engine` chooses one) and the
+labels that mark what we create.
 
 The ``docker`` SDK is imported here, lazily, so ``import jupyter_sandbox`` stays fast and works
 without an engine. Every image and container we create carries ``jupyter-sandbox.*`` labels:
@@ -7,14 +8,16 @@ they are how the CLI lists and prunes, and how a new kernel finds containers a d
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import threading
 from functools import cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .._errors import DockerUnavailable
 from .._owner import me
+from ._engine import Engine, candidates, engine_choice, how_to_start, identify
 
 if TYPE_CHECKING:
     from docker import DockerClient
@@ -42,34 +45,96 @@ first cell may both get here, and two threads importing the SDK at once can dead
 Python's module locks."""
 
 
-@cache
-def _connect() -> DockerClient:
-    import docker
-    from docker.errors import DockerException
+_engines: dict[int, tuple[DockerClient, Engine]] = {}
+"""What each client talks to, by the client's id (the client kept: its id stays its own)."""
 
-    try:
-        client = docker.from_env(timeout=_API_TIMEOUT, max_pool_size=_POOL_SIZE)
-        if client.api.base_url.startswith("http+docker://"):  # a local socket (or SSH)
-            # no proxy, netrc or CA bundle applies to it: without this, requests reads the
-            # whole environment for them on every call (several calls per run)
-            client.api.trust_env = False
-        client.ping()
-    except DockerException as exc:
-        where = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
-        raise DockerUnavailable(
-            f"Docker engine not reachable at {where}: start it with "
-            "`bash scripts/bootstrap.sh` (or `dockerd &`)"
-        ) from exc
+
+@cache
+def _connect(url: str) -> DockerClient:
+    import docker
+    from docker.utils import kwargs_from_env
+
+    # $DOCKER_TLS_VERIFY and $DOCKER_CERT_PATH still apply, as from_env applies them
+    settings = kwargs_from_env(environment={**os.environ, "DOCKER_HOST": url})
+    client = docker.DockerClient(**settings, timeout=_API_TIMEOUT, max_pool_size=_POOL_SIZE)
+    if client.api.base_url.startswith("http+docker://"):  # a local socket (or SSH)
+        # no proxy, netrc or CA bundle applies to it: without this, requests reads the
+        # whole environment for them on every call (several calls per run)
+        client.api.trust_env = False
+    client.ping()
+    engine = identify(client, url)
+    if engine.name == "podman":
+        _gone_is_not_found(client)
+    _engines[id(client)] = (client, engine)
     return client
 
 
+_GONE = ("no such container", "no such exec session", "no such object")
+
+
+def _gone_is_not_found(client: DockerClient) -> None:
+    """Podman (4.3) answers 500 for a container that is gone or going (``container <id> does
+    not exist in database: no such container``, while its auto-removal runs) where Docker
+    answers 404: make it the 404 (``NotFound``) every caller here handles."""
+    api = client.api
+    raise_for_status = api._raise_for_status
+
+    def podman_raise_for_status(response: Any) -> None:
+        if response.status_code == 500 and any(g in response.text for g in _GONE):
+            response.status_code = 404
+        raise_for_status(response)
+
+    api._raise_for_status = podman_raise_for_status
+
+
+def _find() -> DockerClient:
+    from docker.errors import DockerException
+    from requests.exceptions import RequestException
+
+    choice = engine_choice()
+    tried = candidates(choice)
+    for url in tried:
+        try:
+            return _connect(url)
+        except (DockerException, RequestException, OSError):
+            continue
+    raise DockerUnavailable(
+        f"no {'engine' if choice == 'auto' else choice.capitalize()} answered at "
+        f"{' or '.join(tried)}: {how_to_start(choice)}"
+    )
+
+
 def client() -> DockerClient:
-    """A connected client; `DockerUnavailable` (one line, how to start it) when there is none.
+    """A connected client of the chosen engine (`_engine`); `DockerUnavailable` (one line, how
+    to start one) when none answers.
 
     Call it before importing anything from ``docker`` elsewhere (see `_connect_lock`).
     """
     with _connect_lock:
-        return _connect()
+        return _find()
+
+
+def connect_all() -> list[DockerClient]:
+    """A client of every engine that answers, Docker's and Podman's (the watchdog's sweep)."""
+    found = []
+    with _connect_lock:
+        from docker.errors import DockerException
+        from requests.exceptions import RequestException
+
+        for url in dict.fromkeys(candidates("docker") + candidates("podman")):
+            with contextlib.suppress(DockerException, RequestException, OSError):
+                found.append(_connect(url))
+    return found
+
+
+def engine_of(docker: DockerClient) -> Engine:
+    """What ``docker`` talks to: Docker or Podman, rootless or not, the limits it enforces
+    (asked once per client)."""
+    with _connect_lock:
+        known = _engines.get(id(docker))
+        if known is None or known[0] is not docker:
+            known = _engines[id(docker)] = (docker, identify(docker, docker.api.base_url))
+        return known[1]
 
 
 def is_engine_error(exc: BaseException) -> bool:
@@ -87,9 +152,10 @@ def engine_error_message(exc: BaseException) -> str:
     from requests.exceptions import ConnectionError as EngineGone
 
     if isinstance(exc, EngineGone):
-        where = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+        where = " or ".join(candidates(engine_choice()))
         return (
-            f"the Docker engine at {where} stopped answering: check it is running, then run again"
+            f"the container engine at {where} stopped answering: check it is running, then run"
+            " again"
         )
     return f"Docker engine error: {exc}"
 

@@ -24,6 +24,7 @@ of its processes from the host, which this counts as memory too).
 
 from __future__ import annotations
 
+import math
 import time
 from typing import TYPE_CHECKING
 
@@ -40,14 +41,19 @@ def death(client: DockerClient, container_id: str, born: float) -> tuple[int | N
     """(exit code, killed for memory) of a container that died; ``born`` is when it was started
     (`time.monotonic`). The exit code is None if the engine recorded none. Killed for memory:
     an ``oom`` event, or a SIGKILL the engine did not send (no ``kill`` event)."""
+    from ._client import engine_of
+
     now = time.time()
     since = now - (time.monotonic() - born) - _SLACK
-    events = client.api.events(
-        since=f"{since:.9f}",
-        until=f"{now:.9f}",
-        filters={"container": container_id, "event": ["die", "oom", "kill"]},
-        decode=True,
-    )
+    if engine_of(client).name == "podman":
+        # Podman (4.3) returns nothing for a fractional since/until or an "event" filter:
+        # whole seconds around the window, and the actions picked out here
+        window: dict[str, object] = {"since": int(since), "until": math.ceil(now) + 1}
+        filters: dict[str, object] = {"container": container_id}
+    else:
+        window = {"since": f"{since:.9f}", "until": f"{now:.9f}"}
+        filters = {"container": container_id, "event": ["die", "oom", "kill"]}
+    events = client.api.events(**window, filters=filters, decode=True)
     code, oom, signalled = None, False, False
     for event in events:
         action = event.get("Action")

@@ -70,7 +70,16 @@ def isolation_level(level: str | None) -> Isolation:
 def runtime(client: DockerClient, level: Isolation) -> str | None:
     """The runtime to create a container of ``level`` with; `IsolationUnavailable` (one line:
     what to run) when the engine has no such runtime. Asked once per engine while it has it."""
+    from ._client import engine_of
+    from ._engine import supports_gvisor
+
     name = RUNTIMES[level]
+    engine = engine_of(client)
+    if name is not None and not supports_gvisor(engine):
+        raise IsolationUnavailable(
+            f"isolation {level!r} needs Docker: {engine.describe()} cannot run {name}"
+            " (choose the Docker engine: JUPYTER_SANDBOX_ENGINE=docker)"
+        )
     if name is not None and not _has_runtime(client, name):
         _has_runtime.cache_clear()  # asked again next time: it may be registered meanwhile
         raise IsolationUnavailable(f"isolation {level!r} needs {name}: {REGISTER}")

@@ -60,7 +60,8 @@ from .._errors import ContainerError
 from .._owner import temp_prefix
 from . import _watchdog
 from ._baseimage import SANDBOX_UID
-from ._client import KIND, LABEL, owner_labels
+from ._client import KIND, LABEL, engine_of, owner_labels
+from ._engine import require_limits, tmpfs_owner
 from ._io import INPUTS, OUTPUTS, PROGRAM
 from ._isolation import Isolation, purge, runtime
 from ._spec import Network, Resources, parse_size
@@ -108,6 +109,9 @@ class ContainerLimits:
     network: Network = "none"
     isolation: Isolation = "container"
     """The runtime (`_isolation`): a spare under runc never serves a gVisor run."""
+    engine: str = ""
+    """The engine's URL (`run_container` sets it): a spare of one engine never serves a run on
+    another."""
 
 
 @dataclass
@@ -269,6 +273,8 @@ def _account(lookup: Callable[[int], object], uid: int) -> bool:
 def _host_uids(client: DockerClient) -> bool:
     """True when the container's uids are the host's (a rootful engine without user-namespace
     remapping): only there must the uid be one no host account has. Asked once per engine."""
+    if engine_of(client).rootless:  # Podman's info does not say so (`_engine`)
+        return False
     options = client.info().get("SecurityOptions") or []
     return not any(o.startswith(("name=rootless", "name=userns")) for o in options)
 
@@ -287,6 +293,8 @@ def _create(
     """A confined container, created and not started: a spare's (``sleep``), or with ``own``
     as its process, attached to (stdin open once, for `_attach`) and not logged."""
     _watchdog.ensure_started()
+    engine = engine_of(client)
+    require_limits(engine)  # never a container whose limits the engine would drop
     res = limits.resources
     uid = fresh_uid() if _host_uids(client) else SANDBOX_UID
     memory = parse_size(res.memory)
@@ -295,6 +303,10 @@ def _create(
     for mount in ("inputs", "program"):
         (work / mount).mkdir(mode=0o755)
         os.chmod(work / mount, 0o755)
+    if engine.owner_uid not in (None, 0, os.geteuid()) and os.geteuid() == 0:
+        # root driving a user's rootless engine: the engine runs as that user and must
+        # reach the mounts through the work folder (mkdtemp's 0700, root's)
+        os.chown(work, engine.owner_uid, -1)
     attached = {}
     if own is not None:
         from docker.types import LogConfig
@@ -311,7 +323,7 @@ def _create(
             read_only=True,
             tmpfs={
                 "/tmp": f"{tmpfs},mode=1777",
-                OUTPUTS: f"{tmpfs},mode=0755,uid={uid},gid={uid}",
+                OUTPUTS: f"{tmpfs},mode=0755,{tmpfs_owner(engine, uid)}",
             },
             volumes={
                 str(work / "inputs"): {"bind": INPUTS, "mode": "ro"},

@@ -33,6 +33,7 @@ code still comes from the engine.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import os
 import re
@@ -51,6 +52,7 @@ from .._events import EventCallback, Output, Stream
 from .._secrets import StreamMasker
 from . import _pool
 from ._attach import Attached
+from ._client import engine_of
 from ._death import SIGKILLED, death
 from ._io import OUTPUTS, extract_outputs, overlap
 from ._pool import ContainerLimits, Slot
@@ -613,6 +615,7 @@ def run_container(
     raw = RawRun()
     names = tuple(output_names) if outputs_dir is not None else ()
     marker = f"\x1e{WRAPPER} outputs {secrets.token_hex(16)}\x1e".encode()
+    limits = dataclasses.replace(limits, engine=engine_of(client).url)
     slot = _pool.acquire(client, image, limits, own_command(command, names, limits), asked)
     staged = (inputs_dir, program_dir)
     clean = False

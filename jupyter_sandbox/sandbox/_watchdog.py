@@ -99,21 +99,23 @@ def ensure_started() -> None:
 
 
 def sweep(pid: str, token: str, host: str) -> list[str]:
-    """Remove every container labelled as the owner's; their ids."""
-    from ._client import client
+    """Remove every container labelled as the owner's, on each engine that answers (the
+    kernel may have used Docker and Podman both: `_engine`); their ids."""
+    from ._client import connect_all
 
-    engine = client()
+    engines = connect_all()  # first: it imports the SDK safely
     from docker.errors import APIError
 
     labels = [f"{KIND}=run", f"{OWNER_PID}={pid}", f"{OWNER_START}={token}", f"{OWNER_HOST}={host}"]
     removed = []
-    for row in engine.api.containers(all=True, filters={"label": labels}):
-        try:
-            engine.api.remove_container(row["Id"], force=True)
-        except APIError as exc:  # gone already, or its removal is under way
-            if exc.status_code not in (404, 409):
-                raise
-        removed.append(str(row["Id"]))
+    for engine in engines:
+        for row in engine.api.containers(all=True, filters={"label": labels}):
+            try:
+                engine.api.remove_container(row["Id"], force=True)
+            except APIError as exc:  # gone already, or its removal is under way
+                if exc.status_code not in (404, 409):
+                    raise
+            removed.append(str(row["Id"]))
     return removed
 
 
