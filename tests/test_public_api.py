@@ -147,3 +147,27 @@ def test_the_function_orchestrate_is_not_shadowed_by_its_engine() -> None:
     assert callable(jupyter_sandbox.orchestrate)
     assert jupyter_sandbox.orchestrate is jupyter_sandbox.orchestration.orchestrate
     assert set(dir(jupyter_sandbox)) >= set(jupyter_sandbox.__all__)
+
+
+def test_the_lazy_table_names_each_engine_name_once_and_all_lists_it() -> None:
+    """`_public.TOP_LEVEL` (what ``__getattr__`` imports) and the type checkers' imports in
+    ``__init__`` are written twice by design (PEP 562): here they must agree with ``__all__``
+    and with the engines' own names."""
+    import importlib
+
+    from jupyter_sandbox._public import TOP_LEVEL
+
+    lazy = [name for names in TOP_LEVEL.values() for name in names]
+    assert len(lazy) == len(set(lazy))
+    assert set(lazy) <= set(jupyter_sandbox.__all__)
+    for package, names in TOP_LEVEL.items():
+        engine = importlib.import_module(f"jupyter_sandbox.{package}")
+        assert all(getattr(engine, n) is getattr(jupyter_sandbox, n) for n in names), package
+    source = (ROOT / "jupyter_sandbox" / "__init__.py").read_text()
+    typed = set(re.findall(r"^        (\w+),$", source, flags=re.M))
+    typed |= {
+        m
+        for line in re.findall(r"^    from \.\w+ import ([\w, ]+)$", source, flags=re.M)
+        for m in line.split(", ")
+    }
+    assert set(lazy) <= typed
