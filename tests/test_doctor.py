@@ -155,7 +155,8 @@ def test_a_missing_base_image_fails_with_the_way_to_get_it():
 @pytest.mark.docker
 def test_the_default_base_image_missing_says_to_build_it(monkeypatch: pytest.MonkeyPatch):
     """The default tag is ours to build (no registry has it): the fix is our command."""
-    monkeypatch.setattr("jupyter_sandbox.sandbox.DEFAULT_BASE_IMAGE", ABSENT)  # where the doctor reads it
+    # where the doctor reads it
+    monkeypatch.setattr("jupyter_sandbox.sandbox.DEFAULT_BASE_IMAGE", ABSENT)
     monkeypatch.setenv("JUPYTER_SANDBOX_BASE_IMAGE", ABSENT)
     client, _ = _doctor._connect()
     assert client is not None

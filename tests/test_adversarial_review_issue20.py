@@ -1,0 +1,77 @@
+"""Adversarial review of issue 20's surfaces, as an outsider meets them: a hostile saved
+notebook's renderer -> kernel paths (the ``jupyter_sandbox.run_state`` comm a frontend opens),
+magic lines carrying ``{...}``, memory, disk. Each test is a break the review found, written
+to fail before its fix, in a real kernel."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _kernels import Kernel, kernel
+from test_durable_magics import CELL, GATED, paused_run
+
+RUN_STATE = "jupyter_sandbox.run_state"
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Path:
+    return tmp_path / "store.sqlite"
+
+
+def ask(k: Kernel, data: Any, wait: float = 10) -> list[tuple[str, Any]]:
+    """Open a ``run_state`` comm with ``data`` as a frontend (or a hostile one) would; what
+    came back on it (``comm_msg`` data, ``comm_close``) and any stream or error output."""
+    comm_id = uuid.uuid4().hex
+    content = {"comm_id": comm_id, "target_name": RUN_STATE, "data": data}
+    k.client.shell_channel.send(k.client.session.msg("comm_open", content))
+    got: list[tuple[str, Any]] = []
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        try:
+            msg = k.client.get_iopub_msg(timeout=0.5)
+        except Exception:  # queue.Empty: nothing yet
+            continue
+        kind, body = msg["msg_type"], msg["content"]
+        if kind in ("stream", "error"):
+            got.append((kind, str(body)[:300]))
+        elif kind in ("comm_msg", "comm_close") and body.get("comm_id") == comm_id:
+            got.append((kind, body.get("data")))
+            if kind == "comm_close":
+                break
+    return got
+
+
+def test_run_state_answers_any_message_without_echoing_it(store: Path) -> None:
+    """A frontend (a hostile notebook's extension, or any client of the kernel) may open the
+    comm with anything: each open gets one reply naming the run only when it is a run id,
+    and closes; no traceback on the kernel's stderr, and a 1 MB string is not sent back."""
+    with kernel(store) as k:
+        k.ok(GATED)
+        real = paused_run(k.ok(CELL))
+        assert ask(k, {"run_id": real}) == [
+            ("comm_msg", {"run_id": real, "status": "paused"}),
+            ("comm_close", {}),
+        ]
+        for data in ("text", [1, 2], None, 7, {"run_id": "x" * 1_000_000}, {"run_id": real + "\n"}):
+            got = ask(k, data)
+            assert got == [
+                ("comm_msg", {"run_id": None, "status": None}),
+                ("comm_close", {}),
+            ], (repr(data)[:40], str(got)[:400])
+        k.ok("1 + 1")  # the kernel is fine
+
+
+def test_sandbox_doctor_expands_nothing(store: Path, tmp_path: Path) -> None:
+    """``%sandbox_doctor {...}`` ran the code between the braces (IPython expands a line
+    magic's line unless told not to): like the ``%orchestrate_*`` magics, it takes its line
+    as written, and the stray word is one usage line."""
+    marker = tmp_path / "pwned"
+    with kernel(store) as k:
+        ran = k.run(f"%sandbox_doctor {{__import__('pathlib').Path('{marker}').touch()}}")
+        assert ran.status == "error"
+        assert not marker.exists()
+        assert k.run("%sandbox_doctor $HOME").status == "error"
