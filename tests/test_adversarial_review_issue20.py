@@ -75,3 +75,37 @@ def test_sandbox_doctor_expands_nothing(store: Path, tmp_path: Path) -> None:
         assert ran.status == "error"
         assert not marker.exists()
         assert k.run("%sandbox_doctor $HOME").status == "error"
+
+
+def test_a_reason_no_text_can_carry_is_one_usage_line(store: Path) -> None:
+    """``--json`` decodes ``"\\ud800"`` to a lone surrogate, which no UTF-8 text (a record, a
+    message to the frontend, the store) can carry: it reached the run and failed later as a
+    raw ``UnicodeEncodeError`` traceback. It is refused up front, the run still paused."""
+    with kernel(store) as k:
+        k.ok(GATED)
+        run_id = paused_run(k.ok(CELL))
+        for line in (
+            f'%orchestrate_reject --json {run_id} "bad \\ud800 half"',
+            f"%orchestrate_reject {run_id} bad \\ud800 half",  # typed: stays as written
+        ):
+            ran = k.run(line)
+            if "--json" in line:
+                shown = ran.text.strip()
+                assert ran.status == "error" and shown.startswith("UsageError: "), shown[-400:]
+                assert "surrogate" in shown and "\n" not in shown, shown
+        assert "UnicodeEncodeError" not in ran.text
+
+
+def test_a_huge_magic_line_is_refused_at_once(store: Path) -> None:
+    """IPython's option parser is quadratic in the line (300,000 characters: 1.7 s; 3 MB:
+    minutes, the kernel busy): a line too long for any option is one usage line, at once."""
+    with kernel(store) as k:
+        for magic in ("%orchestrate_approve 0123456789ab --expect", "%orchestrate_pending"):
+            started = time.monotonic()
+            ran = k.run(f"{magic} {'a' * 3_000_000}", timeout=60)
+            took = time.monotonic() - started
+            shown = ran.text.strip()
+            assert ran.status == "error" and shown.startswith("UsageError: "), shown[:300]
+            assert "characters" in shown and len(shown) < 400, shown[:400]
+            assert took < 10, took
+        k.ok("1 + 1")
