@@ -5,6 +5,10 @@ to fail before its fix, in a real kernel."""
 
 from __future__ import annotations
 
+import os
+import pwd
+import shutil
+import subprocess
 import time
 import uuid
 from pathlib import Path
@@ -13,6 +17,8 @@ from typing import Any
 import pytest
 from _kernels import Kernel, kernel
 from test_durable_magics import CELL, GATED, paused_run
+
+from jupyter_sandbox import File, create
 
 RUN_STATE = "jupyter_sandbox.run_state"
 
@@ -109,3 +115,52 @@ def test_a_huge_magic_line_is_refused_at_once(store: Path) -> None:
             assert "characters" in shown and len(shown) < 400, shown[:400]
             assert took < 10, took
         k.ok("1 + 1")
+
+
+PEER = "jupyter-sandbox-peer"
+
+
+def as_peer(command: str) -> subprocess.CompletedProcess[str]:
+    """``command`` as a second local user (created once per machine, as in test_store_files)."""
+    if os.geteuid() != 0:
+        pytest.fail("the second user needs root (the README's test command runs as root)")
+    try:
+        pwd.getpwnam(PEER)
+    except KeyError:
+        subprocess.run(["useradd", "--no-create-home", PEER], check=True)
+    return subprocess.run(
+        ["runuser", "-u", PEER, "--", "sh", "-c", command],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+@pytest.mark.usefixtures("no_leaked_containers")
+def test_a_cached_file_output_a_peer_put_back_is_a_miss(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cached ``File`` output is kept as its path, in a temp folder whose name anyone can
+    list in ``/tmp``. Once its kernel is gone the reaper removes that folder; a second local
+    user can then make it again, with their own file at the same path, and the next identical
+    run was served that file as the sandbox's output (``cached=True``). A path that is not
+    ours, privately, is a miss: the run runs again."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    code = "open('/var/outputs/f', 'w').write('genuine')"
+    cached = create("peer-cache", code=code, outputs={"f": File}, cache="auto")
+    first = cached.execute({})
+    path = Path(first.outputs["f"].path)
+    assert path.read_text() == "genuine" and not first.cached
+    shutil.rmtree(path.parent)  # its kernel died, and the next kernel's reaper removed it
+    planted = as_peer(
+        f"umask 022; mkdir {path.parent} && printf forged > {path} && chmod 755 {path.parent}"
+    )
+    assert planted.returncode == 0, planted.stderr
+    try:
+        again = cached.execute({})
+        served = Path(again.outputs["f"].path)
+        assert not again.cached, served
+        assert served.read_text() == "genuine"
+        assert served.stat().st_uid == os.geteuid()
+    finally:
+        shutil.rmtree(path.parent, ignore_errors=True)
