@@ -164,3 +164,79 @@ def test_a_cached_file_output_a_peer_put_back_is_a_miss(
         assert served.stat().st_uid == os.geteuid()
     finally:
         shutil.rmtree(path.parent, ignore_errors=True)
+
+
+def shaped(pending: Any = None, **fields: Any) -> dict[str, Any]:
+    """A paused record as a hostile saved notebook may shape it: its ``pending`` (and any
+    other field) replaced by ``pending`` / ``fields`` (wrong types, nulls)."""
+    from _display_samples import paused_record
+
+    record = paused_record()
+    record["run_id"] = "0123456789ab"
+    if pending is not None:
+        record["pending"] = pending
+    record.update(fields)
+    return record
+
+
+HOSTILE_SHAPES = [
+    shaped("not a list"),
+    shaped({"length": 3}),
+    shaped([None]),
+    shaped([7, "call"]),
+    shaped([{"call_id": 1, "tool": "delete", "args": ["'x'"], "bindings": [None, 3]}]),
+    shaped([{"call_id": 1, "tool": "delete", "args": "abc", "kwargs": None, "cut": 5}]),
+    shaped([{"call_id": 1, "tool": "delete", "args": [None, {"a": 1}], "kwargs": [1]}]),
+    shaped(answered={"how": None, "reason": {"a": 1}, "cell": "x"}),
+]
+
+
+@pytest.mark.browser
+def test_a_hostile_record_shape_never_blanks_the_notebook(tmp_home: Path, browser) -> None:
+    """A saved record is untrusted in its shape too: ``pending`` a string, an object, nulls in
+    it, ``bindings`` holding null, an argument list that is not one. One such record made the
+    renderer throw, and JupyterLab opened the notebook with no cells at all, marked changed
+    (saving it kept an empty notebook). Now every cell is there, a record the renderer cannot
+    read says so and shows its text with nothing to click, and the page logs no error."""
+    pytest.importorskip("playwright.sync_api")
+    import nbformat
+    from _jupyterlab import Lab, notebook_js, wait_kernel_ready
+
+    from jupyter_sandbox.display import bundle
+    from jupyter_sandbox.records import TRACE_MIME
+
+    root = tmp_home / "root"
+    root.mkdir()
+    nb = nbformat.v4.new_notebook()
+    for record in HOSTILE_SHAPES:
+        cell = nbformat.v4.new_code_cell("%%orchestrate\n1")
+        data = bundle(shaped())
+        data[TRACE_MIME] = record
+        cell.outputs = [nbformat.v4.new_output("display_data", data=data)]
+        nb.cells.append(cell)
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nbformat.write(nb, root / "shapes.ipynb")
+    lab = Lab(root, tmp_home / "home-shapes")
+    errors: list[str] = []
+    try:
+        page = browser.new_page(viewport={"width": 1300, "height": 900})
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        lab.open(page, "shapes.ipynb")
+        wait_kernel_ready(page)
+        page.wait_for_timeout(3000)
+        assert notebook_js(page, "return panel.content.widgets.length;") == len(HOSTILE_SHAPES)
+        drawn = page.locator(".jsb-output")
+        assert drawn.count() == len(HOSTILE_SHAPES)
+        unreadable = page.locator(".jsb-unreadable")
+        assert unreadable.count() >= 4  # the string, the object, [null], bindings [null, 3]
+        assert "not in a shape jupyter-sandbox writes" in unreadable.first.inner_text()
+        assert "waiting for approval" in unreadable.first.inner_text()  # its text
+        assert unreadable.locator("button, input, code").count() == 0
+        assert not [e for e in errors if "TypeError" in e], errors
+    finally:
+        lab.stop()
