@@ -179,6 +179,11 @@ def shaped(pending: Any = None, **fields: Any) -> dict[str, Any]:
     return record
 
 
+def unsealed() -> dict[str, Any]:
+    """The sample's pending call with its digest dropped."""
+    return {k: v for k, v in shaped()["pending"][0].items() if k != "digest"}
+
+
 HOSTILE_SHAPES = [
     shaped("not a list"),
     shaped({"length": 3}),
@@ -188,7 +193,11 @@ HOSTILE_SHAPES = [
     shaped([{"call_id": 1, "tool": "delete", "args": "abc", "kwargs": None, "cut": 5}]),
     shaped([{"call_id": 1, "tool": "delete", "args": [None, {"a": 1}], "kwargs": [1]}]),
     shaped(answered={"how": None, "reason": {"a": 1}, "cell": "x"}),
+    shaped([{**unsealed(), "args": ["'/tmp/harmless'"]}]),
+    shaped([shaped()["pending"][0], shaped()["pending"][0]]),  # two calls, one seal each
 ]
+"""Last two: well formed, but no single digest seals what Approve would approve (dropped by
+whoever edited the record to show another call, or two calls listed): Reject only."""
 
 
 @pytest.mark.browser
@@ -197,7 +206,11 @@ def test_a_hostile_record_shape_never_blanks_the_notebook(tmp_home: Path, browse
     it, ``bindings`` holding null, an argument list that is not one. One such record made the
     renderer throw, and JupyterLab opened the notebook with no cells at all, marked changed
     (saving it kept an empty notebook). Now every cell is there, a record the renderer cannot
-    read says so and shows its text with nothing to click, and the page logs no error."""
+    read says so and shows its text with nothing to click, and the page logs no error.
+
+    And Approve is sealed or absent: a record edited to show another call (its digest dropped,
+    or two calls listed) offered an Approve that sent no ``--expect``, which approves whatever
+    the run with that id really waits on."""
     pytest.importorskip("playwright.sync_api")
     import nbformat
     from _jupyterlab import Lab, notebook_js, wait_kernel_ready
@@ -238,5 +251,12 @@ def test_a_hostile_record_shape_never_blanks_the_notebook(tmp_home: Path, browse
         assert "waiting for approval" in unreadable.first.inner_text()  # its text
         assert unreadable.locator("button, input, code").count() == 0
         assert not [e for e in errors if "TypeError" in e], errors
+        # no record here seals one call with a digest: none offers Approve, the last two
+        # (well formed) offer Reject and say why there is no Approve
+        assert page.locator("button.jsb-approve").count() == 0
+        for index in (-2, -1):
+            panel = page.locator(".jsb-approval").nth(index)
+            assert panel.locator("button.jsb-reject").count() == 1
+            assert "offers no Approve" in (panel.text_content() or "")
     finally:
         lab.stop()
