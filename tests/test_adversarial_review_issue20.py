@@ -5,6 +5,7 @@ to fail before its fix, in a real kernel."""
 
 from __future__ import annotations
 
+import ast
 import os
 import pwd
 import shutil
@@ -258,5 +259,83 @@ def test_a_hostile_record_shape_never_blanks_the_notebook(tmp_home: Path, browse
             panel = page.locator(".jsb-approval").nth(index)
             assert panel.locator("button.jsb-reject").count() == 1
             assert "offers no Approve" in (panel.text_content() or "")
+    finally:
+        lab.stop()
+
+
+COUNT_ASKS = """
+import comm
+_manager = comm.get_comm_manager()
+_target = _manager.targets["jupyter_sandbox.run_state"]
+asks = []
+def _counted(c, msg):
+    asks.append(msg["content"]["data"].get("run_id"))
+    _target(c, msg)
+_manager.register_target("jupyter_sandbox.run_state", _counted)
+"""
+
+
+@pytest.mark.browser
+def test_forged_paused_records_are_asked_about_once(
+    tmp_home: Path, browser, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each unanswered paused record in the notebook was asked about (a comm, a store look-up)
+    after every cell a person ran: a hostile notebook of 120 forged records (well formed run
+    ids no store has) cost the kernel 120 look-ups per cell, for ever. A run id the kernel said
+    it does not know is not asked again, and at most 50 are asked per cell."""
+    pytest.importorskip("playwright.sync_api")
+    import nbformat
+    from _jupyterlab import Lab, notebook_js, wait_kernel_ready
+    from test_browser_jupyterlab import run_cell, wait_cell_done
+
+    from jupyter_sandbox.display import bundle
+
+    monkeypatch.setenv("JUPYTER_SANDBOX_STORE", str(tmp_home / "store.sqlite"))
+    profile = tmp_home / "ipython" / "profile_default"
+    profile.mkdir(parents=True)
+    (profile / "ipython_config.py").write_text(
+        'c.InteractiveShellApp.extensions = ["jupyter_sandbox"]\n'
+    )
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_home / "ipython"))
+    root = tmp_home / "root"
+    root.mkdir()
+    nb = nbformat.v4.new_notebook()
+    forged = 120
+    for index in range(forged):
+        cell = nbformat.v4.new_code_cell("%%orchestrate\n1")
+        data = bundle(shaped(run_id=f"{index:012x}"))
+        cell.outputs = [nbformat.v4.new_output("display_data", data=data)]
+        nb.cells.append(cell)
+    nb.cells.append(nbformat.v4.new_code_cell(COUNT_ASKS))
+    runs = 5
+    nb.cells += [nbformat.v4.new_code_cell("1") for _ in range(runs)]
+    nb.cells.append(nbformat.v4.new_code_cell("len(asks), len(set(asks))"))
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nbformat.write(nb, root / "many.ipynb")
+    lab = Lab(root, tmp_home / "home-many")
+    try:
+        page = browser.new_page(viewport={"width": 1300, "height": 900})
+        lab.open(page, "many.ipynb")
+        wait_kernel_ready(page)
+        page.wait_for_timeout(3000)
+        for index in range(forged, forged + runs + 1):
+            run_cell(page, index)
+            wait_cell_done(page, index)
+            page.wait_for_timeout(1500)  # the look after the cell
+        last = forged + runs + 1
+        run_cell(page, last)
+        wait_cell_done(page, last)
+        said = notebook_js(
+            page,
+            "const c = panel.content.widgets[arg]; return c.model.outputs.get(0).data['text/plain'];",
+            last,
+        )
+        asks, distinct = ast.literal_eval(said)
+        assert asks == distinct, (asks, distinct)  # none asked twice
+        assert asks <= forged
     finally:
         lab.stop()
