@@ -331,7 +331,8 @@ def test_forged_paused_records_are_asked_about_once(
         wait_cell_done(page, last)
         said = notebook_js(
             page,
-            "const c = panel.content.widgets[arg]; return c.model.outputs.get(0).data['text/plain'];",
+            "const c = panel.content.widgets[arg];"
+            " return c.model.outputs.get(0).data['text/plain'];",
             last,
         )
         asks, distinct = ast.literal_eval(said)
