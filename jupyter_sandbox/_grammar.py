@@ -117,7 +117,7 @@ def parse_reject(line: str) -> tuple[str, str | None]:
     run_id = check_run_id(word)
     text = rest[len(word) :].lstrip(" \t")
     if not encoded:
-        return run_id, unquote(text) or None
+        return run_id, _text(unquote(text)) or None
     try:
         reason = json.loads(text)
     except (ValueError, RecursionError):
@@ -128,4 +128,19 @@ def parse_reject(line: str) -> tuple[str, str | None]:
             '"not on a Friday"',
             parameter="reason",
         )
-    return run_id, reason or None
+    return run_id, _text(reason) or None
+
+
+def _text(reason: str) -> str:
+    """``reason`` if UTF-8 can carry it, else `SandboxConfigError`. ``"\\ud800"`` decodes to
+    a lone surrogate, which no record, store row or message to the frontend can hold: let
+    through, it failed later, mid-run, as a raw ``UnicodeEncodeError``."""
+    try:
+        reason.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise SandboxConfigError(
+            f"reason: holds a lone surrogate ({reason[exc.start]!r} at character {exc.start}), "
+            "which is no text: give the reason as text",
+            parameter="reason",
+        ) from None
+    return reason

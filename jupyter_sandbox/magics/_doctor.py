@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from IPython.core.interactiveshell import InteractiveShell
-from IPython.core.magic import line_magic, magics_class
+from IPython.core.magic import line_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import magic_arguments
 
 from .._doctor import report, run_checks
@@ -35,10 +35,13 @@ class DoctorMagics(CellMagics):
     @magic_arguments()
     @help_option
     @line_magic
+    @no_var_expand
     def sandbox_doctor(self, line: str) -> None:
         """Check this machine's setup for both magics: the engine, the base image, gVisor, the
         store, Monty, the JupyterLab extension and the kernelspec, one line each, with the fix
-        for each problem (FAIL: a magic cannot work; warn: optional or weaker)."""
+        for each problem (FAIL: a magic cannot work; warn: optional or weaker). Its line is
+        taken as written (`no_var_expand`), as the ``%orchestrate_*`` magics take theirs:
+        IPython would otherwise run the code between ``{...}`` on it."""
         if parse_options(self.sandbox_doctor, line) is None:
             return
         checks = run_checks(

@@ -32,7 +32,15 @@ from IPython.core.magic_arguments import argument, magic_arguments
 
 from .._errors import OrchestrationError, SandboxConfigError, StoreError
 from .._events import EventCallback
-from .._grammar import JSON_OPTION, check_run_id, is_digest, parse_reject, shown, unquote
+from .._grammar import (
+    JSON_OPTION,
+    check_run_id,
+    is_digest,
+    is_run_id,
+    parse_reject,
+    shown,
+    unquote,
+)
 from .._grammar import shown as refused_text
 from .._preview import preview
 from ..display import OrchestrateView, shown_pause
@@ -313,13 +321,22 @@ class DurableMagics(CellMagics):
     def run_state(self, comm: Any, opened: dict[str, Any]) -> None:
         """The comm target `RUN_STATE` (the JupyterLab extension opens one per unanswered paused
         record it shows): reply ``{"run_id", "status"}`` from this kernel's store (status None:
-        unknown here) and close. Only a checked run id is looked up; nothing is run."""
-        asked = opened.get("content", {}).get("data", {}).get("run_id")
+        unknown here) and close. Only a checked run id is looked up; nothing is run.
+
+        Any frontend may open it with anything (a hostile notebook's own extension, any
+        client of the kernel): a message of another shape is asked about no run, and the
+        reply names the run only when it is a run id, so it never sends back what it was
+        sent (a megabyte string, markup) nor leaves a traceback on the kernel's stderr."""
+        content = opened.get("content") if isinstance(opened, dict) else None
+        data = content.get("data") if isinstance(content, dict) else None
+        asked = data.get("run_id") if isinstance(data, dict) else None
+        run_id = asked if is_run_id(asked) else None
         status = None
-        with contextlib.suppress(StoreError, SandboxConfigError, UsageError):
-            store = self.cells.open_store()
-            status = None if store is None else run_status(store, asked)
-        comm.send({"run_id": asked if isinstance(asked, str) else None, "status": status})
+        if run_id is not None:
+            with contextlib.suppress(StoreError, SandboxConfigError, UsageError):
+                store = self.cells.open_store()
+                status = None if store is None else run_status(store, run_id)
+        comm.send({"run_id": run_id, "status": status})
         comm.close()
 
     def _continue(

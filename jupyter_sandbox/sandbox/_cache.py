@@ -2,7 +2,8 @@
 
 Keyed on the staged input files (so `File`/`Dir` inputs count by content, not path) and the
 image id (so a rebuilt image misses). Entries hold encoded outputs, never pickles; an entry whose
-`File`/`Dir` output has since been deleted is a miss.
+`File`/`Dir` output has since been deleted, or is no longer ours alone (`_still_ours`), is a
+miss.
 
 A run's secrets decide its outputs too, so their values enter the key, through an HMAC with a
 random key of this cache (a plain hash of a short token could be brute-forced from the file
@@ -22,6 +23,7 @@ import hmac
 import json
 import os
 import secrets as random
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -102,12 +104,29 @@ def load(key: str) -> dict[str, Any] | None:
     outputs: dict[str, Any] = {}
     for name, (tag, data) in entry["outputs"].items():
         if tag in _codec.PATH_TAGS:
-            if not Path(data).exists():
+            if not _still_ours(Path(data), tag):
                 return None
             outputs[name] = (File if tag == "file" else Dir)(data)
         else:
             outputs[name] = _codec.decode(tag, base64.b64decode(data))
     return {**entry, "outputs": outputs}
+
+
+def _still_ours(path: Path, tag: str) -> bool:
+    """Whether a cached `File`/`Dir` output at ``path`` is still the one the run kept: the
+    file (``tag`` "file") or folder itself, in the private temp folder the run moved it to
+    (ours, no group/other bits), neither a link. Those folders sit in ``/tmp``, where anyone
+    can list their names; once the reaper removes one (its kernel gone), another local user
+    can make it again with their own file at the same path, which a plain ``exists()``
+    would serve as the sandbox's output."""
+    uid = os.geteuid()
+    try:  # lstat: a link is neither a regular file nor a folder
+        folder, entry = os.lstat(path.parent), os.lstat(path)
+    except OSError:
+        return False
+    private = stat.S_ISDIR(folder.st_mode) and not folder.st_mode & 0o077
+    kind = stat.S_ISREG if tag == "file" else stat.S_ISDIR
+    return private and folder.st_uid == uid and kind(entry.st_mode)  # only we write there
 
 
 def store(

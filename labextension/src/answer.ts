@@ -83,14 +83,41 @@ function waiting(panel: NotebookPanel): ITraced[] {
   );
 }
 
+/** Run ids a kernel said it does not know (no such run in its store: a forged or foreign
+ * record), by kernel id: not asked again. Else a hostile notebook of a thousand forged paused
+ * records cost the kernel a thousand store look-ups after every cell a person ran. */
+const unknown = new Map<string, Set<string>>();
+
+/** Run ids being asked about now, by kernel id: a look started meanwhile skips them. */
+const asking = new Map<string, Set<string>>();
+
+/** Run ids asked at most per look (the first ones; the next executed cell asks the rest). */
+const ASK_AT_ONCE = 50;
+
 /** Ask the kernel's store where each waiting run stands; mark those no longer paused. */
 export async function askKernel(panel: NotebookPanel): Promise<void> {
   const kernel = panel.sessionContext.session?.kernel;
   if (!kernel) {
     return;
   }
+  const unknownHere = unknown.get(kernel.id) ?? new Set<string>();
+  unknown.set(kernel.id, unknownHere);
+  const inFlight = asking.get(kernel.id) ?? new Set<string>();
+  asking.set(kernel.id, inFlight);
+  const asked = new Set<string>();
   for (const traced of waiting(panel)) {
-    const status = await runStatus(kernel, traced.record.run_id as string);
+    const runId = traced.record.run_id as string;
+    if (unknownHere.has(runId) || inFlight.has(runId) || asked.size >= ASK_AT_ONCE) {
+      continue;
+    }
+    asked.add(runId);
+    inFlight.add(runId); // a look after the next cell may start before this one ends
+    const status = await runStatus(kernel, runId);
+    inFlight.delete(runId);
+    if (status === NOT_IN_STORE) {
+      unknownHere.add(runId);
+      continue;
+    }
     const now = traced.output.data[TRACE_MIME] as unknown as ITraceRecord;
     if (status !== null && status !== 'paused' && !now.answered) {
       answer(traced.output, now, { how: 'elsewhere', reason: null, cell: null, status });
@@ -98,8 +125,12 @@ export async function askKernel(panel: NotebookPanel): Promise<void> {
   }
 }
 
-/** The run's status in the kernel's store; null when it does not know (no extension loaded,
- * another store, a busy kernel). The reply must name the run asked about. */
+/** What `runStatus` says when the kernel answered that its store has no such run. */
+const NOT_IN_STORE = '';
+
+/** The run's status in the kernel's store; `NOT_IN_STORE` when the kernel answered that its
+ * store has no such run; null when no answer came (no extension loaded yet, a busy kernel):
+ * then the next executed cell asks again. The reply must name the run asked about. */
 function runStatus(kernel: Kernel.IKernelConnection, runId: string): Promise<string | null> {
   return new Promise(resolve => {
     let comm: Kernel.IComm;
@@ -113,6 +144,10 @@ function runStatus(kernel: Kernel.IKernelConnection, runId: string): Promise<str
     comm.onMsg = msg => {
       clearTimeout(timer);
       const data = msg.content.data as { run_id?: unknown; status?: unknown };
+      if (data.run_id === runId && data.status === null) {
+        resolve(NOT_IN_STORE);
+        return;
+      }
       const known = data.run_id === runId && typeof data.status === 'string';
       resolve(known ? (data.status as string) : null);
     };

@@ -180,6 +180,10 @@ export function renderApproval(record: ITraceRecord, store: IAnswerStore | null)
     hint.append(
       '; this record holds a digest the kernel does not issue: %orchestrate_pending shows the real one'
     );
+  } else if (digest === undefined) {
+    hint.append(
+      "; this record seals no call with a digest, so it offers no Approve: %orchestrate_pending shows the call the kernel would make and its digest"
+    );
   }
   if (store === null || forged) {
     root.appendChild(hint);
@@ -192,7 +196,13 @@ export function renderApproval(record: ITraceRecord, store: IAnswerStore | null)
   const reject = button('Reject\u2026', 'jsb-reject');
   approve.setAttribute('aria-describedby', heading.id);
   reject.setAttribute('aria-describedby', heading.id);
-  buttons.append(approve, reject);
+  // Approve is sealed or absent: unsealed, a record edited to show another call (its digest
+  // dropped, or more than one call listed) would approve whatever the run really waits on.
+  // Rejecting makes no call: it needs no seal.
+  if (digest !== undefined) {
+    buttons.append(approve);
+  }
+  buttons.append(reject);
   const form = reasonForm(id, runId, code => answer(code));
   root.append(buttons, form, status, hint);
 

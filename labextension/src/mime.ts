@@ -54,10 +54,39 @@ class RecordRenderer extends Widget implements IRenderMime.IRenderer {
   renderModel(model: IRenderMime.IMimeModel): Promise<void> {
     const record = model.data[this.mimeType] as unknown as IRecord;
     const kept = keep(this.node);
-    this.node.replaceChildren(renderRecord(record, this.sort, answerStore(model)));
+    let drawn: HTMLElement;
+    try {
+      drawn = renderRecord(record, this.sort, answerStore(model));
+    } catch {
+      drawn = unreadable(model);
+    }
+    this.node.replaceChildren(drawn);
     restore(this.node, kept);
     return Promise.resolve();
   }
+}
+
+/** Characters of an unreadable record's text shown (a hostile one may be megabytes). */
+const SHOWN_TEXT = 20_000;
+
+/** What a record in a shape the kernel never writes draws instead (a saved notebook is
+ * untrusted: `pending` a string, nulls in a list). Before, the renderer threw, and JupyterLab
+ * opened the whole notebook with no cells at all, marked changed: saving it then kept an
+ * empty notebook. Now that output alone says so and shows the record's plain text, with no
+ * button and no magic. */
+export function unreadable(model: IRenderMime.IMimeModel): HTMLElement {
+  const root = document.createElement('section');
+  root.className = 'jsb-unreadable';
+  const note = document.createElement('div');
+  note.className = 'jsb-muted jsb-hint';
+  note.textContent =
+    'this record is not in a shape jupyter-sandbox writes (the notebook was edited): shown as ' +
+    'its text, with nothing to click';
+  const plain = model.data['text/plain'];
+  const pre = document.createElement('pre');
+  pre.textContent = typeof plain === 'string' ? plain.slice(0, SHOWN_TEXT) : '';
+  root.append(note, pre);
+  return root;
 }
 
 const rendererFactory: IRenderMime.IRendererFactory = {
