@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import contextvars
 import grp
 import os
 import pwd
@@ -516,6 +517,9 @@ def acquire(
     start (a start, then an exec, cost more than a start of the run itself). ``asked``: when
     the run was called for (`time.monotonic`; default now), for its key's demand."""
     key = (image, limits)
+    taken = _call_keys.get()
+    if taken is not None:  # inside a caller's `call`: its row is counted under this key
+        taken.append(key)
     with _lock:
         now = time.monotonic()
         _demand.setdefault(key, _Demand()).take(now, now if asked is None else asked)
@@ -548,22 +552,32 @@ def _refill_later(client: DockerClient, image: str, limits: ContainerLimits) -> 
     _background(_refill, client, image, limits)
 
 
+_call_keys: contextvars.ContextVar[list[_Key] | None] = contextvars.ContextVar(
+    "_call_keys", default=None
+)
+"""The keys `acquire` took containers under inside the current `call` (its thread's)."""
+
+
 @contextlib.contextmanager
-def call(key: Callable[[], _Key]) -> Iterator[None]:
+def call() -> Iterator[None]:
     """Around a whole run as its caller sees it (`Sandbox.execute`): while it is prepared, a
     refill with spares left waits for it (`_Demand.hold`); when it returns, the next run of
-    its key (``key()``, known by then) is part of its row if called within `_IN_A_ROW` s
-    (`_Demand.returned`). Our own work between two containers is no gap in a row."""
+    the key its container was taken under (`acquire` notes it: the engine is part of it) is
+    part of its row if called within `_IN_A_ROW` s (`_Demand.returned`). Our own work between
+    two containers is no gap in a row. Nothing here can fail before the count goes down: a
+    count left up would hold every refill (`_preparing`) for good."""
     global _called
+    taken: list[_Key] = []
+    token = _call_keys.set(taken)
     with _lock:
         _called += 1
     try:
         yield
     finally:
-        found = key()
+        _call_keys.reset(token)
         with _lock:
             _called -= 1
-            demand = _demand.get(found)
+            demand = _demand.get(taken[-1]) if taken else None
             if demand is not None:
                 demand.returned(time.monotonic())
             _ready.notify_all()

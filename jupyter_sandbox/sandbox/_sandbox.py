@@ -36,7 +36,7 @@ from .._owner import temp_prefix
 from .._secrets import hide_values, mask_error
 from .._threads import in_thread
 from . import _cache, _cluster, _pool
-from ._client import client, engine_error_message, engine_of, is_engine_error
+from ._client import client, engine_error_message, is_engine_error
 from ._image import build_error, default_base_image, ensure_image, image_id
 from ._io import (
     check_input,
@@ -163,11 +163,7 @@ class Sandbox:
             output_types=dict(self.outputs),
             secrets=tuple(env[name] for name in self.secrets if env[name]),
         )
-        called = (
-            _pool.call(lambda: (run.image, self._limits(engine_of(client()).url)))
-            if self.cluster is None
-            else contextlib.nullcontext()
-        )
+        called = _pool.call() if self.cluster is None else contextlib.nullcontext()
         with called:
             try:
                 try:
@@ -319,13 +315,9 @@ class Sandbox:
                 run.uncached = _cache.NOT_KEPT
             return
 
-    def _limits(self, engine: str = "") -> ContainerLimits:
-        """What each container of a run is started with (a spare's key, with the image); the
-        pool's key names the ``engine`` too (`run_container` sets it), so the caller's row
-        (`_pool.call`) is looked up under the key its runs were counted under."""
-        return ContainerLimits(
-            self.timeout, self.resources, self.network, self.isolation, engine=engine
-        )
+    def _limits(self) -> ContainerLimits:
+        """What each container of a run is started with (a spare's key, with the image)."""
+        return ContainerLimits(self.timeout, self.resources, self.network, self.isolation)
 
     def _replay(self, run: SandboxRun, key: str, emit: EventCallback) -> bool:
         hit = _cache.load(key)
