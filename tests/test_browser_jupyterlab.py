@@ -268,6 +268,9 @@ def see_live_views(page, name: str) -> dict:
     trace.locator(".jsb-trace.jsb-status-running .jsb-call.jsb-running").first.wait_for(
         timeout=120_000
     )
+    # the failed call's row, drawn before the gather runs: measured only once it is on screen
+    # (under load the first running row was seen while the error row was not yet laid out)
+    trace.locator("tr.jsb-error").first.wait_for(timeout=120_000)
     looks = {"trace": look_of(trace)}
     trace.screenshot(path=SCREENSHOTS / f"lab-live-trace-{name}.png")
     assert_contrast(page)  # the live error row, in this theme
