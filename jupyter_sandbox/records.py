@@ -94,6 +94,9 @@ class CallRecord(TypedDict):
     bindings: NotRequired[list["Binding"]]
     """A pending call's handle arguments: the notebook variable each is bound to when the run
     is approved after a kernel restart."""
+    printed: NotRequired[int]
+    """Lines the cell had printed when the call started (a cell's record only): where its
+    output falls among the calls."""
 
 
 class Binding(TypedDict):
@@ -127,6 +130,24 @@ class Answered(TypedDict):
     cell: int | None
     status: NotRequired[str]
     """``elsewhere`` only: the run's status in the store when it was asked."""
+
+
+class TraceSummary(TypedDict):
+    """What every renderer says of a trace, worded once in Python (``display._format``) and
+    carried in the record a cell shows, so the JupyterLab renderer draws it as given."""
+
+    headline: str
+    """``orchestrate ok in 400 ms: 3 tool calls, 1 failed`` (a live record: its live line)."""
+    notes: list[str]
+    """Lines under the headline: the fork and session a run came from, its run id."""
+    kept: str | None
+    """Which calls a long trace's record lists, in one line (None: all of them)."""
+    tools: bool
+    """Whether the per-tool table is worth showing (a short trace's rows say it all)."""
+    marks: dict[str, str]
+    """By call id: the cell's output printed between the call before and this one."""
+    after: str | None
+    """The cell's output printed after the last call."""
 
 
 class TraceRecord(TypedDict):
@@ -165,6 +186,13 @@ class TraceRecord(TypedDict):
     answer: NotRequired[Answered]
     """How the pause this run was continued from was answered (a run `resume_run` continued
     with ``approve=``): what tells a notebook's earlier paused record it was answered here."""
+    printed: NotRequired[int]
+    """Lines the cell printed in all (a cell's record only; see `CallRecord.printed`)."""
+    advice: NotRequired[str]
+    """How to go on after an interrupt or an error, when the cell can (``--resume``)."""
+    summary: NotRequired[TraceSummary]
+    """The renderers' words for this record (absent in older records and engine records:
+    a display adds it)."""
 
 
 class BuildRecord(TypedDict):
@@ -182,6 +210,17 @@ class BuildRecord(TypedDict):
     """Live records only: the build is still going."""
     line: NotRequired[str]
     """Live records only: the build's latest whole output line."""
+
+
+class RunSummary(TypedDict):
+    """What every renderer says of a sandbox run, worded once in Python (see `TraceSummary`)."""
+
+    headline: str
+    """``sandbox 'train' ok in 3.50 s`` (a live record: its live line)."""
+    build: str | None
+    """``image TAG: built in 12.30 s (6 steps)``; None without a build."""
+    error: str | None
+    """The error line the record shows (None: none, or the cell's error output has it)."""
 
 
 class RunRecord(TypedDict):
@@ -214,6 +253,8 @@ class RunRecord(TypedDict):
     uncached: NotRequired[str]
     """Why the result was not kept in the result cache asked for (``cache="auto"`` or
     ``"override"``): it held a secret's value. Absent when it was kept, or none was asked."""
+    summary: NotRequired[RunSummary]
+    """The renderers' words for this record (see `TraceRecord.summary`)."""
 
 
 Record = TraceRecord | RunRecord
@@ -231,9 +272,11 @@ __all__ = [
     "LiveInfo",
     "Record",
     "RunRecord",
+    "RunSummary",
     "Status",
     "ToolRow",
     "TraceRecord",
     "TraceStatus",
+    "TraceSummary",
     "TypedValue",
 ]

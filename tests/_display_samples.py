@@ -108,3 +108,11 @@ def forked_record() -> dict[str, Any]:
     record["calls"][1].update(error=None, host_traceback=None, result="[]")
     record.update(run_id="b71c0e55a9d2", forked_from={"run_id": "3f2a9c1d0b7e", "call": 2})
     return record
+
+
+def bare(record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` as the engine made it: without what a cell's display adds to it (its words,
+    ``summary``, and where the cell's output fell among the calls, ``printed``)."""
+    calls = [{k: v for k, v in c.items() if k != "printed"} for c in record.get("calls", [])]
+    kept = {k: v for k, v in record.items() if k not in ("summary", "printed")}
+    return {**kept, "calls": calls} if "calls" in record else kept

@@ -14,7 +14,7 @@ def test_a_paused_run_shows_its_pending_call_run_id_and_the_magics_to_answer_it(
     data = bundle(paused_record())
     assert data[TRACE_MIME]["status"] == "paused"
     for text in (data["text/plain"], data["text/html"].replace("&#x27;", "'")):
-        summary = "orchestrate paused in 250 ms: 2 tool calls, 0 failed, 1 waiting for approval"
+        summary = "orchestrate paused in 250 ms: 2 tool calls, 1 waiting for approval"
         assert summary in text
         assert "run 3f2a9c1d0b7e waits for approval of 1 call:" in text
         assert "delete(['a.txt', 'b.txt'])" in text and "line 3" in text
@@ -122,7 +122,7 @@ def test_a_live_view_ends_in_the_paused_state(tmp_path):
     assert [c["tool"] for c in record["pending"]] == ["delete"]
     assert [c["tool"] for c in record["calls"]] == ["add"]
     text, html = shown.last("text/plain"), shown.last("text/html")
-    assert text.splitlines()[0].endswith("1 tool call, 0 failed, 1 waiting for approval")
+    assert text.splitlines()[0].endswith("1 tool call, 1 waiting for approval")
     assert "value:" not in text and "value:" not in html  # none yet
     assert f"%orchestrate_approve {result.run_id}" in text and "running" not in text
     assert "delete([&#x27;a.txt&#x27;])" in html and "jsb-call jsb-running" not in html

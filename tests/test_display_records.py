@@ -12,7 +12,7 @@ def test_trace_bundle_carries_the_record_and_fallbacks():
     record = trace_record()
     data = bundle(record)
     assert set(data) == {TRACE_MIME, "text/html", "text/plain"}
-    assert data[TRACE_MIME] is record
+    assert data[TRACE_MIME] == {**record, "summary": data[TRACE_MIME]["summary"]}
     text = data["text/plain"]
     assert "3 tool calls, 1 failed" in text
     assert "add(1, 2) -> 3" in text
@@ -50,9 +50,9 @@ def test_run_bundle_shows_build_outputs_and_status():
     record = run_record()
     data = bundle(record)
     assert set(data) == {RUN_MIME, "text/html", "text/plain"}
-    assert data[RUN_MIME] is record
+    assert data[RUN_MIME] == {**record, "summary": data[RUN_MIME]["summary"]}
     text = data["text/plain"]
-    assert "sandbox 'train' ok in 3.50 s (image jupyter-sandbox:abc123, exit 0)" in text
+    assert "sandbox 'train' ok in 3.50 s\nimage jupyter-sandbox:abc123: built" in text
     assert "built in 12.50 s (2 steps)" in text
     assert "output score: float = 0.93" in text
     html = data["text/html"]
@@ -85,13 +85,13 @@ def test_a_queued_or_cancelled_call_says_so_and_its_duration_is_the_tools_own():
     waited.update(start=0.0, queued=2.0, end=3.0, error=None, call_id=7)
     waiting.update(start=0.0, queued=None, end=None, error=None, call_id=8)
     stopped.update(start=0.0, queued=0.0, end=0.5, error="cancelled", cancelled=True, call_id=9)
-    assert [call_status(c) for c in (waited, waiting, stopped)] == ["ok", "queued", "cancelled"]
+    assert [call_status(c) for c in (waited, waiting, stopped)] == ["ok", "queued", "abandoned"]
     assert call_duration(waited) == 1.0
     record["calls"] = [waited, waiting, stopped]
     html, text = bundle(record)["text/html"], bundle(record)["text/plain"]
     assert "queued 2.00 s, starts at 2.00 s, takes 1.00 s" in html
     assert "waiting for a slot" in html
-    assert "cancelled" in text and "queued" in text
+    assert "abandoned" in text and "queued" in text
 
 
 def test_the_live_count_tells_queued_calls_from_running_ones():

@@ -364,7 +364,7 @@ def test_a_long_trace_is_contained_while_it_runs_in_jupyterlab():
                 timeout=120_000,
             )
             summary = page.locator(".jsb-summary").inner_text()
-            assert "301 tool calls (1 running, 0 failed, showing the last 100)" in summary
+            assert "301 tool calls (1 running, showing the last 100)" in summary
             box = page.locator(".jsb-scroll").first
             height, scrolls = box.evaluate(
                 "(n) => [n.clientHeight, n.scrollHeight > n.clientHeight]"
@@ -374,7 +374,7 @@ def test_a_long_trace_is_contained_while_it_runs_in_jupyterlab():
             flag.touch()
             wait_all_executed(page, timeout_ms=120_000)
             page.wait_for_selector(".jsb-trace.jsb-status-ok .jsb-tools")
-            assert "301 tool calls, 0 failed" in page.locator(".jsb-summary").inner_text()
+            assert "301 tool calls" in page.locator(".jsb-summary").inner_text()
         finally:
             lab.stop()
             browser.close()

@@ -39,6 +39,8 @@ INTERFACES = {
     "IBuildRecord": records.BuildRecord,
     "ITypedValue": records.TypedValue,
     "IRunRecord": records.RunRecord,
+    "ITraceSummary": records.TraceSummary,
+    "IRunSummary": records.RunSummary,
 }
 """Each TypeScript record interface and the TypedDict it mirrors."""
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from jupyter_sandbox._bounds import KEEP_EDGE, KEEP_FAILED, SUMMARY_MIN_CALLS, ToolStats
+from typing import cast
+
+from jupyter_sandbox._bounds import KEEP_EDGE, SUMMARY_MIN_CALLS, ToolStats
 from jupyter_sandbox._grammar import is_digest, is_run_id
 from jupyter_sandbox._text import ANSI
 from jupyter_sandbox.records import (
@@ -11,8 +13,10 @@ from jupyter_sandbox.records import (
     CallRecord,
     Record,
     RunRecord,
+    RunSummary,
     ToolRow,
     TraceRecord,
+    TraceSummary,
 )
 
 MAX_ROWS = 200
@@ -57,12 +61,14 @@ def call_signature(call: CallRecord) -> str:
 
 
 def call_status(call: CallRecord) -> str:
-    """``queued``, ``running``, ``ok``, ``error`` or ``cancelled``: the same rule as
-    `ToolCall.status`, on a record (records from before ``queued`` existed count as running)."""
+    """``queued``, ``running``, ``ok``, ``error`` or ``abandoned``: the rule of
+    `ToolCall.status`, on a record (records from before ``queued`` existed count as running),
+    in a person's words: a call the run stopped before it finished (``cancelled``: an interrupt,
+    or the run failing meanwhile) was abandoned, it did not fail."""
     if call.get("end") is None:
         return "queued" if "queued" in call and call["queued"] is None else "running"
     if call.get("cancelled"):
-        return "cancelled"
+        return "abandoned"
     return "error" if call.get("error") is not None else "ok"
 
 
@@ -110,18 +116,38 @@ def build_log_tail(build: BuildRecord) -> tuple[list[str], int]:
 
 
 def orchestrate_summary(record: TraceRecord) -> str:
+    """The headline: ``orchestrate ok in 400 ms: 3 tool calls, 1 failed``. Only what happened
+    is counted (no "0 failed", no calls for a run that made none); an interrupted run stopped
+    ``after`` its time and its unfinished calls were abandoned, not failed."""
     if record.get("live"):  # a running cell's record (display._live) says its own headline
         return str(record["live"]["summary"])
+    status = str(record.get("status", "?"))
+    when = "after" if status == "interrupted" else "in"
+    head = f"orchestrate {status} {when} {seconds(record.get('duration'))}"
     total = call_count(record)
+    counts = [f"{total:,} tool {'call' if total == 1 else 'calls'}"] if total else []
     errors = sum(row["errors"] for row in tool_rows(record))
-    noun = "call" if total == 1 else "calls"
-    waiting = len(record.get("pending", []))
-    awaits = f", {waiting} waiting for approval" if record.get("status") == "paused" else ""
-    if record.get("status") == "paused" and record.get("answered"):
-        awaits = f"; {answer_note(record['answered'])}"
+    abandoned = sum(call_status(call) == "abandoned" for call in record.get("calls", []))
+    counts += [f"{errors:,} failed"] if errors else []
+    counts += [f"{abandoned:,} abandoned"] if abandoned else []
+    if status == "paused":
+        answered = record.get("answered")
+        waiting = f"{len(record.get('pending', []))} waiting for approval"
+        counts.append(answer_note(answered) if answered else waiting)
+    return f"{head}: {', '.join(counts)}" if counts else head
+
+
+def says_nothing(record: TraceRecord) -> bool:
+    """Whether a finished run's record has nothing to add to the cell: no tool call, no pause,
+    no fork or session, and no error it shows (a raised one is the cell's error output). Such
+    a cell reads like any other: its output and its value, no trace view."""
+    quiet_end = record.get("status") == "ok" or bool(record.get("raised"))
+    told = ("pending", "forked_from", "session", "answer", "answered", "advice")
     return (
-        f"orchestrate {record.get('status', '?')} in {seconds(record.get('duration'))}: "
-        f"{total} tool {noun}, {errors} failed{awaits}"
+        not record.get("live")
+        and call_count(record) == 0
+        and quiet_end
+        and not any(record.get(key) for key in told)
     )
 
 
@@ -140,7 +166,8 @@ def origin_notes(record: TraceRecord) -> list[str]:
         notes.append(f"forked from run {forked.get('run_id')} at call {forked.get('call')}")
     if record.get("session"):
         notes.append(f"session {record.get('session')}")
-    if record.get("run_id") and record.get("status") != "paused":  # a paused one says it below
+    made = call_count(record) > 0  # a run with no call has nothing to fork or resume
+    if record.get("run_id") and made and record.get("status") != "paused":  # paused: below
         notes.append(f"run {record.get('run_id')}")
     return notes
 
@@ -232,7 +259,7 @@ def tool_rows(record: TraceRecord) -> list[ToolRow]:
         return list(record["tools"])
     stats = ToolStats()
     for call in record.get("calls", []):
-        stats.add(str(call.get("tool")), call_duration(call), call.get("error") is not None)
+        stats.add(str(call.get("tool")), call_duration(call), call_status(call) == "error")
     return stats.rows()
 
 
@@ -257,40 +284,131 @@ def shows_tools(record: TraceRecord) -> bool:
 
 
 def dropped_note(record: TraceRecord) -> str | None:
-    """What a bounded record left out, in one line (None when it kept every call)."""
+    """Which calls a bounded record lists, in one line a person reads at a glance (None when
+    it lists them all): ``showing 200 of 300 calls: the first 100, the last 100 and every
+    failure``."""
     dropped = int(record.get("dropped") or 0)
     if not dropped:
         return None
+    calls = record.get("calls", [])
+    total = call_count(record)
+    unfinished = sum(row["errors"] for row in tool_rows(record)) + sum(
+        call_status(call) == "abandoned" for call in calls
+    )
+    kept_bad = sum(call_status(call) not in ("ok", "running", "queued") for call in calls)
+    bad = "every failure" if kept_bad >= unfinished else f"{kept_bad:,} failures between them"
     return (
-        f"{dropped:,} of {call_count(record):,} calls not kept in the record: it lists the first "
-        f"and last {KEEP_EDGE} and up to {KEEP_FAILED} more that did not end ok; "
-        "the counts and times above cover every call"
+        f"showing {len(calls):,} of {total:,} calls: the first {KEEP_EDGE}, the last "
+        f"{KEEP_EDGE} and {bad} (the counts cover all {total:,})"
     )
 
 
+def output_marks(record: TraceRecord) -> tuple[dict[str, str], str | None]:
+    """Where the cell's output falls among its calls (``printed`` on a cell's record): by
+    call id, the output lines printed since the call before; and those printed after the last.
+    Lines printed before the first call are above the trace (it appears with that call),
+    the others below it."""
+    printed = record.get("printed")
+    if not printed:
+        return {}, None
+    marks: dict[str, str] = {}
+    before = 0
+    for call in record.get("calls", []):
+        lines = call.get("printed")
+        if lines is None or lines <= before:
+            continue
+        where = "above" if before == 0 and call is record["calls"][0] else "below"
+        marks[str(call.get("call_id"))] = f"printed: {_lines(before, lines)} ({where})"
+        before = lines
+    after = f"printed after the last call: {_lines(before, printed)} (below)"
+    return marks, after if printed > before else None
+
+
+def _lines(before: int, upto: int) -> str:
+    """``output line 3`` or ``output lines 3-5``: lines ``before + 1`` to ``upto``."""
+    if upto == before + 1:
+        return f"output line {upto:,}"
+    return f"output lines {before + 1:,}\u2013{upto:,}"
+
+
+def trace_summary(record: TraceRecord) -> TraceSummary:
+    """Every renderer's words for a trace: the record's own (`summarised`), else worded now."""
+    if record.get("summary") is not None:
+        return record["summary"]
+    marks, after = output_marks(record)
+    return {
+        "headline": orchestrate_summary(record),
+        "notes": origin_notes(record),
+        "kept": dropped_note(record),
+        "tools": shows_tools(record),
+        "marks": marks,
+        "after": after,
+    }
+
+
+def run_summary(record: RunRecord) -> RunSummary:
+    """Every renderer's words for a sandbox run (see `trace_summary`)."""
+    if record.get("summary") is not None:
+        return record["summary"]
+    build = record.get("build")
+    return {
+        "headline": sandbox_summary(record),
+        "build": f"image {build.get('tag', '?')}: {build_state(build)}" if build else None,
+        "error": record_error(record),
+    }
+
+
+def summarised(record: Record) -> Record:
+    """``record`` with its words (``summary``) for the renderers, nested records too: what a
+    cell shows and a notebook saves, so the JupyterLab renderer draws them as given."""
+    if record.get("kind") != "orchestrate":
+        run = cast(RunRecord, record)
+        return {**run, "summary": run_summary(run)}
+    trace = cast(TraceRecord, record)
+    calls: list[CallRecord] = [
+        {**call, "children": [summarised(child) for child in call["children"]]}
+        if call.get("children")
+        else call
+        for call in trace.get("calls", [])
+    ]
+    shown: TraceRecord = {**trace, "calls": calls}
+    return {**shown, "summary": trace_summary(shown)}
+
+
+OUR_IMAGES = ("jupyter-sandbox/", "?")
+"""Image names a headline does not repeat: the base and built images (the build line names a
+built one) and a live record's not-yet-known image."""
+
+
 def sandbox_summary(record: RunRecord) -> str:
+    """The headline: ``sandbox 'train' ok in 3.50 s``, then only what is news: a nonzero exit,
+    retries, a cached result, an image the build line below does not name. An unnamed cell's
+    run (named ``sandbox``) is not named twice."""
     if record.get("live"):
         return str(record["live"]["summary"])
     exit_code = record.get("exit_code")
-    bits = [f"image {record.get('image', '?')}"]
-    if exit_code is not None:
+    bits = []
+    image = str(record.get("image") or "?")
+    if record.get("build") is None and not image.startswith(OUR_IMAGES):  # one of ours: noise
+        bits.append(f"image {image}")
+    if exit_code not in (None, 0):
         bits.append(f"exit {exit_code}")
     if record.get("attempts", 1) > 1:  # 0 when the build failed: no run to count
         bits.append(f"{record.get('attempts')} attempts")
     if record.get("cached"):
         bits.append("result cached")
-    return (
-        f"sandbox {record.get('name', '?')!r} {record.get('status', '?')} in "
-        f"{seconds(record.get('duration'))} ({', '.join(bits)})"
-    )
+    name = record.get("name", "sandbox")
+    named = "sandbox" if name == "sandbox" else f"sandbox {name!r}"
+    extra = f" ({', '.join(bits)})" if bits else ""
+    return f"{named} {record.get('status', '?')} in {seconds(record.get('duration'))}{extra}"
 
 
 def record_error(record: RunRecord) -> str | None:
-    """The error line a sandbox record shows: its build's (the heading of the build log below
-    it), else the run's unless the magic raised it (``raised``: the cell's error output shows
-    it, and the record does not repeat it)."""
+    """The error line a sandbox record shows, unless the magic raised it (``raised``: the
+    cell's error output shows it, and the record does not repeat it): its build's (the
+    heading of the build log below it), else the run's."""
+    if record.get("raised"):
+        return None
     build = record.get("build")
-    error = (build.get("error") if build else None) or (
-        None if record.get("raised") else record.get("error")
-    )
+    error = (build.get("error") if build else None) or record.get("error")
     return str(error) if error else None

@@ -13,7 +13,15 @@ from __future__ import annotations
 from html import escape
 from typing import cast
 
-from jupyter_sandbox.records import BuildRecord, CallRecord, Record, RunRecord, ToolRow, TraceRecord
+from jupyter_sandbox.records import (
+    BuildRecord,
+    CallRecord,
+    Record,
+    RunRecord,
+    ToolRow,
+    TraceRecord,
+    TraceSummary,
+)
 
 from . import _format as fmt
 
@@ -30,11 +38,12 @@ border:0!important;border-bottom:1px solid var(--jp-border-color2,#e0e0e0)!impor
 .jsb .jsb-bar.jsb-error{background:var(--jp-error-color1,#c62828)}
 .jsb .jsb-bar.jsb-running{background:var(--jp-layout-color4,#9e9e9e)}
 .jsb .jsb-bar.jsb-queued{background:var(--jp-layout-color3,#bdbdbd)}
-.jsb .jsb-bar.jsb-cancelled{background:var(--jp-warn-color1,#f57c00)}
+.jsb .jsb-bar.jsb-abandoned{background:var(--jp-warn-color1,#f57c00)}
+.jsb .jsb-interrupted{border-left:3px solid var(--jp-warn-color1,#f57c00);padding-left:4px}
+.jsb .jsb-abandoned .jsb-state{font-style:italic}
 .jsb .jsb-bar.jsb-waiting{background:var(--jp-warn-color1,#f57c00)}
 .jsb .jsb-muted{color:var(--jp-content-font-color2,#616161)}
 .jsb pre{margin:2px 0;max-height:300px;overflow:auto}
-.jsb .jsb-scroll th{position:sticky;top:0;background:var(--jp-layout-color1,#fff)}
 .jsb .jsb-tools td+td,.jsb .jsb-tools th+th{text-align:right!important}
 .jsb code,.jsb .jsb-calls td{white-space:pre-wrap}
 </style>"""
@@ -49,24 +58,36 @@ def render(record: Record) -> str:
     return f'{STYLE}<div class="jsb">{body}</div>'
 
 
-SCROLL = 'class="jsb-scroll" style="max-height:400px;overflow:auto"'
-"""A long trace scrolls in a box of bounded height (inline: a sanitizer may drop ``<style>``)."""
+COLUMNS = ("#", "tool", "call", "result", "duration", "status", "timeline")
 
 
-def calls_table(record: TraceRecord) -> str:
+def calls_table(record: TraceRecord, summary: TraceSummary) -> str:
     """One row per call with a timeline column (bars placed on the run's time axis show
-    overlap), in a scroll box: 800 calls are 20 rows of the page, not 9,000 px of it."""
+    overlap); the cell's output marked where it was printed among the calls; a nested record
+    (a sandbox used as a tool) in a row of its own, the table's width. No scroll box: a box
+    inside the notebook's own scroll hid the rows below it; the record is bounded instead."""
     calls = record.get("calls", [])
     span = max(record.get("duration") or 0.0, 1e-9)
-    rows = [
-        "<tr><th>#</th><th>tool</th><th>call</th><th>result</th>"
-        "<th>duration</th><th>status</th><th>timeline</th></tr>"
-    ]
+    rows = ["<tr>" + "".join(f"<th>{title}</th>" for title in COLUMNS) + "</tr>"]
+    marks = summary["marks"]
     for call in calls[: fmt.MAX_ROWS]:
+        mark = marks.get(str(call.get("call_id")))
+        if mark:
+            rows.append(_mark(mark))
         rows.append(_call_row(call, span, fmt.row_status(call, record)))
     more = len(calls) - fmt.MAX_ROWS
+    if summary["after"] and more <= 0:
+        rows.append(_mark(summary["after"]))
     tail = f"<p>&hellip; {more} more calls in the JSON record</p>" if more > 0 else ""
-    return f'<div {SCROLL}><table class="jsb-calls">{"".join(rows)}</table></div>{tail}'
+    return f'<table class="jsb-calls">{"".join(rows)}</table>{tail}'
+
+
+def _mark(text: str) -> str:
+    """A row saying where the cell's output was printed among the calls."""
+    return (
+        f'<tr class="jsb-mark"><td></td><td colspan="{len(COLUMNS) - 1}" class="jsb-muted">'
+        f"{escape(text)}</td></tr>"
+    )
 
 
 def tools_table(rows: list[ToolRow]) -> str:
@@ -105,21 +126,23 @@ def _call_row(call: CallRecord, span: float, status: str) -> str:
     else:
         result = escape(fmt.clip(str(call.get("result")))) if end is not None else ""
     children = "".join(
-        _details(
+        f'<tr class="jsb-child-row"><td></td><td colspan="{len(COLUMNS) - 1}">'
+        + _details(
             f"{escape(child.get('kind', 'record'))} record",
             None,
             render(child)
             + "".join(_details(label, text) for label, text in fmt.stream_tails(child)),
         )
+        + "</td></tr>"
         for child in call.get("children", [])
     )
     replayed = " (replayed)" if call.get("replayed") else ""
     return (
         f'<tr class="jsb-call jsb-{status}"><td>{call.get("call_id")}</td>'
         f"<td>{escape(str(call.get('tool')))}</td>"
-        f"<td>{escape(fmt.call_signature(call))}{children}</td><td>{result}</td>"
-        f"<td>{fmt.seconds(fmt.call_duration(call))}</td><td>{status}{replayed}</td>"
-        f'<td class="jsb-timeline">{bar}</td></tr>'
+        f"<td>{escape(fmt.call_signature(call))}</td><td>{result}</td>"
+        f'<td>{fmt.seconds(fmt.call_duration(call))}</td><td class="jsb-state">{status}'
+        f'{replayed}</td><td class="jsb-timeline">{bar}</td></tr>{children}'
     )
 
 
@@ -130,21 +153,21 @@ def _details(summary: str, text: str | None, html: str = "") -> str:
 
 
 def _orchestrate(record: TraceRecord) -> str:
-    status_class = "jsb-error" if record.get("status") == "error" else ""
-    parts = [f'<b class="{status_class}">{escape(fmt.orchestrate_summary(record))}</b>']
-    parts += [f'<div class="jsb-muted">{escape(note)}</div>' for note in fmt.origin_notes(record)]
-    if record.get("status") == "paused":
+    """The trace's words (`fmt.trace_summary`), tables and error; no value (the cell's result
+    shows it, once) and no stdout (the cell's stream outputs show it, once)."""
+    summary = fmt.trace_summary(record)
+    status = record.get("status")
+    status_class = {"error": "jsb-error", "interrupted": "jsb-interrupted"}.get(str(status), "")
+    parts = [f'<b class="{status_class}">{escape(summary["headline"])}</b>']
+    parts += [f'<div class="jsb-muted">{escape(note)}</div>' for note in summary["notes"]]
+    if status == "paused":
         parts.append(_paused(record))
-    if fmt.shows_tools(record):
+    if summary["tools"]:
         parts.append(tools_table(fmt.tool_rows(record)))
-    note = fmt.dropped_note(record)
-    if note:
-        parts.append(f'<div class="jsb-muted">{escape(note)}</div>')
+    if summary["kept"]:
+        parts.append(f'<div class="jsb-muted">{escape(summary["kept"])}</div>')
     if record.get("calls"):
-        parts.append(calls_table(record))
-    value = fmt.shown_value(record)
-    if value is not None:
-        parts.append(f"<div>value: <code>{escape(value)}</code></div>")
+        parts.append(calls_table(record, summary))
     error = record.get("error")
     if error and not record.get("raised"):  # raised: the error output has it
         parts.append(
@@ -153,11 +176,14 @@ def _orchestrate(record: TraceRecord) -> str:
                 record.get("sandbox_traceback") or error,
             )
         )
-    return "".join(parts)  # no stdout: the cell's stream outputs show it, once
+    if record.get("advice"):
+        parts.append(f'<div class="jsb-advice">{escape(str(record.get("advice")))}</div>')
+    return "".join(parts)
 
 
 PAUSED = "margin:4px 0;padding-left:8px;border-left:3px solid var(--jp-warn-color1,#f57c00)"
-"""A paused run's box: marked at its left edge, as in JupyterLab (inline: see `SCROLL`)."""
+"""A paused run's box: marked at its left edge, as in JupyterLab (inline: a sanitizer may
+drop ``<style>``)."""
 
 
 def _paused(record: TraceRecord) -> str:
@@ -187,12 +213,13 @@ def _paused(record: TraceRecord) -> str:
 
 
 def _sandbox(record: RunRecord) -> str:
+    summary = fmt.run_summary(record)
     status_class = "jsb-error" if record.get("status") == "error" else ""
-    parts = [f'<b class="{status_class}">{escape(fmt.sandbox_summary(record))}</b>']
+    parts = [f'<b class="{status_class}">{escape(summary["headline"])}</b>']
     build = record.get("build")
     log = _details("build log", build["log"]) if build and build.get("log") else ""
     if build:
-        parts.append(_build(build))
+        parts.append(_build(build, summary["build"] or ""))
         if not build.get("error"):
             parts.append(log)
     for label, values in (
@@ -206,7 +233,7 @@ def _sandbox(record: RunRecord) -> str:
                 for name, v in values.items()
             )
             parts.append(f'<div>{label}</div><table class="jsb-{label}">{rows}</table>')
-    error = fmt.record_error(record)
+    error = summary["error"]
     if error:
         parts.append(f'<div class="jsb-error">{escape(fmt.plain(error))}</div>')
     if build and build.get("error"):
@@ -214,11 +241,10 @@ def _sandbox(record: RunRecord) -> str:
     return "".join(parts)  # no stdout/stderr: the cell's stream outputs show them, once
 
 
-def _build(build: BuildRecord) -> str:
-    """The build's state, a progress bar on Docker's step count and the steps it reached (a
-    cached image ran none: just ``cached``)."""
-    state = escape(fmt.build_state(build))
-    head = f"image {escape(str(build.get('tag')))}: {state}"
+def _build(build: BuildRecord, line: str) -> str:
+    """The build's line (``image TAG: STATE``), a progress bar on Docker's step count and the
+    steps it reached (a cached image ran none: just ``cached``)."""
+    head = escape(line)
     if build.get("cached"):
         return f'<div class="jsb-build">{head}</div>'
     steps = build.get("steps", [])

@@ -22,6 +22,7 @@ run lasts.
 
 from __future__ import annotations
 
+import bisect
 import threading
 import time
 from collections import deque
@@ -36,6 +37,7 @@ from jupyter_sandbox._events import (
     CallFinished,
     CallStarted,
     Event,
+    Output,
     RunFinished,
     RunStarted,
     ToolCall,
@@ -74,23 +76,53 @@ class LiveTrace:
         self._failed = 0
         self._stats = ToolStats()  # the per-tool summary of every finished call, not the last few
         self._t0 = time.monotonic()
+        self._lines = 0  # output lines the cell has begun printing
+        self._open_line = False  # the last one has no newline yet
+        self._printed: list[tuple[int, int]] = []  # (call id, lines) where the count changed
 
     def on_event(self, event: Event) -> bool:
-        """Fold in one event; False when it changes nothing this view shows."""
+        """Fold in one event; False when it changes nothing this view shows (output streams
+        into the cell by itself: only where it falls among the calls is kept)."""
+        if isinstance(event, Output):
+            with self._lock:
+                if event.text:
+                    self._lines += event.text.count("\n") + (not self._open_line)
+                    self._open_line = not event.text.endswith("\n")
+                    self._lines -= not self._open_line  # the newline closed a line, not begun one
+            return False
         if isinstance(event, CallStarted):
             with self._lock:
                 self._started += 1
                 self._recent.append(event.call)
                 self._open[id(event.call)] = event.call
+                if self._lines != (self._printed[-1][1] if self._printed else 0):
+                    self._printed.append((event.call.call_id, self._lines))
         elif isinstance(event, CallFinished):
             with self._lock:
                 self._finished += 1
                 self._open.pop(id(event.call), None)
-                self._failed += event.call.error is not None
-                self._stats.add(event.call.tool, event.call.duration, event.call.error is not None)
+                failed = event.call.status == "error"  # an abandoned call did not fail
+                self._failed += failed
+                self._stats.add(event.call.tool, event.call.duration, failed)
         else:
             return False
         return True
+
+    def placed(self, record: TraceRecord) -> TraceRecord:
+        """``record`` with where the cell's output fell among its calls (``printed``), when
+        the cell printed anything: the calls' records are copied, not changed."""
+        with self._lock:
+            lines, printed = self._lines, list(self._printed)
+        if not lines:
+            return record
+        ids = [call_id for call_id, _ in printed]
+
+        def before(call_id: int) -> int:
+            at = bisect.bisect_right(ids, call_id)
+            return printed[at - 1][1] if at else 0
+
+        calls = [{**call, "printed": before(call["call_id"])} for call in record["calls"]]
+        return {**record, "calls": calls, "printed": lines}  # type: ignore[typeddict-item]
 
     def record(self) -> TraceRecord:
         from jupyter_sandbox._scrub import known, mask_record  # a run exists
@@ -103,33 +135,33 @@ class LiveTrace:
             tools = self._stats.rows()
         calls = mask_record(calls, known())
         span = max([time.monotonic() - self._t0] + [c["end"] or c["start"] for c in calls])
-        shown = f", showing the last {len(calls)}" if started > len(calls) else ""
         noun = "call" if started == 1 else "calls"
-        waiting = f", {queued} queued" if queued else ""
-        summary = (
-            f"orchestrate running: {started} tool {noun} "
-            f"({running} running{waiting}, {failed} failed{shown})"
+        counts = [f"{running} running"] + [f"{queued} queued"] * bool(queued)
+        counts += [f"{failed} failed"] * bool(failed)
+        counts += [f"showing the last {len(calls)}"] * (started > len(calls))
+        summary = f"orchestrate running: {started} tool {noun} ({', '.join(counts)})"
+        return self.placed(
+            {
+                "version": RECORD_VERSION,
+                "kind": "orchestrate",
+                "code": "",
+                "status": "running",
+                "value": None,
+                "stdout": "",
+                "error": None,
+                "sandbox_traceback": None,
+                "duration": span,
+                "calls": calls,
+                "tools": tools,
+                "live": {
+                    "summary": summary,
+                    "calls": started,
+                    "running": running,
+                    "queued": queued,
+                    "failed": failed,
+                },
+            }
         )
-        return {
-            "version": RECORD_VERSION,
-            "kind": "orchestrate",
-            "code": "",
-            "status": "running",
-            "value": None,
-            "stdout": "",
-            "error": None,
-            "sandbox_traceback": None,
-            "duration": span,
-            "calls": calls,
-            "tools": tools,
-            "live": {
-                "summary": summary,
-                "calls": started,
-                "running": running,
-                "queued": queued,
-                "failed": failed,
-            },
-        }
 
 
 def _live_call(call: ToolCall) -> CallRecord:
@@ -241,6 +273,10 @@ class LiveRun:
             "stderr": "",
             "live": {"summary": headline},
         }
+
+    def placed(self, record: RunRecord) -> RunRecord:
+        """A run's record as it is: its output is its own (see `LiveTrace.placed`)."""
+        return record
 
 
 class _RunState(TypedDict):

@@ -17,12 +17,15 @@ def bundle(record: Record) -> dict[str, Any]:
     """The final display of a run: the JSON record for our renderer plus HTML and text fallbacks.
 
     Every frontend picks the richest type it can render, so a saved or exported notebook shows
-    the run everywhere, and the record itself stays machine-readable in the ``.ipynb``.
+    the run everywhere, and the record itself stays machine-readable in the ``.ipynb``. The
+    record carries its ``summary`` (`_format.summarised`): the words the JupyterLab renderer
+    draws, so they are worded in Python only.
     """
-    from . import _html, _text
+    from . import _format, _html, _text
 
+    shown = _format.summarised(record)  # worded once: every renderer says the same
     return {
-        mime_for(record): record,
-        "text/html": _html.render(record),
-        "text/plain": _text.render(record),
+        mime_for(record): shown,
+        "text/html": _html.render(shown),
+        "text/plain": _text.render(shown),
     }

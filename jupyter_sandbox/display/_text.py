@@ -17,37 +17,42 @@ def render(record: Record) -> str:
 
 
 def _orchestrate(record: TraceRecord) -> str:
-    lines = [fmt.orchestrate_summary(record), *fmt.origin_notes(record)]
+    """As the HTML says it (`fmt.trace_summary`): no value (the cell's result), no stdout."""
+    summary = fmt.trace_summary(record)
+    lines = [summary["headline"], *summary["notes"]]
     if record.get("status") == "paused":
         lines += _paused(record)
-    if fmt.shows_tools(record):
+    if summary["tools"]:
         lines += _tools(fmt.tool_rows(record))
-    note = fmt.dropped_note(record)
-    if note:
-        lines.append(note)
+    if summary["kept"]:
+        lines.append(summary["kept"])
     calls = record.get("calls", [])
     # Replayed rows carry a marker; the others are padded to it so the columns stay aligned.
     mark = " (replayed)"
     blank = " " * len(mark) if any(call.get("replayed") for call in calls[: fmt.MAX_ROWS]) else ""
     for call in calls[: fmt.MAX_ROWS]:
+        printed = summary["marks"].get(str(call.get("call_id")))
+        if printed:
+            lines.append(f"  ({printed})")
         result = call.get("error") if call.get("error") is not None else call.get("result")
         ended = "" if call.get("end") is None else f" -> {fmt.clip(str(result), 60)}"
         lines.append(
-            f"  #{call.get('call_id')} {fmt.row_status(call, record):7}"
+            f"  #{call.get('call_id')} {fmt.row_status(call, record):9}"
             f"{mark if call.get('replayed') else blank} "
             f"{fmt.seconds(fmt.call_duration(call)):>8}  "
             f"{fmt.call_signature(call)}{ended}"
         )
     if len(calls) > fmt.MAX_ROWS:
         lines.append(f"  ... {len(calls) - fmt.MAX_ROWS} more calls in the JSON record")
-    value = fmt.shown_value(record)
-    if value is not None:
-        lines.append(f"value: {value}")
+    elif summary["after"]:
+        lines.append(f"  ({summary['after']})")
     if record.get("error") and not record.get("raised"):  # raised: the error output has it
         lines.append(f"error: {record['error']}")
         traceback = record.get("sandbox_traceback")
         if traceback:
             lines.append(traceback.rstrip())
+    if record.get("advice"):
+        lines.append(str(record.get("advice")))
     return "\n".join(lines)
 
 
@@ -85,17 +90,18 @@ def _tools(rows: list[ToolRow]) -> list[str]:
 
 
 def _sandbox(record: RunRecord) -> str:
-    lines = [fmt.sandbox_summary(record)]
+    summary = fmt.run_summary(record)
+    lines = [summary["headline"]]
     build = record.get("build")
-    if build:
-        lines.append(f"build {build.get('tag', '')}: {fmt.build_state(build)}")
+    if summary["build"]:
+        lines.append(summary["build"])
     for label, values in (
         ("inputs", record.get("inputs", {})),
         ("outputs", record.get("outputs", {})),
     ):
         for name, value in values.items():
             lines.append(f"{label[:-1]} {name}: {value.get('type')} = {value.get('preview')}")
-    error = fmt.record_error(record)
+    error = summary["error"]
     if error:
         lines.append(f"error: {fmt.plain(error)}")
     if build and build.get("error"):  # below its one line, the log it came from, once

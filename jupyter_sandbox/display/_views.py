@@ -21,7 +21,7 @@ from __future__ import annotations
 import threading
 import uuid
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from jupyter_sandbox._events import BuildFinished, BuildStarted, BuildStep, Event, Output
 from jupyter_sandbox._grammar import is_run_id
@@ -38,6 +38,8 @@ class _LiveRecord(Protocol):
     def on_event(self, event: Event) -> bool: ...
 
     def record(self) -> Record: ...
+
+    def placed(self, record: Any) -> Any: ...
 
 
 class _View:
@@ -81,6 +83,8 @@ class _View:
     def on_event(self, event: Event) -> None:
         if isinstance(event, Output):
             self._route.write(event.stream, event.text)
+            if self._live_display and not self._finished:  # where it falls among the calls
+                self._state.on_event(event)
         elif self._live_display:
             if not self._finished and self._state.on_event(event):
                 if self._shown:
@@ -91,13 +95,18 @@ class _View:
             self._text_event(event)
 
     def finish(self, record: Record) -> None:
+        """Show the final record in the live view's place; a run with nothing to show (no
+        call, no error the record says: `fmt.says_nothing`) shows none, as a plain cell."""
         if self.quiet:
             return
+        record = self._state.placed(record)
         with self._lock:
             self._finished = True
             if self._shown:
                 self._route.replace(bundle(record), self._display_id)
                 return
+        if record.get("kind") == "orchestrate" and fmt.says_nothing(record):  # type: ignore[arg-type]
+            return
         self._route.show(bundle(record), self._display_id)
 
 

@@ -85,16 +85,37 @@ class CellView:
     output, so the record does not repeat it). ``quiet``: prints only, no record. It is what
     an orchestrator's call shows too (`Orchestrator`), so both look and save alike."""
 
-    def __init__(self, *, quiet: bool = False) -> None:
+    def __init__(self, *, quiet: bool = False, resumable: bool = False) -> None:
         self.view = OrchestrateView(quiet=quiet)
         self.quiet = quiet
+        self.resumable = resumable
         self.on_event: EventCallback = self.view.on_event
 
     def finish(self, result: OrchestrationResult, *, raised: bool) -> None:
         if self.quiet:  # a quiet view shows no record: skip previewing every call
             return
         record = result.to_record()
-        self.view.finish({**record, "raised": True} if raised else record)
+        if raised:
+            record["raised"] = True
+        advice = resume_advice(result) if self.resumable else None
+        if advice is not None:
+            record["advice"] = advice
+        self.view.finish(record)
+
+
+def resume_advice(result: OrchestrationResult) -> str | None:
+    """The line after an interrupt or an error that says how to go on, when ``--resume``
+    saves something: the tool calls that finished are not made again."""
+    if result.status not in ("error", "interrupted"):
+        return None
+    done = sum(call.status == "ok" for call in result.trace)
+    if not done:
+        return None
+    calls = "call that finished is" if done == 1 else f"{done:,} calls that finished are"
+    return (
+        "to go on, run this cell again with %%orchestrate --resume (after fixing it, if it "
+        f"needs a fix): the {calls} answered from the last run, not made again"
+    )
 
 
 def show_run(
@@ -102,10 +123,12 @@ def show_run(
     *,
     quiet: bool = False,
     code: str | None = None,
+    resumable: bool = False,
 ) -> OrchestrationResult:
     """Run ``run`` with a live view, as ``%%orchestrate`` shows a cell (`CellView`).
-    ``code`` replaces the record's code (the cell as written)."""
-    view = CellView(quiet=quiet)
+    ``code`` replaces the record's code (the cell as written); ``resumable``: the cell can be
+    run again with ``--resume`` (its record then says so after a failure)."""
+    view = CellView(quiet=quiet, resumable=resumable)
     try:
         result = run(view.on_event)
     except OrchestrationError as exc:

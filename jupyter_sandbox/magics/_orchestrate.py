@@ -240,7 +240,7 @@ class OrchestrateMagics(CellMagics):
             )
 
         try:
-            result = show_run(run, quiet=args.quiet, code=cell)
+            result = show_run(run, quiet=args.quiet, code=cell, resumable=True)
         except SandboxConfigError as exc:
             raise self.usage_error(exc) from None
         except StoreError as exc:  # --resume of a run live elsewhere, a refused dump: one line

@@ -278,6 +278,7 @@ class Driver:
         call = held if isinstance(held, ToolCall) else None  # None: waiting for a worker
         if call is not None:
             call.end = time.perf_counter() - self._trace.origin
+            call.cancelled = True  # the run stopped before it finished: not the tool's failure
             call.error = "Abandoned: the run was interrupted while this call ran on the host"
             self.emit(CallFinished(call))
         running = f"the call to {call.tool}()" if call is not None else "the wait for a worker"

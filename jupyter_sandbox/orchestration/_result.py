@@ -131,7 +131,7 @@ class OrchestrationResult:
         kept = kept_calls(self.trace, lambda call: call.status == "ok")
         stats = ToolStats()
         for call in self.trace:
-            stats.add(call.tool, call.duration, call.error is not None)
+            stats.add(call.tool, call.duration, call.status == "error")  # abandoned: not failed
         return [_bounded(c.to_record()) for c in kept], len(self.trace) - len(kept), stats.rows()
 
 

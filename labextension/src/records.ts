@@ -36,6 +36,8 @@ export interface ICallRecord {
   cut?: Record<string, number>;
   /** The notebook variables a pending call's handle arguments bind to after a restart. */
   bindings?: IBinding[];
+  /** Lines the cell had printed when the call started (a cell's record only). */
+  printed?: number;
 }
 
 /** A notebook variable a paused call's handle argument is bound to after a restart. */
@@ -68,6 +70,30 @@ export interface IAnswered {
   cell: number | null;
   /** `elsewhere` only: the run's status in the store when it was asked. */
   status?: string;
+}
+
+/** A trace's words, worded once in Python (`TraceSummary` in jupyter_sandbox/records.py):
+ * drawn as given. Absent in records saved before it (see `legacyTraceSummary`). */
+export interface ITraceSummary {
+  headline: string;
+  notes: string[];
+  /** Which calls a long trace's record lists, in one line (null: all of them). */
+  kept: string | null;
+  /** Whether the per-tool table is worth showing. */
+  tools: boolean;
+  /** By call id: the cell's output printed between the call before and this one. */
+  marks: Record<string, string>;
+  /** The cell's output printed after the last call. */
+  after: string | null;
+}
+
+/** A sandbox run's words, worded once in Python (`RunSummary`). */
+export interface IRunSummary {
+  headline: string;
+  /** `image TAG: built in 12.30 s (6 steps)`; null without a build. */
+  build: string | null;
+  /** The error line the record shows (null: none, or the cell's error output has it). */
+  error: string | null;
 }
 
 export interface ITraceRecord {
@@ -103,6 +129,12 @@ export interface ITraceRecord {
   answered?: IAnswered;
   /** How the pause this run was continued from was answered (a run a magic continued). */
   answer?: IAnswered;
+  /** Lines the cell printed in all (a cell's record only). */
+  printed?: number;
+  /** How to go on after an interrupt or an error (`--resume`), when the cell can. */
+  advice?: string;
+  /** The renderers' words (absent in older records). */
+  summary?: ITraceSummary;
 }
 
 export interface IBuildRecord {
@@ -150,19 +182,23 @@ export interface IRunRecord {
   worker?: string;
   /** Why the result was not kept in the result cache asked for (it held a secret's value). */
   uncached?: string;
+  /** The renderers' words (absent in older records). */
+  summary?: IRunSummary;
 }
 
 export type IRecord = ITraceRecord | IRunRecord;
 
-export type CallStatus = 'queued' | 'running' | 'ok' | 'error' | 'cancelled';
+export type CallStatus = 'queued' | 'running' | 'ok' | 'error' | 'abandoned';
 
-/** The same rule as `ToolCall.status` (records from before `queued` count as running). */
+/** The same rule as `ToolCall.status` (records from before `queued` count as running), in a
+ * person's words: a call the run stopped before it finished was abandoned, it did not fail
+ * (`call_status` in jupyter_sandbox/display/_format.py). */
 export function callStatus(call: ICallRecord): CallStatus {
   if (call.end === null || call.end === undefined) {
     return call.queued === null ? 'queued' : 'running';
   }
   if (call.cancelled) {
-    return 'cancelled';
+    return 'abandoned';
   }
   return call.error !== null && call.error !== undefined ? 'error' : 'ok';
 }

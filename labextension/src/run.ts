@@ -1,61 +1,37 @@
 /**
- * The `%%sandbox` run: summary, the image build (progress, state, steps, log; opened on
- * failure), typed inputs and outputs, and the container's stdout/stderr.
+ * The `%%sandbox` run: its words as the record carries them (`summary`, worded once in
+ * jupyter_sandbox/display/_format.py), the image build (progress, steps, log; opened on
+ * failure), typed inputs and outputs. The container's stdout/stderr are the cell's streams.
  */
 
 import { details, el, plain, seconds } from './format';
-import { IBuildRecord, IRunRecord, ITypedValue } from './records';
+import { IBuildRecord, IRunRecord, IRunSummary, ITypedValue } from './records';
 
 /** Docker's step count (`m` of `Step n/m`); records from before it was kept: the steps reached. */
 function buildSteps(build: IBuildRecord): number {
   return build.total_steps || (build.steps ?? []).length;
 }
 
-/** The build's final word, as in the Python renderers. A cached image ran no step: no count.
- * A live record's build that is still going says how far it is. */
-export function buildState(build: IBuildRecord): string {
-  const steps = buildSteps(build);
-  if (build.running) {
-    return `building: step ${(build.steps ?? []).length} of ${steps}`;
-  }
-  if (build.error) {
-    const failed = `failed after ${seconds(build.seconds)}`;
-    return steps ? `${failed} at step ${(build.steps ?? []).length} of ${steps}` : failed;
-  }
-  if (build.cached) {
-    return 'cached';
-  }
-  const built = `built in ${seconds(build.seconds)}`;
-  return steps ? `${built} (${steps} steps)` : built;
-}
-
-export function runSummary(record: IRunRecord): string {
-  if (record.live) {
-    return record.live.summary; // a running cell: what it does right now
-  }
-  const bits = [`image ${record.image}`];
-  if (record.exit_code !== null && record.exit_code !== undefined) {
-    bits.push(`exit ${record.exit_code}`);
-  }
-  if (record.attempts > 1) {
-    // 0 when the build failed: no run to count
-    bits.push(`${record.attempts} attempts`);
-  }
-  if (record.cached) {
-    bits.push('result cached');
-  }
-  return (
-    `sandbox '${record.name}' ${record.status} in ${seconds(record.duration)} ` +
-    `(${bits.join(', ')})`
-  );
+/** The words of a record saved before records carried them: plain facts, no more. */
+export function legacyRunSummary(record: IRunRecord): IRunSummary {
+  const build = record.build;
+  const state = build?.error ? 'failed' : build?.cached ? 'cached' : 'built';
+  return {
+    headline:
+      record.live?.summary ??
+      `sandbox '${record.name}' ${record.status} in ${seconds(record.duration)}`,
+    build: build ? `image ${build.tag}: ${state}` : null,
+    error: build?.error || (record.raised ? null : record.error)
+  };
 }
 
 export function renderRun(record: IRunRecord): HTMLElement {
+  const summary = record.summary ?? legacyRunSummary(record);
   const root = el('div', `jsb-run jsb-status-${record.status}`);
-  root.appendChild(el('div', 'jsb-summary', runSummary(record)));
+  root.appendChild(el('div', 'jsb-summary', summary.headline));
   const build = record.build;
   if (build) {
-    root.appendChild(renderBuild(build));
+    root.appendChild(renderBuild(build, summary.build ?? ''));
     if (build.log && !build.error) {
       root.appendChild(details('build log', build.log, false, 'jsb-build-log'));
     }
@@ -67,11 +43,9 @@ export function renderRun(record: IRunRecord): HTMLElement {
       root.appendChild(valuesTable(values, `jsb-${label}`));
     }
   }
-  // a raised run error is the cell's error output, not repeated here; a build's error stays
-  // here as the heading of its log (as `record_error` in jupyter_sandbox/display/_format.py)
-  const error = build?.error || (record.raised ? null : record.error);
-  if (error) {
-    root.appendChild(el('pre', 'jsb-pre jsb-error', plain(error)));
+  // a raised error is the cell's error output, not repeated here (`record_error` in _format.py)
+  if (summary.error) {
+    root.appendChild(el('pre', 'jsb-pre jsb-error', plain(summary.error)));
   }
   if (build?.error && build.log) {
     // collapsed below the one-line error: the log once, when wanted
@@ -102,9 +76,9 @@ export function streamTails(record: IRunRecord): HTMLElement[] {
 
 /** State, a progress bar on Docker's step count and the steps reached; the log goes below
  * the run's error (see `renderRun`) so a failed build shows its one line first. */
-function renderBuild(build: IBuildRecord): HTMLElement {
+function renderBuild(build: IBuildRecord, words: string): HTMLElement {
   const box = el('div', 'jsb-build');
-  const line = el('div', 'jsb-build-line', `image ${build.tag}: ${buildState(build)} `);
+  const line = el('div', 'jsb-build-line', `${words} `);
   box.appendChild(line);
   if (build.cached) {
     return box;

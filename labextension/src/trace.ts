@@ -1,9 +1,11 @@
 /**
- * The `%%orchestrate` trace: summary, a per-tool summary (count, errors, total, p50/p95) when
- * the trace is long, a sortable call table in a scroll box whose last column is a timeline
- * (bars on the run's time axis, so overlapping calls are visible), errors expandable to the
- * host traceback, and nested records (a sandbox used as a tool) rendered inline. The code's
- * stdout is not repeated here: the cell's stream outputs show it.
+ * The `%%orchestrate` trace: its words (headline, notes, which calls the record lists, where
+ * the cell's output was printed) as the record carries them (`summary`, worded once in
+ * jupyter_sandbox/display/_format.py), a per-tool summary when the trace is long, and a
+ * sortable call table whose last column is a timeline (bars on the run's time axis, so
+ * overlapping calls are visible), errors expandable to the host traceback, and nested records
+ * (a sandbox used as a tool) in a row of their own, the table's width. The code's stdout and
+ * the cell's value are not repeated here: the cell's stream outputs and result show them.
  */
 
 import { IAnswerStore, originNotes, renderApproval, waitingNote } from './approval';
@@ -15,21 +17,17 @@ import {
   IRecord,
   IToolRow,
   ITraceRecord,
+  ITraceSummary,
   callDuration,
   callStatus,
   rowStatus,
   signature
 } from './records';
 
-/** Rows drawn at once; "show all" draws the rest (100k-call traces stay responsive). */
-const ROW_LIMIT = 500;
-
-/** As `SUMMARY_MIN_CALLS` in jupyter_sandbox/_bounds.py: shorter traces show no tool summary. */
-const SUMMARY_MIN_CALLS = 10;
-
-/** As `KEEP_EDGE` and `KEEP_FAILED` there: what a long trace's record keeps. */
-const KEEP_EDGE = 100;
-const KEEP_FAILED = 100;
+/** Rows drawn at once; "show all" draws the rest. There is no scroll box (one inside the
+ * notebook's own scroll hid the rows below it): a saved record lists a bounded number of
+ * calls, and a long one starts with this many. */
+const ROW_LIMIT = 50;
 
 type SortKey = 'call_id' | 'tool' | 'duration' | 'status' | 'start';
 
@@ -59,58 +57,22 @@ function sortValue(call: ICallRecord, key: SortKey): number | string {
   }
 }
 
-export function traceSummary(record: ITraceRecord): string {
-  if (record.live) {
-    return record.live.summary; // a running cell: counts of every call, not just those listed
-  }
-  const total = callCount(record);
-  const failed = toolRows(record).reduce((sum, row) => sum + row.errors, 0);
+/** The words of a record saved before records carried them: plain counts, no more. */
+export function legacyTraceSummary(record: ITraceRecord): ITraceSummary {
+  const total = record.live?.calls ?? record.calls.length + (record.dropped ?? 0);
   const noun = total === 1 ? 'call' : 'calls';
-  return (
-    `orchestrate ${record.status} in ${seconds(record.duration)}: ` +
-    `${total} tool ${noun}, ${failed} failed${waitingNote(record)}`
-  );
-}
-
-/** Every call the run made: those listed plus those the record dropped. */
-function callCount(record: ITraceRecord): number {
-  return record.live?.calls ?? record.calls.length + (record.dropped ?? 0);
-}
-
-/** The record's per-tool summary, or one computed from its calls (records saved before). */
-export function toolRows(record: ITraceRecord): IToolRow[] {
-  if (record.tools) {
-    return record.tools;
-  }
-  const rows = new Map<string, IToolRow & { durations: number[] }>();
-  for (const call of record.calls) {
-    let row = rows.get(call.tool);
-    if (!row) {
-      row = { tool: call.tool, calls: 0, errors: 0, total: 0, p50: null, p95: null, durations: [] };
-      rows.set(call.tool, row);
-    }
-    row.calls += 1;
-    row.errors += call.error !== null && call.error !== undefined ? 1 : 0;
-    const duration = callDuration(call);
-    if (duration !== null) {
-      row.durations.push(duration);
-    }
-  }
-  return [...rows.values()]
-    .map(({ durations, ...row }) => {
-      durations.sort((a, b) => a - b);
-      const total = durations.reduce((sum, d) => sum + d, 0);
-      return { ...row, total, p50: percentile(durations, 0.5), p95: percentile(durations, 0.95) };
-    })
-    .sort((a, b) => b.total - a.total || (a.tool < b.tool ? -1 : 1));
-}
-
-/** Nearest rank, as in Python: a duration some call really took. */
-function percentile(ordered: number[], q: number): number | null {
-  if (ordered.length === 0) {
-    return null;
-  }
-  return ordered[Math.max(Math.ceil(q * ordered.length) - 1, 0)];
+  const headline =
+    record.live?.summary ??
+    `orchestrate ${record.status} in ${seconds(record.duration)}: ${total} tool ${noun}` +
+      waitingNote(record);
+  return {
+    headline,
+    notes: originNotes(record),
+    kept: record.dropped ? `showing ${record.calls.length} of ${total} calls` : null,
+    tools: (record.tools ?? []).length > 0,
+    marks: {},
+    after: null
+  };
 }
 
 function toolsTable(rows: IToolRow[]): HTMLElement {
@@ -135,19 +97,6 @@ function toolsTable(rows: IToolRow[]): HTMLElement {
   return table;
 }
 
-/** What a bounded record left out, in one line, as the Python renderers say it. */
-function droppedNote(record: ITraceRecord): string | null {
-  const dropped = record.dropped ?? 0;
-  if (!dropped) {
-    return null;
-  }
-  return (
-    `${dropped.toLocaleString('en')} of ${callCount(record).toLocaleString('en')} calls not ` +
-    `kept in the record: it lists the first and last ${KEEP_EDGE} and up to ${KEEP_FAILED} ` +
-    'more that did not end ok; the counts and times above cover every call'
-  );
-}
-
 /** `answers` keeps a paused run's answer (null: a nested record, which has no buttons). */
 export function renderTrace(
   record: ITraceRecord,
@@ -155,35 +104,32 @@ export function renderTrace(
   sort: ISortState,
   answers: IAnswerStore | null = null
 ): HTMLElement {
+  const summary = record.summary ?? legacyTraceSummary(record);
   const root = el('div', `jsb-trace jsb-status-${record.status}`);
-  root.appendChild(el('div', 'jsb-summary', traceSummary(record)));
-  for (const note of originNotes(record)) {
+  root.appendChild(el('div', 'jsb-summary', summary.headline));
+  for (const note of summary.notes) {
     root.appendChild(el('div', 'jsb-muted jsb-origin', note));
   }
   if (record.status === 'paused') {
     root.appendChild(renderApproval(record, answers));
   }
-  if (callCount(record) >= SUMMARY_MIN_CALLS) {
-    root.appendChild(toolsTable(toolRows(record)));
+  if (summary.tools && record.tools) {
+    root.appendChild(toolsTable(record.tools));
   }
-  const note = droppedNote(record);
-  if (note) {
-    root.appendChild(el('div', 'jsb-muted', note));
+  if (summary.kept) {
+    root.appendChild(el('div', 'jsb-muted jsb-kept', summary.kept));
   }
   if (record.calls.length > 0) {
-    root.appendChild(new CallTable(record, renderChild, sort).node);
-  }
-  if (record.value !== null && record.value !== undefined && record.status !== 'paused') {
-    // a paused run has no value yet: the cell that continues it shows the value
-    const value = el('div', 'jsb-value', 'value: ');
-    value.appendChild(el('code', '', record.value));
-    root.appendChild(value);
+    root.appendChild(new CallTable(record, summary, renderChild, sort).node);
   }
   if (record.error && !record.raised) {
     // raised: the cell's error output shows the error; the record does not repeat it
     root.appendChild(
       details(record.error, record.sandbox_traceback || record.error, true, 'jsb-error')
     );
+  }
+  if (record.advice) {
+    root.appendChild(el('div', 'jsb-advice', record.advice));
   }
   return root;
 }
@@ -196,6 +142,7 @@ class CallTable {
 
   constructor(
     private readonly record: ITraceRecord,
+    private readonly summary: ITraceSummary,
     private readonly renderChild: (child: IRecord) => HTMLElement,
     private readonly sort: ISortState
   ) {
@@ -209,10 +156,7 @@ class CallTable {
     }
     table.appendChild(el('thead')).appendChild(head);
     this.body = table.appendChild(el('tbody'));
-    // a scroll box of bounded height: 800 calls are 20 rows of the page, not 9,000 px of it
-    const scroll = this.node.appendChild(el('div', 'jsb-scroll'));
-    scroll.dataset.jsbKey = 'calls-scroll';
-    scroll.appendChild(table);
+    this.node.appendChild(table);
     this.more = ownKeys(el('button', 'jsb-more'));
     this.more.type = 'button';
     this.more.dataset.jsbKey = 'more';
@@ -262,10 +206,50 @@ class CallTable {
       th.setAttribute('aria-sort', th.dataset.key === key ? order : 'none');
     });
     const limit = this.sort.showAll ? Number.POSITIVE_INFINITY : ROW_LIMIT;
-    this.body.replaceChildren(...calls.slice(0, limit).map(c => this.row(c)));
+    // where the output was printed reads only in the order the calls were made
+    const inOrder = (key === 'call_id' || key === 'start') && this.sort.ascending;
+    const shown = calls.slice(0, limit);
+    const rows = shown.flatMap(call => {
+      const mark = inOrder ? this.summary.marks[String(call.call_id)] : undefined;
+      return [...(mark ? [this.mark(mark)] : []), ...this.rows(call)];
+    });
+    if (inOrder && this.summary.after && shown.length === calls.length) {
+      rows.push(this.mark(this.summary.after));
+    }
+    this.body.replaceChildren(...rows);
     const hidden = calls.length - Math.min(calls.length, limit);
     this.more.textContent = `show all (${hidden} more calls)`;
     this.more.hidden = hidden <= 0;
+  }
+
+  /** A row saying where the cell's output was printed among the calls. */
+  private mark(text: string): HTMLTableRowElement {
+    const tr = el('tr', 'jsb-mark');
+    tr.appendChild(el('td'));
+    const cell = tr.appendChild(el('td', 'jsb-muted', text));
+    cell.colSpan = COLUMNS.length - 1;
+    return tr;
+  }
+
+  /** A call's row, then a row the table's width for each nested record (a sandbox used as a
+   * tool), collapsed: inside the narrow call column it was squeezed into three lines. */
+  private rows(call: ICallRecord): HTMLTableRowElement[] {
+    const rows = [this.row(call)];
+    for (const [index, child] of (call.children ?? []).entries()) {
+      const tr = el('tr', 'jsb-child-row');
+      tr.appendChild(el('td'));
+      const cell = tr.appendChild(el('td'));
+      cell.colSpan = COLUMNS.length - 1;
+      const box = cell.appendChild(el('details', 'jsb-child'));
+      box.dataset.jsbKey = `child-${call.call_id}-${index}`;
+      box.appendChild(ownKeys(el('summary', '', `${child.kind} record of call ${call.call_id}`)));
+      box.appendChild(this.renderChild(child));
+      if (child.kind === 'sandbox') {
+        box.append(...streamTails(child)); // a tool's run did not stream into the cell
+      }
+      rows.push(tr);
+    }
+    return rows;
   }
 
   private row(call: ICallRecord): HTMLTableRowElement {
@@ -274,19 +258,9 @@ class CallTable {
     tr.appendChild(el('td', '', String(call.call_id)));
     tr.appendChild(el('td', 'jsb-tool', call.tool));
     const sig = el('td', 'jsb-signature', signature(call));
-    for (const [index, child] of (call.children ?? []).entries()) {
-      const box = el('details', 'jsb-child');
-      box.dataset.jsbKey = `child-${call.call_id}-${index}`;
-      box.appendChild(ownKeys(el('summary', '', `${child.kind} record`)));
-      box.appendChild(this.renderChild(child));
-      if (child.kind === 'sandbox') {
-        box.append(...streamTails(child)); // a tool's run did not stream into the cell
-      }
-      sig.appendChild(box);
-    }
     tr.appendChild(sig);
     const result = el('td', 'jsb-result');
-    if (status === 'error' || status === 'cancelled') {
+    if (status === 'error' || status === 'abandoned') {
       const error = details(call.error ?? '', call.host_traceback || call.error || '', false);
       error.classList.add('jsb-error');
       error.dataset.jsbKey = `call-${call.call_id}`;

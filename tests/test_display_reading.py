@@ -1,0 +1,143 @@
+"""What a person reads in an ``%%orchestrate`` cell (issue 22), in a real kernel: the value
+once, the output in the order it was printed, an interrupt or a failure said in its own words
+with the way to go on, and a big run in one line."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _display_samples import call, trace_record
+from _kernels import Kernel, Ran, kernel
+
+from jupyter_sandbox.display import TRACE_MIME, bundle
+
+FAIL = """
+@tool
+def fail(reason: str) -> int:
+    raise ValueError(reason)
+"""
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kernel]:
+    with kernel(tmp_path_factory.mktemp("store") / "store.sqlite") as k:
+        k.ok(FAIL)
+        yield k
+
+
+def displayed(ran: Ran) -> list[dict[str, Any]]:
+    return [m for m in ran.outputs if m["msg_type"] == "display_data"]
+
+
+def final(ran: Ran, mime: str) -> str:
+    """The cell's display as it ended (the live one replaced in place), as ``mime``."""
+    shown = [m for m in ran.outputs if m["msg_type"] in ("display_data", "update_display_data")]
+    return str(shown[-1]["content"]["data"][mime])
+
+
+def test_the_value_is_the_cells_result_only(lab: Kernel) -> None:
+    ran = lab.ok("%%orchestrate\n[add(i, i) for i in range(1, 6)]")
+    assert ran.value == "[2, 4, 6, 8, 10]"
+    (record,) = ran.records(TRACE_MIME)[-1:]
+    for text in (final(ran, "text/plain"), final(ran, "text/html")):
+        assert "[2, 4, 6, 8, 10]" not in text and "value:" not in text
+    assert record["summary"]["headline"].endswith(": 5 tool calls")  # no "0 failed"
+
+
+@pytest.mark.parametrize(
+    ("code", "value", "printed"),
+    [("print('hi')", None, "hi\n"), ("1 + 1", "2", ""), ("x = 3", None, "")],
+)
+def test_a_cell_with_no_tool_call_reads_like_a_plain_cell(lab, code, value, printed) -> None:
+    ran = lab.ok(f"%%orchestrate\n{code}")
+    assert displayed(ran) == []  # no "0 tool calls", no run id
+    assert ran.value == value
+    streams = "".join(m["content"]["text"] for m in ran.outputs if m["msg_type"] == "stream")
+    assert streams == printed
+
+
+def test_output_is_placed_among_the_calls_it_was_printed_between(lab: Kernel) -> None:
+    ran = lab.ok(
+        "%%orchestrate\nprint('a')\nadd(1, 2)\nprint('b')\nprint('c')\nadd(3, 4)\nprint('d')"
+    )
+    kinds = [
+        m["content"]["text"] if m["msg_type"] == "stream" else m["msg_type"]
+        for m in ran.outputs
+        if m["msg_type"] in ("stream", "display_data")
+    ]
+    assert kinds[0] == "a\n" and kinds[1] == "display_data"  # the trace appears with its call
+    record = ran.records(TRACE_MIME)[-1]
+    assert [c["printed"] for c in record["calls"]] == [1, 3] and record["printed"] == 4
+    summary = record["summary"]
+    assert summary["marks"] == {
+        "0": "printed: output line 1 (above)",
+        "1": "printed: output lines 2\u20133 (below)",
+    }
+    assert summary["after"] == "printed after the last call: output line 4 (below)"
+    text = final(ran, "text/plain")
+    assert text.index("line 1 (above)") < text.index("#0 ") < text.index("lines 2")
+    assert text.index("lines 2") < text.index("#1 ") < text.index("after the last call")
+
+
+def test_a_failed_cell_says_how_to_go_on_once(lab: Kernel) -> None:
+    ran = lab.run("%%orchestrate\nadd(1, 2)\nadd(2, 3)\nfail('boom')")
+    assert ran.status == "error"
+    record = ran.records(TRACE_MIME)[-1]
+    assert record["summary"]["headline"].endswith(": 3 tool calls, 1 failed")
+    assert "%%orchestrate --resume" in record["advice"]
+    assert "2 calls that finished are answered from the last run" in record["advice"]
+    text = final(ran, "text/plain")
+    assert text.count("--resume") == 1 and text.rstrip().endswith(record["advice"])
+    resumed = lab.run("%%orchestrate --resume\nadd(1, 2)\nadd(2, 3)\nfail('boom')")
+    calls = resumed.records(TRACE_MIME)[-1]["calls"]
+    assert [c["replayed"] for c in calls] == [True, True, False]
+
+
+def test_a_failure_before_any_call_advises_nothing(lab: Kernel) -> None:
+    ran = lab.run("%%orchestrate\nfail('first')")
+    assert "advice" not in ran.records(TRACE_MIME)[-1]
+
+
+def test_an_interrupted_run_abandons_its_call_and_fails_none() -> None:
+    """The words for a run Ctrl-C stopped: ``interrupted after``, the unfinished call
+    ``abandoned`` (its own colour class, not ``error``), nothing counted as failed."""
+    record = trace_record(2)
+    record["calls"][1].update(
+        error="Abandoned: the run was interrupted while this call ran on the host",
+        cancelled=True,
+        result=None,
+    )
+    record.update(status="interrupted", error="Interrupted: interrupted", raised=True)
+    data = bundle(record)
+    headline = data[TRACE_MIME]["summary"]["headline"]
+    assert headline == "orchestrate interrupted after 400 ms: 2 tool calls, 1 abandoned"
+    assert "failed" not in data["text/plain"] and "error" not in data["text/plain"]
+    assert 'class="jsb-call jsb-abandoned"' in data["text/html"]
+    assert "jsb-interrupted" in data["text/html"]
+
+
+def test_a_long_trace_says_in_one_line_what_it_lists() -> None:
+    calls = [call(i, "add", i * 0.01, i * 0.01 + 0.005) for i in range(1, 201)]
+    calls[150].update(error="ValueError: bad", result=None)  # a kept failure
+    record = {**trace_record(1), "calls": calls, "dropped": 100, "duration": 3.0}
+    record["tools"] = [
+        {"tool": "add", "calls": 300, "errors": 1, "total": 1.5, "p50": 0.005, "p95": 0.005}
+    ]
+    note = bundle(record)[TRACE_MIME]["summary"]["kept"]
+    assert note == (
+        "showing 200 of 300 calls: the first 100, the last 100 and every failure "
+        "(the counts cover all 300)"
+    )
+    record["tools"][0]["errors"] = 40  # 39 failures among the calls not kept
+    assert "1 failures between them" in bundle(record)[TRACE_MIME]["summary"]["kept"]
+
+
+def test_saved_words_are_kept_by_an_older_reader(tmp_path: Path) -> None:
+    """A record without ``summary`` (saved before records carried it) is worded on the spot,
+    the same words a new one carries."""
+    old = trace_record()
+    assert "summary" not in old
+    assert bundle(old)["text/plain"] == bundle(bundle(old)[TRACE_MIME])["text/plain"]
