@@ -141,3 +141,39 @@ def test_saved_words_are_kept_by_an_older_reader(tmp_path: Path) -> None:
     old = trace_record()
     assert "summary" not in old
     assert bundle(old)["text/plain"] == bundle(bundle(old)[TRACE_MIME])["text/plain"]
+
+
+def test_a_10000_call_cell_saves_within_the_budget(tmp_path: Path) -> None:
+    """10,000 calls, one in 37 failing through 40 frames with a long message, printing every
+    100th: the saved cell (record, HTML, text and its stream output, as nbformat writes it)
+    stays within `SAVED_BUDGET`, and its one line says what the record lists."""
+    import json
+
+    import nbformat
+    from nbclient import NotebookClient
+
+    from jupyter_sandbox.display._format import SAVED_BUDGET
+
+    setup = (
+        "%load_ext jupyter_sandbox\nfrom jupyter_sandbox import tool\n"
+        "def deep(k):\n    if k == 0:\n        raise ValueError('bad ' + 'x' * 300)\n"
+        "    return deep(k - 1)\n"
+        "@tool\ndef add(x: int, y: int) -> int:\n    if x % 37 == 0:\n        deep(40)\n"
+        "    return x + y"
+    )
+    loop = (
+        "%%orchestrate --no-store\nt = 0\nfor i in range(10000):\n    try:\n"
+        "        t += add(i, 1)\n    except ValueError:\n        pass\n"
+        "    if i % 100 == 0:\n        print(i)\nt"
+    )
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(setup), nbformat.v4.new_code_cell(loop)]
+    NotebookClient(nb, timeout=600, kernel_name="python3").execute()
+    path = tmp_path / "big.ipynb"
+    nbformat.write(nb, path)
+    cell = nbformat.read(path, as_version=4).cells[1]
+    assert len(json.dumps(cell, indent=1)) <= SAVED_BUDGET
+    (shown,) = [o for o in cell.outputs if o.output_type == "display_data"]
+    record = shown.data[TRACE_MIME]
+    assert record["summary"]["kept"].startswith("showing 300 of 10,000 calls: the first 100")
+    assert record["summary"]["headline"].endswith("10,000 tool calls, 271 failed")

@@ -19,8 +19,19 @@ from jupyter_sandbox.records import (
     TraceSummary,
 )
 
-MAX_ROWS = 200
-"""Calls listed in text/HTML fallbacks; the labextension draws every call the record keeps."""
+MAX_ROWS = 50
+"""Calls listed in text/HTML fallbacks (an export, a viewer without our extension): the first
+ones, in call order; the labextension draws every call the record keeps. With the record's own
+bounds (`_bounds`) this keeps a saved cell under `SAVED_BUDGET` however many calls it made."""
+
+SAVED_BUDGET = 256 * 1024
+"""Bytes a saved ``%%orchestrate`` cell's display may take in the ``.ipynb`` (record, HTML
+and text as nbformat writes them), for any number of calls: the budget
+``tests/test_display_reading.py`` checks with a 10,000-call cell."""
+
+TRACEBACK_SHOWN = 1000
+"""Characters of a call's host traceback the HTML fallback shows (its end; the record keeps
+more)."""
 
 LOG_TAIL = 40
 """Build log lines a failed build shows in text: the failing step's end; the record has all."""

@@ -119,10 +119,10 @@ def _call_row(call: CallRecord, span: float, status: str) -> str:
     )
     error = call.get("error")
     if error is not None:
-        result = _details(
-            f'<span class="jsb-error">{escape(fmt.clip(error))}</span>',
-            call.get("host_traceback") or error,
-        )
+        traceback = call.get("host_traceback") or error
+        if len(traceback) > fmt.TRACEBACK_SHOWN:
+            traceback = "\u2026" + traceback[-fmt.TRACEBACK_SHOWN :]
+        result = _details(f'<span class="jsb-error">{escape(fmt.clip(error))}</span>', traceback)
     else:
         result = escape(fmt.clip(str(call.get("result")))) if end is not None else ""
     children = "".join(

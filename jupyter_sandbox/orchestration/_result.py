@@ -24,6 +24,18 @@ from ._trace import Trace
 TRACEBACK_CHARS = 4000
 """The most of a tool's host traceback one call's record keeps."""
 
+TRACEBACKS_CHARS = 30_000
+"""The most of all its calls' host tracebacks one record keeps: with many failures kept, each
+keeps its share (at least `TRACEBACK_MIN`), so a saved cell stays within its budget
+(``display._format.SAVED_BUDGET``)."""
+
+TRACEBACK_MIN = 400
+"""The least of a host traceback a call's record keeps: its last frames and the error."""
+
+ERROR_CHARS = 200
+"""The most of a call's ``error`` line (``ExcType: message``) its record keeps: a message can
+be any size (its traceback's end has the rest)."""
+
 
 @dataclass
 class OrchestrationResult:
@@ -132,7 +144,10 @@ class OrchestrationResult:
         stats = ToolStats()
         for call in self.trace:
             stats.add(call.tool, call.duration, call.status == "error")  # abandoned: not failed
-        return [_bounded(c.to_record()) for c in kept], len(self.trace) - len(kept), stats.rows()
+        failed = sum(call.host_traceback is not None for call in kept)
+        share = max(min(TRACEBACK_CHARS, TRACEBACKS_CHARS // max(failed, 1)), TRACEBACK_MIN)
+        records = [_bounded(c.to_record(), share) for c in kept]
+        return records, len(self.trace) - len(kept), stats.rows()
 
 
 def answered(approve: bool, reason: str | None, cell: int | None = None) -> Answered:
@@ -145,10 +160,13 @@ def answered(approve: bool, reason: str | None, cell: int | None = None) -> Answ
     }
 
 
-def _bounded(call: CallRecord) -> CallRecord:
-    """A call's record with its host traceback cut to its last `TRACEBACK_CHARS` (where the
-    error is): a tool failing with a deep traceback in a loop must not make the record huge."""
+def _bounded(call: CallRecord, chars: int = TRACEBACK_CHARS) -> CallRecord:
+    """A call's record with its host traceback cut to its last ``chars`` (where the error
+    is): a tool failing with a deep traceback in a loop must not make the record huge."""
     tb = call.get("host_traceback")
-    if tb and len(tb) > TRACEBACK_CHARS:
-        call["host_traceback"] = "…" + tb[-TRACEBACK_CHARS:]
+    if tb and len(tb) > chars:
+        call["host_traceback"] = "…" + tb[-chars:]
+    error = call.get("error")
+    if error and len(error) > ERROR_CHARS:
+        call["error"] = error[: ERROR_CHARS - 1] + "…"
     return call
