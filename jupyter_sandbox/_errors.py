@@ -177,10 +177,17 @@ class OutputLimitExceeded(ContainerError):
 class NonZeroExit(ContainerError):
     """The code in the container exited with a non-zero status."""
 
-    def __init__(self, message: str, *, exit_code: int, stderr_tail: str = "") -> None:
+    def __init__(
+        self, message: str, *, exit_code: int, stderr_tail: str = "", advice: str = ""
+    ) -> None:
         super().__init__(message)
         self.exit_code = exit_code
         self.stderr_tail = printable(stderr_tail)
+        self.advice = advice
+        """The one sentence naming what fixes it, when we know (also in the message)."""
+        self.streamed = False
+        """Its stderr streamed into a notebook cell, whose output then ends with the message's
+        last line: the cell's error output says the exit code and the advice only."""
 
 
 class OutputError(ContainerError):

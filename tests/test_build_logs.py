@@ -188,7 +188,7 @@ class TestRealBuild:
         assert record["build"]["cached"] is True
         assert record["build"]["total_steps"] == 0
         text = _text.render(record)
-        assert f"build {info.tag}: cached" in text.splitlines()
+        assert f"image {info.tag}: cached" in text.splitlines()
         html = _html.render(record)
         assert "cached" in html and "<progress" not in html
         seen, live = _live_views(events)
@@ -302,4 +302,5 @@ def test_in_a_kernel_the_live_step_names_the_install_and_a_bad_package_is_one_li
     assert finals, "the live record was not replaced by the final one"
     for mime in ("text/plain", "text/html"):
         assert finals[-1][mime].count(MISSING_LINE) == 1, mime
+        assert error["evalue"] not in finals[-1][mime], mime  # the error output says it, once
     assert "attempts" not in finals[-1]["text/plain"].splitlines()[0]

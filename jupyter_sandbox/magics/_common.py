@@ -12,7 +12,13 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics
 from IPython.core.magic_arguments import argument, parse_argstring
 
-from .._errors import Interrupted, SandboxCancelled, SandboxConfigError, SandboxError
+from .._errors import (
+    Interrupted,
+    NonZeroExit,
+    SandboxCancelled,
+    SandboxConfigError,
+    SandboxError,
+)
 from .._grammar import encode_reject
 from ..orchestration import Tool, registry
 from . import CELL_MAGICS
@@ -181,6 +187,8 @@ def select_tools(values: list[str] | None) -> list[Tool]:
 
 def format_error(exc: SandboxError) -> str:
     """One readable block: what failed, where in the cell, and the host side when it matters."""
+    if isinstance(exc, NonZeroExit) and exc.streamed:
+        return said_once(exc)
     parts: list[str] = []
     sandbox_tb = getattr(exc, "sandbox_traceback", "")
     host_tb = getattr(exc, "host_traceback", "")
@@ -201,6 +209,13 @@ def format_error(exc: SandboxError) -> str:
         parts.append(f"Build log (last lines):\n{log.rstrip()}")
     parts.append(f"{type(exc).__name__}: {exc}")
     return "\n\n".join(parts)
+
+
+def said_once(exc: NonZeroExit) -> str:
+    """A failed run whose stderr streamed into the cell (its traceback ends with why): the
+    exit code, not that last line again, and the advice on a line of its own."""
+    said = f"NonZeroExit: exited with code {exc.exit_code} (its stderr above says why)"
+    return f"{said}\n{exc.advice}" if exc.advice else said
 
 
 _HEADER = "Traceback (most recent call last):"

@@ -10,7 +10,7 @@ from IPython.core.magic import cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import Float, TraitError, Unicode, observe, validate
 
-from .._errors import ContainerError, SandboxConfigError
+from .._errors import ContainerError, NonZeroExit, SandboxConfigError
 from ..display import SandboxView
 from ..orchestration import bind_inputs
 from ..sandbox import (
@@ -258,6 +258,8 @@ def run_shown(sandbox: Sandbox, values: dict[str, Any], *, quiet: bool) -> Sandb
     except ContainerError as exc:
         if exc.record is not None:  # the error output shows the error: the record says raised
             view.finish({**exc.record, "raised": True})
+        if isinstance(exc, NonZeroExit) and exc.stderr_tail:
+            exc.streamed = True  # the cell shows its stderr: show_error says the rest once
         raise
     view.finish(run.to_record())
     return run

@@ -395,10 +395,12 @@ class Sandbox:
         if raw.exit_code != 0:
             tail = "\n".join(raw.stderr.rstrip().splitlines()[-_STDERR_TAIL:])
             last = tail.splitlines()[-1] if tail else "(no stderr)"
+            advice = self._advice(tail)
             raise NonZeroExit(
-                f"exited with code {raw.exit_code}: {last}{self._advice(tail)}",
+                f"exited with code {raw.exit_code}: {last}{advice}",
                 exit_code=raw.exit_code if raw.exit_code is not None else -1,
                 stderr_tail=tail,
+                advice=advice.removeprefix("; "),
             )
 
     def _advice(self, stderr: str) -> str:
