@@ -42,7 +42,7 @@ def test_nested_records_render_inside_their_call():
     record = trace_record(1)
     record["calls"][0]["children"] = [run_record()]
     html = bundle(record)["text/html"]
-    assert "sandbox record</summary>" in html
+    assert "sandbox record of call 1</summary>" in html
     assert "built in 12.50 s" in html
 
 

@@ -19,7 +19,7 @@ from jupyter_sandbox.records import (
     TraceSummary,
 )
 
-MAX_ROWS = 50
+MAX_ROWS = 40
 """Calls listed in text/HTML fallbacks (an export, a viewer without our extension): the first
 ones, in call order; the labextension draws every call the record keeps. With the record's own
 bounds (`_bounds`) this keeps a saved cell under `SAVED_BUDGET` however many calls it made."""

@@ -122,13 +122,14 @@ def _call_row(call: CallRecord, span: float, status: str) -> str:
         traceback = call.get("host_traceback") or error
         if len(traceback) > fmt.TRACEBACK_SHOWN:
             traceback = "\u2026" + traceback[-fmt.TRACEBACK_SHOWN :]
-        result = _details(f'<span class="jsb-error">{escape(fmt.clip(error))}</span>', traceback)
+        shade = "jsb-error" if status == "error" else "jsb-stopped"  # abandoned: not a failure
+        result = _details(f'<span class="{shade}">{escape(fmt.clip(error))}</span>', traceback)
     else:
         result = escape(fmt.clip(str(call.get("result")))) if end is not None else ""
     children = "".join(
         f'<tr class="jsb-child-row"><td></td><td colspan="{len(COLUMNS) - 1}">'
         + _details(
-            f"{escape(child.get('kind', 'record'))} record",
+            f"{escape(child.get('kind', 'record'))} record of call {call.get('call_id')}",
             None,
             render(child)
             + "".join(_details(label, text) for label, text in fmt.stream_tails(child)),

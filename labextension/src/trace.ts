@@ -27,7 +27,7 @@ import {
 /** Rows drawn at once; "show all" draws the rest. There is no scroll box (one inside the
  * notebook's own scroll hid the rows below it): a saved record lists a bounded number of
  * calls, and a long one starts with this many. */
-const ROW_LIMIT = 50;
+const ROW_LIMIT = 40;
 
 type SortKey = 'call_id' | 'tool' | 'duration' | 'status' | 'start';
 
@@ -262,7 +262,7 @@ class CallTable {
     const result = el('td', 'jsb-result');
     if (status === 'error' || status === 'abandoned') {
       const error = details(call.error ?? '', call.host_traceback || call.error || '', false);
-      error.classList.add('jsb-error');
+      error.classList.add(status === 'error' ? 'jsb-error' : 'jsb-stopped'); // not a failure
       error.dataset.jsbKey = `call-${call.call_id}`;
       result.appendChild(error);
     } else if (status === 'ok') {

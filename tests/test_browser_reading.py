@@ -1,0 +1,119 @@
+"""What a person reads in a saved notebook (issue 22), in real JupyterLab (our renderer, no
+kernel) and in an nbconvert HTML export, light and dark: a sandbox record nested in a trace
+spans the table's width; output is placed among the calls; an interrupted run abandons its call
+in its own words; the way to go on is one line; a record saved before records carried their
+words still reads. Screenshots go to artifacts/screenshots/reading-*.png."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+from _display_samples import run_record, trace_record
+from _jupyterlab import Lab
+
+from jupyter_sandbox.display import bundle
+
+pytestmark = pytest.mark.browser
+
+SHOTS = Path(__file__).resolve().parent.parent / "artifacts" / "screenshots"
+ADVICE = "to go on, run this cell again with %%orchestrate --resume"
+
+
+def nested() -> dict[str, Any]:
+    """A trace whose second call ran a sandbox (its record nested), with output printed
+    before, between and after the calls."""
+    record = trace_record(3)
+    record["calls"][1]["children"] = [run_record()]
+    for index, printed in enumerate((1, 3, 3)):
+        record["calls"][index]["printed"] = printed
+    record["printed"] = 5
+    return record
+
+
+def interrupted() -> dict[str, Any]:
+    record = trace_record(2)
+    record["calls"][1].update(
+        error="Abandoned: the run was interrupted while this call ran on the host",
+        cancelled=True,
+        result=None,
+    )
+    record.update(status="interrupted", error="Interrupted: stopped", raised=True)
+    record["advice"] = f"{ADVICE}: the call that finished is answered from the last run"
+    return record
+
+
+def notebook() -> nbformat.NotebookNode:
+    nb = nbformat.v4.new_notebook()
+    legacy = {"text/plain": "old", "application/vnd.jupyter-sandbox.trace+json": trace_record()}
+    for data in (bundle(nested()), bundle(interrupted()), legacy):
+        cell = nbformat.v4.new_code_cell("%%orchestrate\n...")
+        cell.outputs = [nbformat.v4.new_output("display_data", data=data)]
+        nb.cells.append(cell)
+    return nb
+
+
+def check(page: Any, root: str) -> None:
+    """What every view of the notebook must show (``root``: a trace's outermost element)."""
+    first, second = page.locator(root).nth(0), page.locator(root).nth(1)
+    text = first.inner_text()
+    assert "printed: output line 1 (above)" in text
+    assert "printed: output lines 2\u20133 (below)" in text
+    assert "printed after the last call: output lines 4\u20135 (below)" in text
+    assert "value:" not in text
+    # the nested sandbox record: a row of its own, as wide as the call table
+    child = first.locator(".jsb-child-row").first
+    table = first.locator(".jsb-calls").first.bounding_box()
+    child.locator("summary").first.click()
+    cell = child.locator("td").nth(1).bounding_box()
+    assert cell["width"] > 0.8 * table["width"], (cell, table)
+    headline = child.get_by_text("sandbox 'train' ok in 3.50 s")
+    assert headline.count() >= 1
+    assert headline.first.bounding_box()["height"] < 30  # one line, not squeezed into three
+    words = second.inner_text()
+    assert "orchestrate interrupted after 400 ms: 2 tool calls, 1 abandoned" in words
+    assert "failed" not in words and ADVICE in words
+    assert second.locator("tr.jsb-abandoned").count() == 1
+
+
+def test_saved_notebook_reads_in_jupyterlab(tmp_home: Path, browser) -> None:
+    root = tmp_home / "root"
+    root.mkdir()
+    nbformat.write(notebook(), root / "reading.ipynb")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    lab = Lab(root, tmp_home / "home", starts_kernel=False)
+    try:
+        page = browser.new_page(viewport={"width": 1300, "height": 1400})
+        lab.open(page, "reading.ipynb")
+        page.wait_for_selector(".jsb-trace .jsb-calls", timeout=60_000)
+        check(page, ".jsb-trace")
+        legacy = page.locator(".jsb-trace").nth(2).inner_text()
+        assert "orchestrate ok in 400 ms: 3 tool calls" in legacy  # worded on the spot
+        for theme, name in (("JupyterLab Light", "light"), ("JupyterLab Dark", "dark")):
+            page.evaluate(
+                "(t) => window.jupyterapp.commands.execute('apputils:change-theme', {theme: t})",
+                theme,
+            )
+            page.wait_for_function("(t) => document.body.dataset.jpThemeName === t", arg=theme)
+            page.wait_for_timeout(500)
+            page.screenshot(path=SHOTS / f"reading-lab-{name}.png", full_page=True)
+    finally:
+        lab.stop()
+
+
+def test_html_export_reads_the_same(tmp_home: Path, browser) -> None:
+    from nbconvert import HTMLExporter
+
+    nb = notebook()
+    nb.cells = nb.cells[:2]
+    for theme in ("light", "dark"):
+        html, _ = HTMLExporter(theme=theme).from_notebook_node(nb)
+        path = tmp_home / f"reading-{theme}.html"
+        path.write_text(html)
+        page = browser.new_page(viewport={"width": 1300, "height": 1200})
+        page.goto(path.as_uri())
+        check(page, ".jsb:not(.jsb .jsb)")  # the nested run is a .jsb too
+        page.screenshot(path=SHOTS / f"reading-export-{theme}.png", full_page=True)
+        page.close()
