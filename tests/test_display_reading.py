@@ -18,6 +18,10 @@ FAIL = """
 @tool
 def fail(reason: str) -> int:
     raise ValueError(reason)
+
+@tool(approve=True)
+def remove(name: str) -> str:
+    return f"removed {name}"
 """
 
 
@@ -177,3 +181,13 @@ def test_a_10000_call_cell_saves_within_the_budget(tmp_path: Path) -> None:
     record = shown.data[TRACE_MIME]
     assert record["summary"]["kept"].startswith("showing 300 of 10,000 calls: the first 100")
     assert record["summary"]["headline"].endswith("10,000 tool calls, 271 failed")
+
+
+def test_pending_runs_name_a_cell_a_person_can_find(lab: Kernel) -> None:
+    """``%orchestrate_pending`` named a run's cell by the store's key (``cell 5fb841cc-d42``);
+    it says the cell's prompt number (when this kernel ran it) and its first line."""
+    paused = lab.ok("%%orchestrate\n# tidy up\nadd(1, 2)\nremove('scratch.txt')")
+    run_id = paused.records(TRACE_MIME)[-1]["run_id"]
+    (line,) = [ln for ln in lab.ok("%orchestrate_pending").text.splitlines() if run_id in ln]
+    assert f"{run_id}  cell [{paused.execution_count}] `add(1, 2)`  #1 remove(" in line
+    assert lab.run(f"%orchestrate_reject {run_id}").status == "error"  # PermissionError

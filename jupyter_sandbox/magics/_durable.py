@@ -248,7 +248,8 @@ class DurableMagics(CellMagics):
                 notes = _notes(run, now)
             where = "" if run.scope == here else f" of {run.scope}"
             age = _age(time.time() - run.since)
-            print(f"{run.run_id}  cell {run.cell[:12]}{where}  {call}  paused {age} ago")
+            cell = self._cell_name(store, run.run_id)
+            print(f"{run.run_id}  {cell}{where}  {call}  paused {age} ago")
             for note in notes:
                 print(f"    {note}")
         if cut:  # a person must be able to see everything they approve
@@ -414,6 +415,18 @@ class DurableMagics(CellMagics):
             elif shown is not None:
                 shown.keep()
 
+    def _cell_name(self, store: Store, run_id: str) -> str:
+        """The cell a paused run was started in, as a person finds it: its prompt number when
+        this kernel ran it, and its first line (``cell [5] `data = fetch(url)` ``); the
+        store's cell key meant nothing to anyone."""
+        number = self.cells.prompts.get(run_id)
+        prompt = f"cell [{number}]" if number is not None else "cell"
+        try:
+            code = store.run(run_id).code
+        except (StoreError, SandboxConfigError):
+            return prompt
+        return f"{prompt} `{first_line(code)}`"
+
     def _given(self, store: Store, run_id: str) -> dict[str, Any]:
         """The notebook variables stored run ``run_id`` needs again (`unkept_inputs`)."""
         return unkept_inputs(_stored(lambda: store.run(run_id)), self.shell.user_ns)
@@ -491,6 +504,20 @@ def _call_line(run: PausedRun, now: CallNow, *, whole: bool = False) -> str:
     if len(shown) > _ARGUMENTS and not whole:
         shown = shown[: _ARGUMENTS - 3] + "..."
     return f"#{run.call_id} {run.tool}({shown})"
+
+
+FIRST_LINE = 40
+"""Characters of a cell's first line `%orchestrate_pending` shows."""
+
+
+def first_line(code: str) -> str:
+    """The first line of a cell's code that says something (not the magic, a blank or a
+    comment), cut to `FIRST_LINE` characters."""
+    for line in code.splitlines():
+        text = line.strip()
+        if text and not text.startswith(("%%", "#")):
+            return text if len(text) <= FIRST_LINE else text[: FIRST_LINE - 1] + "\u2026"
+    return "(empty)"
 
 
 def _age(seconds: float) -> str:

@@ -13,7 +13,7 @@ from IPython.core.magic import cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import Bool, Float, Int, Unicode
 
-from .._errors import SandboxConfigError, StoreError
+from .._errors import OrchestrationError, SandboxConfigError, StoreError
 from .._events import EventCallback
 from .._scrub import shown_value
 from ..orchestration import (
@@ -44,6 +44,8 @@ from ._durable import notebook_scope, show_run
 
 _DEFAULTS = Limits()
 """Where the ``%config`` settings and the options' help read their defaults."""
+PROMPTS = 1000
+"""Runs whose cell's prompt number a kernel remembers (`OrchestrateMagics.prompts`)."""
 _KEEP = Keep()
 """Where the ``%config`` settings of what is kept read their defaults (MB each)."""
 
@@ -97,6 +99,9 @@ class OrchestrateMagics(CellMagics):
         self._journals = Journals()
         self.tool_cache = ToolCache()
         """What ``--cache`` reads and fills; ``.clear()`` it to start over."""
+        self.prompts: dict[str, int] = {}
+        """The prompt number (``In [n]``) of the cell each stored run of this kernel ran in:
+        how ``%orchestrate_pending`` names a cell a person can find (the newest `PROMPTS`)."""
 
     @magic_arguments("%orchestrate")  # usage and help show %%orchestrate
     @help_option
@@ -241,15 +246,26 @@ class OrchestrateMagics(CellMagics):
 
         try:
             result = show_run(run, quiet=args.quiet, code=cell, resumable=True)
+        except OrchestrationError as exc:
+            self._remember(exc.result)
+            raise
         except SandboxConfigError as exc:
             raise self.usage_error(exc) from None
         except StoreError as exc:  # --resume of a run live elsewhere, a refused dump: one line
             raise UsageError(str(exc)) from None
         finally:
             self._journals.finished(cell, journal)
+        self._remember(result)
         if args.out:
             shell.user_ns[args.out] = result.value
         return shown_value(result.value, result.secrets)  # a sandbox tool's secret: hidden
+
+    def _remember(self, result: OrchestrationResult | None) -> None:
+        """Note the prompt number of a stored run's cell (see ``prompts``)."""
+        if result is not None and result.run_id is not None:
+            self.prompts[result.run_id] = self.prompt_number()
+            while len(self.prompts) > PROMPTS:
+                del self.prompts[next(iter(self.prompts))]
 
     def open_store(self) -> Store | None:
         """The store runs and sessions are kept in (``%config OrchestrateMagics.store``; one
