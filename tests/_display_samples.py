@@ -85,6 +85,18 @@ def run_record(build_error: str | None = None) -> dict[str, Any]:
     }
 
 
+def interrupted_record() -> dict[str, Any]:
+    """A run Ctrl-C stopped while its second call ran on the host: that call abandoned."""
+    record = trace_record(2)
+    record["calls"][1].update(
+        error="Abandoned: the run was interrupted while this call ran on the host",
+        cancelled=True,
+        result=None,
+    )
+    record.update(status="interrupted", error="Interrupted: interrupted", raised=True)
+    return record
+
+
 def paused_record() -> dict[str, Any]:
     """A durable run paused at a gated call (``delete`` with approval), made in a session: one
     call done, the gated one waiting (listed in ``calls`` unfinished and in ``pending``)."""

@@ -210,7 +210,7 @@ def test_approve_and_reject_continue_the_real_run(tmp_home: Path, browser, monke
         run_id = panel.locator(".jsb-heading").inner_text().split()[1]
         digest = panel.locator(".jsb-digest").inner_text()
         assert panel.locator(".jsb-arg-text").all_inner_texts() == ["['a.txt', 'b.txt']"]
-        assert cells.nth(1).locator(".jsb-value").count() == 0  # no value before it ends
+        assert cells.nth(1).locator(".jsb-value").count() == 0  # no value line, ever
         cells.nth(1).locator(".jp-OutputArea").screenshot(path=SCREENSHOTS / "lab-paused-real.png")
         panel.locator("button.jsb-approve").click()
         wait_executed(page, 2)
@@ -413,7 +413,7 @@ def test_an_answered_run_looks_answered_after_a_later_cell_and_a_restart(
         cell = pause_and_answer("%orchestrate_approve {run_id}")
         answered_panel(page, 1, f"approved in cell [{cell}]")
         summary = page.locator(".jp-Cell").nth(1).locator(".jsb-summary").inner_text()
-        assert summary.endswith(f"; approved in cell [{cell}]"), summary
+        assert summary.endswith(f": approved in cell [{cell}]"), summary  # no call made yet
         save(page)
         html = exported(root / "later.ipynb", 1)
         assert f"approved in cell [{cell}]" in html and "waits for approval" not in html

@@ -222,8 +222,8 @@ def run_cell(page, index: int) -> None:
 def wait_cell_done(page, index: int) -> None:
     page.wait_for_function(
         "(i) => { const c = window.jupyterapp.shell.currentWidget.content.widgets[i];"
-        " return c.model.executionCount !== null"
-        " && c.promptNode.textContent.indexOf('*') < 0; }",
+        " return c.model.executionCount !== null && c.promptNode !== null"
+        " && c.promptNode.textContent.indexOf('*') < 0; }",  # not drawn yet (windowing): no node
         arg=index,
         timeout=300_000,
     )

@@ -11,7 +11,7 @@ from typing import Any
 
 import nbformat
 import pytest
-from _display_samples import run_record, trace_record
+from _display_samples import interrupted_record, run_record, trace_record
 from _jupyterlab import Lab
 
 from jupyter_sandbox.display import bundle
@@ -34,13 +34,7 @@ def nested() -> dict[str, Any]:
 
 
 def interrupted() -> dict[str, Any]:
-    record = trace_record(2)
-    record["calls"][1].update(
-        error="Abandoned: the run was interrupted while this call ran on the host",
-        cancelled=True,
-        result=None,
-    )
-    record.update(status="interrupted", error="Interrupted: stopped", raised=True)
+    record = interrupted_record()
     record["advice"] = f"{ADVICE}: the call that finished is answered from the last run"
     return record
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _display_samples import call, trace_record
+from _display_samples import call, interrupted_record, trace_record
 from _kernels import Kernel, Ran, kernel
 
 from jupyter_sandbox.display import TRACE_MIME, bundle
@@ -108,14 +108,7 @@ def test_a_failure_before_any_call_advises_nothing(lab: Kernel) -> None:
 def test_an_interrupted_run_abandons_its_call_and_fails_none() -> None:
     """The words for a run Ctrl-C stopped: ``interrupted after``, the unfinished call
     ``abandoned`` (its own colour class, not ``error``), nothing counted as failed."""
-    record = trace_record(2)
-    record["calls"][1].update(
-        error="Abandoned: the run was interrupted while this call ran on the host",
-        cancelled=True,
-        result=None,
-    )
-    record.update(status="interrupted", error="Interrupted: interrupted", raised=True)
-    data = bundle(record)
+    data = bundle(interrupted_record())
     headline = data[TRACE_MIME]["summary"]["headline"]
     assert headline == "orchestrate interrupted after 400 ms: 2 tool calls, 1 abandoned"
     assert "failed" not in data["text/plain"] and "error" not in data["text/plain"]
