@@ -62,7 +62,14 @@ from ..orchestration import (
     unkept_inputs,
     unseen,
 )
-from ._common import CellMagics, help_option, parse_options, print_help, usage_error
+from ._common import (
+    CellMagics,
+    help_option,
+    in_options,
+    parse_options,
+    print_help,
+    usage_error,
+)
 
 if TYPE_CHECKING:
     from ._orchestrate import OrchestrateMagics
@@ -440,7 +447,7 @@ def _stored(read: Callable[[], Any]) -> Any:
     try:
         return read()
     except (StoreError, SandboxConfigError) as exc:
-        raise UsageError(str(exc)) from None
+        raise UsageError(in_options(exc)) from None
 
 
 def _notes(run: PausedRun, now: CallNow) -> list[str]:

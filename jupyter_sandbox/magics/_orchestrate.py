@@ -32,6 +32,7 @@ from ._common import (
     CellMagics,
     check_out,
     help_option,
+    in_options,
     inputs_option,
     lookup,
     out_option,
@@ -244,7 +245,7 @@ class OrchestrateMagics(CellMagics):
         except SandboxConfigError as exc:
             raise self.usage_error(exc) from None
         except StoreError as exc:  # --resume of a run live elsewhere, a refused dump: one line
-            raise UsageError(str(exc)) from None
+            raise UsageError(in_options(exc)) from None
         finally:
             self._journals.finished(cell, journal)
         if args.out:

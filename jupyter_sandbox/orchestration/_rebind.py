@@ -212,7 +212,7 @@ class Rebinder:
             f"run {self.run_id} needs the object ({origin['type']}) that call #{number} "
             f"({tool}()) returned, which did not survive the restart and is not made "
             f"again: fork_run({self.run_id!r}, {number}, value=...) continues from that "
-            "call with an object you give, or run the cell again without --resume"
+            "call with an object you give, or run the code again with resume=False"
         )
 
     def _missing(self, name: str, kind: str) -> str:
@@ -247,7 +247,7 @@ class SessionRebinder(Rebinder):
         return (
             f"session {self.run_id!r} passes a tool notebook variable `{name}` (a {kind} "
             "handle an earlier cell was given), which did not survive the kernel restart: "
-            f"give it to this cell again with --in {name} (from Python: inputs={{{name!r}: ...}})"
+            f"give it to this cell again in inputs= (as {name!r})"
         )
 
     def _wrong(self, name: str, kind: str, found: str) -> str:

@@ -289,7 +289,9 @@ class Store:
         except (OSError, sqlite3.Error) as error:
             raise StoreError(
                 f"cannot open the store at {self.path}: {_reason(error)}; point "
-                "%config OrchestrateMagics.store or $JUPYTER_SANDBOX_STORE at a writable path"
+                "store= or $JUPYTER_SANDBOX_STORE at a writable path",
+                parameter="store",
+                hint="store=",
             ) from error
 
     def __repr__(self) -> str:
@@ -337,7 +339,7 @@ class Store:
             mac,
             payload,
             what=f"session {name!r}",
-            advice=f"%orchestrate_reset {name} drops it",
+            advice=f"Store.drop_session({scope!r}, {name!r}) drops it",
         )
 
     def sessions(self, scope: str) -> list[SessionInfo]:
@@ -759,9 +761,7 @@ class Store:
         db.execute("UPDATE runs SET size = size + ? WHERE run_id = ?", (added, run_id))
 
     def _unknown(self, run_id: str) -> StoreError:
-        return StoreError(
-            f"no run {run_id!r} in {self.path}; %orchestrate_pending lists paused runs"
-        )
+        return StoreError(f"no run {run_id!r} in {self.path}; Store.runs() lists its runs")
 
     def _seal(self, kind: str, context: tuple[str, ...], payload: bytes) -> tuple[str, bytes]:
         return MONTY_VERSION, _mac(self._keyed, kind, context, MONTY_VERSION, payload)
@@ -775,7 +775,7 @@ class Store:
         payload: bytes,
         *,
         what: str,
-        advice: str = "re-run the cell without --resume",
+        advice: str = "run it again with resume=False",
     ) -> bytes:
         """``payload`` if this store sealed it for this row and this Monty version."""
         if not hmac.compare_digest(mac, _mac(self._keyed, kind, context, monty, payload)):
@@ -784,9 +784,12 @@ class Store:
                 "(signature mismatch): refusing to load it"
             )
         if monty != MONTY_VERSION:
+            resumes = "resume=False" in advice
             raise StoreError(
                 f"{what} was saved by pydantic-monty {monty}, this kernel has {MONTY_VERSION}: "
-                f"{advice}"
+                f"{advice}",
+                parameter="resume" if resumes else "",
+                hint="with resume=False" if resumes else "",
             )
         return payload
 
