@@ -123,9 +123,11 @@ ADVICE: Mapping[str, str] = {
     "network": "--network bridge",
     "packages": "--packages",
     "command": "--command",
+    "runs": "%orchestrate_pending lists paused runs",
 }
 """The one table of the magics' words for an engine error's advice: `SandboxError.parameter`
--> what a cell says in place of the message's Python phrase (`SandboxError.hint`):
+(a parameter; ``runs``: the `Store.runs` method) -> what a cell says in place of the
+message's Python phrase (`SandboxError.hint`):
 ``Limits(max_calls=...)`` -> ``--max-calls``, ``network='bridge'`` -> ``--network bridge``.
 The engines speak Python (`orchestrate`, `create` callers and a code-mode model read their
 words); a cell's reader gets the option they would type. A test checks every parameter an

@@ -365,7 +365,11 @@ class DurableMagics(CellMagics):
         if approve and expect is None:
             blind = _stored(lambda: unseen(store, run_id, given))
             if blind is not None:
-                raise UsageError(blind)
+                why, digest = blind
+                raise UsageError(
+                    f"{why}; see it whole with %orchestrate_pending --full, then "
+                    f"%orchestrate_approve {run_id} --expect {digest}"
+                )
         elif expect is not None and not is_digest(expect):
             raise UsageError(
                 f"%orchestrate_approve --expect: {refused_text(expect)!r} is not a digest (16 hex "

@@ -761,7 +761,8 @@ class Store:
         db.execute("UPDATE runs SET size = size + ? WHERE run_id = ?", (added, run_id))
 
     def _unknown(self, run_id: str) -> StoreError:
-        return StoreError(f"no run {run_id!r} in {self.path}; Store.runs() lists its runs")
+        hint = "Store.runs() lists its runs"
+        return StoreError(f"no run {run_id!r} in {self.path}; {hint}", parameter="runs", hint=hint)
 
     def _seal(self, kind: str, context: tuple[str, ...], payload: bytes) -> tuple[str, bytes]:
         return MONTY_VERSION, _mac(self._keyed, kind, context, MONTY_VERSION, payload)
