@@ -76,6 +76,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+from .._defaults import default_store_path as default_store_path
 from .._errors import SandboxConfigError, StoreError
 from .._grammar import new_run_id
 from .._owner import Owner, me, parse_token
@@ -143,14 +144,6 @@ _held_lock = threading.Lock()
 
 _SEALED = "CAST(monty AS TEXT), CAST(mac AS BLOB), CAST(payload AS BLOB)"
 """A sealed blob's columns, as the seal check takes them whatever another program stored."""
-
-
-def default_store_path() -> Path:
-    """``$JUPYTER_SANDBOX_STORE`` if set, else ``~/.local/share/jupyter-sandbox/store.sqlite``."""
-    configured = os.environ.get("JUPYTER_SANDBOX_STORE")
-    if configured:
-        return Path(configured).expanduser()
-    return Path.home() / ".local" / "share" / "jupyter-sandbox" / "store.sqlite"
 
 
 class HandleMarker(dict[str, str]):

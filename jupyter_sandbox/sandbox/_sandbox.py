@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_args
 
+from .. import _defaults as default
 from .._checks import bounded, check_timeout
 from .._errors import (
     ContainerError,
@@ -66,7 +67,7 @@ if TYPE_CHECKING:
     from distributed import Client
     from docker import DockerClient
 
-DEFAULT_TIMEOUT = 600.0
+DEFAULT_TIMEOUT = default.SANDBOX_TIMEOUT
 """Seconds a run may take when ``timeout`` is None: every run has a wall-clock limit."""
 MAX_RETRIES = 100
 """Re-runs one run may ask for: past that, retrying is a loop, not a remedy."""
@@ -584,13 +585,13 @@ def create(
     resources: Resources | Mapping[str, Any] | None = None,
     image: str | None = None,
     auto_io: bool = True,
-    retries: int = 0,
+    retries: int = default.RETRIES,
     timeout: float | None = None,
     env_vars: Mapping[str, str] | None = None,
     secrets: Sequence[str] | None = None,
     cache: CacheMode = "disable",
     base_image: str | None = None,
-    network: Network = "none",
+    network: Network = default.NETWORK,
     cluster: str | Client | None = None,
     isolation: Isolation | None = None,
 ) -> Sandbox:
