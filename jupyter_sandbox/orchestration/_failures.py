@@ -56,7 +56,7 @@ def translate(
     if isinstance(exc, pm.MontyCrashedError):
         if exc.timed_out:  # one native step (``10**10**8``) outran the feed's own clock
             return LimitExceeded(
-                f"time limit exceeded: the cell computed for more than {limits.timeout:g} s "
+                f"time limit exceeded: the code computed for more than {limits.timeout:g} s "
                 "(raise it with Limits(timeout=...))",
                 limit="time",
                 parameter="timeout",
@@ -69,10 +69,10 @@ def translate(
     message = str(inner)
     for kind, marker, limit, parameter, explanation in (
         (TimeoutError, "time limit exceeded", "time", "timeout",
-         f"time limit exceeded: the cell computed for more than {limits.timeout:g} s "
+         f"time limit exceeded: the code computed for more than {limits.timeout:g} s "
          "(raise it with Limits(timeout=...))"),
         (MemoryError, "memory limit exceeded", "memory", "max_memory",
-         f"memory limit exceeded: the cell used more than {limits.max_memory} MB "
+         f"memory limit exceeded: the code used more than {limits.max_memory} MB "
          "(raise it with Limits(max_memory=...))"),
         (RecursionError, "maximum recursion depth", "stack", "max_stack_depth",
          f"stack depth limit exceeded: calls nested more than {limits.max_stack_depth} deep "
