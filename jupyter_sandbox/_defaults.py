@@ -97,6 +97,9 @@ RETRIES = 0
 """``create(retries=...)``: re-runs of a failed container before its error surfaces."""
 NETWORK: Final = "none"
 """``create(network=...)``: no network for the code unless asked (``"bridge"``)."""
+TOOL_CONCURRENCY = 4
+"""``tool(sandbox, concurrency=...)``: containers one sandbox tool runs at once when the code
+fans out."""
 
 # -- the container pool -------------------------------------------------------------------
 

@@ -24,7 +24,7 @@ from jupyter_sandbox import (
 from jupyter_sandbox import _defaults as default
 from jupyter_sandbox.magics._codemode import CodeModeMagics
 from jupyter_sandbox.magics._sandbox import SandboxMagics
-from jupyter_sandbox.orchestration import Keep, default_store_path
+from jupyter_sandbox.orchestration import Keep, _sandbox_tool, default_store_path
 from jupyter_sandbox.sandbox import _pool, _sandbox
 
 PACKAGE = Path(jupyter_sandbox.__file__).parent
@@ -70,6 +70,7 @@ def test_create_the_pool_and_the_agent_read_theirs_here() -> None:
     )
     assert _sandbox.DEFAULT_TIMEOUT == default.SANDBOX_TIMEOUT
     assert (_pool._IDLE, _pool._MAX_SPARES) == (default.SPARE_IDLE, default.MAX_SPARES)
+    assert _sandbox_tool.DEFAULT_CONCURRENCY == default.TOOL_CONCURRENCY
     agent = inspect.signature(CodeModeAgent).parameters
     assert agent["max_attempts"].default == default.MAX_ATTEMPTS
 
