@@ -152,3 +152,31 @@ def test_a_missing_module_names_the_packages_keyword() -> None:
     error = _raised(lambda: create("bare", code="import yaml").run())
     assert isinstance(error, NonZeroExit)
     _speaks_python(error, "packages", "packages=[...]")
+
+
+def test_every_parameter_an_engine_names_has_the_magics_words() -> None:
+    """Each ``parameter=`` an engine raises with beside a ``hint=`` (or a `LimitExceeded`'s,
+    whose hint is made from it) is in `ADVICE`: a new one without the magics' words would
+    leave a cell showing the Python phrase. (Those named by a variable are raised above.)"""
+    import ast
+    from pathlib import Path
+
+    import jupyter_sandbox
+
+    package = Path(jupyter_sandbox.__file__).parent
+    named: dict[str, str] = {}
+    for path in sorted(package.rglob("*.py")):
+        if "magics" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Call):
+                continue
+            words = {k.arg: k.value for k in node.keywords}
+            callee = getattr(node.func, "id", "")
+            if "hint" not in words and callee != "LimitExceeded":
+                continue
+            given = words.get("parameter")
+            if isinstance(given, ast.Constant) and given.value:
+                named[str(given.value)] = f"{path.relative_to(package)}:{node.lineno}"
+    assert {"max_calls", "max_output", "memory", "command", "store"} <= set(named)
+    assert {p: at for p, at in named.items() if p not in ADVICE} == {}
