@@ -10,13 +10,13 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .._defaults import MAX_ATTEMPTS, store_or_default
 from .._errors import CodeModeError, Interrupted, OrchestrationError, SandboxConfigError
 from .._events import AttemptFinished, AttemptStarted, EventCallback, ToolCall, ignore
 from ..orchestration import (
     Limits,
     Store,
     Tools,
-    default_store_path,
     orchestrate,
     resolve_limits,
     resolve_tools,
@@ -55,7 +55,7 @@ class CodeModeAgent:
         llm: LLM,
         tools: Tools = None,
         *,
-        max_attempts: int = 3,
+        max_attempts: int = MAX_ATTEMPTS,
         inputs: Mapping[str, Any] | None = None,
         limits: Limits | None = None,
         timeout: float | None = None,
@@ -91,7 +91,7 @@ class CodeModeAgent:
         self.type_check = type_check
         self.approver = approver
         gated = approver is None and any(t.approve is not False for t in self.tools.values())
-        self.store = default_store_path() if store is None and gated else store or None
+        self.store: Store | str | os.PathLike[str] | None = store_or_default(store, needed=gated)
         """Where runs are kept: ``store``, or the default store when a tool is gated and
         no approver answers it (a gated call then pauses the run); None: runs are not kept."""
         self.system_prompt = system_prompt(self.tools, self.inputs)

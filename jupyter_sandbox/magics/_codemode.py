@@ -21,6 +21,7 @@ from IPython.core.magic import cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import Int, Unicode
 
+from .. import _defaults as default
 from .._errors import CodeModeError, SandboxConfigError
 from ..codemode import CodeModeAgent
 from ..display import CodeModeView
@@ -51,7 +52,9 @@ class CodeModeMagics(CellMagics):
     llm = Unicode(
         "", help="Name of the notebook variable holding the model (messages -> text)."
     ).tag(config=True)
-    max_attempts = Int(3, help="Model replies to try before giving up.").tag(config=True)
+    max_attempts = Int(default.MAX_ATTEMPTS, help="Model replies to try before giving up.").tag(
+        config=True
+    )
 
     def __init__(self, shell: InteractiveShell, cells: OrchestrateMagics, **kwargs: Any) -> None:
         super().__init__(shell=shell, **kwargs)

@@ -62,7 +62,14 @@ from ..orchestration import (
     unkept_inputs,
     unseen,
 )
-from ._common import CellMagics, help_option, parse_options, print_help, usage_error
+from ._common import (
+    CellMagics,
+    help_option,
+    in_options,
+    parse_options,
+    print_help,
+    usage_error,
+)
 
 if TYPE_CHECKING:
     from ._orchestrate import OrchestrateMagics
@@ -382,7 +389,11 @@ class DurableMagics(CellMagics):
         if approve and expect is None:
             blind = _stored(lambda: unseen(store, run_id, given))
             if blind is not None:
-                raise UsageError(blind)
+                why, digest = blind
+                raise UsageError(
+                    f"{why}; see it whole with %orchestrate_pending --full, then "
+                    f"%orchestrate_approve {run_id} --expect {digest}"
+                )
         elif expect is not None and not is_digest(expect):
             raise UsageError(
                 f"%orchestrate_approve --expect: {refused_text(expect)!r} is not a digest (16 hex "
@@ -476,7 +487,7 @@ def _stored(read: Callable[[], Any]) -> Any:
     try:
         return read()
     except (StoreError, SandboxConfigError) as exc:
-        raise UsageError(str(exc)) from None
+        raise UsageError(in_options(exc)) from None
 
 
 def _notes(run: PausedRun, now: CallNow) -> list[str]:
