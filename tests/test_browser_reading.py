@@ -111,3 +111,39 @@ def test_html_export_reads_the_same(tmp_home: Path, browser) -> None:
         check(page, ".jsb:not(.jsb .jsb)")  # the nested run is a .jsb too
         page.screenshot(path=SHOTS / f"reading-export-{theme}.png", full_page=True)
         page.close()
+
+
+@pytest.mark.docker  # the browser fixture's conftest; no container runs
+def test_a_pending_runs_cell_name_takes_you_to_the_cell(
+    tmp_home: Path, browser, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``%orchestrate_pending`` at the end of a long notebook: the paused run's cell name is a
+    link; following it (click, or Enter) selects that cell far above and scrolls to it."""
+    from _jupyterlab import notebook_js, opened, wait_executed, write_notebook
+    from test_browser_durable import GATED
+    from test_browser_jupyterlab import run_cell
+
+    monkeypatch.setenv("JUPYTER_SANDBOX_STORE", str(tmp_home / "store.sqlite"))
+    root = tmp_home / "root"
+    filler = [f"# filler {i}\n" + "\n" * 6 for i in range(12)]
+    write_notebook(root / "far.ipynb", [*GATED[:2], *filler, "%orchestrate_pending"])
+    last = 2 + len(filler)
+    with opened(browser, root, tmp_home / "home", "far.ipynb") as (_, page):
+        for index in (0, 1, last):
+            run_cell(page, index)
+            wait_executed(page, index)
+        link = page.locator(".jp-Cell").nth(last).locator("a.jsb-cell-link")
+        assert link.inner_text().startswith("cell [2] `try:`"), link.inner_text()
+        link.click()
+        page.wait_for_function(
+            "() => window.jupyterapp.shell.currentWidget.content.activeCellIndex === 1"
+        )
+        box = page.locator(".jp-Cell").nth(1).bounding_box()
+        assert box is not None and 0 <= box["y"] < 900  # scrolled into view
+        notebook_js(page, f"panel.content.activeCellIndex = {last};")
+        link.focus()
+        page.keyboard.press("Enter")
+        page.wait_for_function(
+            "() => window.jupyterapp.shell.currentWidget.content.activeCellIndex === 1"
+        )
+        page.screenshot(path=SHOTS / "reading-pending-link.png")

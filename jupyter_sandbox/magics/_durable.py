@@ -23,6 +23,7 @@ import json
 import os
 import time
 from collections.abc import Callable
+from html import escape
 from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
@@ -242,6 +243,7 @@ class DurableMagics(CellMagics):
             return
         here = notebook_scope(self.shell)
         cut = False
+        lines: list[tuple[str, str | None]] = []  # (text, the cell it names: a link in HTML)
         for run in paused:
             call, notes = "(its call was not stored: paused by an older version)", []
             if run.refused is not None:
@@ -256,11 +258,32 @@ class DurableMagics(CellMagics):
             where = "" if run.scope == here else f" of {run.scope}"
             age = _age(time.time() - run.since)
             cell = self._cell_name(store, run.run_id)
-            print(f"{run.run_id}  {cell}{where}  {call}  paused {age} ago")
-            for note in notes:
-                print(f"    {note}")
+            lines.append((f"{run.run_id}  ", None))
+            lines.append((cell, run.cell if run.scope == here else None))
+            lines.append((f"{where}  {call}  paused {age} ago\n", None))
+            lines += [(f"    {note}\n", None) for note in notes]
         if cut:  # a person must be able to see everything they approve
-            print("(arguments cut: %orchestrate_pending --full shows them whole)")
+            lines.append(("(arguments cut: %orchestrate_pending --full shows them whole)\n", None))
+        self._show_listing(lines)
+
+    def _show_listing(self, parts: list[tuple[str, str | None]]) -> None:
+        """Print the listing; in a kernel, also as HTML where each cell of this notebook is a
+        link the JupyterLab extension follows to that cell (``data-jsb-cell``: the
+        frontend's cell id the run was keyed by; a link to no cell there does nothing)."""
+        text = "".join(part for part, _ in parts)
+        if getattr(self.shell, "kernel", None) is None:
+            print(text, end="")
+            return
+        from IPython.display import display
+
+        html = "".join(
+            escape(part)
+            if cell is None
+            else f'<a class="jsb-cell-link" tabindex="0" data-jsb-cell="{escape(cell)}" '
+            f'title="go to this cell">{escape(part)}</a>'
+            for part, cell in parts
+        )
+        display({"text/plain": text, "text/html": f"<pre>{html}</pre>"}, raw=True)
 
     @magic_arguments()
     @help_option

@@ -9,6 +9,7 @@ import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application'
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 
 import answerPausedRuns from './answer';
+import cellLinks from './goto';
 import codemodeInsert from './insert';
 
 const SHELL = 'text/x-sh';
@@ -56,4 +57,4 @@ const plugin: JupyterFrontEndPlugin<void> = {
   }
 };
 
-export default [plugin, codemodeInsert, answerPausedRuns];
+export default [plugin, codemodeInsert, answerPausedRuns, cellLinks];
