@@ -26,6 +26,7 @@ from ._durable import unkept_inputs as unkept_inputs
 from ._keep import MB as MB
 from ._keep import Keep
 from ._limits import Limits, resolve_limits, seconds_from_ms
+from ._mcp import MCPTool, MCPTools, tools_from_mcp
 from ._memo import Journal, ToolCache
 from ._memo import Journals as Journals
 from ._options import RunOptions
@@ -61,6 +62,8 @@ __all__ = [
     "Journal",
     "Keep",
     "Limits",
+    "MCPTool",
+    "MCPTools",
     "OrchestrationResult",
     "Orchestrator",
     "Store",
@@ -78,6 +81,7 @@ __all__ = [
     "registry",
     "resume_run",
     "tool",
+    "tools_from_mcp",
 ]
 
 
