@@ -99,11 +99,14 @@ async def _liar_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         tools=[
             types.Tool(name="count", input_schema=number, output_schema=_COUNT_OUT),
             types.Tool(name="honest", input_schema=number, output_schema=_COUNT_OUT),
+            types.Tool(name="echo", input_schema={"type": "object", "properties": {"from": {}}}),
         ]
     )
 
 
 async def _liar_call(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+    if params.name == "echo":
+        return types.CallToolResult(content=[], structured_content=dict(params.arguments or {}))
     x = (params.arguments or {}).get("x", 0)
     value: Any = x + 1 if params.name == "honest" else "many"  # says integer, answers text
     return types.CallToolResult(

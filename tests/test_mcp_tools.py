@@ -167,6 +167,10 @@ def test_a_server_that_lies_about_its_result_schema_is_refused():
         assert orchestrate("await honest(1)", tools=liar).value == 2
         with pytest.raises(ToolError, match="Invalid structured content returned by tool count"):
             orchestrate("await count(1)", tools=liar)
+        # a property Python cannot spell: any keywords, sent as given
+        assert "async def echo(**arguments: Any) -> Any: ..." in build_stubs(dict(liar), {})
+        sent = orchestrate("await echo(**{'from': 1, 'to': 2})", tools=liar).value
+        assert sent == {"from": 1, "to": 2}
 
 
 def test_streamable_http(http_server):
@@ -235,3 +239,59 @@ def test_the_engines_import_neither_extra():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_a_server_that_never_answers_times_out_and_is_stopped():
+    code = "import time; time.sleep(600)"  # starts, and never speaks MCP
+    before = {p.name for p in Path("/proc").iterdir() if p.name.isdigit()}
+    with pytest.raises(SandboxConfigError, match=r"no tool list after 1 s"):
+        tools_from_mcp([sys.executable, "-c", code], timeout=1, register=False)
+    started = [
+        int(p.name)
+        for p in Path("/proc").iterdir()
+        if p.name.isdigit() and p.name not in before and "time.sleep(600)" in cmdline(p)
+    ]
+    assert all(gone_within(pid) for pid in started)
+
+
+def cmdline(proc: Path) -> str:
+    try:
+        return (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+@pytest.mark.parametrize(
+    ("schema", "stub"),
+    [
+        ({"type": "integer"}, "int"),
+        ({"type": ["string", "null"]}, "str | None"),
+        ({"enum": ["a", "b"]}, "Literal['a', 'b']"),
+        ({"enum": [1.5, 2.5]}, "float"),
+        ({"type": "array", "items": {"type": "number"}}, "list[float]"),
+        ({"type": "object", "additionalProperties": {"type": "boolean"}}, "dict[str, bool]"),
+        ({"anyOf": [{"type": "integer"}, {}]}, "Any"),
+        ({"$ref": "#/$defs/n", "$defs": {"n": {"type": "integer"}}}, "int"),
+        ({"$ref": "#/$defs/loop", "$defs": {"loop": {"$ref": "#/$defs/loop"}}}, "Any"),
+        ({"$ref": "https://elsewhere/schema.json"}, "Any"),
+        ({"type": "array", "items": [{"type": "string"}]}, "list[Any]"),
+        ({"type": 7}, "Any"),
+        ("not a schema", "Any"),
+        ({"enum": list(range(100))}, "int"),
+    ],
+)
+def test_a_schema_becomes_an_annotation_whatever_the_server_wrote(schema, stub):
+    from jupyter_sandbox.orchestration._json_schema import annotation
+    from jupyter_sandbox.orchestration._stubs import _StubWriter
+
+    assert _StubWriter().render(annotation(schema)) == stub
+
+
+def test_an_input_schema_python_cannot_spell_takes_any_keywords():
+    from jupyter_sandbox.orchestration._json_schema import signature
+
+    assert signature({"properties": {"class": {}, "ok": {}}}) is None
+    assert signature({"properties": {"a-b": {}}}) is None
+    assert signature({"properties": [1, 2]}) is None
+    found = signature({"properties": {"b": {}, "a": {}}, "required": ["a"]})
+    assert str(found) == "(a: Any, *, b: Any = <not sent>)"

@@ -74,6 +74,8 @@ class _Connection:
         self._client: mcp.Client | None = None
         self._closing: asyncio.Event | None = None
         self._held: concurrent.futures.Future[None] | None = None
+        self._ended = threading.Event()
+        """Set once the session is closed and a stdio server's process stopped."""
         self.gone: str | None = None
         """Why calls fail at once: the server died, or the connection was closed."""
 
@@ -120,6 +122,7 @@ class _Connection:
         finally:
             self._client = None
             self.gone = self.gone or "the connection is closed"
+            self._ended.set()
 
     async def call(self, name: str, arguments: dict[str, Any]) -> mcp.types.CallToolResult:
         """The server's answer to one call, awaited from any event loop."""
@@ -139,17 +142,19 @@ class _Connection:
             raise
 
     def close(self, *, wait: bool = True) -> None:
-        """End the session; the SDK stops a stdio server's process (and reaps it)."""
+        """End the session; the SDK stops a stdio server's process (and reaps it). A
+        connection still starting (a server that never answers) is cancelled."""
         self.gone = self.gone or "the connection is closed"
         _open.discard(self)
-        loop = _loop.get()
-        if self._closing is not None:
-            loop.call_soon_threadsafe(self._closing.set)
-        if wait and self._held is not None:
-            try:
-                self._held.result(_CLOSE_SECONDS)
-            except (concurrent.futures.TimeoutError, Exception):
-                self._held.cancel()
+        held = self._held
+        if held is None:
+            return
+        if self._client is None:
+            held.cancel()
+        elif self._closing is not None:
+            _loop.get().call_soon_threadsafe(self._closing.set)
+        if wait and self._closing is not None and not self._ended.wait(_CLOSE_SECONDS):
+            held.cancel()
 
 
 @atexit.register
