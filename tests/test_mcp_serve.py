@@ -6,13 +6,18 @@ port left)."""
 from __future__ import annotations
 
 import asyncio
+import re
 import socket
+import sys
 import threading
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx2
 import mcp
 import pytest
+from _kernels import TOOLS, kernel
 from mcp.client.streamable_http import streamable_http_client
 
 SETUP = """
@@ -145,3 +150,25 @@ def test_bad_use_is_a_one_line_usage_error(shell, served, capsys):
         assert message in err
     result = shell.run_cell("%mcp_serve stop")
     assert "not serving" in capsys.readouterr().err
+
+
+def test_in_a_real_kernel_both_ways(tmp_path):
+    """A real Jupyter kernel: a cell takes an MCP server's tools (a real stdio server) and a
+    ``%%orchestrate`` cell awaits them; ``%mcp_serve`` then serves the notebook, and the
+    official client in this process runs code against both kinds of tool over HTTP."""
+    servers = Path(__file__).with_name("_mcp_servers.py")
+    with kernel(tmp_path / "store.sqlite") as nb:
+        nb.ok(TOOLS)
+        command = [sys.executable, str(servers), "demo"]
+        nb.ok("from jupyter_sandbox import tools_from_mcp")
+        nb.ok(f"t = tools_from_mcp({command!r}, only=['point'])")  # `add` is the notebook's
+        assert "{'x': 3, 'y': 3}" in nb.ok("%%orchestrate\nawait point(3, add(1, 3) - 1)").text
+        shown = nb.ok("%mcp_serve").text
+        url = re.search(r"at (http://127\.0\.0\.1:\d+/mcp)", shown).group(1)
+        token = re.search(r"Token \(shown this once\): (\S+)", shown).group(1)
+        serving = SimpleNamespace(url=url, token=token)
+        tools, result = ask(serving, {"code": "await point(add(1, 1), 5)"})
+        assert "async def point(x: int, y: int) -> dict[str, Any]: ..." in tools[0].description
+        assert result.structured_content["value"] == {"x": 2, "y": 5}
+        assert "stopped" in nb.ok("%mcp_serve stop").text
+        nb.ok("t.close()")

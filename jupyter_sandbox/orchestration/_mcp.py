@@ -21,12 +21,14 @@ import contextlib
 import inspect
 import json
 import keyword
+import os
 import re
 import shlex
+import sys
 import threading
 import weakref
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from .._errors import SandboxConfigError
 from ._json_schema import UNSET, annotation, signature, wrapped_result
@@ -335,7 +337,7 @@ def tools_from_mcp(
     if (command is None) == (url is None):
         raise SandboxConfigError("tools_from_mcp() takes a server command or url=..., one of them")
     try:
-        from mcp import StdioServerParameters
+        from mcp import StdioServerParameters, stdio_client
     except ImportError:
         raise SandboxConfigError(f"tools_from_mcp() needs the MCP SDK: {_EXTRA}") from None
     server: Any
@@ -343,8 +345,11 @@ def tools_from_mcp(
         argv = shlex.split(command) if isinstance(command, str) else [str(a) for a in command]
         if not argv:
             raise SandboxConfigError("tools_from_mcp(): the server command is empty")
-        server = StdioServerParameters(
-            command=argv[0], args=argv[1:], env=dict(env) if env else None, cwd=cwd
+        server = stdio_client(
+            StdioServerParameters(
+                command=argv[0], args=argv[1:], env=dict(env) if env else None, cwd=cwd
+            ),
+            errlog=_errlog(),
         )
         label = repr(shlex.join(argv))
     else:
@@ -390,6 +395,18 @@ async def _http(url: str, headers: Mapping[str, str] | None) -> AsyncIterator[An
         streamable_http_client(url, http_client=client) as streams,
     ):
         yield streams
+
+
+def _errlog() -> TextIO:
+    """Where a stdio server's stderr goes: ours when it is a file, else the process's own (a
+    kernel's ``sys.stderr`` is no file: the child cannot write to it)."""
+    for stream in (sys.stderr, sys.__stderr__):
+        try:
+            if stream is not None and stream.fileno() >= 0:
+                return stream
+        except (AttributeError, OSError, ValueError):
+            continue
+    return open(os.devnull, "w")  # the child's, for its whole life
 
 
 def _identifier(name: str) -> str:
