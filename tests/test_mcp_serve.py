@@ -6,6 +6,7 @@ port left)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import socket
 import sys
@@ -172,3 +173,20 @@ def test_in_a_real_kernel_both_ways(tmp_path):
         assert result.structured_content["value"] == {"x": 2, "y": 5}
         assert "stopped" in nb.ok("%mcp_serve stop").text
         nb.ok("t.close()")
+
+
+def test_a_sandbox_tools_secret_never_reaches_the_client():
+    """What a run's sandbox tools returned as secrets is masked in the answer, as in a cell
+    (the secret's run is faked here: `tests/test_secrets_durable.py` makes real ones)."""
+    from jupyter_sandbox.errors import ToolError
+    from jupyter_sandbox.orchestration import OrchestrationResult
+    from jupyter_sandbox.orchestration._mcp_serve import answer
+
+    ran = OrchestrationResult(code="token()", value={"key": "tok-s3cret-42"})
+    ran.stdout, ran.secrets = "got tok-s3cret-42\n", ("tok-s3cret-42",)
+    found = answer(ran)
+    assert "tok-s3cret-42" not in json.dumps(found)
+    assert found["status"] == "ok"
+    failed = ToolError("tool 'token' raised ValueError: tok-s3cret-42 is bad")
+    failed.result = ran
+    assert "tok-s3cret-42" not in json.dumps(answer(failed))

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .._errors import OrchestrationError, SandboxConfigError
+from .._scrub import mask_record
 from ._result import OrchestrationResult
 
 if TYPE_CHECKING:
@@ -75,16 +76,18 @@ mcp_outcomes = _Outcomes()
 
 
 def answer(ended: OrchestrationResult | OrchestrationError) -> dict[str, Any]:
-    """A run's result or failure as the structured answer a client gets (JSON data only)."""
+    """A run's result or failure as the structured answer a client gets (JSON data only),
+    a sandbox tool's secrets masked in it as in what a cell shows (`_scrub`)."""
     if isinstance(ended, OrchestrationError):
         result = ended.result
-        return {
+        found: dict[str, Any] = {
             "status": "failed",
             "error": f"{type(ended).__name__}: {ended}",
             "stdout": "" if result is None else result.stdout,
             "run_id": None if result is None else result.run_id,
         }
-    found: dict[str, Any] = {"status": ended.status, "run_id": ended.run_id}
+        return mask_record(found, () if result is None else result.secrets)
+    found = {"status": ended.status, "run_id": ended.run_id}
     if ended.status == "paused":
         call = ended.pending[0] if ended.pending else None
         waits = f"{call.tool}() waits" if call is not None else "a call waits"
@@ -95,7 +98,7 @@ def answer(ended: OrchestrationResult | OrchestrationError) -> dict[str, Any]:
     else:
         found["value"] = _data(ended.value)
     found["stdout"] = ended.stdout
-    return found
+    return mask_record(found, ended.secrets)
 
 
 def _data(value: Any) -> Any:
