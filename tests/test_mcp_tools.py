@@ -295,3 +295,15 @@ def test_an_input_schema_python_cannot_spell_takes_any_keywords():
     assert signature({"properties": [1, 2]}) is None
     found = signature({"properties": {"b": {}, "a": {}}, "required": ["a"]})
     assert str(found) == "(a: Any, *, b: Any = <not sent>)"
+
+
+def test_code_mode_and_orchestrate_async_use_them_as_any_tool(demo):
+    from jupyter_sandbox import CodeModeAgent, orchestrate_async
+    from jupyter_sandbox.codemode import ScriptedLLM
+
+    agent = CodeModeAgent(ScriptedLLM(["```python\nawait add(1, b=10)\n```"]), demo)
+    assert "async def add(a: int, *, b: int = ...) -> int:" in agent.system_prompt
+    assert "Add two numbers." in agent.system_prompt
+    assert agent.run("add 1 and 10").value == 11
+    # on the caller's own event loop, as a notebook's await of orchestrate_async does
+    assert asyncio.run(orchestrate_async("await add(2)", tools=demo)).value == 4
