@@ -151,6 +151,12 @@ def test_bad_use_is_a_one_line_usage_error(shell, served, capsys):
         assert message in err
     result = shell.run_cell("%mcp_serve stop")
     assert "not serving" in capsys.readouterr().err
+    # the line is taken as written: IPython would run the code between braces
+    shell.user_ns["ran"] = []
+    result = shell.run_cell("%mcp_serve --port {ran.append(1) or 80}")
+    assert not result.success
+    assert shell.user_ns["ran"] == []
+    assert "invalid int value" in capsys.readouterr().err
 
 
 def test_in_a_real_kernel_both_ways(tmp_path):

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
-from IPython.core.magic import line_magic, magics_class
+from IPython.core.magic import line_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments
 
 from .._errors import SandboxConfigError
@@ -37,19 +37,21 @@ class MCPMagics(CellMagics):
         self.cells = cells
         self.serving: Serving | None = None
 
-    @magic_arguments("%mcp_serve")
+    @magic_arguments()
     @help_option
     @argument("action", nargs="?", choices=["stop"], help="stop serving")
     @argument(
         "--port", type=int, metavar="N", help="loopback port to serve on (default: a free one)"
     )
     @line_magic
+    @no_var_expand
     def mcp_serve(self, line: str) -> None:
         """Serve this notebook's tools to MCP clients as one tool, ``run_code``, on loopback.
 
         Prints the URL and a bearer token (once: a new one each time it serves). Each call's
         code runs as an ``%%orchestrate`` cell would, under ``%config OrchestrateMagics``
-        limits; a gated call pauses the run until ``%orchestrate_approve RUN_ID``."""
+        limits; a gated call pauses the run until ``%orchestrate_approve RUN_ID``. The line is
+        taken as written (`no_var_expand`): IPython would run code between ``{...}`` on it."""
         args = parse_options(self.mcp_serve, line)
         if args is None:
             return
