@@ -307,3 +307,14 @@ def test_code_mode_and_orchestrate_async_use_them_as_any_tool(demo):
     assert agent.run("add 1 and 10").value == 11
     # on the caller's own event loop, as a notebook's await of orchestrate_async does
     assert asyncio.run(orchestrate_async("await add(2)", tools=demo)).value == 4
+
+
+def test_a_cancelled_run_cancels_its_call_and_the_connection_stays_usable(demo):
+    from jupyter_sandbox import orchestrate_async
+
+    async def main() -> object:
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(orchestrate_async("await hang()", tools=demo), 1)
+        return (await orchestrate_async("await add(5)", tools=demo)).value
+
+    assert asyncio.run(main()) == 7
