@@ -54,6 +54,7 @@ from ..orchestration import (
     call_now,
     fork_run,
     full_repr,
+    mcp_outcomes,
     paused_runs,
     read_whole,
     resume_run,
@@ -392,9 +393,11 @@ class DurableMagics(CellMagics):
             if result.refused is not None:  # nothing made; the record shows the call now
                 raise UsageError(result.refused)
             done = True
+            mcp_outcomes.remember(run_id, result)  # an MCP client may ask (`%mcp_serve`)
             return result.value
         except OrchestrationError as exc:
             done = exc.result is not None  # it ran (and failed): the pause was answered
+            mcp_outcomes.remember(run_id, exc)
             raise
         finally:
             if shown is not None and done:  # the paused cell above says so, buttons gone

@@ -191,17 +191,7 @@ class OrchestrateMagics(CellMagics):
                 "completed a tool call; running every call"
             )
         try:  # a bad %config value: one usage line naming the option, as a bad option gets
-            limits = Limits(
-                timeout=self.timeout,
-                max_memory=self.max_memory,
-                max_calls=self.max_calls,
-                max_result=self.max_result,
-                max_output=self.max_output,
-                max_stack_depth=self.max_stack_depth
-                if args.max_stack_depth is None
-                else args.max_stack_depth,
-                max_transfer=self.max_transfer if args.max_transfer is None else args.max_transfer,
-            )
+            limits = self.limits(args.max_stack_depth, args.max_transfer)
             keep = Keep(
                 value=self.keep_value,
                 run=self.keep_run,
@@ -251,6 +241,19 @@ class OrchestrateMagics(CellMagics):
         if args.out:
             shell.user_ns[args.out] = result.value
         return shown_value(result.value, result.secrets)  # a sandbox tool's secret: hidden
+
+    def limits(self, max_stack_depth: int | None = None, max_transfer: int | None = None) -> Limits:
+        """The configured limits (``%config OrchestrateMagics.timeout`` ...), the two given
+        winning over theirs; raises `SandboxConfigError` for a bad value."""
+        return Limits(
+            timeout=self.timeout,
+            max_memory=self.max_memory,
+            max_calls=self.max_calls,
+            max_result=self.max_result,
+            max_output=self.max_output,
+            max_stack_depth=self.max_stack_depth if max_stack_depth is None else max_stack_depth,
+            max_transfer=self.max_transfer if max_transfer is None else max_transfer,
+        )
 
     def open_store(self) -> Store | None:
         """The store runs and sessions are kept in (``%config OrchestrateMagics.store``; one
