@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from jupyter_sandbox._bounds import KEEP_EDGE, KEEP_FAILED, SUMMARY_MIN_CALLS, ToolStats
 from jupyter_sandbox._grammar import is_digest, is_run_id
 from jupyter_sandbox._text import ANSI
@@ -17,6 +19,9 @@ from jupyter_sandbox.records import (
 
 MAX_ROWS = 200
 """Calls listed in text/HTML fallbacks; the labextension draws every call the record keeps."""
+
+_TRACE_ID = re.compile(r"[0-9a-f]{32}")
+"""An OpenTelemetry trace id as the kernel writes it (``TRACE_ID`` in approval.ts)."""
 
 LOG_TAIL = 40
 """Build log lines a failed build shows in text: the failing step's end; the record has all."""
@@ -133,7 +138,7 @@ def shown_value(record: TraceRecord) -> str | None:
 
 def origin_notes(record: TraceRecord) -> list[str]:
     """Where a run's state came from, said under its headline: the run and call a fork branched
-    off, the session whose variables it kept."""
+    off, the session whose variables it kept; and the OpenTelemetry trace its spans are in."""
     notes = []
     forked = record.get("forked_from")
     if forked:
@@ -142,6 +147,9 @@ def origin_notes(record: TraceRecord) -> list[str]:
         notes.append(f"session {record.get('session')}")
     if record.get("run_id") and record.get("status") != "paused":  # a paused one says it below
         notes.append(f"run {record.get('run_id')}")
+    trace_id = record.get("trace_id")
+    if isinstance(trace_id, str) and _TRACE_ID.fullmatch(trace_id):  # a saved notebook may lie
+        notes.append(f"OpenTelemetry trace {trace_id}")
     return notes
 
 

@@ -11,8 +11,9 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
-from traitlets import Bool, Float, Int, Unicode
+from traitlets import Bool, Float, Int, Unicode, observe
 
+from .. import _otel
 from .._errors import SandboxConfigError, StoreError
 from .._events import EventCallback
 from .._scrub import shown_value
@@ -91,6 +92,17 @@ class OrchestrateMagics(CellMagics):
         "resumed, approved or forked after a restart. None: $JUPYTER_SANDBOX_STORE, else "
         "~/.local/share/jupyter-sandbox/store.sqlite; empty: no store.",
     ).tag(config=True)
+
+    otel = Bool(
+        None,
+        allow_none=True,
+        help="Trace each run, tool call and container with OpenTelemetry: True on, False off, "
+        "None: on when the OTEL_* environment names an exporter or an OTLP endpoint.",
+    ).tag(config=True)
+
+    @observe("otel")
+    def _otel_switched(self, change: dict[str, Any]) -> None:
+        _otel.configure(change["new"])  # kernel-wide: %%sandbox cells are traced too
 
     def __init__(self, shell: InteractiveShell) -> None:
         super().__init__(shell=shell)

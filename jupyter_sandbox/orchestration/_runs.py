@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import contextvars
 import hashlib
 import os
 import re
@@ -68,10 +69,14 @@ def start(
     if pooled and driver.tools:
         raise ValueError("only a run without tools may take a kept thread")
 
+    # The run's thread starts in a copy of the caller's context: a traced run's span is current
+    # there, so Monty's own spans nest under it (`_otel`).
+    context = contextvars.copy_context()
+
     def target() -> None:
         with contextlib.suppress(concurrent.futures.InvalidStateError):
             try:
-                future.set_result(driver.run())
+                future.set_result(context.run(driver.run))
             except BaseException as exc:
                 future.set_exception(exc)
 

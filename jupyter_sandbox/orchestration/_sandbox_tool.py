@@ -21,6 +21,7 @@ import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
+from .. import _otel
 from .._errors import ContainerError, SandboxConfigError
 from .._events import ToolCall
 from .._scrub import note
@@ -83,7 +84,8 @@ class SandboxTool(Tool):
         super().__init__(run, name, approve=approve)
 
     def invoke(self, call: ToolCall, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        return self._run(call, args, kwargs)
+        # traced: the container run's spans nest under the call's (`_otel`)
+        return _otel.within(call, self._run, call, args, kwargs)
 
     async def _run(
         self, call: ToolCall | None, args: tuple[Any, ...], kwargs: dict[str, Any]

@@ -103,6 +103,8 @@ export interface ITraceRecord {
   answered?: IAnswered;
   /** How the pause this run was continued from was answered (a run a magic continued). */
   answer?: IAnswered;
+  /** The OpenTelemetry trace id (32 hex digits) of the run's spans, when tracing was on. */
+  trace_id?: string;
 }
 
 export interface IBuildRecord {
