@@ -144,12 +144,17 @@ def _masked(values: Any) -> Any:
 
 class _Masking:
     """The tracer Monty gets. Its spans carry the code, each call's arguments and return
-    value: a secret a sandbox tool returned is masked there as in our records (`_scrub`)."""
+    value: a secret a sandbox tool returned is masked there as in our records (`_scrub`).
+    Monty's instrumentation cannot be undone: once tracing is off, its spans are dropped."""
 
     def __init__(self, inner: Any) -> None:
         self._inner = inner
 
     def start_span(self, name: str, *args: Any, attributes: Any = None, **kwargs: Any) -> Any:
+        if not active():  # switched off since: Monty stays instrumented, its spans go nowhere
+            from opentelemetry.trace import INVALID_SPAN
+
+            return INVALID_SPAN
         span = self._inner.start_span(name, *args, attributes=_masked(attributes), **kwargs)
         return _masked_span()(span)
 
