@@ -363,3 +363,57 @@ def test_the_record_shows_its_trace_id_and_not_a_forged_one():
     record["trace_id"] = "<img src=x onerror=alert(1)>" + "0" * 32
     data = bundle(record)
     assert "OpenTelemetry trace" not in data["text/plain"] + data["text/html"]
+
+
+def test_a_paused_call_waits_as_an_event_and_its_approval_is_a_traced_run(spans, tmp_path):
+    from jupyter_sandbox import Store, resume_run, tool
+
+    gated = tool(add, name="gated_add", approve=True)
+    store = Store(tmp_path / "store.sqlite")
+    paused = orchestrate("gated_add(1, 2) * 10", tools=[gated], store=store)
+    assert paused.status == "paused"
+    call = _one(spans, "execute_tool gated_add")
+    assert call.attributes["jupyter_sandbox.call.status"] == "pending"
+    (event,) = call.events
+    assert event.name == "approval.pending"
+    assert event.attributes["jupyter_sandbox.run_id"] == paused.run_id
+    assert paused.to_record()["trace_id"] == format(call.context.trace_id, "032x")
+    spans.clear()
+    done = resume_run(paused.run_id, approve=True, store=store, tools=[gated])
+    assert done.value == 30
+    run = _one(spans, "orchestrate")
+    assert run.attributes["jupyter_sandbox.run.approved"] is True
+    assert run.attributes["jupyter_sandbox.run.id"] == paused.run_id
+    assert done.to_record()["trace_id"] == format(run.context.trace_id, "032x")
+    assert _parent(_one(spans, "execute_tool gated_add")) == run.context.span_id
+
+
+def test_an_interrupted_run_ends_the_abandoned_call_and_its_own_span(spans):
+    from jupyter_sandbox.orchestration import orchestrate_async
+
+    release = threading.Event()
+    entered = threading.Event()
+
+    def stuck() -> int:
+        entered.set()
+        release.wait(30)
+        return 1
+
+    async def cancelled() -> None:
+        task = asyncio.ensure_future(orchestrate_async("stuck()", tools=[stuck]))
+        while not entered.is_set():
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    try:
+        asyncio.run(cancelled())
+    finally:
+        release.set()
+    call = _one(spans, "execute_tool stuck")
+    assert call.status.status_code is StatusCode.ERROR
+    assert call.status.description.startswith("Abandoned")
+    run = _one(spans, "orchestrate")
+    assert run.status.status_code is StatusCode.ERROR
+    assert _parent(call) == run.context.span_id and call.end_time <= run.end_time

@@ -31,7 +31,7 @@ from ._memo import Journals as Journals
 from ._options import RunOptions
 from ._orchestrator import Orchestrator, orchestrator, orchestrator_from_str
 from ._orchestrator import presenter as presenter
-from ._otel import traced
+from ._otel import traced_options
 from ._paused import CallNow as CallNow
 from ._paused import PausedRun as PausedRun
 from ._paused import call_now as call_now
@@ -217,8 +217,9 @@ def orchestrate(
     ``keep`` bounds the bytes of tool values the run keeps (its trace, journal and, with a
     store, what it writes there): `Keep()`, the defaults, when None; see `_keep`.
     """
-    with traced(RunOptions(**locals())) as run:  # its span, when tracing is on (`_otel`)
-        driver = _driver(tool_loop(parent_loop()), run.options)
+    options = RunOptions(**locals())
+    with traced_options(options) as run:  # its span, when tracing is on (`_otel`)
+        driver = _driver(tool_loop(parent_loop()), run.options(options))
         run.scrubbing(driver.scrub)
         return run.done(wait(driver))
 
@@ -249,8 +250,9 @@ async def orchestrate_async(
 ) -> OrchestrationResult:
     """`orchestrate` for a running event loop: async tools run on this loop, so they may use
     clients bound to it; cancelling the awaiting task stops the sandbox."""
-    with traced(RunOptions(**locals())) as run:  # its span, when tracing is on (`_otel`)
-        driver = _driver(asyncio.get_running_loop(), run.options)
+    options = RunOptions(**locals())
+    with traced_options(options) as run:  # its span, when tracing is on (`_otel`)
+        driver = _driver(asyncio.get_running_loop(), run.options(options))
         run.scrubbing(driver.scrub)
         try:
             return run.done(await asyncio.wrap_future(start(driver)))

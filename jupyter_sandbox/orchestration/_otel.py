@@ -117,34 +117,31 @@ class _Calls:
 
 
 class Traced:
-    """One traced run (`traced`): ``options`` are what the driver gets; `done` ends it."""
+    """One traced run: ``on_event`` and ``approver`` are what its driver gets; the span is
+    current on this thread inside the ``with`` and ends with it (`done` hands it the result)."""
 
-    def __init__(self, options: RunOptions) -> None:
-        from opentelemetry import context as otel_context
+    def __init__(
+        self,
+        on_event: EventCallback | None,
+        approver: Callable[[ToolCall], bool] | None,
+        values: dict[str, Any],
+    ) -> None:
         from opentelemetry import trace
 
         self.span: Span = _otel.tracer().start_span(
-            "orchestrate",
-            attributes=_otel.attributes(
-                {
-                    "run.lines": options.code.count("\n") + 1,
-                    "run.session": options.session,
-                    "run.scope": options.scope,
-                    "run.resume": options.resume,
-                }
-            ),
+            "orchestrate", attributes=_otel.attributes(values)
         )
         self.trace_id = _otel.trace_id(self.span)
         self._result: OrchestrationResult | None = None
-        parent = trace.set_span_in_context(self.span)
-        self._token = otel_context.attach(parent)
-        self.calls = _Calls(parent, options.on_event or ignore)
-        approver = options.approver
-        self.options = dataclasses.replace(
-            options,
-            on_event=self.calls,
-            approver=None if approver is None else self._approving(approver),
-        )
+        self._parent = trace.set_span_in_context(self.span)
+        self._token: object = None
+        self.calls = _Calls(self._parent, on_event or ignore)
+        self.on_event: EventCallback = self.calls
+        self.approver = None if approver is None else self._approving(approver)
+
+    def options(self, options: RunOptions) -> RunOptions:
+        """``options`` with this run's ``on_event`` and ``approver``."""
+        return dataclasses.replace(options, on_event=self.on_event, approver=self.approver)
 
     def _approving(self, approver: Callable[[ToolCall], bool]) -> Callable[[ToolCall], bool]:
         def approve(call: ToolCall) -> bool:
@@ -170,6 +167,9 @@ class Traced:
         return result
 
     def __enter__(self) -> Traced:
+        from opentelemetry import context as otel_context
+
+        self._token = otel_context.attach(self._parent)
         return self
 
     def __exit__(
@@ -200,15 +200,21 @@ class Traced:
             _otel.failed(span, result.error)
         elif exc is not None:
             _otel.failed(span, f"{type(exc).__name__}: {exc}")
-        otel_context.detach(self._token)
+        otel_context.detach(self._token)  # type: ignore[arg-type]
         span.end()
 
 
-class _Untraced:
-    """`traced` when tracing is off: the options as given, nothing else."""
+class Untraced:
+    """`traced` when tracing is off: the driver gets what it was given, nothing else."""
 
-    def __init__(self, options: RunOptions) -> None:
-        self.options = options
+    def __init__(
+        self, on_event: EventCallback | None, approver: Callable[[ToolCall], bool] | None
+    ) -> None:
+        self.on_event = on_event
+        self.approver = approver
+
+    def options(self, options: RunOptions) -> RunOptions:
+        return options
 
     def scrubbing(self, scrub: Scrub) -> None:
         pass
@@ -216,13 +222,34 @@ class _Untraced:
     def done(self, result: OrchestrationResult) -> OrchestrationResult:
         return result
 
-    def __enter__(self) -> _Untraced:
+    def __enter__(self) -> Untraced:
         return self
 
     def __exit__(self, *exc: object) -> None:
         pass
 
 
-def traced(options: RunOptions) -> Traced | _Untraced:
-    """The run's span, when tracing is on (`_otel.active`); see the module."""
-    return Traced(options) if _otel.active() else _Untraced(options)
+def traced(
+    on_event: EventCallback | None,
+    approver: Callable[[ToolCall], bool] | None,
+    **values: Any,
+) -> Traced | Untraced:
+    """A run's span, when tracing is on (`_otel.active`), ``values`` its first attributes;
+    see the module."""
+    if not _otel.active():
+        return Untraced(on_event, approver)
+    return Traced(on_event, approver, values)
+
+
+def traced_options(options: RunOptions) -> Traced | Untraced:
+    """`traced` for `orchestrate` / `orchestrate_async`: use ``run.options(options)``."""
+    return traced(
+        options.on_event,
+        options.approver,
+        **{
+            "run.lines": options.code.count("\n") + 1,
+            "run.session": options.session,
+            "run.scope": options.scope,
+            "run.resume": options.resume,
+        },
+    )
