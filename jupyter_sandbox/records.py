@@ -217,6 +217,9 @@ class RunRecord(TypedDict):
     uncached: NotRequired[str]
     """Why the result was not kept in the result cache asked for (``cache="auto"`` or
     ``"override"``): it held a secret's value. Absent when it was kept, or none was asked."""
+    trace_id: NotRequired[str]
+    """The OpenTelemetry trace id (32 hex digits) of the run's spans, when tracing was on
+    (absent when it was off)."""
 
 
 Record = TraceRecord | RunRecord

@@ -237,7 +237,10 @@ def test_a_sandbox_tool_nests_its_container_under_its_call_and_secrets_are_maske
         return len(token)
 
     code = "t = await leak()\nn = send(t)\ntry:\n    await fail()\nexcept Exception:\n    pass\nn"
-    assert orchestrate(code, tools=[leak, send, fail]).value == 19
+    result = orchestrate(code, tools=[leak, send, fail])
+    assert result.value == 19
+    (record,) = result.trace[0].children  # the container run's record names the trace too
+    assert record["trace_id"] == result.trace_id
     finished = spans.get_finished_spans()
     assert not [s for s in finished if "tok-5ecret" in json.dumps(dict(s.attributes))]
     assert _one(spans, "execute_tool send").attributes["jupyter_sandbox.call.arguments"] == "'***'"
@@ -351,7 +354,7 @@ def test_the_magic_switch_traces_a_cell_in_a_real_kernel(receiver, tmp_path: Pat
 
 
 def test_the_record_shows_its_trace_id_and_not_a_forged_one():
-    from _display_samples import trace_record
+    from _display_samples import run_record, trace_record
 
     from jupyter_sandbox.display import bundle
 
@@ -363,6 +366,9 @@ def test_the_record_shows_its_trace_id_and_not_a_forged_one():
     record["trace_id"] = "<img src=x onerror=alert(1)>" + "0" * 32
     data = bundle(record)
     assert "OpenTelemetry trace" not in data["text/plain"] + data["text/html"]
+    run = run_record()
+    run["trace_id"] = "0af7651916cd43dd8448eb211c80319c"
+    assert "OpenTelemetry trace 0af7651916cd43dd8448eb211c80319c" in bundle(run)["text/plain"]
 
 
 def test_a_paused_call_waits_as_an_event_and_its_approval_is_a_traced_run(spans, tmp_path):

@@ -21,7 +21,7 @@ MAX_ROWS = 200
 """Calls listed in text/HTML fallbacks; the labextension draws every call the record keeps."""
 
 _TRACE_ID = re.compile(r"[0-9a-f]{32}")
-"""An OpenTelemetry trace id as the kernel writes it (``TRACE_ID`` in approval.ts)."""
+"""An OpenTelemetry trace id as the kernel writes it (``TRACE_ID`` in format.ts)."""
 
 LOG_TAIL = 40
 """Build log lines a failed build shows in text: the failing step's end; the record has all."""
@@ -147,10 +147,19 @@ def origin_notes(record: TraceRecord) -> list[str]:
         notes.append(f"session {record.get('session')}")
     if record.get("run_id") and record.get("status") != "paused":  # a paused one says it below
         notes.append(f"run {record.get('run_id')}")
-    trace_id = record.get("trace_id")
-    if isinstance(trace_id, str) and _TRACE_ID.fullmatch(trace_id):  # a saved notebook may lie
-        notes.append(f"OpenTelemetry trace {trace_id}")
+    traced = trace_note(record)
+    if traced:
+        notes.append(traced)
     return notes
+
+
+def trace_note(record: Record) -> str | None:
+    """The note naming a traced run's OpenTelemetry trace (``traceNote`` in format.ts); None
+    without one, or with one the kernel does not write (a saved notebook may say anything)."""
+    trace_id = record.get("trace_id")
+    if isinstance(trace_id, str) and _TRACE_ID.fullmatch(trace_id):
+        return f"OpenTelemetry trace {trace_id}"
+    return None
 
 
 def paused_heading(record: TraceRecord) -> str:
@@ -287,6 +296,9 @@ def sandbox_summary(record: RunRecord) -> str:
         bits.append(f"{record.get('attempts')} attempts")
     if record.get("cached"):
         bits.append("result cached")
+    traced = trace_note(record)
+    if traced:
+        bits.append(traced)
     return (
         f"sandbox {record.get('name', '?')!r} {record.get('status', '?')} in "
         f"{seconds(record.get('duration'))} ({', '.join(bits)})"

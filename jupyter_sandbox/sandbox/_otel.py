@@ -117,6 +117,7 @@ def traced(run: SandboxRun, emit: EventCallback) -> Iterator[EventCallback]:
     span = _otel.tracer().start_span(
         f"sandbox {run.name}", attributes=_otel.attributes({"sandbox.name": run.name})
     )
+    run.trace_id = _otel.trace_id(span)  # its record shows it
     events = _Events(trace.set_span_in_context(span), emit, run.secrets)
     error: str | None = None
     try:

@@ -16,7 +16,7 @@
  * call only if it is still the call that digest seals.
  */
 
-import { el, ownKeys } from './format';
+import { el, ownKeys, traceNote } from './format';
 import { IAnswered, ICallRecord, ITraceRecord } from './records';
 
 /** The event a button dispatches; `detail.code` is the magic to run in a new cell below. */
@@ -117,9 +117,6 @@ export function answerNote(answered: IAnswered): string {
   return `rejected${where}` + (answered.reason ? `: ${answered.reason}` : ' (no reason given)');
 }
 
-/** An OpenTelemetry trace id as the kernel writes it (`_TRACE_ID` in display/_format.py). */
-const TRACE_ID = /^[0-9a-f]{32}$/;
-
 /** Where the run's state came from, under its headline (`origin_notes` in _format.py). */
 export function originNotes(record: ITraceRecord): string[] {
   const notes: string[] = [];
@@ -132,8 +129,9 @@ export function originNotes(record: ITraceRecord): string[] {
   if (record.run_id && record.status !== 'paused') {
     notes.push(`run ${record.run_id}`); // a paused run says it in its panel
   }
-  if (typeof record.trace_id === 'string' && TRACE_ID.test(record.trace_id)) {
-    notes.push(`OpenTelemetry trace ${record.trace_id}`); // a saved notebook may say anything
+  const traced = traceNote(record);
+  if (traced) {
+    notes.push(traced);
   }
   return notes;
 }
