@@ -28,7 +28,7 @@ import functools
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._scrub import known
 
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from opentelemetry.context import Context
     from opentelemetry.trace import Span, Tracer
 
+T = TypeVar("T")
 PREFIX = "jupyter_sandbox."
 """Our span attributes' namespace."""
 _switch: bool | None = None
@@ -247,6 +248,27 @@ async def _bound(context: Context, coro: Any) -> Any:
         return await coro
     finally:
         otel_context.detach(token)
+
+
+def carried(fn: Callable[[], T]) -> Callable[[], T]:
+    """``fn``, to be run on another thread with this thread's OpenTelemetry context current
+    there (a run's thread: Monty's spans nest under the run's); ``fn`` itself when tracing is
+    off. Only OpenTelemetry's context crosses: the thread's other context variables (the
+    kernel's parent header, ours) stay as they were."""
+    if not active():
+        return fn
+    from opentelemetry import context as otel_context
+
+    context = otel_context.get_current()
+
+    def run() -> T:
+        token = otel_context.attach(context)
+        try:
+            return fn()
+        finally:
+            otel_context.detach(token)
+
+    return run
 
 
 def annotate(values: Mapping[str, Any]) -> None:

@@ -1,7 +1,7 @@
 """A run's OpenTelemetry span and its tool calls' spans, made from the run's events.
 
 `traced` wraps one `orchestrate` / `orchestrate_async` call: when tracing is on (`_otel.active`)
-it opens the run's span, current on the calling thread (the driver's thread starts in a copy of
+it opens the run's span, current on the calling thread (the driver's thread gets
 that context, so Monty's own spans nest under it), and hands the driver options whose
 ``on_event`` goes through `_Calls` first and whose ``approver`` marks its answers as span events.
 Each `CallStarted` opens a child span for the call (the tool, its arguments' previews masked by

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import contextvars
 import hashlib
 import os
 import re
@@ -24,6 +23,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .. import _otel
 from .._errors import Interrupted, SandboxConfigError, StoreError
 from .._events import EventCallback, ToolCall, ignore
 from ._driver import Driver, parent_loop
@@ -70,14 +70,12 @@ def start(
     if pooled and driver.tools:
         raise ValueError("only a run without tools may take a kept thread")
 
-    # The run's thread starts in a copy of the caller's context: a traced run's span is current
-    # there, so Monty's own spans nest under it (`_otel`).
-    context = contextvars.copy_context()
+    run = _otel.carried(driver.run)  # a traced run's span current there too (`_otel`)
 
     def target() -> None:
         with contextlib.suppress(concurrent.futures.InvalidStateError):
             try:
-                future.set_result(context.run(driver.run))
+                future.set_result(run())
             except BaseException as exc:
                 future.set_exception(exc)
 
