@@ -423,3 +423,15 @@ def test_an_interrupted_run_ends_the_abandoned_call_and_its_own_span(spans):
     run = _one(spans, "orchestrate")
     assert run.status.status_code is StatusCode.ERROR
     assert _parent(call) == run.context.span_id and call.end_time <= run.end_time
+
+
+def test_a_call_answered_from_the_cache_is_marked_replayed(spans):
+    from jupyter_sandbox.orchestration import ToolCache
+
+    cache = ToolCache()
+    orchestrate("add(1, 2)", tools=[add], cache=cache)
+    spans.clear()
+    assert orchestrate("add(1, 2)", tools=[add], cache=cache).value == 3
+    call = _one(spans, "execute_tool add")
+    assert call.attributes["jupyter_sandbox.call.replayed"] is True
+    assert call.attributes["jupyter_sandbox.call.status"] == "ok"
