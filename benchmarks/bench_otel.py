@@ -160,14 +160,16 @@ def main() -> None:
 def _interleaved(
     rows: list[tuple[str, _Worker]], kind: str, watched: bool, rounds: int
 ) -> list[tuple[str, float]]:
-    """Median seconds per row, the workers taken in turn each round after a warm-up run; each
-    worker times its own run (the pipe's round trip left out)."""
+    """Median seconds per row, the workers taken in turn each round after a warm-up run, each
+    round starting one row later (what a worker leaves running after its run, a span export,
+    slows each row alike); each worker times its own run (the pipe's round trip left out)."""
     samples: list[list[float]] = [[] for _ in rows]
     for round_ in range(rounds + 1):
-        for (_, worker), times in zip(rows, samples, strict=True):
-            seconds = worker.run(kind, watched)
+        for i in range(len(rows)):
+            at = (i + round_) % len(rows)
+            seconds = rows[at][1].run(kind, watched)
             if round_:
-                times.append(seconds)
+                samples[at].append(seconds)
     return [(label, statistics.median(t)) for (label, _), t in zip(rows, samples, strict=True)]
 
 
