@@ -435,3 +435,25 @@ def test_a_call_answered_from_the_cache_is_marked_replayed(spans):
     call = _one(spans, "execute_tool add")
     assert call.attributes["jupyter_sandbox.call.replayed"] is True
     assert call.attributes["jupyter_sandbox.call.status"] == "ok"
+
+
+def test_the_magic_switch_without_opentelemetry_says_what_to_install(shell, monkeypatch, caplog):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name.startswith("opentelemetry") else real(name, *a),
+    )
+    shell.run_line_magic("config", "OrchestrateMagics.otel = True")
+    assert "pip install 'jupyter-sandbox[otel]'" in caplog.text  # what %config shows
+    magics = shell.magics_manager.registry["OrchestrateMagics"]
+    assert magics.otel is None and not _otel.active()
+    monkeypatch.undo()
+    shell.run_line_magic("config", "OrchestrateMagics.otel = True")
+    try:
+        assert magics.otel is True and _otel.active()
+    finally:
+        shell.run_line_magic("config", "OrchestrateMagics.otel = None")
+    assert not _otel.active()
