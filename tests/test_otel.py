@@ -457,3 +457,28 @@ def test_the_magic_switch_without_opentelemetry_says_what_to_install(shell, monk
     finally:
         shell.run_line_magic("config", "OrchestrateMagics.otel = None")
     assert not _otel.active()
+
+
+@pytest.mark.docker
+@pytest.mark.usefixtures("no_leaked_containers")
+def test_a_sandbox_run_of_its_own_is_a_trace_with_its_build_and_container(spans):
+    from jupyter_sandbox import create
+
+    sandbox = create(
+        "otel_six",
+        code="import six\nresult = six.__name__",
+        outputs={"result": str},
+        packages=["six"],
+    )
+    run = sandbox.execute({})
+    root = _one(spans, "sandbox otel_six")
+    assert root.parent is None
+    assert run.to_record()["trace_id"] == format(root.context.trace_id, "032x")
+    build = _one(spans, "image build")
+    assert _parent(build) == root.context.span_id
+    assert build.attributes["container.image.name"] == run.image
+    assert isinstance(build.attributes["jupyter_sandbox.build.cached"], bool)
+    attempt = _one(spans, "container run 1")
+    assert _parent(attempt) == root.context.span_id
+    assert attempt.attributes["container.exit_code"] == 0
+    assert build.end_time <= attempt.start_time
