@@ -43,6 +43,7 @@ class _Calls:
         self.scrub: Scrub | None = None
         """The run's secrets (set once its driver exists): masked in the arguments' previews."""
         self.open: dict[int, tuple[ToolCall, Span]] = {}
+        self.tracer = _otel.tracer()
 
     def __call__(self, event: Event) -> None:
         if type(event) is CallStarted:
@@ -57,7 +58,7 @@ class _Calls:
         shown = [preview(a, 200) for a in call.args]
         shown += [f"{k}={preview(v, 200)}" for k, v in call.kwargs.items()]
         secrets = (self.scrub.secrets if self.scrub is not None else ()) + known()
-        span = _otel.tracer().start_span(
+        span = self.tracer.start_span(
             f"execute_tool {call.tool}",
             context=self.parent,
             attributes={
