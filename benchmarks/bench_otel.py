@@ -1,6 +1,7 @@
 """What OpenTelemetry tracing costs a tool call: the code before it, tracing off, tracing on.
 
     .venv/bin/python benchmarks/bench_otel.py [--before COMMIT] [--calls 500] [--rounds 9]
+                                              [--off-only]
 
 Three worker processes run the same runs: ``before`` imports jupyter_sandbox as it was at
 COMMIT (default: the merge base with ``main``, extracted with ``git archive`` into a temporary
@@ -67,10 +68,10 @@ def watch(event):
 
 for line in sys.stdin:
     kind, watched = line.split()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     orchestrate(codes[kind], tools=[add, aadd], type_check=False,
                 on_event=watch if watched == "1" else None)
-    print(time.perf_counter() - start, flush=True)
+    print(time.perf_counter() - start, time.process_time() - cpu, flush=True)
 """
 
 
@@ -98,12 +99,14 @@ class _Worker:
             cwd=path,
         )
 
-    def run(self, kind: str, watched: bool) -> float:
+    def run(self, kind: str, watched: bool) -> tuple[float, float]:
+        """One run's (wall, CPU) seconds, the CPU this process spent (Monty's worker apart)."""
         assert self.proc.stdin is not None
         assert self.proc.stdout is not None
         self.proc.stdin.write(f"{kind} {int(watched)}\n")
         self.proc.stdin.flush()
-        return float(self.proc.stdout.readline())
+        wall, cpu = self.proc.stdout.readline().split()
+        return float(wall), float(cpu)
 
     def close(self) -> None:
         assert self.proc.stdin is not None
@@ -116,6 +119,11 @@ def main() -> None:
     parser.add_argument("--before", default=None, help="commit to compare with (merge base)")
     parser.add_argument("--calls", type=int, default=500)
     parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument(
+        "--off-only",
+        action="store_true",
+        help="before against tracing off only (what 'free when off' needs: more rounds sooner)",
+    )
     args = parser.parse_args()
     before = (
         args.before
@@ -127,10 +135,18 @@ def main() -> None:
         ).stdout.strip()
     )
     with tempfile.TemporaryDirectory(prefix="bench-otel-") as folder:
+        labels = {
+            "before": f"before ({before[:7]})",
+            "off": "tracing off",
+            "on": "tracing on (spans made, export dropped)",
+        }
+        if args.off_only:
+            del labels["on"]
         workers = {
-            "before": _Worker("before", args.calls, _before_tree(before, folder)),
-            "off": _Worker("off", args.calls, str(ROOT)),
-            "on": _Worker("on", args.calls, str(ROOT)),
+            mode: _Worker(
+                mode, args.calls, _before_tree(before, folder) if mode == "before" else str(ROOT)
+            )
+            for mode in labels
         }
         try:
             for kind, watched, title in (
@@ -138,20 +154,17 @@ def main() -> None:
                 ("sync", True, "sync tool, with on_event (observed path)"),
                 ("async", False, "awaited async tool"),
             ):
-                rows = [
-                    (f"before ({before[:7]})", workers["before"]),
-                    ("tracing off", workers["off"]),
-                    ("tracing on (spans made, export dropped)", workers["on"]),
-                ]
+                rows = [(label, workers[mode]) for mode, label in labels.items()]
                 load = os.getloadavg()[0]
-                timed = _interleaved(rows, kind, watched, args.rounds)
-                print_table(
-                    f"OpenTelemetry: {title}, per call, {args.calls} calls per run, median of "
-                    f"{args.rounds} interleaved rounds (load {load:.2f} -> "
-                    f"{os.getloadavg()[0]:.2f})",
-                    timed,
-                    per=args.calls,
-                )
+                wall, cpu = _interleaved(rows, kind, watched, args.rounds)
+                for what, timed in (("wall time", wall), ("host CPU time", cpu)):
+                    print_table(
+                        f"OpenTelemetry: {title}, {what} per call, {args.calls} calls per run, "
+                        f"median of {args.rounds} interleaved rounds (load {load:.2f} -> "
+                        f"{os.getloadavg()[0]:.2f})",
+                        timed,
+                        per=args.calls,
+                    )
         finally:
             for worker in workers.values():
                 worker.close()
@@ -159,18 +172,23 @@ def main() -> None:
 
 def _interleaved(
     rows: list[tuple[str, _Worker]], kind: str, watched: bool, rounds: int
-) -> list[tuple[str, float]]:
-    """Median seconds per row, the workers taken in turn each round after a warm-up run, each
-    round starting one row later (what a worker leaves running after its run, a span export,
-    slows each row alike); each worker times its own run (the pipe's round trip left out)."""
-    samples: list[list[float]] = [[] for _ in rows]
+) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
+    """Median (wall, CPU) seconds per row, the workers taken in turn each round after a
+    warm-up run, each round starting one row later (what a worker leaves running after its
+    run, a span export, slows each row alike); each worker times its own run (the pipe's round
+    trip left out). CPU time is what our code costs even on a machine others load."""
+    samples: list[list[tuple[float, float]]] = [[] for _ in rows]
     for round_ in range(rounds + 1):
         for i in range(len(rows)):
             at = (i + round_) % len(rows)
-            seconds = rows[at][1].run(kind, watched)
+            measured = rows[at][1].run(kind, watched)
             if round_:
-                samples[at].append(seconds)
-    return [(label, statistics.median(t)) for (label, _), t in zip(rows, samples, strict=True)]
+                samples[at].append(measured)
+    labelled = list(zip([label for label, _ in rows], samples, strict=True))
+    return (
+        [(label, statistics.median(wall for wall, _ in t)) for label, t in labelled],
+        [(label, statistics.median(cpu for _, cpu in t)) for label, t in labelled],
+    )
 
 
 if __name__ == "__main__":
