@@ -165,6 +165,9 @@ class TraceRecord(TypedDict):
     answer: NotRequired[Answered]
     """How the pause this run was continued from was answered (a run `resume_run` continued
     with ``approve=``): what tells a notebook's earlier paused record it was answered here."""
+    trace_id: NotRequired[str]
+    """The OpenTelemetry trace id (32 hex digits) of the run's spans, when tracing was on: what
+    a person searches for in Logfire, Jaeger or any OTLP backend (absent when it was off)."""
 
 
 class BuildRecord(TypedDict):
@@ -214,6 +217,9 @@ class RunRecord(TypedDict):
     uncached: NotRequired[str]
     """Why the result was not kept in the result cache asked for (``cache="auto"`` or
     ``"override"``): it held a secret's value. Absent when it was kept, or none was asked."""
+    trace_id: NotRequired[str]
+    """The OpenTelemetry trace id (32 hex digits) of the run's spans, when tracing was on
+    (absent when it was off)."""
 
 
 Record = TraceRecord | RunRecord

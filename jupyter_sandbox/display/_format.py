@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from jupyter_sandbox._bounds import KEEP_EDGE, KEEP_FAILED, SUMMARY_MIN_CALLS, ToolStats
 from jupyter_sandbox._grammar import is_digest, is_run_id
 from jupyter_sandbox._text import ANSI
@@ -17,6 +19,9 @@ from jupyter_sandbox.records import (
 
 MAX_ROWS = 200
 """Calls listed in text/HTML fallbacks; the labextension draws every call the record keeps."""
+
+_TRACE_ID = re.compile(r"[0-9a-f]{32}")
+"""An OpenTelemetry trace id as the kernel writes it (``TRACE_ID`` in format.ts)."""
 
 LOG_TAIL = 40
 """Build log lines a failed build shows in text: the failing step's end; the record has all."""
@@ -133,7 +138,7 @@ def shown_value(record: TraceRecord) -> str | None:
 
 def origin_notes(record: TraceRecord) -> list[str]:
     """Where a run's state came from, said under its headline: the run and call a fork branched
-    off, the session whose variables it kept."""
+    off, the session whose variables it kept; and the OpenTelemetry trace its spans are in."""
     notes = []
     forked = record.get("forked_from")
     if forked:
@@ -142,7 +147,19 @@ def origin_notes(record: TraceRecord) -> list[str]:
         notes.append(f"session {record.get('session')}")
     if record.get("run_id") and record.get("status") != "paused":  # a paused one says it below
         notes.append(f"run {record.get('run_id')}")
+    traced = trace_note(record)
+    if traced:
+        notes.append(traced)
     return notes
+
+
+def trace_note(record: Record) -> str | None:
+    """The note naming a traced run's OpenTelemetry trace (``traceNote`` in format.ts); None
+    without one, or with one the kernel does not write (a saved notebook may say anything)."""
+    trace_id = record.get("trace_id")
+    if isinstance(trace_id, str) and _TRACE_ID.fullmatch(trace_id):
+        return f"OpenTelemetry trace {trace_id}"
+    return None
 
 
 def paused_heading(record: TraceRecord) -> str:
@@ -279,6 +296,9 @@ def sandbox_summary(record: RunRecord) -> str:
         bits.append(f"{record.get('attempts')} attempts")
     if record.get("cached"):
         bits.append("result cached")
+    traced = trace_note(record)
+    if traced:
+        bits.append(traced)
     return (
         f"sandbox {record.get('name', '?')!r} {record.get('status', '?')} in "
         f"{seconds(record.get('duration'))} ({', '.join(bits)})"

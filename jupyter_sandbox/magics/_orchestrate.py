@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import importlib.util
 import sys
 from typing import Any
 
@@ -11,9 +12,10 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
-from traitlets import Bool, Float, Int, Unicode
+from traitlets import Bool, Float, Int, TraitError, Unicode, observe, validate
 
 from .. import _defaults as default
+from .. import _otel
 from .._errors import SandboxConfigError, StoreError
 from .._events import EventCallback
 from .._scrub import shown_value
@@ -92,6 +94,27 @@ class OrchestrateMagics(CellMagics):
         f"resumed, approved or forked after a restart. None: ${default.STORE_ENV}, else "
         f"{default.STORE_PATH}; empty: no store.",
     ).tag(config=True)
+
+    otel = Bool(
+        None,
+        allow_none=True,
+        help="Trace each run, tool call and container with OpenTelemetry: True on, False off, "
+        "None: on when the OTEL_* environment names an exporter or an OTLP endpoint.",
+    ).tag(config=True)
+
+    @validate("otel")
+    def _otel_installed(self, proposal: dict[str, Any]) -> bool | None:
+        on: bool | None = proposal["value"]
+        if on and importlib.util.find_spec("opentelemetry.sdk") is None:
+            raise TraitError(
+                "OrchestrateMagics.otel = True needs OpenTelemetry: "
+                "pip install 'jupyter-sandbox[otel]', then restart the kernel"
+            )
+        return on
+
+    @observe("otel")
+    def _otel_switched(self, change: dict[str, Any]) -> None:
+        _otel.configure(change["new"])  # kernel-wide: %%sandbox cells are traced too
 
     def __init__(self, shell: InteractiveShell) -> None:
         super().__init__(shell=shell)

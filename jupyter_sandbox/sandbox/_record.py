@@ -63,6 +63,8 @@ class SandboxRun:
     """``("inputs" | "outputs", name)`` of each value that holds a secret."""
     uncached: str | None = None
     """Why the result was not kept in the result cache it was asked for (it held a secret)."""
+    trace_id: str | None = None
+    """The OpenTelemetry trace of the run's spans, when tracing was on (`_otel`)."""
 
     @property
     def status(self) -> Literal["ok", "error", "interrupted"]:
@@ -122,4 +124,6 @@ class SandboxRun:
             record["worker"] = self.worker
         if self.uncached is not None:
             record["uncached"] = self.uncached
+        if self.trace_id is not None:
+            record["trace_id"] = self.trace_id
         return record

@@ -48,6 +48,7 @@ from ._io import (
     stage_program,
 )
 from ._isolation import Isolation, isolation_level
+from ._otel import traced
 from ._pool import ContainerLimits
 from ._record import SandboxRun
 from ._run import WRAPPER, RawRun, run_container
@@ -168,7 +169,8 @@ class Sandbox:
         with called:
             try:
                 try:
-                    self._execute(run, tags, env, on_event or ignore, cancel, start)
+                    with traced(run, on_event or ignore) as emit:  # its spans, if on (`_otel`)
+                        self._execute(run, tags, env, emit, cancel, start)
                 except ContainerError:
                     raise
                 except KeyboardInterrupt:

@@ -103,6 +103,8 @@ export interface ITraceRecord {
   answered?: IAnswered;
   /** How the pause this run was continued from was answered (a run a magic continued). */
   answer?: IAnswered;
+  /** The OpenTelemetry trace id (32 hex digits) of the run's spans, when tracing was on. */
+  trace_id?: string;
 }
 
 export interface IBuildRecord {
@@ -150,6 +152,8 @@ export interface IRunRecord {
   worker?: string;
   /** Why the result was not kept in the result cache asked for (it held a secret's value). */
   uncached?: string;
+  /** The OpenTelemetry trace id (32 hex digits) of the run's spans, when tracing was on. */
+  trace_id?: string;
 }
 
 export type IRecord = ITraceRecord | IRunRecord;

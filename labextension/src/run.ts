@@ -3,7 +3,7 @@
  * failure), typed inputs and outputs, and the container's stdout/stderr.
  */
 
-import { details, el, plain, seconds } from './format';
+import { details, el, plain, seconds, traceNote } from './format';
 import { IBuildRecord, IRunRecord, ITypedValue } from './records';
 
 /** Docker's step count (`m` of `Step n/m`); records from before it was kept: the steps reached. */
@@ -43,6 +43,10 @@ export function runSummary(record: IRunRecord): string {
   }
   if (record.cached) {
     bits.push('result cached');
+  }
+  const traced = traceNote(record);
+  if (traced) {
+    bits.push(traced);
   }
   return (
     `sandbox '${record.name}' ${record.status} in ${seconds(record.duration)} ` +
