@@ -36,6 +36,7 @@ from .._owner import temp_prefix
 from .._secrets import hide_values, mask_error
 from .._threads import in_thread
 from . import _cache, _cluster, _pool
+from ._allowlist import Destination, allow_list, describe
 from ._client import client, engine_error_message, is_engine_error
 from ._image import build_error, default_base_image, ensure_image, image_id
 from ._io import (
@@ -100,7 +101,8 @@ class Sandbox:
     secrets: tuple[str, ...]
     """Names of host environment variables passed in at run time (values never stored)."""
     cache: CacheMode
-    network: Network
+    network: Network | tuple[Destination, ...]
+    """``none``, ``bridge``, or the destinations of an allow-list (`_egress`)."""
     isolation: Isolation = "container"
     """The runtime the container runs under (`_isolation`): runc, or gVisor's runsc."""
     cluster: str | Client | None = None
@@ -273,7 +275,14 @@ class Sandbox:
     ) -> None:
         """Run the container until an attempt succeeds or the retries are spent; store the
         result in the cache (``key``) unless it holds a secret."""
+        egress = None
+        if isinstance(self.network, tuple) and docker is not None:
+            from . import _egress
+
+            egress = _egress.ensure(docker, self.network, emit)
+            env = {**env, **egress.environment()}
         for attempt in range(1, self.retries + 2):
+            began = time.time()
             run.attempts = attempt
             emit(RunStarted(self.name, run.image, attempt, run.described_inputs()))
             archive = work / f"outputs-{attempt}" if self.outputs else None
@@ -291,7 +300,7 @@ class Sandbox:
                 program_dir=work / "program",
                 outputs_dir=archive,
                 output_names=output_entries(self.mode, self.outputs),
-                limits=self._limits(),
+                limits=self._limits(egress.network if egress else None),
                 on_event=emit,
                 scrub=run.secrets,
                 cancel=cancel,
@@ -299,7 +308,7 @@ class Sandbox:
             )
             run.stdout, run.stderr, run.exit_code = raw.stdout, raw.stderr, raw.exit_code
             try:
-                self._check(raw, run.image)
+                self._check(raw, run.image, egress.denied(began) if egress else [])
                 run.outputs = collect_outputs(archive, self.outputs, memory=self.resources.memory)
             except ContainerError as err:
                 mask_error(err, run.secrets)
@@ -315,9 +324,12 @@ class Sandbox:
                 run.uncached = _cache.NOT_KEPT
             return
 
-    def _limits(self) -> ContainerLimits:
-        """What each container of a run is started with (a spare's key, with the image)."""
-        return ContainerLimits(self.timeout, self.resources, self.network, self.isolation)
+    def _limits(self, egress: str | None = None) -> ContainerLimits:
+        """What each container of a run is started with (a spare's key, with the image); an
+        allow-list's runs join its ``egress`` network."""
+        network = egress or self.network
+        assert isinstance(network, str)
+        return ContainerLimits(self.timeout, self.resources, network, self.isolation)
 
     def _replay(self, run: SandboxRun, key: str, emit: EventCallback) -> bool:
         hit = _cache.load(key)
@@ -364,10 +376,10 @@ class Sandbox:
             "outputs": self.outputs,
             "env": self.env_vars,
             "secrets": list(self.secrets),
-            "network": self.network,
+            "network": self.network if isinstance(self.network, str) else describe(self.network),
         }
 
-    def _check(self, raw: RawRun, image: str) -> None:
+    def _check(self, raw: RawRun, image: str, refused: Sequence[str] = ()) -> None:
         cannot = _cannot_start(raw)
         if cannot is not None:
             program, reason = cannot
@@ -396,13 +408,16 @@ class Sandbox:
             tail = "\n".join(raw.stderr.rstrip().splitlines()[-_STDERR_TAIL:])
             last = tail.splitlines()[-1] if tail else "(no stderr)"
             raise NonZeroExit(
-                f"exited with code {raw.exit_code}: {last}{self._advice(tail)}",
+                f"exited with code {raw.exit_code}: {last}{self._advice(tail, refused)}",
                 exit_code=raw.exit_code if raw.exit_code is not None else -1,
                 stderr_tail=tail,
             )
 
-    def _advice(self, stderr: str) -> str:
+    def _advice(self, stderr: str, refused: Sequence[str] = ()) -> str:
         """For a failure an option fixes, one sentence naming it."""
+        if refused:
+            shown = ", ".join(refused[:3]) + (", ..." if len(refused) > 3 else "")
+            return f"; the network allow-list refused {shown}: add it to network=[...] if needed"
         if self.network == "none" and _OFFLINE.search(stderr):
             return "; the sandbox has no network: allow it with --network bridge"
         missing = _NO_MODULE.search(stderr)
@@ -523,6 +538,14 @@ def _check_choice(value: object, choices: Any, what: str) -> None:
         raise SandboxConfigError(f"{what} must be one of {get_args(choices)}, not {value!r}")
 
 
+def _network(network: object) -> Network | tuple[Destination, ...]:
+    """``"none"``, ``"bridge"``, or the checked destinations of an allow-list."""
+    if isinstance(network, str):
+        _check_choice(network, Network, "network")
+        return network  # type: ignore[return-value]
+    return allow_list(network)
+
+
 def _environment(
     env_vars: Mapping[str, str] | None, secrets: Sequence[str] | None
 ) -> tuple[dict[str, str], tuple[str, ...]]:
@@ -573,7 +596,7 @@ def create(
     secrets: Sequence[str] | None = None,
     cache: CacheMode = "disable",
     base_image: str | None = None,
-    network: Network = "none",
+    network: Network | Sequence[str] = "none",
     cluster: str | Client | None = None,
     isolation: Isolation | None = None,
 ) -> Sandbox:
@@ -584,7 +607,9 @@ def create(
     verbatim (``auto_io=False``: the script reads ``/var/inputs/<name>`` and writes
     ``/var/outputs/<name>``) and command (``command`` + ``arguments``, any program).
     Extras of ours: ``base_image`` (default ``$JUPYTER_SANDBOX_BASE_IMAGE`` or the local
-    base), ``network`` (``"none"`` or ``"bridge"``) and ``cluster`` (a ``distributed.Client``
+    base), ``network`` (``"none"``, ``"bridge"``, or an allow-list such as
+    ``["pypi.org", "api.example.com:443", "10.0.0.0/8"]``: the code reaches those destinations
+    through a filtering proxy and nothing else, `_egress`) and ``cluster`` (a ``distributed.Client``
     or a scheduler address: each run goes to a Dask worker, which uses its own engine).
     ``isolation``: ``"container"`` (the engine's runtime, runc; the default unless
     ``$JUPYTER_SANDBOX_ISOLATION`` says otherwise) or ``"gvisor"`` (the same image under
@@ -598,12 +623,19 @@ def create(
     out_types = _declared(outputs, mode=mode, what="output")
     _check_prebuilt(image, base_image, packages, system_packages, additional_commands)
     _check_choice(cache, CacheMode, "cache")
-    _check_choice(network, Network, "network")
+    chosen = _network(network)
     level = isolation_level(isolation)
-    if level == "gvisor" and network != "none":
+    if level == "gvisor" and chosen != "none":
+        shown = chosen if isinstance(chosen, str) else "an allow-list"
         raise SandboxConfigError(
-            f"network {network!r} needs isolation 'container': gVisor runs with its network off"
+            f"network {shown!r} needs isolation 'container': gVisor runs with its network off"
             " (runsc --network=none)",
+            parameter="network",
+        )
+    if cluster is not None and isinstance(chosen, tuple):
+        raise SandboxConfigError(
+            "an allow-listed network runs on this machine's engine: drop cluster, or use"
+            " network='none' on the cluster",
             parameter="network",
         )
     _cluster.check_cluster(cluster)
@@ -631,7 +663,7 @@ def create(
         env_vars=env,
         secrets=secret_names,
         cache=cache,
-        network=network,
+        network=chosen,
         cluster=cluster,
         isolation=level,
     )

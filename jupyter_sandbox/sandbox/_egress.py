@@ -1,0 +1,377 @@
+"""Allow-listed network: a sandbox reaches the destinations it lists, through Squid, only.
+
+Why Squid (Debian's ``squid``, 5.7 on bookworm) and not firewall rules: an allow-list names
+hosts, and only a proxy sees the name a connection is for. Rules on addresses (nftables on a
+per-run network) would let the code reach any name served from an allowed address (shared
+CDNs), or an allowed name's server by its IP literal, and need the code to resolve names, which
+is a DNS side channel. Squid is a long-maintained filtering proxy with the ACLs this needs
+(``dstdomain -n``: exact names, no reverse lookups), runs unprivileged, and resolves names itself.
+
+The shape, per allow-list and kernel (`ensure`):
+
+- an **internal** Docker network (``--internal``: no route out of it) whose bridge has no
+  address on the host (``inhibit_ipv4``): the sandbox's only neighbour is the proxy, the host
+  machine and its metadata addresses are not on its network at all, and there is no resolver to
+  ask (names do not resolve in the sandbox: no DNS side channel);
+- a **proxy** container (Squid, hardened like a sandbox: unprivileged, read-only, no
+  capabilities) on that network and on the engine's default bridge, the only way out. Its
+  rules allow a request only when its host is a listed name on a listed port, or an IP
+  literal inside a listed network on a listed port; everything else (another host, another
+  port, an IP literal of an allowed name, the host's own addresses, loopback and link-local
+  even when an allowed name resolves to them, the internal network itself) gets 403. Squid asks
+  DNS only about allowed names (the rules are ordered so a refused name is never resolved);
+  ``$JUPYTER_SANDBOX_EGRESS_DNS`` names the resolvers it asks (else the engine's);
+- the sandbox's ``HTTP(S)_PROXY`` variables point at the proxy: pip, uv, requests, urllib,
+  curl use it; a redirect to a refused host is a new request, refused in turn.
+
+The proxy and its network live until the kernel exits (`close_all`), or its watchdog or the next
+kernel removes them (labelled ``kind=egress``, `remove_owned`). Runs that share an allow-list
+share them (two such containers can reach each other's ports: the same kernel's runs).
+Podman is refused: its networks do not take the options that keep the host off the network.
+gVisor (runsc ``--network=none``) is refused by `create`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ipaddress
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from .._errors import SandboxConfigError
+from .._events import EventCallback
+from ._allowlist import Destination, describe
+from ._client import KIND, LABEL, engine_of, owner_labels
+from ._image import default_base_image, ensure_image
+from ._spec import ImageSpec
+
+if TYPE_CHECKING:
+    from docker import DockerClient
+    from docker.models.containers import Container
+
+DNS_ENV = "JUPYTER_SANDBOX_EGRESS_DNS"
+"""Comma-separated resolver addresses the proxy asks (default: the engine's, as for any
+container): an admin's choice, and the tests' resolver that sees every query."""
+EGRESS = "egress"
+"""The ``kind`` label of the proxies and networks made here."""
+PORT = 3128
+PROXY_PACKAGES = ("squid",)
+_READY_WAIT = 30.0
+_ALWAYS_BLOCKED = (
+    "0.0.0.0/8",
+    "127.0.0.0/8",
+    "169.254.0.0/16",  # link-local: cloud metadata (169.254.169.254, .170.2)
+    "224.0.0.0/3",
+    "::/127",
+    "::ffff:0:0/96",
+    "fe80::/10",
+    "fc00::/7",
+    "ff00::/8",
+)
+_LITERALS = (r"^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$", r"^\[?[0-9a-f.]*:[0-9a-f:.]*\]?$")
+"""A request's host as an IP literal (an IPv6 one has a colon; a name of hex letters does not)."""
+_SQUID = """\
+http_port {port}
+pid_filename none
+cache deny all
+cache_mem 0 MB
+access_log stdio:/dev/stdout
+cache_log stdio:/dev/stderr
+cache_store_log none
+logfile_rotate 0
+coredump_dir /tmp
+netdb_filename none
+hosts_file none
+pinger_enable off
+icp_port 0
+htcp_port 0
+snmp_port 0
+via off
+forwarded_for delete
+httpd_suppress_version_string on
+visible_hostname jupyter-sandbox-egress
+shutdown_lifetime 0 seconds
+connect_timeout 15 seconds
+"""
+
+
+@dataclass
+class Egress:
+    """One allow-list's proxy and the internal network runs join."""
+
+    network: str
+    proxy: Container
+    address: str
+    destinations: tuple[Destination, ...]
+    created: float = field(default_factory=time.time)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.address}:{PORT}"
+
+    def environment(self) -> dict[str, str]:
+        """What a run's environment gets: the proxy, under every name clients read."""
+        names = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")
+        return {name: self.url for name in names}
+
+    def denied(self, since: float) -> list[str]:
+        """``host:port`` of the requests refused since ``since`` (epoch seconds), in order."""
+        try:
+            logs = self.proxy.logs(stdout=True, stderr=False, since=int(since)).decode(
+                "utf-8", "replace"
+            )
+        except Exception:  # an explanation only: never an error of its own
+            return []
+        found: list[str] = []
+        for line in logs.splitlines():
+            parts = line.split()
+            if len(parts) < 7 or not parts[3].startswith("TCP_DENIED"):
+                continue
+            with contextlib.suppress(ValueError):
+                if float(parts[0]) < since:
+                    continue
+                target = _target(parts[5], parts[6])
+                if target not in found:
+                    found.append(target)
+        return found
+
+    def close(self, client: DockerClient) -> None:
+        """Remove the proxy, whatever is still on the network, and the network."""
+        remove_network(client, self.network)
+
+
+def _target(method: str, url: str) -> str:
+    if method == "CONNECT":
+        return url
+    parts = urlsplit(url)
+    host = parts.hostname or url
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return f"{host}:{port}"
+
+
+_lock = threading.Lock()
+_egresses: dict[tuple[str, tuple[Destination, ...]], Egress] = {}
+_clients: dict[str, DockerClient] = {}
+
+
+def ensure(
+    client: DockerClient, destinations: tuple[Destination, ...], emit: EventCallback
+) -> Egress:
+    """The running egress of ``destinations`` on ``client``'s engine, made on first use."""
+    engine = engine_of(client)
+    if engine.name != "docker":
+        raise SandboxConfigError(
+            f"an allow-listed network needs Docker: {engine.describe()} cannot keep the host"
+            " off a sandbox's network (choose the Docker engine: JUPYTER_SANDBOX_ENGINE=docker)",
+            parameter="network",
+        )
+    key = (engine.url, destinations)
+    with _lock:
+        egress = _egresses.get(key)
+        if egress is not None and _alive(egress):
+            return egress
+        if egress is not None:
+            egress.close(client)
+        egress = _start(client, destinations, emit)
+        _egresses[key] = egress
+        _clients[engine.url] = client
+        return egress
+
+
+def _alive(egress: Egress) -> bool:
+    try:
+        egress.proxy.reload()
+    except Exception:
+        return False
+    return bool(egress.proxy.status == "running")
+
+
+def _start(
+    client: DockerClient, destinations: tuple[Destination, ...], emit: EventCallback
+) -> Egress:
+    spec = ImageSpec.normalise(default_base_image(), system_packages=PROXY_PACKAGES)
+    image, info = ensure_image(client, spec, emit)
+    if info is not None and info.error is not None:
+        from ._image import build_error
+
+        raise build_error(spec, info)
+    labels = {LABEL: "1", KIND: EGRESS, f"{LABEL}.allow": describe(destinations)[:1000]}
+    labels.update(owner_labels())
+    name = f"jupyter-sandbox-egress-{secrets.token_hex(6)}"
+    network = client.networks.create(
+        name,
+        driver="bridge",
+        internal=True,
+        labels=labels,
+        options={
+            "com.docker.network.bridge.inhibit_ipv4": "true",
+            "com.docker.network.bridge.enable_ip_masquerade": "false",
+        },
+    )
+    try:
+        subnets = [c["Subnet"] for c in (network.attrs.get("IPAM") or {}).get("Config") or []]
+        conf = squid_conf(destinations, blocked=[*subnets, *host_addresses(client)], dns=_dns())
+        proxy = client.containers.create(
+            image,
+            command=[
+                "sh",
+                "-c",
+                'printf "%s\\n" "$SQUID_CONF" >/tmp/squid.conf && exec squid -N -f /tmp/squid.conf',
+            ],
+            environment={"SQUID_CONF": conf},
+            user="proxy",
+            network_mode="bridge",
+            read_only=True,
+            tmpfs={p: "rw,nosuid,nodev,size=16m" for p in ("/tmp", "/run", "/var/spool/squid")},
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            pids_limit=64,
+            mem_limit=256 * 2**20,
+            nano_cpus=10**9,
+            labels=labels,
+            stop_signal="SIGKILL",
+        )
+        network.connect(proxy)
+        proxy.start()
+        address = _wait_ready(proxy, name)
+    except BaseException:
+        remove_network(client, name)
+        raise
+    return Egress(name, proxy, address, destinations)
+
+
+def _wait_ready(proxy: Container, network: str) -> str:
+    """The proxy's address on ``network`` once Squid accepts connections."""
+    deadline = time.monotonic() + _READY_WAIT
+    while True:
+        proxy.reload()
+        logs = proxy.logs(stdout=False, stderr=True).decode("utf-8", "replace")
+        if "Accepting HTTP Socket connections" in logs:
+            return str(proxy.attrs["NetworkSettings"]["Networks"][network]["IPAddress"])
+        if proxy.status not in ("created", "running") or time.monotonic() > deadline:
+            last = (logs.strip().splitlines() or ["(no output)"])[-1]
+            raise SandboxConfigError(f"the allow-list's proxy (Squid) did not start: {last}")
+        time.sleep(0.05)
+
+
+def squid_conf(destinations: tuple[Destination, ...], *, blocked: list[str], dns: list[str]) -> str:
+    """Squid's configuration for ``destinations``: one allow rule per destination, every other
+    request refused. Rule order matters: a name's rule tests the name first (no DNS), an
+    address rule only IP literals (no DNS), so only allowed names are ever resolved."""
+    lines = [_SQUID.format(port=PORT)]
+    if dns:
+        lines.append("dns_nameservers " + " ".join(dns))
+    lines.append("acl literal dstdom_regex -n -i " + " ".join(_LITERALS))
+    lines.append("acl blocked dst " + " ".join(dict.fromkeys([*_ALWAYS_BLOCKED, *blocked])))
+    lines.append("http_access deny manager")
+    for n, dest in enumerate(destinations):
+        lines.append(f"acl port{n} port " + " ".join(str(p) for p in dest.ports))
+        if dest.network is None:
+            lines.append(f"acl to{n} dstdomain -n {dest.host}")
+            lines.append(f"http_access allow to{n} port{n} !blocked")
+        else:
+            lines.append(f"acl to{n} dst {dest.network}")
+            lines.append(f"http_access allow literal to{n} port{n} !blocked")
+    lines.append("http_access deny all")
+    return "\n".join(lines) + "\n"
+
+
+def _dns() -> list[str]:
+    text = os.environ.get(DNS_ENV, "").strip()
+    if not text:
+        return []
+    found = []
+    for part in text.split(","):
+        try:
+            found.append(str(ipaddress.ip_address(part.strip())))
+        except ValueError:
+            raise SandboxConfigError(
+                f"${DNS_ENV} must list resolver IP addresses, comma-separated: not {part!r}"
+            ) from None
+    return found
+
+
+def host_addresses(client: DockerClient) -> list[str]:
+    """The engine host's own addresses, never a destination: every engine network's gateway,
+    and, for a local engine, this machine's interface addresses."""
+    found: list[str] = []
+    for net in client.api.networks():
+        for conf in (net.get("IPAM") or {}).get("Config") or []:
+            if conf.get("Gateway"):
+                found.append(str(conf["Gateway"]).split("/")[0])
+    if not client.api.base_url.startswith("http+docker://") or shutil.which("ip") is None:
+        return found  # a remote engine: its gateways are all we can know of its host
+    with contextlib.suppress(OSError, subprocess.SubprocessError, ValueError):
+        out = subprocess.run(["ip", "-j", "addr"], capture_output=True, timeout=10, check=True)
+        for link in json.loads(out.stdout):
+            found += [a["local"] for a in link.get("addr_info", []) if a.get("local")]
+    return [a for a in dict.fromkeys(found) if _is_address(a)]
+
+
+def _is_address(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
+
+
+def remove_network(client: DockerClient, name: str) -> None:
+    """Remove an egress network with every container on it (the proxy, any spare left)."""
+    from docker.errors import NotFound
+
+    try:
+        network = client.networks.get(name)
+    except NotFound:
+        return
+    ids = {*(network.attrs.get("Containers") or {})}
+    ids.update(row["Id"] for row in client.api.containers(all=True, filters={"network": name}))
+    for cid in ids:
+        with contextlib.suppress(Exception):
+            client.api.remove_container(cid, force=True)
+    with contextlib.suppress(NotFound):
+        network.remove()
+
+
+def remove_owned(client: DockerClient, owner: dict[str, str] | None = None) -> list[str]:
+    """Remove the egress networks (and proxies) of ``owner``'s labels, or, without one, of
+    owners no longer alive on this host; their names. For the watchdog and the reaper."""
+    from .._owner import parse_token
+    from ._client import OWNER_HOST, OWNER_PID, OWNER_START
+
+    removed = []
+    for net in client.api.networks(filters={"label": f"{KIND}={EGRESS}"}):
+        labels: dict[str, Any] = net.get("Labels") or {}
+        if owner is not None:
+            if any(labels.get(k) != v for k, v in owner.items()):
+                continue
+        else:
+            found = parse_token(labels.get(OWNER_PID, ""), labels.get(OWNER_START, ""))
+            import socket
+
+            if labels.get(OWNER_HOST) != socket.gethostname() or found is None or found.alive():
+                continue
+        remove_network(client, str(net["Name"]))
+        removed.append(str(net["Name"]))
+    return removed
+
+
+def close_all() -> None:
+    """Remove every egress this process made (at exit)."""
+    with _lock:
+        for (url, _), egress in list(_egresses.items()):
+            with contextlib.suppress(Exception):
+                egress.close(_clients[url])
+        _egresses.clear()
+
+
+atexit.register(close_all)
