@@ -79,8 +79,19 @@ _ALWAYS_BLOCKED = (
 )
 _LITERALS = (r"^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$", r"^\[?[0-9a-f.]*:[0-9a-f:.]*\]?$")
 """A request's host as an IP literal (an IPv6 one has a colon; a name of hex letters does not)."""
+_REFUSED = "%U is not on this sandbox's network allow-list (jupyter-sandbox)"
+"""Squid's page for a refused request. Its own pages mail-link the client's details (%W), for
+which it looked the client's address up in DNS: a query no allow-list asked for."""
+_STARTUP = (
+    "mkdir /tmp/errors && cp /usr/share/squid/errors/templates/* /tmp/errors/"
+    " && sed -i 's/%W//g' /tmp/errors/*"
+    ' && printf "%s\\n" "$SQUID_REFUSED" >/tmp/errors/ERR_ACCESS_DENIED'
+    ' && printf "%s\\n" "$SQUID_CONF" >/tmp/squid.conf && exec squid -N -f /tmp/squid.conf'
+)
+"""Squid's start in its read-only container: the error pages and configuration on a tmpfs."""
 _SQUID = """\
 http_port {port}
+error_directory /tmp/errors
 pid_filename none
 cache deny all
 cache_mem 0 MB
@@ -170,8 +181,8 @@ def ensure(
     engine = engine_of(client)
     if engine.name != "docker":
         raise SandboxConfigError(
-            f"an allow-listed network needs Docker: {engine.describe()} cannot keep the host"
-            " off a sandbox's network (choose the Docker engine: JUPYTER_SANDBOX_ENGINE=docker)",
+            f"an allow-listed network needs Docker: Podman at {engine.url} cannot keep the host"
+            " off a sandbox's network (choose Docker: JUPYTER_SANDBOX_ENGINE=docker)",
             parameter="network",
         )
     key = (engine.url, destinations)
@@ -222,12 +233,8 @@ def _start(
         conf = squid_conf(destinations, blocked=[*subnets, *host_addresses(client)], dns=_dns())
         proxy = client.containers.create(
             image,
-            command=[
-                "sh",
-                "-c",
-                'printf "%s\\n" "$SQUID_CONF" >/tmp/squid.conf && exec squid -N -f /tmp/squid.conf',
-            ],
-            environment={"SQUID_CONF": conf},
+            command=["sh", "-c", _STARTUP],
+            environment={"SQUID_CONF": conf, "SQUID_REFUSED": _REFUSED},
             user="proxy",
             network_mode="bridge",
             read_only=True,
