@@ -28,7 +28,7 @@ def _log(path: str, line: str) -> None:
 
 def http(log: str, ports: list[str]) -> None:
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        def do_GET(self) -> None:
             port = self.server.server_address[1]
             _log(log, f"http {port} {self.path}")
             parts = urlsplit(self.path)
