@@ -401,3 +401,29 @@ def test_podman_is_refused_in_one_line(monkeypatch, docker_engine):
     with pytest.raises(SandboxConfigError, match="needs Docker: Podman") as raised:
         _egress.ensure(docker_engine, allow_list(["pypi.org"]), lambda event: None)
     assert "\n" not in str(raised.value)
+
+
+def test_an_allow_listed_sandboxs_build_reaches_the_package_index_only(docker_engine):
+    """``packages`` install through a proxy that allows only the index; a build step that
+    reaches for another host is refused (the step's own output says so)."""
+    import secrets
+
+    token = secrets.token_hex(4)  # a new image each time: the build really runs
+    reach = (
+        "python3 -c 'import urllib.request as u; u.urlopen(\"https://example.org/\")' 2>&1"
+        f" | tail -1; true # {token}"
+    )
+    sandbox = create(
+        "built",
+        code="import six\nprint(six.__name__)",
+        packages=["six"],
+        additional_commands=[reach],
+        network=["allowed.test:8080"],
+    )
+    run = sandbox.execute({})
+    try:
+        assert run.stdout.strip() == "six"
+        assert run.build is not None and not run.build.cached
+        assert "<urlopen error Tunnel connection failed: 403 Forbidden>" in run.build.log
+    finally:
+        docker_engine.images.remove(run.image, force=True)

@@ -24,6 +24,10 @@ The shape, per allow-list and kernel (`ensure`):
 - the sandbox's ``HTTP(S)_PROXY`` variables point at the proxy: pip, uv, requests, urllib,
   curl use it; a redirect to a refused host is a new request, refused in turn.
 
+An allow-listed sandbox's image build (``packages``, ``system_packages``, extra commands) runs
+the same way behind a proxy that allows only the package index (`for_build`): the host's
+configured indexes, else PyPI, plus the Debian mirror when apt installs something.
+
 The proxy and its network live until the kernel exits (`close_all`), or its watchdog or the next
 kernel removes them (labelled ``kind=egress``, `remove_owned`). Runs that share an allow-list
 share them (two such containers can reach each other's ports: the same kernel's runs).
@@ -43,14 +47,16 @@ import shutil
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from .._errors import SandboxConfigError
 from .._events import EventCallback
-from ._allowlist import Destination, describe
+from ._allowlist import Destination, allow_list, describe
 from ._client import KIND, LABEL, engine_of, owner_labels
+from ._hostcfg import debian_mirror, index_settings
 from ._image import default_base_image, ensure_image
 from ._spec import ImageSpec
 
@@ -196,6 +202,40 @@ def ensure(
         _egresses[key] = egress
         _clients[engine.url] = client
         return egress
+
+
+PYPI = ("pypi.org", "files.pythonhosted.org")
+"""Where uv and pip find packages by default: the index and the files it links to."""
+
+
+def index_destinations(*, system: bool) -> tuple[Destination, ...]:
+    """The package index a build may reach: the host's configured indexes (`_hostcfg`), else
+    PyPI; with ``system`` (apt packages) also the host's Debian mirror and deb.debian.org."""
+    urls = [u for value in index_settings().values() for u in value.split()]
+    entries = [_host_port(u) for u in urls] or [f"{host}:443" for host in PYPI]
+    if system:
+        entries += [_host_port(debian_mirror()), "deb.debian.org:80", "deb.debian.org:443"]
+    return allow_list(entries)
+
+
+def _host_port(url: str) -> str:
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def for_build(
+    client: DockerClient, spec: ImageSpec, emit: EventCallback
+) -> Callable[[], tuple[str, dict[str, str]]]:
+    """What `ensure_image` calls when an allow-listed sandbox's image must be built: the
+    network (an egress allowing only the package index) and the proxy variables of its steps."""
+
+    def network() -> tuple[str, dict[str, str]]:
+        egress = ensure(client, index_destinations(system=bool(spec.system_packages)), emit)
+        return egress.network, egress.environment()
+
+    return network
 
 
 def _alive(egress: Egress) -> bool:

@@ -235,7 +235,12 @@ class Sandbox:
         if docker is None:
             pass  # each run's worker builds or finds the image itself (`_cluster`)
         elif self.image is None:
-            run.image, run.build = ensure_image(docker, self.image_spec, emit)
+            build_network = None
+            if isinstance(self.network, tuple):
+                from . import _egress
+
+                build_network = _egress.for_build(docker, self.image_spec, emit)
+            run.image, run.build = ensure_image(docker, self.image_spec, emit, build_network)
             if run.build is not None and run.build.error is not None:
                 raise build_error(self.image_spec, run.build)
         else:
