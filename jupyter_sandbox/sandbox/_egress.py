@@ -246,15 +246,22 @@ def _alive(egress: Egress) -> bool:
     return bool(egress.proxy.status == "running")
 
 
-def _start(
-    client: DockerClient, destinations: tuple[Destination, ...], emit: EventCallback
-) -> Egress:
+def proxy_image(client: DockerClient, emit: EventCallback) -> str:
+    """The proxy's image: Debian's squid on the base image, built once (`scripts/bootstrap.sh`
+    builds it ahead; otherwise the first allow-listed run does, ~10 s)."""
     spec = ImageSpec.normalise(default_base_image(), system_packages=PROXY_PACKAGES)
     image, info = ensure_image(client, spec, emit)
     if info is not None and info.error is not None:
         from ._image import build_error
 
         raise build_error(spec, info)
+    return image
+
+
+def _start(
+    client: DockerClient, destinations: tuple[Destination, ...], emit: EventCallback
+) -> Egress:
+    image = proxy_image(client, emit)
     labels = {LABEL: "1", KIND: EGRESS, f"{LABEL}.allow": describe(destinations)[:1000]}
     labels.update(owner_labels())
     name = f"jupyter-sandbox-egress-{secrets.token_hex(6)}"
