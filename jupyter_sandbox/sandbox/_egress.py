@@ -16,9 +16,10 @@ The shape, per allow-list and kernel (`ensure`):
 - a **proxy** container (Squid, hardened like a sandbox: unprivileged, read-only, no
   capabilities) on that network and on the engine's default bridge, the only way out. Its
   rules allow a request only when its host is a listed name on a listed port, or an IP
-  literal inside a listed network on a listed port; everything else (another host, another
-  port, an IP literal of an allowed name, the host's own addresses, loopback and link-local
-  even when an allowed name resolves to them, the internal network itself) gets 403. Squid asks
+  literal inside a listed network on a listed port, over HTTP, HTTPS or ``CONNECT``; everything
+  else (another host, another port, an IP literal of an allowed name, FTP and other schemes,
+  the host's own addresses and every engine network's, so other containers too, loopback and
+  link-local, even when an allowed name resolves to them) gets 403. Squid asks
   DNS only about allowed names (the rules are ordered so a refused name is never resolved);
   ``$JUPYTER_SANDBOX_EGRESS_DNS`` names the resolvers it asks (else the engine's);
 - the sandbox's ``HTTP(S)_PROXY`` variables point at the proxy: pip, uv, requests, urllib,
@@ -52,7 +53,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from .._errors import SandboxConfigError
+from .._errors import ContainerError, SandboxConfigError
 from .._events import EventCallback
 from ._allowlist import Destination, allow_list, describe
 from ._client import KIND, LABEL, engine_of, owner_labels
@@ -313,7 +314,7 @@ def _wait_ready(proxy: Container, network: str) -> str:
             return str(proxy.attrs["NetworkSettings"]["Networks"][network]["IPAddress"])
         if proxy.status not in ("created", "running") or time.monotonic() > deadline:
             last = (logs.strip().splitlines() or ["(no output)"])[-1]
-            raise SandboxConfigError(f"the allow-list's proxy (Squid) did not start: {last}")
+            raise ContainerError(f"the allow-list's proxy (Squid) did not start: {last}")
         time.sleep(0.05)
 
 
@@ -326,7 +327,10 @@ def squid_conf(destinations: tuple[Destination, ...], *, blocked: list[str], dns
         lines.append("dns_nameservers " + " ".join(dns))
     lines.append("acl literal dstdom_regex -n -i " + " ".join(_LITERALS))
     lines.append("acl blocked dst " + " ".join(dict.fromkeys([*_ALWAYS_BLOCKED, *blocked])))
+    lines.append("acl web proto HTTP HTTPS")
+    lines.append("acl tunnel method CONNECT")
     lines.append("http_access deny manager")
+    lines.append("http_access deny !web !tunnel")  # no FTP, WHOIS, URN...: HTTP(S) only
     for n, dest in enumerate(destinations):
         lines.append(f"acl port{n} port " + " ".join(str(p) for p in dest.ports))
         if dest.network is None:
@@ -355,25 +359,24 @@ def _dns() -> list[str]:
 
 
 def host_addresses(client: DockerClient) -> list[str]:
-    """The engine host's own addresses, never a destination: every engine network's gateway,
-    and, for a local engine, this machine's interface addresses."""
+    """The engine host's own addresses and its containers' networks, never a destination: every
+    engine network's subnet and gateway (other containers, an allow-list's own network), and,
+    for a local engine, this machine's interface addresses."""
     found: list[str] = []
     for net in client.api.networks():
         for conf in (net.get("IPAM") or {}).get("Config") or []:
-            if conf.get("Gateway"):
-                found.append(str(conf["Gateway"]).split("/")[0])
-    if not client.api.base_url.startswith("http+docker://") or shutil.which("ip") is None:
-        return found  # a remote engine: its gateways are all we can know of its host
-    with contextlib.suppress(OSError, subprocess.SubprocessError, ValueError):
-        out = subprocess.run(["ip", "-j", "addr"], capture_output=True, timeout=10, check=True)
-        for link in json.loads(out.stdout):
-            found += [a["local"] for a in link.get("addr_info", []) if a.get("local")]
-    return [a for a in dict.fromkeys(found) if _is_address(a)]
+            found += [str(conf[k]) for k in ("Subnet", "Gateway") if conf.get(k)]
+    if client.api.base_url.startswith("http+docker://") and shutil.which("ip") is not None:
+        with contextlib.suppress(OSError, subprocess.SubprocessError, ValueError):
+            out = subprocess.run(["ip", "-j", "addr"], capture_output=True, timeout=10, check=True)
+            for link in json.loads(out.stdout):
+                found += [str(a["local"]) for a in link.get("addr_info", []) if a.get("local")]
+    return [a for a in dict.fromkeys(found) if _is_network(a)]  # else a remote engine's only
 
 
-def _is_address(text: str) -> bool:
+def _is_network(text: str) -> bool:
     try:
-        ipaddress.ip_address(text)
+        ipaddress.ip_network(text, strict=False)
     except ValueError:
         return False
     return True
