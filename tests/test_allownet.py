@@ -409,16 +409,13 @@ def test_other_bad_uses_are_refused_before_anything_runs(shell, caplog):
     assert shell.magics_manager.registry["SandboxMagics"].allow_net == []  # unchanged
 
 
-def test_podman_is_refused_in_one_line(monkeypatch, docker_engine):
-    from jupyter_sandbox.sandbox import _egress
-    from jupyter_sandbox.sandbox._allowlist import allow_list
-    from jupyter_sandbox.sandbox._engine import Engine
-
-    podman = Engine("podman", "unix:///run/user/1/podman.sock", "4.3.1", True, "1", frozenset())
-    monkeypatch.setattr(_egress, "engine_of", lambda client: podman)
-    with pytest.raises(SandboxConfigError, match="needs Docker: Podman") as raised:
-        _egress.ensure(docker_engine, allow_list(["pypi.org"]), lambda event: None)
-    assert "\n" not in str(raised.value)
+def test_rootless_podman_is_refused_in_one_line(on_podman):
+    """Rootless Podman's networks cannot keep the host off the sandbox's: a refusal, before
+    any container starts (the real service, as its own non-root user)."""
+    sandbox = create("x", code="pass", network=["pypi.org"])
+    with pytest.raises(SandboxConfigError, match="needs Docker: Podman at unix://") as raised:
+        sandbox.execute({})
+    assert "\n" not in str(raised.value) and "JUPYTER_SANDBOX_ENGINE=docker" in str(raised.value)
 
 
 def test_an_allow_listed_sandboxs_build_reaches_the_package_index_only(docker_engine, monkeypatch):
