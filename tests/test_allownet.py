@@ -396,6 +396,8 @@ def test_other_bad_uses_are_refused_before_anything_runs(shell, caplog):
         create("x", code="pass", network=[])
     with pytest.raises(SandboxConfigError, match="'none', 'bridge' or a list"):
         create("x", code="pass", network=42)  # type: ignore[arg-type]
+    with pytest.raises(SandboxConfigError, match=r"a list of hosts such as \['pypi.org'\]"):
+        create("x", code="pass", network="pypi.org")  # type: ignore[arg-type]
     with pytest.raises(SandboxConfigError, match="needs isolation 'container'"):
         create("x", code="pass", network=["pypi.org"], isolation="gvisor")
     with pytest.raises(SandboxConfigError, match="drop cluster"):

@@ -546,7 +546,12 @@ def _check_choice(value: object, choices: Any, what: str) -> None:
 def _network(network: object) -> Network | tuple[Destination, ...]:
     """``"none"``, ``"bridge"``, or the checked destinations of an allow-list."""
     if isinstance(network, str):
-        _check_choice(network, Network, "network")
+        if network not in get_args(Network):
+            raise SandboxConfigError(
+                f"network must be 'none', 'bridge' or a list of hosts such as [{network!r}],"
+                f" not {network!r}",
+                parameter="network",
+            )
         return network  # type: ignore[return-value]
     return allow_list(network)
 
