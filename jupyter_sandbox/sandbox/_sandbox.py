@@ -14,8 +14,9 @@ import re
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_args
 
@@ -313,7 +314,8 @@ class Sandbox:
             )
             run.stdout, run.stderr, run.exit_code = raw.stdout, raw.stderr, raw.exit_code
             try:
-                self._check(raw, run.image, egress.denied(began) if egress else [])
+                refused = partial(egress.denied, began) if egress else None
+                self._check(raw, run.image, refused)
                 run.outputs = collect_outputs(archive, self.outputs, memory=self.resources.memory)
             except ContainerError as err:
                 mask_error(err, run.secrets)
@@ -384,7 +386,11 @@ class Sandbox:
             "network": self.network if isinstance(self.network, str) else describe(self.network),
         }
 
-    def _check(self, raw: RawRun, image: str, refused: Sequence[str] = ()) -> None:
+    def _check(
+        self, raw: RawRun, image: str, refused: Callable[[], list[str]] | None = None
+    ) -> None:
+        """Raise the run's error, if any; ``refused`` lists what an allow-list's proxy
+        refused during it (asked only for a failed run: it reads the proxy's log)."""
         cannot = _cannot_start(raw)
         if cannot is not None:
             program, reason = cannot
@@ -413,7 +419,8 @@ class Sandbox:
             tail = "\n".join(raw.stderr.rstrip().splitlines()[-_STDERR_TAIL:])
             last = tail.splitlines()[-1] if tail else "(no stderr)"
             raise NonZeroExit(
-                f"exited with code {raw.exit_code}: {last}{self._advice(tail, refused)}",
+                f"exited with code {raw.exit_code}: {last}"
+                f"{self._advice(tail, refused() if refused else [])}",
                 exit_code=raw.exit_code if raw.exit_code is not None else -1,
                 stderr_tail=tail,
             )
