@@ -411,15 +411,6 @@ def test_other_bad_uses_are_refused_before_anything_runs(shell, caplog):
     assert shell.magics_manager.registry["SandboxMagics"].allow_net == []  # unchanged
 
 
-def test_rootless_podman_is_refused_in_one_line(on_podman):
-    """Rootless Podman's networks cannot keep the host off the sandbox's: a refusal, before
-    any container starts (the real service, as its own non-root user)."""
-    sandbox = create("x", code="pass", network=["pypi.org"])
-    with pytest.raises(SandboxConfigError, match="needs Docker: Podman at unix://") as raised:
-        sandbox.execute({})
-    assert "\n" not in str(raised.value) and "JUPYTER_SANDBOX_ENGINE=docker" in str(raised.value)
-
-
 def test_an_allow_listed_sandboxs_build_reaches_the_package_index_only(docker_engine, monkeypatch):
     """``packages`` install through a proxy that allows only the index; a build step that
     reaches for another host is refused (the step's own output says so)."""
@@ -447,3 +438,12 @@ def test_an_allow_listed_sandboxs_build_reaches_the_package_index_only(docker_en
         assert "<urlopen error Tunnel connection failed: 403 Forbidden>" in run.build.log
     finally:
         docker_engine.images.remove(run.image, force=True)
+
+
+def test_rootless_podman_is_refused_in_one_line(on_podman):
+    """Rootless Podman's networks cannot keep the host off the sandbox's: a refusal, before
+    any container starts (the real service, as its own non-root user)."""
+    sandbox = create("x", code="pass", network=["pypi.org"])
+    with pytest.raises(SandboxConfigError, match="needs Docker: Podman at unix://") as raised:
+        sandbox.execute({})
+    assert "\n" not in str(raised.value) and "JUPYTER_SANDBOX_ENGINE=docker" in str(raised.value)

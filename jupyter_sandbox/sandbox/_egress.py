@@ -262,6 +262,8 @@ def proxy_image(client: DockerClient, emit: EventCallback) -> str:
 def _start(
     client: DockerClient, destinations: tuple[Destination, ...], emit: EventCallback
 ) -> Egress:
+    from docker.types import LogConfig
+
     image = proxy_image(client, emit)
     labels = {LABEL: "1", KIND: EGRESS, f"{LABEL}.allow": describe(destinations)[:1000]}
     labels.update(owner_labels())
@@ -294,6 +296,9 @@ def _start(
             nano_cpus=10**9,
             labels=labels,
             stop_signal="SIGKILL",
+            # its access log is how a failed run learns what was refused (`denied`): kept
+            # where the engine's API reads it back, and bounded however long the kernel lives
+            log_config=LogConfig(type="json-file", config={"max-size": "8m", "max-file": "2"}),
         )
         network.connect(proxy)
         proxy.start()
