@@ -19,9 +19,11 @@ import ipaddress
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -356,6 +358,78 @@ def test_the_watchdog_path_removes_a_kernels_proxy_and_network(world, docker_eng
     with pytest.raises(docker.errors.NotFound):
         docker_engine.containers.get(made.proxy.id)
     _egress.close_all()  # the registry forgets it without an error
+
+
+KILLED = """
+from jupyter_sandbox import create
+create("k", code="import time; time.sleep(120)", network=["reap.test"], timeout=150).run()
+"""
+
+
+def _egress_of(engine, pid: int) -> tuple[list[str], list[str]]:
+    """(networks, proxies) the allow-lists of process ``pid`` made."""
+    labels = ["jupyter-sandbox.kind=egress", f"jupyter-sandbox.owner-pid={pid}"]
+    networks = [n["Name"] for n in engine.api.networks(filters={"label": labels})]
+    proxies = [c["Id"] for c in engine.api.containers(all=True, filters={"label": labels})]
+    return networks, proxies
+
+
+def _killed_with_an_egress(engine) -> int:
+    """A kernel that ran an allow-listed sandbox, killed with SIGKILL mid-run; its pid."""
+    child = subprocess.Popen([sys.executable, "-c", KILLED])
+    try:
+        for _ in range(600):
+            networks, proxies = _egress_of(engine, child.pid)
+            running = (
+                engine.api.containers(
+                    filters={"label": f"jupyter-sandbox.owner-pid={child.pid}", "network": networks}
+                )
+                if networks
+                else []
+            )
+            if networks and proxies and len(running) >= 2:  # the proxy and the run
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError("the child never started its allow-listed run")
+    finally:
+        child.kill()
+        child.wait(timeout=30)
+    return child.pid
+
+
+def test_a_killed_kernels_watchdog_removes_its_proxy_and_network(docker_engine):
+    pid = _killed_with_an_egress(docker_engine)
+    for _ in range(300):
+        if _egress_of(docker_engine, pid) == ([], []):
+            break
+        time.sleep(0.1)
+    assert _egress_of(docker_engine, pid) == ([], [])
+
+
+def test_load_reaps_what_a_killed_kernel_and_its_watchdog_left(docker_engine):
+    from _processes import watchdog_of
+
+    from jupyter_sandbox.sandbox import reap_orphans
+
+    child = subprocess.Popen([sys.executable, "-c", KILLED])
+    try:
+        for _ in range(600):
+            networks, proxies = _egress_of(docker_engine, child.pid)
+            if networks and proxies and watchdog_of(child.pid) is not None:
+                break
+            time.sleep(0.1)
+        watchdog = watchdog_of(child.pid)
+        assert watchdog is not None
+        os.kill(watchdog, signal.SIGKILL)  # as a host crash would: the reaper is under test
+    finally:
+        child.kill()
+        child.wait(timeout=30)
+    networks, _ = _egress_of(docker_engine, child.pid)
+    assert networks  # SIGKILL runs no atexit handler
+    reaped = reap_orphans()
+    assert set(networks) <= set(reaped)
+    assert _egress_of(docker_engine, child.pid) == ([], [])
 
 
 @pytest.mark.parametrize(
