@@ -360,6 +360,27 @@ def test_the_watchdog_path_removes_a_kernels_proxy_and_network(world, docker_eng
     _egress.close_all()  # the registry forgets it without an error
 
 
+def test_the_proxy_serves_only_its_internal_network(world, docker_engine):
+    """The proxy's other side sits on the engine's bridge: a container there asking it for an
+    allowed host gets 403, so the proxy is no way in for the bridge's neighbours."""
+    from jupyter_sandbox.sandbox import DEFAULT_BASE_IMAGE, _egress
+    from jupyter_sandbox.sandbox._allowlist import allow_list
+
+    egress = _egress.ensure(docker_engine, allow_list(ALLOW), lambda event: None)
+    egress.proxy.reload()
+    outside = egress.proxy.attrs["NetworkSettings"]["Networks"]["bridge"]["IPAddress"]
+    ask = (
+        f"import socket; s = socket.create_connection(({outside!r}, 3128), timeout=20);"
+        " s.sendall(b'GET http://allowed.test:8080/neighbour HTTP/1.0\\r\\n\\r\\n');"
+        " print(s.recv(100).split(b'\\r\\n')[0].decode())"
+    )
+    answer = docker_engine.containers.run(
+        DEFAULT_BASE_IMAGE, ["python3", "-c", ask], network_mode="bridge", remove=True
+    )
+    assert answer.decode().strip() == "HTTP/1.1 403 Forbidden"
+    assert "http 8080 /neighbour" not in _lines(world["a"])
+
+
 KILLED = """
 from jupyter_sandbox import create
 create("k", code="import time; time.sleep(120)", network=["reap.test"], timeout=150).run()

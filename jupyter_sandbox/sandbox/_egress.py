@@ -280,7 +280,9 @@ def _start(
     )
     try:
         subnets = [c["Subnet"] for c in (network.attrs.get("IPAM") or {}).get("Config") or []]
-        conf = squid_conf(destinations, blocked=[*subnets, *host_addresses(client)], dns=_dns())
+        conf = squid_conf(
+            destinations, clients=subnets, blocked=[*subnets, *host_addresses(client)], dns=_dns()
+        )
         proxy = client.containers.create(
             image,
             command=["sh", "-c", _STARTUP],
@@ -323,10 +325,18 @@ def _wait_ready(proxy: Container, network: str) -> str:
         time.sleep(0.05)
 
 
-def squid_conf(destinations: tuple[Destination, ...], *, blocked: list[str], dns: list[str]) -> str:
+def squid_conf(
+    destinations: tuple[Destination, ...],
+    *,
+    clients: list[str],
+    blocked: list[str],
+    dns: list[str],
+) -> str:
     """Squid's configuration for ``destinations``: one allow rule per destination, every other
-    request refused. Rule order matters: a name's rule tests the name first (no DNS), an
-    address rule only IP literals (no DNS), so only allowed names are ever resolved."""
+    request refused, and every client not on ``clients`` (the internal network: the proxy's
+    other side, the engine's bridge, serves nobody). Rule order matters: a name's rule tests
+    the name first (no DNS), an address rule only IP literals (no DNS), so only allowed names
+    are ever resolved."""
     lines = [_SQUID.format(port=PORT)]
     if dns:
         lines.append("dns_nameservers " + " ".join(dns))
@@ -334,6 +344,8 @@ def squid_conf(destinations: tuple[Destination, ...], *, blocked: list[str], dns
     lines.append("acl blocked dst " + " ".join(dict.fromkeys([*_ALWAYS_BLOCKED, *blocked])))
     lines.append("acl web proto HTTP HTTPS")
     lines.append("acl tunnel method CONNECT")
+    lines.append("acl sandboxes src " + " ".join(clients))
+    lines.append("http_access deny !sandboxes")
     lines.append("http_access deny manager")
     lines.append("http_access deny !web !tunnel")  # no FTP, WHOIS, URN...: HTTP(S) only
     for n, dest in enumerate(destinations):
