@@ -274,8 +274,37 @@ def write_benchmarks() -> None:
     (out / "benchmarks.md").write_text(text)
 
 
+def write_defaults() -> None:
+    """The defaults page's table from `jupyter_sandbox._defaults`: each default's name, value
+    and docstring, in the module's order and sections, so the docs say what the code runs
+    with."""
+    from sphinx.pycode import ModuleAnalyzer
+
+    from jupyter_sandbox import _defaults
+
+    analyzer = ModuleAnalyzer.for_module(_defaults.__name__)
+    docs = analyzer.find_attr_docs()
+    source = inspect.getsource(_defaults).splitlines()
+    lines: list[str] = []
+    for text in source:
+        if text.startswith("# -- "):
+            title = text.removeprefix("# -- ").rstrip("- ").strip()
+            lines += ["", f"**{title}**", "", "| default | value | what it is |", "|---|---|---|"]
+            continue
+        name = text.split(" ", 1)[0].split(":", 1)[0]
+        if not name.isupper() or ("", name) not in docs or not text.startswith(name):
+            continue
+        doc = " ".join(docs[("", name)]).strip().replace("|", "\\|")
+        value = getattr(_defaults, name)
+        lines.append(f"| `{name}` | `{value!r}` | {doc} |")
+    out = HERE / "reference" / "_generated"
+    out.mkdir(exist_ok=True)
+    (out / "defaults.md").write_text("\n".join(lines).lstrip() + "\n")
+
+
 write_reference()
 write_benchmarks()
+write_defaults()
 
 
 # --- hooks ----------------------------------------------------------------------------------

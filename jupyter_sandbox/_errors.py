@@ -17,7 +17,23 @@ if TYPE_CHECKING:
 
 
 class SandboxError(Exception):
-    """Base class of every error raised by jupyter-sandbox."""
+    """Base class of every error raised by jupyter-sandbox.
+
+    An error whose remedy is a parameter says so in Python words and carries it as data:
+    ``parameter`` names it (``max_calls``, ``network``, ``type_check``...) and ``hint`` is the
+    phrase of the message that spells it (``Limits(max_calls=...)``), so a program can act on
+    it and a magic can put its own option in its place (``--max-calls``). Both are empty when
+    the message names no parameter."""
+
+    parameter: str = ""
+    hint: str = ""
+
+    def __init__(self, *args: object, parameter: str = "", hint: str = "") -> None:
+        super().__init__(*args)
+        if parameter:
+            self.parameter = parameter
+        if hint:
+            self.hint = hint
 
 
 class SandboxConfigError(SandboxError, ValueError):
@@ -26,9 +42,8 @@ class SandboxConfigError(SandboxError, ValueError):
     ``parameter`` names the argument at fault when the message starts with it, so a magic can
     say its own option instead (``cpu must be...`` -> ``--cpus must be...``)."""
 
-    def __init__(self, message: str, *, parameter: str = "") -> None:
-        super().__init__(message)
-        self.parameter = parameter
+    def __init__(self, message: str, *, parameter: str = "", hint: str = "") -> None:
+        super().__init__(message, parameter=parameter, hint=hint)
 
 
 class OrchestrationError(SandboxError):
@@ -38,8 +53,10 @@ class OrchestrationError(SandboxError):
     holds the trace and output up to the failure.
     """
 
-    def __init__(self, message: str, *, sandbox_traceback: str = "") -> None:
-        super().__init__(message)
+    def __init__(
+        self, message: str, *, sandbox_traceback: str = "", parameter: str = "", hint: str = ""
+    ) -> None:
+        super().__init__(message, parameter=parameter, hint=hint)
         self.sandbox_traceback = sandbox_traceback
         self.result: OrchestrationResult | None = None
 
@@ -71,12 +88,18 @@ class ToolError(OrchestrationError):
 class LimitExceeded(OrchestrationError):
     """A resource limit stopped the code. ``limit`` is one of time, memory, calls, output
     (printed too much), result (the value writes out too large), stack (calls nested past
-    ``max_stack_depth``) or nesting (``orchestrate`` nested in tools too deep); the message
-    names the option that raises it,
-    where there is one."""
+    ``max_stack_depth``), transfer (arguments copied to the host past ``max_transfer``) or
+    nesting (``orchestrate`` nested in tools too deep). ``parameter`` is the `Limits` field
+    that raises it (``max_calls``), empty for nesting, which no parameter raises; the message
+    says it as ``Limits(max_calls=...)`` (``hint``)."""
 
-    def __init__(self, message: str, *, limit: str, sandbox_traceback: str = "") -> None:
-        super().__init__(message, sandbox_traceback=sandbox_traceback)
+    def __init__(
+        self, message: str, *, limit: str, sandbox_traceback: str = "", parameter: str = ""
+    ) -> None:
+        hint = f"Limits({parameter}=...)" if parameter else ""
+        super().__init__(
+            message, sandbox_traceback=sandbox_traceback, parameter=parameter, hint=hint
+        )
         self.limit = limit
 
 
@@ -117,8 +140,10 @@ class ContainerError(SandboxError):
 
     record: RunRecord | None = None
 
-    def __init__(self, message: str = "", *args: object) -> None:
-        super().__init__(printable(message), *args)
+    def __init__(
+        self, message: str = "", *args: object, parameter: str = "", hint: str = ""
+    ) -> None:
+        super().__init__(printable(message), *args, parameter=parameter, hint=hint)
 
 
 class DockerUnavailable(ContainerError):
@@ -150,8 +175,8 @@ class UnusableImage(ContainerError):
     """The image cannot start the run's program (``--image`` without python3, ``--command``
     without bash): the image is at fault, not the code, so ``retries`` do not re-run it."""
 
-    def __init__(self, message: str, *, program: str) -> None:
-        super().__init__(message)
+    def __init__(self, message: str, *, program: str, parameter: str = "", hint: str = "") -> None:
+        super().__init__(message, parameter=parameter, hint=hint)
         self.program = program
 
 
@@ -177,8 +202,16 @@ class OutputLimitExceeded(ContainerError):
 class NonZeroExit(ContainerError):
     """The code in the container exited with a non-zero status."""
 
-    def __init__(self, message: str, *, exit_code: int, stderr_tail: str = "") -> None:
-        super().__init__(message)
+    def __init__(
+        self,
+        message: str,
+        *,
+        exit_code: int,
+        stderr_tail: str = "",
+        parameter: str = "",
+        hint: str = "",
+    ) -> None:
+        super().__init__(message, parameter=parameter, hint=hint)
         self.exit_code = exit_code
         self.stderr_tail = printable(stderr_tail)
 

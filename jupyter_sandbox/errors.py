@@ -34,6 +34,11 @@ the whole package); the Monty side is `OrchestrationError` and its children.
 arguments, a failed build, an `UnusableImage`, an engine error and a cancellation are raised
 at once.
 
+An error whose remedy is a parameter names it in Python words and carries it as data:
+``.parameter`` (``"max_calls"``, ``"network"``, ``"type_check"``...) and ``.hint``, the phrase
+of the message that spells it (``"Limits(max_calls=...)"``); the magics show their own option
+in its place (``--max-calls``). Both are empty when the message names none.
+
 A `ContainerError` raised by a run carries ``.record``: the JSON-safe run record so far (what
 ``%%sandbox`` displays even when the run failed), or None when nothing ran. An
 `OrchestrationError` carries ``.result``: the trace and output up to the failure.

@@ -14,13 +14,19 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from playwright.sync_api import Page
+import nbformat
+import pytest
+from playwright.sync_api import Browser, Page
 
 CHROMIUM = "/usr/bin/chromium"
 DISABLED = {"@jupyterlab/apputils-extension:announcements": True}
+KERNELSPEC = {"name": "python3", "display_name": "Python 3", "language": "python"}
+"""The kernel a written notebook names, so JupyterLab starts it without asking."""
 
 
 def _free_port() -> int:
@@ -146,3 +152,60 @@ def save(page: Page) -> None:
     page.wait_for_function(
         "() => !window.jupyterapp.shell.currentWidget.context.model.dirty", timeout=30_000
     )
+
+
+def wait_executed(page: Page, index: int, timeout_ms: int = 120_000) -> None:
+    """Cell ``index`` has run: it has a count and its prompt no longer shows ``*``."""
+    page.wait_for_function(
+        "(i) => { const c = window.jupyterapp.shell.currentWidget.content.widgets[i];"
+        " return c && c.model.executionCount !== null"
+        " && c.promptNode.textContent.indexOf('*') < 0; }",
+        arg=index,
+        timeout=timeout_ms,
+    )
+
+
+def write_notebook(path: Path, cells: Iterable[str | nbformat.NotebookNode]) -> Path:
+    """Write ``cells`` (sources, or cells built with their outputs) as a notebook that names
+    the python3 kernel, creating the folder; returns ``path``."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c) if isinstance(c, str) else c for c in cells]
+    nb.metadata["kernelspec"] = dict(KERNELSPEC)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+    return path
+
+
+def kernels_load_the_extension(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kernels started from now on load jupyter_sandbox at start, as a user's IPython profile
+    would, so a magic a button inserts gets the extension's answer."""
+    profile = home / "ipython" / "profile_default"
+    profile.mkdir(parents=True)
+    (profile / "ipython_config.py").write_text(
+        'c.InteractiveShellApp.extensions = ["jupyter_sandbox"]\n'
+    )
+    monkeypatch.setenv("IPYTHONDIR", str(home / "ipython"))
+
+
+@contextmanager
+def opened(
+    browser: Browser,
+    root: Path,
+    home: Path,
+    notebook: str,
+    *,
+    starts_kernel: bool = True,
+    viewport: tuple[int, int] = (1300, 900),
+) -> Iterator[tuple[Lab, Page]]:
+    """A Lab serving ``root`` with ``notebook`` open in a new page (its kernel ready when it
+    starts one); the server and its kernels stop when the block ends, however it ends."""
+    lab = Lab(root, home, starts_kernel=starts_kernel)
+    try:
+        width, height = viewport
+        page = browser.new_page(viewport={"width": width, "height": height})
+        lab.open(page, notebook)
+        if starts_kernel:
+            wait_kernel_ready(page)
+        yield lab, page
+    finally:
+        lab.stop()

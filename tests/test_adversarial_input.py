@@ -30,6 +30,7 @@ from jupyter_sandbox import (
 )
 from jupyter_sandbox._checks import machine_cpus
 from jupyter_sandbox._text import printable
+from jupyter_sandbox.magics._common import in_options
 from jupyter_sandbox.orchestration import orchestrate
 from jupyter_sandbox.sandbox import _client, default_base_image
 from jupyter_sandbox.sandbox._pool import settle
@@ -256,11 +257,13 @@ def test_an_image_without_python3_is_one_line_naming_it_and_is_never_retried(
     assert "\n" not in message
     assert no_python_image in message
     assert "cannot start python3" in message
-    assert "--command" in message  # says what to do instead
-    assert err.program == "python3"
+    assert "command=[...]" in message  # says what to do instead, in the engine's words
+    assert (err.parameter, err.program) == ("command", "python3")
+    shown = in_options(err)  # and the cell's: the option
+    assert "--command" in shown and "command=[...]" not in shown
     assert err.record is not None
     assert err.record["attempts"] == 1  # the image is at fault: a re-run cannot help
-    assert capsys.readouterr().out.strip().splitlines()[-1] == f"UnusableImage: {message}"
+    assert capsys.readouterr().out.strip().splitlines()[-1] == f"UnusableImage: {shown}"
     _sandbox_still_works(nb)
 
 

@@ -214,26 +214,21 @@ def test_a_hostile_record_shape_never_blanks_the_notebook(tmp_home: Path, browse
     the run with that id really waits on."""
     pytest.importorskip("playwright.sync_api")
     import nbformat
-    from _jupyterlab import Lab, notebook_js, wait_kernel_ready
+    from _jupyterlab import Lab, notebook_js, wait_kernel_ready, write_notebook
 
     from jupyter_sandbox.display import bundle
     from jupyter_sandbox.records import TRACE_MIME
 
     root = tmp_home / "root"
     root.mkdir()
-    nb = nbformat.v4.new_notebook()
+    cells = []
     for record in HOSTILE_SHAPES:
         cell = nbformat.v4.new_code_cell("%%orchestrate\n1")
         data = bundle(shaped())
         data[TRACE_MIME] = record
         cell.outputs = [nbformat.v4.new_output("display_data", data=data)]
-        nb.cells.append(cell)
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
-    nbformat.write(nb, root / "shapes.ipynb")
+        cells.append(cell)
+    write_notebook(root / "shapes.ipynb", cells)
     lab = Lab(root, tmp_home / "home-shapes")
     errors: list[str] = []
     try:
@@ -285,42 +280,25 @@ def test_forged_paused_records_are_asked_about_once(
     it does not know is not asked again, and at most 50 are asked per cell."""
     pytest.importorskip("playwright.sync_api")
     import nbformat
-    from _jupyterlab import Lab, notebook_js, wait_kernel_ready
+    from _jupyterlab import kernels_load_the_extension, notebook_js, opened, write_notebook
     from test_browser_jupyterlab import run_cell, wait_cell_done
 
     from jupyter_sandbox.display import bundle
 
     monkeypatch.setenv("JUPYTER_SANDBOX_STORE", str(tmp_home / "store.sqlite"))
-    profile = tmp_home / "ipython" / "profile_default"
-    profile.mkdir(parents=True)
-    (profile / "ipython_config.py").write_text(
-        'c.InteractiveShellApp.extensions = ["jupyter_sandbox"]\n'
-    )
-    monkeypatch.setenv("IPYTHONDIR", str(tmp_home / "ipython"))
+    kernels_load_the_extension(tmp_home, monkeypatch)
     root = tmp_home / "root"
     root.mkdir()
-    nb = nbformat.v4.new_notebook()
-    forged = 120
+    forged, runs = 120, 5
+    cells = []
     for index in range(forged):
         cell = nbformat.v4.new_code_cell("%%orchestrate\n1")
         data = bundle(shaped(run_id=f"{index:012x}"))
         cell.outputs = [nbformat.v4.new_output("display_data", data=data)]
-        nb.cells.append(cell)
-    nb.cells.append(nbformat.v4.new_code_cell(COUNT_ASKS))
-    runs = 5
-    nb.cells += [nbformat.v4.new_code_cell("1") for _ in range(runs)]
-    nb.cells.append(nbformat.v4.new_code_cell("len(asks), len(set(asks))"))
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
-    nbformat.write(nb, root / "many.ipynb")
-    lab = Lab(root, tmp_home / "home-many")
-    try:
-        page = browser.new_page(viewport={"width": 1300, "height": 900})
-        lab.open(page, "many.ipynb")
-        wait_kernel_ready(page)
+        cells.append(cell)
+    cells += [COUNT_ASKS, *["1"] * runs, "len(asks), len(set(asks))"]
+    write_notebook(root / "many.ipynb", cells)
+    with opened(browser, root, tmp_home / "home-many", "many.ipynb") as (_, page):
         page.wait_for_timeout(3000)
         for index in range(forged, forged + runs + 1):
             run_cell(page, index)
@@ -338,5 +316,3 @@ def test_forged_paused_records_are_asked_about_once(
         asks, distinct = ast.literal_eval(said)
         assert asks == distinct, (asks, distinct)  # none asked twice
         assert asks <= forged
-    finally:
-        lab.stop()

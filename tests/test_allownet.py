@@ -320,8 +320,11 @@ def test_a_refused_host_fails_the_cell_in_one_line(world, shell, capsys):
     assert "\n" not in message
     assert message.endswith(
         "HTTP Error 403: Forbidden; the network allow-list refused other.test:8080:"
-        " add it to network=[...] if needed"
-    ), message
+        " add it to network=[...]"
+    ), message  # the engine's words; the cell shows the option
+    assert (error.parameter, error.hint) == ("allow_net", "network=[...]")
+    shown = capsys.readouterr()
+    assert "refused other.test:8080: add it to --allow-net" in shown.out + shown.err
     assert _lines(world["b"]) == []
 
 

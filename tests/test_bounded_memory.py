@@ -145,7 +145,9 @@ def test_arguments_crossing_to_the_host_count_against_max_transfer() -> None:
         return len(s)
 
     code = "s = 'x' * 1_000_000\nfor i in range(20):\n    f(s)"
-    with pytest.raises(LimitExceeded, match=r"more than 8 MB.*--max-transfer") as error:
+    with pytest.raises(
+        LimitExceeded, match=r"more than 8 MB.*Limits\(max_transfer=\.\.\.\)"
+    ) as error:
         orchestrate(code, tools=[f], limits=Limits(max_transfer=8))
     assert error.value.limit == "transfer"
     assert len(error.value.result.trace) == 8  # the ninth call's arguments went past it

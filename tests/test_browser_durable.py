@@ -14,7 +14,15 @@ from pathlib import Path
 import nbformat
 import pytest
 from _display_samples import forked_record, paused_record
-from _jupyterlab import Lab, notebook_js, save, wait_kernel_ready
+from _jupyterlab import (
+    kernels_load_the_extension,
+    notebook_js,
+    opened,
+    save,
+    wait_executed,
+    wait_kernel_ready,
+    write_notebook,
+)
 from _kernels import kernel
 from test_browser_jupyterlab import SCREENSHOTS, THEMES, assert_contrast, run_cell, set_theme
 
@@ -24,6 +32,7 @@ pytest.importorskip("playwright.sync_api")
 pytestmark = pytest.mark.browser
 
 RUN_ID = paused_record()["run_id"]
+PAUSED_CELL = "%%orchestrate\nn = delete(['a.txt', 'b.txt'])"
 
 
 @pytest.fixture
@@ -32,49 +41,27 @@ def saved_records(tmp_home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     the kernels Lab starts use a store of their own and load the extension at start (as a
     user's IPython profile would), so a magic a button inserts gives the extension's answer."""
     monkeypatch.setenv("JUPYTER_SANDBOX_STORE", str(tmp_home / "store.sqlite"))
-    profile = tmp_home / "ipython" / "profile_default"
-    profile.mkdir(parents=True)
-    (profile / "ipython_config.py").write_text(
-        'c.InteractiveShellApp.extensions = ["jupyter_sandbox"]\n'
-    )
-    monkeypatch.setenv("IPYTHONDIR", str(tmp_home / "ipython"))
+    kernels_load_the_extension(tmp_home, monkeypatch)
     root = tmp_home / "root"
     root.mkdir()
-    nb = nbformat.v4.new_notebook()
-    for record in (paused_record(), forked_record()):
-        cell = nbformat.v4.new_code_cell("%%orchestrate\nn = delete(['a.txt', 'b.txt'])")
-        cell.outputs = [nbformat.v4.new_output("display_data", data=bundle(record))]
-        nb.cells.append(cell)
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
-    nbformat.write(nb, root / "paused.ipynb")
+    write_notebook(root / "paused.ipynb", [shown(paused_record()), shown(forked_record())])
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     return root
+
+
+def shown(record: dict, source: str = PAUSED_CELL) -> nbformat.NotebookNode:
+    """A code cell whose saved output is ``record``, as the kernel displayed it."""
+    cell = nbformat.v4.new_code_cell(source)
+    cell.outputs = [nbformat.v4.new_output("display_data", data=bundle(record))]
+    return cell
 
 
 def sources(page) -> list[str]:
     return notebook_js(page, "return panel.content.widgets.map(c => c.model.sharedModel.source);")
 
 
-def wait_executed(page, index: int) -> None:
-    page.wait_for_function(
-        "(i) => { const c = window.jupyterapp.shell.currentWidget.content.widgets[i];"
-        " return c && c.model.executionCount !== null"
-        " && c.promptNode.textContent.indexOf('*') < 0; }",
-        arg=index,
-        timeout=120_000,
-    )
-
-
 def test_paused_record_buttons_run_the_magic_below(saved_records: Path, tmp_home: Path, browser):
-    lab = Lab(saved_records, tmp_home / "home")
-    try:
-        page = browser.new_page(viewport={"width": 1300, "height": 900})
-        lab.open(page, "paused.ipynb")
-        wait_kernel_ready(page)
+    with opened(browser, saved_records, tmp_home / "home", "paused.ipynb") as (_, page):
         paused = page.locator(".jp-Cell").nth(0).locator(".jp-OutputArea")
         panel = paused.locator(".jsb-approval")
         panel.wait_for(timeout=60_000)
@@ -133,8 +120,6 @@ def test_paused_record_buttons_run_the_magic_below(saved_records: Path, tmp_home
         assert panel.locator("button").evaluate_all("bs => bs.every(b => b.disabled)")
         page.screenshot(path=SCREENSHOTS / "lab-paused-answered-dark.png")
         save(page)
-    finally:
-        lab.stop()
 
     saved = nbformat.read(saved_records / "paused.ipynb", as_version=4)
     kept = saved.cells[0].outputs[0].metadata["jupyter-sandbox"]["answer"]
@@ -143,16 +128,13 @@ def test_paused_record_buttons_run_the_magic_below(saved_records: Path, tmp_home
         "inserted": True,
     }
 
-    lab = Lab(saved_records, tmp_home / "home-reopen", starts_kernel=False)
-    try:
-        page = browser.new_page(viewport={"width": 1300, "height": 900})
-        lab.open(page, "paused.ipynb")
+    with opened(
+        browser, saved_records, tmp_home / "home-reopen", "paused.ipynb", starts_kernel=False
+    ) as (_, page):
         panel = page.locator(".jp-Cell").nth(0).locator(".jsb-approval")
         panel.wait_for(timeout=60_000)
         assert panel.locator("button").evaluate_all("bs => bs.every(b => b.disabled)")
         assert "Ran %orchestrate_reject" in panel.locator(".jsb-answer").inner_text()
-    finally:
-        lab.stop()
 
 
 GATED = [
@@ -188,19 +170,8 @@ def test_approve_and_reject_continue_the_real_run(tmp_home: Path, browser, monke
     monkeypatch.setenv("JUPYTER_SANDBOX_STORE", str(tmp_home / "store.sqlite"))
     root = tmp_home / "root"
     root.mkdir()
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(source) for source in GATED]
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
-    nbformat.write(nb, root / "gated.ipynb")
-    lab = Lab(root, tmp_home / "home")
-    try:
-        page = browser.new_page(viewport={"width": 1300, "height": 900})
-        lab.open(page, "gated.ipynb")
-        wait_kernel_ready(page)
+    write_notebook(root / "gated.ipynb", GATED)
+    with opened(browser, root, tmp_home / "home", "gated.ipynb") as (_, page):
         for index in (0, 1):
             run_cell(page, index)
             wait_executed(page, index)
@@ -243,8 +214,6 @@ def test_approve_and_reject_continue_the_real_run(tmp_home: Path, browser, monke
             .strip()
             .endswith("['a.txt', 'b.txt']")
         )
-    finally:
-        lab.stop()
 
 
 def test_html_export_shows_the_magics_and_no_buttons(saved_records: Path, browser) -> None:
@@ -277,30 +246,18 @@ def hostile_notebook(root: Path, marker: Path) -> None:
     in IPython's ``{...}`` expansion of a command that writes ``marker``, one with ``$name``,
     and a fork whose origin says the same; all render, none offers a button."""
     forged = f"3f2a9c1d0b7e{{__import__('os').system('id > {marker}')}}"
-    nb = nbformat.v4.new_notebook()
+    cells = []
     for run_id in (forged, "3f2a9c1d0b7e $deleted", "3F2A9C1D0B7E"):
         record = paused_record()
         record["run_id"] = run_id
-        cell = nbformat.v4.new_code_cell("%%orchestrate\nn = delete(['a.txt', 'b.txt'])")
-        cell.outputs = [nbformat.v4.new_output("display_data", data=bundle(record))]
-        nb.cells.append(cell)
+        cells.append(shown(record))
     record = paused_record()  # a claimed answer whose reason is markup: shown as text
     record["answered"] = {"how": "rejected", "reason": MARKUP, "cell": 1}
-    cell = nbformat.v4.new_code_cell("%%orchestrate\n1")
-    cell.outputs = [nbformat.v4.new_output("display_data", data=bundle(record))]
-    nb.cells.append(cell)
     fork = forked_record()
     fork["forked_from"]["run_id"] = forged
-    cell = nbformat.v4.new_code_cell("%%orchestrate\n1")
-    cell.outputs = [nbformat.v4.new_output("display_data", data=bundle(fork))]
-    nb.cells.append(cell)
-    nb.cells.append(nbformat.v4.new_code_cell(f"import os; os.path.exists({str(marker)!r})"))
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
-    nbformat.write(nb, root / "hostile.ipynb")
+    cells += [shown(record, "%%orchestrate\n1"), shown(fork, "%%orchestrate\n1")]
+    cells.append(f"import os; os.path.exists({str(marker)!r})")
+    write_notebook(root / "hostile.ipynb", cells)
 
 
 def test_a_hostile_saved_notebook_offers_nothing_to_click(
@@ -312,11 +269,7 @@ def test_a_hostile_saved_notebook_offers_nothing_to_click(
     added."""
     marker = tmp_home / "pwned"
     hostile_notebook(saved_records, marker)
-    lab = Lab(saved_records, tmp_home / "home-hostile")
-    try:
-        page = browser.new_page(viewport={"width": 1300, "height": 900})
-        lab.open(page, "hostile.ipynb")
-        wait_kernel_ready(page)
+    with opened(browser, saved_records, tmp_home / "home-hostile", "hostile.ipynb") as (_, page):
         panels = page.locator(".jsb-approval")
         panels.first.wait_for(timeout=60_000)
         assert panels.count() == 4
@@ -349,8 +302,6 @@ def test_a_hostile_saved_notebook_offers_nothing_to_click(
             page.locator(".jp-Cell").nth(0).locator(".jp-OutputArea").screenshot(
                 path=SCREENSHOTS / f"lab-paused-forged-{name}.png"
             )
-    finally:
-        lab.stop()
     assert not marker.exists()
 
 
@@ -383,15 +334,8 @@ def test_an_answered_run_looks_answered_after_a_later_cell_and_a_restart(
     monkeypatch.setenv("JUPYTER_SANDBOX_STORE", str(tmp_home / "store.sqlite"))
     root = tmp_home / "root"
     root.mkdir()
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(source) for source in [*GATED[:2], "", GATED[2]]]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python", "language": "python"}
-    nbformat.write(nb, root / "later.ipynb")
-    lab = Lab(root, tmp_home / "home")
-    try:
-        page = browser.new_page(viewport={"width": 1300, "height": 900})
-        lab.open(page, "later.ipynb")
-        wait_kernel_ready(page)
+    write_notebook(root / "later.ipynb", [*GATED[:2], "", GATED[2]])
+    with opened(browser, root, tmp_home / "home", "later.ipynb") as (_, page):
 
         def pause_and_answer(magic: str) -> int:
             run_cell(page, 1)
@@ -465,8 +409,6 @@ def test_an_answered_run_looks_answered_after_a_later_cell_and_a_restart(
         run_cell(page, 3)
         wait_executed(page, 3)
         answered_panel(page, 1, "continued elsewhere (now ok)")
-    finally:
-        lab.stop()
 
 
 ALICE = "/home/alice/.ssh"
@@ -518,19 +460,8 @@ def test_the_panel_shows_every_argument_and_approve_makes_the_call_shown(
     monkeypatch.setenv("JUPYTER_SANDBOX_STORE", str(tmp_home / "store.sqlite"))
     root = tmp_home / "root"
     root.mkdir()
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(source) for source in SEEN]
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
-    nbformat.write(nb, root / "seen.ipynb")
-    lab = Lab(root, tmp_home / "home")
-    try:
-        page = browser.new_page(viewport={"width": 1300, "height": 1000})
-        lab.open(page, "seen.ipynb")
-        wait_kernel_ready(page)
+    write_notebook(root / "seen.ipynb", SEEN)
+    with opened(browser, root, tmp_home / "home", "seen.ipynb", viewport=(1300, 1000)) as (_, page):
         for index in range(5):
             run_cell(page, index)
             wait_executed(page, index)
@@ -585,8 +516,6 @@ def test_the_panel_shows_every_argument_and_approve_makes_the_call_shown(
         assert (
             cells.nth(6).locator(".jp-OutputArea").inner_text().strip().endswith("[['/data/old']]")
         )
-    finally:
-        lab.stop()
 
 
 def test_a_record_with_a_forged_digest_renders_without_buttons(tmp_home: Path, browser) -> None:
@@ -599,15 +528,8 @@ def test_a_record_with_a_forged_digest_renders_without_buttons(tmp_home: Path, b
     record["pending"][0]["bindings"] = 7  # other shapes than the kernel writes: drawn anyway
     record["pending"][0]["cut"] = {"0": "<img src=x onerror=alert(1)>"}
     record["pending"][0]["kwargs"] = {"note": "Sly('/data/\u202ehss./ecila/emoh')"}
-    nb = nbformat.v4.new_notebook()
-    cell = nbformat.v4.new_code_cell("%%orchestrate\ndelete(['a.txt'])")
-    cell.outputs = [nbformat.v4.new_output("display_data", data=bundle(record))]
-    nb.cells.append(cell)
-    nbformat.write(nb, root / "forged.ipynb")
-    lab = Lab(root, tmp_home / "home", starts_kernel=False)
-    try:
-        page = browser.new_page(viewport={"width": 1300, "height": 900})
-        lab.open(page, "forged.ipynb")
+    write_notebook(root / "forged.ipynb", [shown(record, "%%orchestrate\ndelete(['a.txt'])")])
+    with opened(browser, root, tmp_home / "home", "forged.ipynb", starts_kernel=False) as (_, page):
         panel = page.locator(".jsb-approval")
         panel.wait_for(timeout=60_000)
         assert panel.locator("button").count() == 0
@@ -619,5 +541,3 @@ def test_a_record_with_a_forged_digest_renders_without_buttons(tmp_home: Path, b
             "Sly('/data/\\u202ehss./ecila/emoh')",
         ]
         assert panel.locator("img, .jsb-cut").count() == 0
-    finally:
-        lab.stop()

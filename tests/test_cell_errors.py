@@ -196,7 +196,9 @@ def test_sandbox_traceback_shows_the_users_line_not_the_runner(shell, capsys) ->
 def test_sandbox_without_network_says_which_option(shell, capsys) -> None:
     cell = '%%sandbox\nimport urllib.request\nurllib.request.urlopen("http://example.com")'
     error, shown = _run(shell, capsys, cell)
-    assert str(error).endswith("the sandbox has no network: allow it with --network bridge")
+    assert str(error).endswith("the sandbox has no network: allow it with network='bridge'")
+    assert "the sandbox has no network: allow it with --network bridge" in shown  # the cell's
+    assert "network='bridge'" not in shown
     start = shown.index("Traceback")
     traceback = shown[start : shown.index("URLError", start)]
     assert "urllib/request.py" not in traceback  # the cell's own line only
@@ -205,14 +207,16 @@ def test_sandbox_without_network_says_which_option(shell, capsys) -> None:
 
 @pytest.mark.docker
 def test_sandbox_timeout_says_which_option(shell, capsys) -> None:
-    error, _ = _run(shell, capsys, "%%sandbox --timeout 1\nimport time\ntime.sleep(60)")
-    assert str(error) == "timed out after 1 s (raise it with --timeout)"
+    error, shown = _run(shell, capsys, "%%sandbox --timeout 1\nimport time\ntime.sleep(60)")
+    assert str(error) == "timed out after 1 s (raise it with create(timeout=...))"  # the engine's
+    assert "SandboxTimeout: timed out after 1 s (raise it with --timeout)" in shown
 
 
 @pytest.mark.docker
 def test_sandbox_missing_module_says_which_option(shell, capsys) -> None:
-    error, _ = _run(shell, capsys, "%%sandbox\nimport yaml")
-    assert str(error).endswith("install the package that provides 'yaml' with --packages")
+    error, shown = _run(shell, capsys, "%%sandbox\nimport yaml")
+    assert str(error).endswith("install the package that provides 'yaml' with packages=[...]")
+    assert "install the package that provides 'yaml' with --packages" in shown
 
 
 # -- %%orchestrate errors through the real shell: each once, at the editor's line -----------
@@ -273,9 +277,17 @@ def test_tool_error_is_one_traceback_through_the_tool(tools, capsys) -> None:
     ],
 )
 def test_limit_errors_name_their_option(tools, capsys, options, body, option) -> None:
-    error, _ = _run(tools, capsys, f"%%orchestrate {options}\n{body}")
-    assert f"raise it with {option}" in str(error)
-    assert "=" not in str(error).split("raise it with")[1]  # the option, not "/ max_calls="
+    error, shown = _run(tools, capsys, f"%%orchestrate {options}\n{body}")
+    assert f"raise it with {option}" in shown
+    assert "=" not in shown.split("raise it with")[1]  # the option, not "Limits(max_calls=...)"
+    assert "raise it with Limits(" in str(error)  # the engine's own words, kept on the error
+
+
+def test_type_check_error_names_the_option_that_skips_it(tools, capsys) -> None:
+    error, shown = _run(tools, capsys, '%%orchestrate\nadd("a", 2)')
+    assert "(--no-type-check skips the check)" in shown
+    assert "type_check=False" not in shown
+    assert "(type_check=False skips the check)" in str(error)
 
 
 def test_saved_notebook_shows_each_error_once() -> None:

@@ -171,9 +171,10 @@ def test_a_handle_a_tool_returned_is_named_by_its_call_and_not_made_again(tmp_pa
     assert str(raised.value) == (
         f"run {run_id} needs the object ({FRAME}) that call #0 (make()) returned, which did "
         f"not survive the restart and is not made again: fork_run({run_id!r}, 0, value=...) "
-        "continues from that call with an object you give, or run the cell again without "
-        "--resume"
+        "continues from that call with an object you give, or run the code again with "
+        "resume=False"
     )
+    assert raised.value.parameter == "resume"  # the magic says "without --resume"
     assert calls.made == {"make": 1, "ask": 1}
     # what the error suggests works: the fork is handed the object as that call's result
     given = Frame("forked")

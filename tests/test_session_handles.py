@@ -116,7 +116,8 @@ def test_reset_frees_the_objects_and_a_restart_binds_inputs_by_name(tmp_path):
         second.ok(setup)
         missing = second.run("%%orchestrate --session s --quiet\nsummarize(d)")
         assert missing.status == "error"
-        assert "notebook variable `df`" in missing.text and "--in df" in missing.text
+        assert "notebook variable `df`" in missing.text
+        assert "give 'df' to this cell again with --in" in missing.text  # the magic's words
         second.ok("df = Frame('two')")
         rebound = second.ok("%%orchestrate --session s --in df --quiet\nsummarize(d)")
         assert rebound.value == "'two'"  # bound again by name, to the object given now

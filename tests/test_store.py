@@ -214,14 +214,15 @@ def test_another_monty_version_is_refused_naming_both(
         store.run(run_id)
     assert str(error.value) == (
         f"run {run_id!r} was saved by pydantic-monty 0.9.1, this kernel has {MONTY_VERSION}: "
-        "re-run the cell without --resume"
+        "run it again with resume=False"
     )
-    with pytest.raises(StoreError, match=f"0.9.1, this kernel has {MONTY_VERSION}: %orch"):
+    assert (error.value.parameter, error.value.hint) == ("resume", "with resume=False")
+    with pytest.raises(StoreError, match=f"0.9.1, this kernel has {MONTY_VERSION}: Store.drop"):
         store.load_session("nb", "s")
 
 
 def test_an_unknown_run_id_says_where_to_look(store: Store) -> None:
-    expected = f"no run 'f00' in {store.path}; %orchestrate_pending lists paused runs"
+    expected = f"no run 'f00' in {store.path}; Store.runs() lists its runs"
     for attempt in (
         lambda: store.run("f00"),
         lambda: store.record_call("f00", 0, record(1)),
@@ -298,7 +299,7 @@ def test_an_unusable_path_is_one_clear_error(tmp_path: Path) -> None:
             Store(path)
         assert str(error.value).startswith(f"cannot open the store at {path}: ")
         assert str(error.value).endswith(
-            "point %config OrchestrateMagics.store or $JUPYTER_SANDBOX_STORE at a writable path"
+            "point store= or $JUPYTER_SANDBOX_STORE at a writable path"
         )
 
 

@@ -1,33 +1,35 @@
 """The agent loop: ask the model for code, run it in Monty, feed failures back, repeat.
 
 The model is any callable from messages to text, so no client library is a dependency: an
-OpenAI, Anthropic or local client is wrapped in a three-line function by the caller.
+OpenAI, Anthropic or local client is wrapped in a three-line function by the caller. With the
+``ai`` extra, a pydantic-ai model name (``"openai:gpt-4o"``) or ``Model`` works too (`_models`).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from .._defaults import MAX_ATTEMPTS, store_or_default
 from .._errors import CodeModeError, Interrupted, OrchestrationError, SandboxConfigError
 from .._events import AttemptFinished, AttemptStarted, EventCallback, ToolCall, ignore
 from ..orchestration import (
     Limits,
     Store,
     Tools,
-    default_store_path,
     orchestrate,
     resolve_limits,
     resolve_tools,
 )
 from ..records import TraceRecord
 from ._extract import extract_code
+from ._models import LLM, as_llm
 from ._prompt import NO_CODE, feedback, system_prompt
 from ._result import AgentResult, Attempt, Message
 
-LLM = Callable[[list[Message]], str]
-"""A model: takes the conversation (OpenAI-style role/content dicts), returns the reply text."""
+if TYPE_CHECKING:
+    from pydantic_ai.models import Model
 
 
 class CodeModeAgent:
@@ -39,6 +41,9 @@ class CodeModeAgent:
     diagnostics or the tool's error, and what the code printed), until an attempt succeeds or
     ``max_attempts`` are used, which raises `CodeModeError`. Ctrl-C (`Interrupted`) and errors
     raised by ``llm`` itself are not the model's to fix: they propagate at once.
+
+    ``llm`` is a function from messages to text, or with the ``ai`` extra a pydantic-ai model
+    name (``"openai:gpt-4o"``, ``"anthropic:claude-sonnet-4-5"``) or ``Model`` object.
 
     Approval gates (``@tool(approve=...)``) are honoured: ``approver(call) -> bool`` answers
     each gated call inline (a rejected call is ``PermissionError`` in the code, which the
@@ -52,10 +57,10 @@ class CodeModeAgent:
 
     def __init__(
         self,
-        llm: LLM,
+        llm: LLM | str | Model,
         tools: Tools = None,
         *,
-        max_attempts: int = 3,
+        max_attempts: int = MAX_ATTEMPTS,
         inputs: Mapping[str, Any] | None = None,
         limits: Limits | None = None,
         timeout: float | None = None,
@@ -67,15 +72,13 @@ class CodeModeAgent:
         approver: Callable[[ToolCall], bool] | None = None,
         store: Store | str | os.PathLike[str] | None = None,
     ) -> None:
-        if not callable(llm):
-            raise SandboxConfigError(
-                f"llm must be a callable, got {type(llm).__name__}", parameter="llm"
-            )
         if max_attempts < 1:
             raise SandboxConfigError(
                 f"max_attempts must be at least 1, got {max_attempts}", parameter="max_attempts"
             )
-        self.llm = llm
+        self.llm = as_llm(llm)
+        """The model as a function from messages to text (a pydantic-ai name or ``Model``
+        given as ``llm`` is wrapped in one, see `_models`)."""
         self.tools = resolve_tools(tools)
         self.inputs = dict(inputs or {})
         self.max_attempts = max_attempts
@@ -91,7 +94,7 @@ class CodeModeAgent:
         self.type_check = type_check
         self.approver = approver
         gated = approver is None and any(t.approve is not False for t in self.tools.values())
-        self.store = default_store_path() if store is None and gated else store or None
+        self.store: Store | str | os.PathLike[str] | None = store_or_default(store, needed=gated)
         """Where runs are kept: ``store``, or the default store when a tool is gated and
         no approver answers it (a gated call then pauses the run); None: runs are not kept."""
         self.system_prompt = system_prompt(self.tools, self.inputs)

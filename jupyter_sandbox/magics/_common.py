@@ -107,11 +107,49 @@ def check_out(name: str | None) -> None:
         check_variable(name, "--out")
 
 
+ADVICE: Mapping[str, str] = {
+    "timeout": "--timeout",
+    "max_memory": "--max-memory",
+    "max_calls": "--max-calls",
+    "max_result": "--max-result",
+    "max_output": "--max-output",
+    "max_stack_depth": "--max-stack-depth",
+    "max_transfer": "--max-transfer",
+    "type_check": "--no-type-check",
+    "resume": "without --resume",
+    "inputs": "--in",
+    "store": "%config OrchestrateMagics.store",
+    "memory": "--memory",
+    "network": "--network bridge",
+    "allow_net": "--allow-net",
+    "packages": "--packages",
+    "command": "--command",
+    "runs": "%orchestrate_pending lists paused runs",
+}
+"""The one table of the magics' words for an engine error's advice: `SandboxError.parameter`
+(a parameter; ``runs``: the `Store.runs` method) -> what a cell says in place of the
+message's Python phrase (`SandboxError.hint`):
+``Limits(max_calls=...)`` -> ``--max-calls``, ``network='bridge'`` -> ``--network bridge``.
+The engines speak Python (`orchestrate`, `create` callers and a code-mode model read their
+words); a cell's reader gets the option they would type. A test checks every parameter an
+engine names is here."""
+
+
+def in_options(exc: BaseException) -> str:
+    """``exc``'s message in the magics' words: its Python advice (`SandboxError.hint`) as the
+    option `ADVICE` names for its `SandboxError.parameter`; unchanged when it has none."""
+    message = str(exc)
+    hint, parameter = getattr(exc, "hint", ""), getattr(exc, "parameter", "")
+    if hint and parameter in ADVICE:
+        return message.replace(hint, ADVICE[parameter])
+    return message
+
+
 def usage_error(exc: SandboxConfigError, options: Mapping[str, str]) -> UsageError:
     """An engine's config error as the magic's one-line `UsageError`, naming the magic's own
     option (``options`` maps an engine parameter to it: ``{"cpu": "--cpus"}``); parameters
     not in ``options`` are spelled as options (``max_memory`` -> ``--max-memory``)."""
-    message = str(exc)
+    message = in_options(exc)
     if exc.parameter and message.startswith(exc.parameter):
         option = options.get(exc.parameter, "--" + exc.parameter.replace("_", "-"))
         message = option + message.removeprefix(exc.parameter)
@@ -184,13 +222,14 @@ def format_error(exc: SandboxError) -> str:
     parts: list[str] = []
     sandbox_tb = getattr(exc, "sandbox_traceback", "")
     host_tb = getattr(exc, "host_traceback", "")
-    through = _through_the_tool(sandbox_tb, host_tb, f"{type(exc).__name__}: {exc}")
+    last = f"{type(exc).__name__}: {in_options(exc)}"
+    through = _through_the_tool(sandbox_tb, host_tb, last)
     if through is not None:
         return through
     if sandbox_tb:
         *frames, own = sandbox_tb.rstrip().splitlines()
         if frames and not host_tb and str(exc) == own:  # ours says it: the frames, then ours
-            return "\n".join([*frames, f"{type(exc).__name__}: {exc}"])
+            return "\n".join([*frames, last])
         parts.append(sandbox_tb.rstrip())
     if host_tb:
         parts.append(
@@ -199,7 +238,7 @@ def format_error(exc: SandboxError) -> str:
     log = getattr(exc, "log", "")
     if log and getattr(exc, "record", None) is None:  # a record shows the log, once
         parts.append(f"Build log (last lines):\n{log.rstrip()}")
-    parts.append(f"{type(exc).__name__}: {exc}")
+    parts.append(last)
     return "\n\n".join(parts)
 
 
@@ -245,7 +284,21 @@ def show_error(
     if not isinstance(value, SandboxError):
         shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
         return
+    shown = _as_shown(value)
     if isinstance(value, Interrupted | SandboxCancelled):  # the message says it all
-        shell._showtraceback(etype, value, [str(value)])
+        shell._showtraceback(etype, shown, [str(shown)])
         return
-    shell._showtraceback(etype, value, format_error(value).splitlines())
+    shell._showtraceback(etype, shown, format_error(value).splitlines())
+
+
+def _as_shown(exc: SandboxError) -> SandboxError:
+    """``exc`` with its message in the magics' words (`in_options`), for the error output's
+    ``evalue`` (what a saved notebook and nbconvert show beside the traceback); ``exc``
+    itself, the engine's, is what the cell raised and keeps its Python words. Made without
+    calling ``__init__`` (ours take keyword-only data), its attributes copied."""
+    message = in_options(exc)
+    if message == str(exc):
+        return exc
+    shown = type(exc).__new__(type(exc), message)
+    shown.__dict__.update(vars(exc))
+    return shown

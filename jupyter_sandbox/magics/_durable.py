@@ -54,6 +54,7 @@ from ..orchestration import (
     call_now,
     fork_run,
     full_repr,
+    mcp_outcomes,
     paused_runs,
     read_whole,
     resume_run,
@@ -62,7 +63,14 @@ from ..orchestration import (
     unkept_inputs,
     unseen,
 )
-from ._common import CellMagics, help_option, parse_options, print_help, usage_error
+from ._common import (
+    CellMagics,
+    help_option,
+    in_options,
+    parse_options,
+    print_help,
+    usage_error,
+)
 
 if TYPE_CHECKING:
     from ._orchestrate import OrchestrateMagics
@@ -358,7 +366,11 @@ class DurableMagics(CellMagics):
         if approve and expect is None:
             blind = _stored(lambda: unseen(store, run_id, given))
             if blind is not None:
-                raise UsageError(blind)
+                why, digest = blind
+                raise UsageError(
+                    f"{why}; see it whole with %orchestrate_pending --full, then "
+                    f"%orchestrate_approve {run_id} --expect {digest}"
+                )
         elif expect is not None and not is_digest(expect):
             raise UsageError(
                 f"%orchestrate_approve --expect: {refused_text(expect)!r} is not a digest (16 hex "
@@ -381,9 +393,11 @@ class DurableMagics(CellMagics):
             if result.refused is not None:  # nothing made; the record shows the call now
                 raise UsageError(result.refused)
             done = True
+            mcp_outcomes.remember(run_id, result)  # an MCP client may ask (`%mcp_serve`)
             return result.value
         except OrchestrationError as exc:
             done = exc.result is not None  # it ran (and failed): the pause was answered
+            mcp_outcomes.remember(run_id, exc)
             raise
         finally:
             if shown is not None and done:  # the paused cell above says so, buttons gone
@@ -440,7 +454,7 @@ def _stored(read: Callable[[], Any]) -> Any:
     try:
         return read()
     except (StoreError, SandboxConfigError) as exc:
-        raise UsageError(str(exc)) from None
+        raise UsageError(in_options(exc)) from None
 
 
 def _notes(run: PausedRun, now: CallNow) -> list[str]:

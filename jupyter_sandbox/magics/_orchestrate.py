@@ -13,6 +13,7 @@ from IPython.core.magic import cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import Bool, Float, Int, Unicode
 
+from .. import _defaults as default
 from .._errors import SandboxConfigError, StoreError
 from .._events import EventCallback
 from .._scrub import shown_value
@@ -24,7 +25,6 @@ from ..orchestration import (
     OrchestrationResult,
     Store,
     ToolCache,
-    default_store_path,
     open_store,
     orchestrate,
 )
@@ -32,6 +32,7 @@ from ._common import (
     CellMagics,
     check_out,
     help_option,
+    in_options,
     inputs_option,
     lookup,
     out_option,
@@ -88,8 +89,8 @@ class OrchestrateMagics(CellMagics):
         None,
         allow_none=True,
         help="Path of the durable store (SQLite) every cell's run is kept in, so it can be "
-        "resumed, approved or forked after a restart. None: $JUPYTER_SANDBOX_STORE, else "
-        "~/.local/share/jupyter-sandbox/store.sqlite; empty: no store.",
+        f"resumed, approved or forked after a restart. None: ${default.STORE_ENV}, else "
+        f"{default.STORE_PATH}; empty: no store.",
     ).tag(config=True)
 
     def __init__(self, shell: InteractiveShell) -> None:
@@ -190,17 +191,7 @@ class OrchestrateMagics(CellMagics):
                 "completed a tool call; running every call"
             )
         try:  # a bad %config value: one usage line naming the option, as a bad option gets
-            limits = Limits(
-                timeout=self.timeout,
-                max_memory=self.max_memory,
-                max_calls=self.max_calls,
-                max_result=self.max_result,
-                max_output=self.max_output,
-                max_stack_depth=self.max_stack_depth
-                if args.max_stack_depth is None
-                else args.max_stack_depth,
-                max_transfer=self.max_transfer if args.max_transfer is None else args.max_transfer,
-            )
+            limits = self.limits(args.max_stack_depth, args.max_transfer)
             keep = Keep(
                 value=self.keep_value,
                 run=self.keep_run,
@@ -244,20 +235,34 @@ class OrchestrateMagics(CellMagics):
         except SandboxConfigError as exc:
             raise self.usage_error(exc) from None
         except StoreError as exc:  # --resume of a run live elsewhere, a refused dump: one line
-            raise UsageError(str(exc)) from None
+            raise UsageError(in_options(exc)) from None
         finally:
             self._journals.finished(cell, journal)
         if args.out:
             shell.user_ns[args.out] = result.value
         return shown_value(result.value, result.secrets)  # a sandbox tool's secret: hidden
 
+    def limits(self, max_stack_depth: int | None = None, max_transfer: int | None = None) -> Limits:
+        """The configured limits (``%config OrchestrateMagics.timeout`` ...), the two given
+        winning over theirs; raises `SandboxConfigError` for a bad value."""
+        return Limits(
+            timeout=self.timeout,
+            max_memory=self.max_memory,
+            max_calls=self.max_calls,
+            max_result=self.max_result,
+            max_output=self.max_output,
+            max_stack_depth=self.max_stack_depth if max_stack_depth is None else max_stack_depth,
+            max_transfer=self.max_transfer if max_transfer is None else max_transfer,
+        )
+
     def open_store(self) -> Store | None:
         """The store runs and sessions are kept in (``%config OrchestrateMagics.store``; one
         per path and process); None when that setting is empty."""
-        if self.store == "":
+        path = default.store_or_default(self.store, needed=True)  # a cell is resumable
+        if path is None:
             return None
         try:
-            return open_store(default_store_path() if self.store is None else self.store)
+            return open_store(path)
         except (StoreError, SandboxConfigError) as exc:
             raise UsageError(f"%config OrchestrateMagics.store: {exc}") from None
 

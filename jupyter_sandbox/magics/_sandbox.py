@@ -10,6 +10,7 @@ from IPython.core.magic import cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import Float, List, TraitError, Unicode, observe, validate
 
+from .. import _defaults as default
 from .._errors import ContainerError, SandboxConfigError
 from ..display import SandboxView
 from ..orchestration import bind_inputs
@@ -87,8 +88,8 @@ class SandboxMagics(CellMagics):
     cluster = Unicode(
         "", help="Dask scheduler runs go to (tcp://host:8786); empty: the local engine."
     ).tag(config=True)
-    cpus = Float(1.0, help="CPUs per run.").tag(config=True)
-    memory = Unicode("1g", help="Memory per run (e.g. 512m, 2g).").tag(config=True)
+    cpus = Float(default.CPU, help="CPUs per run.").tag(config=True)
+    memory = Unicode(default.MEMORY, help="Memory per run (e.g. 512m, 2g).").tag(config=True)
     isolation = Unicode(
         "",
         help="Runtime of each run: container (runc) or gvisor (gVisor's runsc)"
@@ -158,16 +159,21 @@ class SandboxMagics(CellMagics):
     @argument("--system-packages", nargs="+", action="extend", metavar="P", help="apt packages")
     @argument("--image", help="prebuilt image to run as is (no build)")
     @argument("--base-image", metavar="IMAGE", help="image to build the environment on")
-    @argument("--cpus", type=float, metavar="N", help="CPUs (default 1)")
-    @argument("--memory", metavar="SIZE", help="memory limit, e.g. 512m or 2g (default 1g)")
+    @argument("--cpus", type=float, metavar="N", help=f"CPUs (default {default.CPU:g})")
     @argument(
-        "--timeout", type=float, metavar="S", help="seconds before the run is stopped (default 600)"
+        "--memory", metavar="SIZE", help=f"memory limit, e.g. 512m or 2g (default {default.MEMORY})"
+    )
+    @argument(
+        "--timeout",
+        type=float,
+        metavar="S",
+        help=f"seconds before the run is stopped (default {default.SANDBOX_TIMEOUT:g})",
     )
     @argument("--cluster", metavar="ADDR", help="Dask scheduler to run on (default: this machine)")
     @argument(
         "--network",
         choices=("none", "bridge"),
-        help="none (default) or bridge: a network for the code",
+        help=f"none or bridge: a network for the code (default {default.NETWORK})",
     )
     @argument(
         "--allow-net",
@@ -197,9 +203,9 @@ class SandboxMagics(CellMagics):
     @argument(
         "--retries",
         type=int,
-        default=0,
+        default=default.RETRIES,
         metavar="N",
-        help="re-runs of a failed container before the error surfaces (default 0)",
+        help=f"re-runs of a failed container before the error surfaces (default {default.RETRIES})",
     )
     @argument(
         "--cache", action="store_true", help="reuse the result of an identical run (kept on disk)"
@@ -239,7 +245,7 @@ class SandboxMagics(CellMagics):
             raise UsageError(
                 f"--allow-net and --network {args.network} both say what the code reaches: pick one"
             )
-        network: str | list[str] = args.network or "none"
+        network: str | list[str] = args.network or default.NETWORK
         if args.allow_net is not None:
             network = args.allow_net.split(",")
         elif args.network is None and self.allow_net:

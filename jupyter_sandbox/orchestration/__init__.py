@@ -26,6 +26,10 @@ from ._durable import unkept_inputs as unkept_inputs
 from ._keep import MB as MB
 from ._keep import Keep
 from ._limits import Limits, resolve_limits, seconds_from_ms
+from ._mcp import MCPTool, MCPTools, tools_from_mcp
+from ._mcp_serve import Serving as Serving
+from ._mcp_serve import mcp_outcomes as mcp_outcomes
+from ._mcp_serve import serve_mcp as serve_mcp
 from ._memo import Journal, ToolCache
 from ._memo import Journals as Journals
 from ._options import RunOptions
@@ -61,6 +65,8 @@ __all__ = [
     "Journal",
     "Keep",
     "Limits",
+    "MCPTool",
+    "MCPTools",
     "OrchestrationResult",
     "Orchestrator",
     "Store",
@@ -78,6 +84,7 @@ __all__ = [
     "registry",
     "resume_run",
     "tool",
+    "tools_from_mcp",
 ]
 
 

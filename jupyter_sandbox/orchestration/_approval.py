@@ -149,5 +149,6 @@ def differs(run_id: str, call: Any, expected: str, now: str) -> str:
     return (
         f"run {run_id}: call #{call.call_id} {call.tool}() is not the call approved (digest "
         f"{expected}): its arguments are now as shown above, digest {now}; nothing was made "
-        f"and the run waits again: %orchestrate_approve {run_id} --expect {now} approves it"
+        f"and the run waits again: resume_run({run_id!r}, approve=True, expect={now!r}) "
+        "approves it"
     )

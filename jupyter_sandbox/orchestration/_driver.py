@@ -506,10 +506,11 @@ class Driver:
         self._transfer_left -= size
         if self._transfer_left < 0:
             raise LimitExceeded(
-                f"transfer limit exceeded: the cell's tool calls copied more than "
+                f"transfer limit exceeded: the code's tool calls copied more than "
                 f"{self.limits.max_transfer} MB of arguments to the host (raise it with "
-                "--max-transfer)",
+                "Limits(max_transfer=...))",
                 limit="transfer",
+                parameter="max_transfer",
             )
         return size
 
@@ -524,8 +525,9 @@ class Driver:
         if self._calls > self.limits.max_calls:
             raise LimitExceeded(
                 f"tool-call limit exceeded: more than {self.limits.max_calls} calls "
-                "(raise it with --max-calls)",
+                "(raise it with Limits(max_calls=...))",
                 limit="calls",
+                parameter="max_calls",
             )
 
     def _observed_call(self, snap: pm.FunctionSnapshot, name: str) -> pm.SyncSnapshot:
@@ -708,9 +710,11 @@ class Driver:
             self._slept += max(seconds, 0.0)
             if self._slept > self.limits.timeout:
                 raise LimitExceeded(
-                    f"time limit exceeded: the cell asked to sleep {self._slept:g} s in total, "
-                    f"more than its {self.limits.timeout:g} s (raise it with --timeout)",
+                    f"time limit exceeded: the code asked to sleep {self._slept:g} s in total, "
+                    f"more than its {self.limits.timeout:g} s (raise it with "
+                    "Limits(timeout=...))",
                     limit="time",
+                    parameter="timeout",
                 )
             if name == "system.sleep":
                 self.pending.flush()
@@ -741,9 +745,10 @@ class Driver:
         if len(text) > self._output_left:
             text = text[: self._output_left]
             self._over_limit = LimitExceeded(
-                f"output limit exceeded: the cell printed more than {self.limits.max_output} "
-                "MB (raise it with --max-output)",
+                f"output limit exceeded: the code printed more than {self.limits.max_output} "
+                "MB (raise it with Limits(max_output=...))",
                 limit="output",
+                parameter="max_output",
             )
             if self._worker_pid is not None:
                 kill_worker(self._worker_pid)
@@ -760,14 +765,15 @@ class Driver:
         limit = self.limits.max_result * 2**20
         if data_size(value, limit) > limit:
             raise LimitExceeded(
-                f"result limit exceeded: the cell's value writes out to more than "
+                f"result limit exceeded: the code's value writes out to more than "
                 f"{self.limits.max_result} MB (a shared reference counts each time it "
-                "appears); return less, or raise it with --max-result",
+                "appears); return less, or raise it with Limits(max_result=...)",
                 limit="result",
+                parameter="max_result",
             )
         if too_deep(value):
             raise OrchestrationError(
-                f"the cell's value nests more than {MAX_DEPTH} levels deep (or holds itself): "
+                f"the code's value nests more than {MAX_DEPTH} levels deep (or holds itself): "
                 "return something flatter"
             )
         return value

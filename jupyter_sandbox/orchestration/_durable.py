@@ -354,7 +354,7 @@ class Durable:
             f"run {self.run_id} has filled its room in the store ({caps.store_run} MB a run, "
             f"{caps.store_cell} MB a cell, {caps.store_total} MB in all, paused runs "
             "included): its later values are kept as summaries and its later calls cannot be "
-            "replayed (%config OrchestrateMagics.store_run, store_cell, store_total)"
+            "replayed (raise them with Keep(store_run=..., store_cell=..., store_total=...))"
         )
 
     def _secrets(self) -> tuple[str, ...]:
@@ -541,7 +541,7 @@ def changed_inputs(run: StoredRun, given: Mapping[str, Any]) -> list[str]:
 def inputs_changed(run_id: str, names: list[str]) -> str:
     """The one line a resume with other inputs says (`changed_inputs`)."""
     return (
-        f"--resume: input {', '.join(names)} changed since run {run_id} failed: its code runs "
+        f"resume: input {', '.join(names)} changed since run {run_id} failed: its code runs "
         "from the top with these inputs, calls answered from its records while they match\n"
     )
 

@@ -56,9 +56,10 @@ def translate(
     if isinstance(exc, pm.MontyCrashedError):
         if exc.timed_out:  # one native step (``10**10**8``) outran the feed's own clock
             return LimitExceeded(
-                f"time limit exceeded: the cell computed for more than {limits.timeout:g} s "
-                "(raise it with --timeout)",
+                f"time limit exceeded: the code computed for more than {limits.timeout:g} s "
+                "(raise it with Limits(timeout=...))",
                 limit="time",
+                parameter="timeout",
             )
         return OrchestrationError(f"the Monty worker crashed: {exc}")
     if not isinstance(exc, pm.MontyRuntimeError | pm.MontySyntaxError):
@@ -66,25 +67,27 @@ def translate(
     inner = exc.exception()
     tb = _MONTY_FILENAME.sub("<cell>", exc.display())
     message = str(inner)
-    for kind, marker, limit, explanation in (
-        (TimeoutError, "time limit exceeded", "time",
-         f"time limit exceeded: the cell computed for more than {limits.timeout:g} s "
-         "(raise it with --timeout)"),
-        (MemoryError, "memory limit exceeded", "memory",
-         f"memory limit exceeded: the cell used more than {limits.max_memory} MB "
-         "(raise it with --max-memory)"),
-        (RecursionError, "maximum recursion depth", "stack",
+    for kind, marker, limit, parameter, explanation in (
+        (TimeoutError, "time limit exceeded", "time", "timeout",
+         f"time limit exceeded: the code computed for more than {limits.timeout:g} s "
+         "(raise it with Limits(timeout=...))"),
+        (MemoryError, "memory limit exceeded", "memory", "max_memory",
+         f"memory limit exceeded: the code used more than {limits.max_memory} MB "
+         "(raise it with Limits(max_memory=...))"),
+        (RecursionError, "maximum recursion depth", "stack", "max_stack_depth",
          f"stack depth limit exceeded: calls nested more than {limits.max_stack_depth} deep "
-         "(raise it with --max-stack-depth)"),
-        (RuntimeError, "suspension limit", "calls",
+         "(raise it with Limits(max_stack_depth=...))"),
+        (RuntimeError, "suspension limit", "calls", "max_calls",
          "too many host round trips (tool calls, name lookups, OS calls and sleeps): "
-         "raise it with --max-calls"),
+         "raise it with Limits(max_calls=...)"),
     ):  # fmt: skip
         if isinstance(inner, kind) and marker in message:
             # Monty gives a limit no frames, only its own line ("feed time limit exceeded:
             # 1.05s > 1s"), which would show above ours saying the same thing in its words.
             frames = tb if tb.lstrip().startswith("Traceback") else ""
-            return LimitExceeded(explanation, limit=limit, sandbox_traceback=frames)
+            return LimitExceeded(
+                explanation, limit=limit, sandbox_traceback=frames, parameter=parameter
+            )
     if last_tool_error is not None:
         tool_exc, call = last_tool_error
         if message == str(for_sandbox(tool_exc)):
@@ -117,8 +120,10 @@ def type_check_error(diagnostics: str, code: str) -> TypeCheckError:
             f"{_explain(found['message'], span)} [{found['code']}]"
         )
     error = TypeCheckError(
-        "type check failed; no tool was called (--no-type-check skips the check):\n"
-        + "\n".join(blocks)
+        "type check failed; no tool was called (type_check=False skips the check):\n"
+        + "\n".join(blocks),
+        parameter="type_check",
+        hint="type_check=False",
     )
     error.diagnostics = tuple(f"error[{d['code']}] {d['message']}" for d in found_all)
     return error

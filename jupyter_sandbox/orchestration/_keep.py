@@ -30,6 +30,7 @@ import pickle
 from dataclasses import dataclass
 from typing import Any
 
+from .. import _defaults as default
 from .._checks import bounded
 from ._store import HandleMarker
 from ._trace import Plain, Started
@@ -49,18 +50,18 @@ TEXT_CHARS = 8000
 class Keep:
     """Megabytes of tool values kept whole; ``Keep()`` holds the defaults."""
 
-    value: int = 1
+    value: int = default.KEEP_VALUE
     """One value (an argument, a result); larger ones are kept as a `Summary`."""
-    run: int = 64
+    run: int = default.KEEP_RUN
     """All values one run's trace (and so its journal and record) keeps whole."""
-    kernel: int = 256
+    kernel: int = default.KEEP_KERNEL
     """All values the ``--resume`` journals of one kernel keep."""
-    store_run: int = 128
+    store_run: int = default.STORE_RUN
     """What one run writes to the store (call records and its latest snapshot): past it,
     later values are kept as summaries and the run says so once."""
-    store_cell: int = 256
+    store_cell: int = default.STORE_CELL
     """What the runs of one cell keep in the store: older runs of the cell are evicted."""
-    store_total: int = 1024
+    store_total: int = default.STORE_TOTAL
     """What the store keeps in all: the oldest runs are evicted (paused runs are kept, and
     counted), and the file shrinks."""
 

@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
+from .. import _defaults as default
 from .._checks import MAX_TIMEOUT, bounded, check_timeout, machine_megabytes
 
 MAX_CALLS = 10**9
@@ -20,31 +21,33 @@ bound a typo (``1e12``) cannot pass."""
 
 @dataclass(frozen=True)
 class Limits:
-    """Per-cell limits. Exceeding one raises `LimitExceeded` naming it; the kernel survives.
+    """Limits of one run (a cell's, an ``orchestrate()`` call's). Exceeding one raises
+    `LimitExceeded` naming it (``.limit``, ``.parameter``); the kernel survives.
 
-    ``Limits()`` holds the defaults: ``orchestrate``, `CodeModeAgent` and the
-    ``%%orchestrate`` options and ``%config`` settings all read theirs from here."""
+    ``Limits()`` holds the defaults (their values are in `jupyter_sandbox._defaults`, with
+    every other default): ``orchestrate``, `CodeModeAgent` and the ``%%orchestrate`` options
+    and ``%config`` settings all read theirs from here."""
 
-    timeout: float = 30.0
+    timeout: float = default.TIMEOUT
     """Seconds of Monty compute time (time spent inside tools does not count), and also the
-    most the cell may sleep in total."""
-    max_memory: int = 256
+    most the code may sleep in total."""
+    max_memory: int = default.MAX_MEMORY
     """Megabytes of Monty heap."""
-    max_calls: int = 100_000
-    """Tool calls per cell."""
-    max_result: int = 16
-    """Megabytes the cell's value may take once written out (its repr, a display message),
+    max_calls: int = default.MAX_CALLS
+    """Tool calls per run."""
+    max_result: int = default.MAX_RESULT
+    """Megabytes the run's value may take once written out (its repr, a display message),
     counting a shared reference each time it appears: ``b = [[s] * 1000] * 1000`` is small
-    in Monty and a gigabyte on screen. 16 MB is far more than a notebook can show."""
-    max_output: int = 8
-    """Megabytes of text the cell may print (stdout and stderr together, in characters): the
+    in Monty and a gigabyte on screen. The default is far more than a notebook can show."""
+    max_output: int = default.MAX_OUTPUT
+    """Megabytes of text the code may print (stdout and stderr together, in characters): the
     run stops when it prints more, instead of streaming without bound into the notebook."""
-    max_stack_depth: int = 1000
+    max_stack_depth: int = default.MAX_STACK_DEPTH
     """Function calls nested in the code at once (Monty's own default): runaway recursion
     stops with `LimitExceeded` (``limit="stack"``) instead of using the heap up first. Flyte's
     sandboxed orchestrators default to 256 (`orchestrator` does too)."""
-    max_transfer: int = 1024
-    """Megabytes of tool arguments the cell's calls may copy out of Monty to the host, each
+    max_transfer: int = default.MAX_TRANSFER
+    """Megabytes of tool arguments the run's calls may copy out of Monty to the host, each
     call's counted (`_keep.crossing_bytes`; a handle crosses as a reference and counts
     nothing): what is kept of them is bounded apart (`_keep.Keep`), this stops a loop that
     copies gigabytes out with one line instead of minutes of copying."""

@@ -40,6 +40,7 @@ from typing import Any, Protocol, overload
 
 import pydantic_monty as pm
 
+from .. import _defaults as default
 from .._errors import OrchestrationError, SandboxConfigError
 from .._events import Event, Output, ToolCall
 from . import _typecheck
@@ -64,11 +65,11 @@ __all__ = [
     "presenter",
 ]
 
-TIMEOUT_MS = 30_000
+TIMEOUT_MS = default.ORCHESTRATOR_TIMEOUT_MS
 """Flyte's default ``timeout_ms`` for a sandboxed orchestrator."""
-MAX_MEMORY = 50 * 1024 * 1024
+MAX_MEMORY = default.ORCHESTRATOR_MAX_MEMORY
 """Flyte's default ``max_memory``, in bytes as Flyte counts it (`Limits` counts MB)."""
-MAX_STACK_DEPTH = 256
+MAX_STACK_DEPTH = default.ORCHESTRATOR_MAX_STACK_DEPTH
 """Flyte's default ``max_stack_depth``."""
 
 

@@ -159,10 +159,11 @@ def paused_runs(store: Store) -> list[PausedRun]:
     return found
 
 
-def unseen(store: Store, run_id: str, given: Mapping[str, Any]) -> str | None:
+def unseen(store: Store, run_id: str, given: Mapping[str, Any]) -> tuple[str, str] | None:
     """Why paused run ``run_id``'s call may not be approved without its digest (`needs_digest`:
-    the person cannot have seen it whole as it will be made), saying how to approve it; None
-    when it may."""
+    the person cannot have seen it whole as it will be made), and the digest to approve it
+    with (``resume_run(..., expect=digest)``; the magic says its own words); None when it
+    may."""
     for run in paused_runs(store):
         if run.run_id == run_id and run.tool is not None:
             now = call_now(run, given)
@@ -170,8 +171,8 @@ def unseen(store: Store, run_id: str, given: Mapping[str, Any]) -> str | None:
             if why is not None:
                 return (
                     f"run {run_id}: call #{run.call_id} {run.tool}() is approved only with its "
-                    f"digest: {why}; see it whole with %orchestrate_pending --full, then "
-                    f"%orchestrate_approve {run_id} --expect {now.digest or run.digest}"
+                    f"digest: {why}",
+                    str(now.digest or run.digest),
                 )
     return None
 

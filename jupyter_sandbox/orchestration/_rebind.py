@@ -112,6 +112,13 @@ def label(origin: Origin) -> str:
     return str(origin["input"]) + "".join(f"[{key!r}]" for key in origin["path"])
 
 
+_ADVICE = {
+    "with resume=False": ("resume", "with resume=False"),
+    "with inputs=": ("inputs", "inputs="),
+}
+"""The Python advice this module's refusals end with -> the parameter it names and its hint."""
+
+
 class Rebinder:
     """Puts the objects back into the arguments a restored run's code passes a tool: each
     `MontyClassProxy` (and each checkpointed argument kept as a `HandleMarker` with an
@@ -175,7 +182,7 @@ class Rebinder:
         if origin is None:
             raise self.error(self._lost(kind))
         if "call" in origin:
-            raise self.error(self._from_call(origin))
+            raise self._refusal(self._from_call(origin))
         found = self._input(origin)
         if uuid is not None:
             self.bound[id(found)] = (uuid, found)
@@ -184,7 +191,7 @@ class Rebinder:
     def _input(self, origin: Origin) -> Any:
         name, wanted = str(origin["input"]), str(origin["type"])
         if name not in self.given:
-            raise self.error(self._missing(name, wanted))
+            raise self._refusal(self._missing(name, wanted))
         value = self.given[name]
         try:
             for key in origin["path"]:
@@ -196,6 +203,14 @@ class Rebinder:
                 return value
             found = f"a {type_of(value)}"
         raise self.error(self._wrong(label(origin), wanted, found))
+
+    def _refusal(self, message: str) -> Exception:
+        """``message`` as `error`, carrying the parameter its advice names (`_ADVICE`), so a
+        magic can say its option instead (`SandboxError.hint`)."""
+        for phrase, (parameter, hint) in _ADVICE.items():
+            if phrase in message:
+                return self.error(message, parameter=parameter, hint=hint)
+        return self.error(message)
 
     # what to say: a durable run's words; a session's are `SessionRebinder`'s
 
@@ -212,7 +227,7 @@ class Rebinder:
             f"run {self.run_id} needs the object ({origin['type']}) that call #{number} "
             f"({tool}()) returned, which did not survive the restart and is not made "
             f"again: fork_run({self.run_id!r}, {number}, value=...) continues from that "
-            "call with an object you give, or run the cell again without --resume"
+            "call with an object you give, or run the code again with resume=False"
         )
 
     def _missing(self, name: str, kind: str) -> str:
@@ -247,7 +262,7 @@ class SessionRebinder(Rebinder):
         return (
             f"session {self.run_id!r} passes a tool notebook variable `{name}` (a {kind} "
             "handle an earlier cell was given), which did not survive the kernel restart: "
-            f"give it to this cell again with --in {name} (from Python: inputs={{{name!r}: ...}})"
+            f"give {name!r} to this cell again with inputs="
         )
 
     def _wrong(self, name: str, kind: str, found: str) -> str:

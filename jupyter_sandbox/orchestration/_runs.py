@@ -220,7 +220,7 @@ def _taken_up(store: Store, stored: StoredRun, tools: Mapping[str, Tool] | None)
     if not store.claim(stored.run_id, stored.status, stored.owner):
         raise StoreError(
             f"run {stored.run_id} was taken up by another process meanwhile (it was "
-            f"{stored.status}): see its state with %orchestrate_pending or Store.runs()"
+            f"{stored.status}): see its state with Store.runs()"
         )
     return Durable(store, stored.run_id, was=(stored.status, stored.owner))
 

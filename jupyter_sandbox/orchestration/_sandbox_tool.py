@@ -21,6 +21,7 @@ import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
+from .. import _defaults as default
 from .._errors import ContainerError, SandboxConfigError
 from .._events import ToolCall
 from .._scrub import note
@@ -28,7 +29,7 @@ from .._threads import in_thread
 from ..records import RunRecord
 from ._tool import Approve, Tool
 
-DEFAULT_CONCURRENCY = 4
+DEFAULT_CONCURRENCY = default.TOOL_CONCURRENCY
 """Containers one sandbox tool runs at once when the code fans out."""
 
 

@@ -303,7 +303,7 @@ def _context(dump: bytes, name: str) -> tuple[str, str]:
     if not dump.startswith(_FORMAT):
         raise OrchestrationError(
             f"session {name!r} was saved by another version of pydantic-monty and cannot be "
-            f"loaded: drop it with %orchestrate_reset {name} (or Sessions.drop) and rebuild it"
+            f"loaded: drop it with Store.drop_session (its scope, {name!r}) and rebuild it"
         )
     start, _ = _cbor.span(dump, len(_FORMAT), _TYPE_CHECK)
     if dump[start] == 0xF6:  # null: a dump `save` never wrote

@@ -76,6 +76,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+from .._defaults import default_store_path as default_store_path
 from .._errors import SandboxConfigError, StoreError
 from .._grammar import new_run_id
 from .._owner import Owner, me, parse_token
@@ -143,14 +144,6 @@ _held_lock = threading.Lock()
 
 _SEALED = "CAST(monty AS TEXT), CAST(mac AS BLOB), CAST(payload AS BLOB)"
 """A sealed blob's columns, as the seal check takes them whatever another program stored."""
-
-
-def default_store_path() -> Path:
-    """``$JUPYTER_SANDBOX_STORE`` if set, else ``~/.local/share/jupyter-sandbox/store.sqlite``."""
-    configured = os.environ.get("JUPYTER_SANDBOX_STORE")
-    if configured:
-        return Path(configured).expanduser()
-    return Path.home() / ".local" / "share" / "jupyter-sandbox" / "store.sqlite"
 
 
 class HandleMarker(dict[str, str]):
@@ -289,7 +282,9 @@ class Store:
         except (OSError, sqlite3.Error) as error:
             raise StoreError(
                 f"cannot open the store at {self.path}: {_reason(error)}; point "
-                "%config OrchestrateMagics.store or $JUPYTER_SANDBOX_STORE at a writable path"
+                "store= or $JUPYTER_SANDBOX_STORE at a writable path",
+                parameter="store",
+                hint="store=",
             ) from error
 
     def __repr__(self) -> str:
@@ -337,7 +332,7 @@ class Store:
             mac,
             payload,
             what=f"session {name!r}",
-            advice=f"%orchestrate_reset {name} drops it",
+            advice=f"Store.drop_session({scope!r}, {name!r}) drops it",
         )
 
     def sessions(self, scope: str) -> list[SessionInfo]:
@@ -759,9 +754,8 @@ class Store:
         db.execute("UPDATE runs SET size = size + ? WHERE run_id = ?", (added, run_id))
 
     def _unknown(self, run_id: str) -> StoreError:
-        return StoreError(
-            f"no run {run_id!r} in {self.path}; %orchestrate_pending lists paused runs"
-        )
+        hint = "Store.runs() lists its runs"
+        return StoreError(f"no run {run_id!r} in {self.path}; {hint}", parameter="runs", hint=hint)
 
     def _seal(self, kind: str, context: tuple[str, ...], payload: bytes) -> tuple[str, bytes]:
         return MONTY_VERSION, _mac(self._keyed, kind, context, MONTY_VERSION, payload)
@@ -775,7 +769,7 @@ class Store:
         payload: bytes,
         *,
         what: str,
-        advice: str = "re-run the cell without --resume",
+        advice: str = "run it again with resume=False",
     ) -> bytes:
         """``payload`` if this store sealed it for this row and this Monty version."""
         if not hmac.compare_digest(mac, _mac(self._keyed, kind, context, monty, payload)):
@@ -784,9 +778,12 @@ class Store:
                 "(signature mismatch): refusing to load it"
             )
         if monty != MONTY_VERSION:
+            resumes = "resume=False" in advice
             raise StoreError(
                 f"{what} was saved by pydantic-monty {monty}, this kernel has {MONTY_VERSION}: "
-                f"{advice}"
+                f"{advice}",
+                parameter="resume" if resumes else "",
+                hint="with resume=False" if resumes else "",
             )
         return payload
 

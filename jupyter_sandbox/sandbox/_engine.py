@@ -65,9 +65,9 @@ def engine_choice(name: str | None = None) -> Choice:
     """``name``, else the `choose` one, else ``$JUPYTER_SANDBOX_ENGINE``, else ``auto``."""
     chosen = name or _chosen or os.environ.get(ENGINE_ENV) or "auto"
     if chosen not in get_args(Choice):
+        where = f" (from ${ENGINE_ENV})" if chosen == os.environ.get(ENGINE_ENV) else ""
         raise SandboxConfigError(
-            f"the engine must be one of {get_args(Choice)}, not {chosen!r}"
-            f" (%config SandboxMagics.engine or ${ENGINE_ENV})",
+            f"the engine must be one of {get_args(Choice)}, not {chosen!r}{where}",
             parameter="engine",
         )
     return cast(Choice, chosen)

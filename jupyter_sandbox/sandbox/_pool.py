@@ -56,6 +56,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .. import _defaults as default
 from .._accounts import account_lines
 from .._errors import ContainerError
 from .._owner import temp_prefix
@@ -80,9 +81,9 @@ and below 2^31, where some tools start to misread uids."""
 SUBORDINATE_FILES = ("/etc/subuid", "/etc/subgid")
 _UID_TRIES = 1000
 """Random draws before `fresh_uid` gives up: only a range nearly all taken runs out."""
-_IDLE = 300.0
+_IDLE = default.SPARE_IDLE
 """Seconds a spare container waits for a run; then it is removed."""
-_MAX_SPARES = 16
+_MAX_SPARES = default.MAX_SPARES
 """Spares kept at most, all keys together: a full pool makes room by taking a spare of the key
 that has the most (`_crowding`). Each is a sleeping process (~1 MB) and cost ~0.3 CPU-s to
 start."""

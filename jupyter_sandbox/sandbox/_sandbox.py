@@ -20,6 +20,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_args
 
+from .. import _defaults as default
 from .._checks import bounded, check_timeout
 from .._errors import (
     ContainerError,
@@ -68,7 +69,7 @@ if TYPE_CHECKING:
     from distributed import Client
     from docker import DockerClient
 
-DEFAULT_TIMEOUT = 600.0
+DEFAULT_TIMEOUT = default.SANDBOX_TIMEOUT
 """Seconds a run may take when ``timeout`` is None: every run has a wall-clock limit."""
 MAX_RETRIES = 100
 """Re-runs one run may ask for: past that, retrying is a loop, not a remedy."""
@@ -394,16 +395,24 @@ class Sandbox:
         cannot = _cannot_start(raw)
         if cannot is not None:
             program, reason = cannot
-            advice = (
-                "use an image with python3 on its PATH, or --command for a shell script"
-                if self.mode != "command"
-                else f"use an image that has {program}"
-            )
+            if self.mode != "command":
+                raise UnusableImage(
+                    f"image {image} cannot start {program} ({reason}): use an image with "
+                    "python3 on its PATH, or command=[...] for a shell script",
+                    program=program,
+                    parameter="command",
+                    hint="command=[...]",
+                )
             raise UnusableImage(
-                f"image {image} cannot start {program} ({reason}): {advice}", program=program
+                f"image {image} cannot start {program} ({reason}): use an image that has {program}",
+                program=program,
             )
         if raw.timed_out:
-            raise SandboxTimeout(f"timed out after {self.timeout:g} s (raise it with --timeout)")
+            raise SandboxTimeout(
+                f"timed out after {self.timeout:g} s (raise it with create(timeout=...))",
+                parameter="timeout",
+                hint="create(timeout=...)",
+            )
         if raw.flooded:
             raise OutputLimitExceeded(
                 f"output passed the {self.resources.output} cap; the run was stopped"
@@ -411,31 +420,42 @@ class Sandbox:
         if raw.oom_killed:
             raise OutOfMemory(
                 f"out of memory: killed at the {self.resources.memory} limit"
-                " (raise it with --memory)"
+                " (raise it with Resources(memory=...))",
+                parameter="memory",
+                hint="Resources(memory=...)",
             )
         if raw.outputs_error is not None:
             raise raw.outputs_error
         if raw.exit_code != 0:
             tail = "\n".join(raw.stderr.rstrip().splitlines()[-_STDERR_TAIL:])
             last = tail.splitlines()[-1] if tail else "(no stderr)"
+            advice, parameter, hint = self._advice(tail, refused() if refused else [])
             raise NonZeroExit(
-                f"exited with code {raw.exit_code}: {last}"
-                f"{self._advice(tail, refused() if refused else [])}",
+                f"exited with code {raw.exit_code}: {last}{advice}",
                 exit_code=raw.exit_code if raw.exit_code is not None else -1,
                 stderr_tail=tail,
+                parameter=parameter,
+                hint=hint,
             )
 
-    def _advice(self, stderr: str, refused: Sequence[str] = ()) -> str:
-        """For a failure an option fixes, one sentence naming it."""
+    def _advice(self, stderr: str, refused: Sequence[str] = ()) -> tuple[str, str, str]:
+        """For a failure a parameter fixes, one sentence naming it, the parameter and how the
+        sentence spells it (`SandboxError.hint`); empty strings otherwise. ``refused``: what an
+        allow-list's proxy refused during the run (parameter ``allow_net``: the magic's
+        ``--allow-net``, where ``network`` would read ``--network bridge``)."""
         if refused:
             shown = ", ".join(refused[:3]) + (", ..." if len(refused) > 3 else "")
-            return f"; the network allow-list refused {shown}: add it to network=[...] if needed"
+            hint = "network=[...]"
+            return f"; the network allow-list refused {shown}: add it to {hint}", "allow_net", hint
         if self.network == "none" and _OFFLINE.search(stderr):
-            return "; the sandbox has no network: allow it with --network bridge"
+            hint = "network='bridge'"
+            return f"; the sandbox has no network: allow it with {hint}", "network", hint
         missing = _NO_MODULE.search(stderr)
         if missing:
-            return f"; install the package that provides {missing.group(1)!r} with --packages"
-        return ""
+            hint = "packages=[...]"
+            sentence = f"; install the package that provides {missing.group(1)!r} with {hint}"
+            return sentence, "packages", hint
+        return "", "", ""
 
 
 _OFFLINE = re.compile(
@@ -607,13 +627,13 @@ def create(
     resources: Resources | Mapping[str, Any] | None = None,
     image: str | None = None,
     auto_io: bool = True,
-    retries: int = 0,
+    retries: int = default.RETRIES,
     timeout: float | None = None,
     env_vars: Mapping[str, str] | None = None,
     secrets: Sequence[str] | None = None,
     cache: CacheMode = "disable",
     base_image: str | None = None,
-    network: Network | Sequence[str] = "none",
+    network: Network | Sequence[str] = default.NETWORK,
     cluster: str | Client | None = None,
     isolation: Isolation | None = None,
 ) -> Sandbox:

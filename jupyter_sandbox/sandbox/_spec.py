@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Literal
 
+from .. import _defaults as default
 from .._checks import bounded, machine_cpus, machine_megabytes
 from .._errors import InvalidPackageError, SandboxConfigError
 from ._types import type_tag
@@ -72,12 +73,12 @@ class Resources:
     ``pids`` (fork bombs), ``disk`` (size of each tmpfs: ``/tmp`` and ``/var/outputs``) and
     ``output`` (stdout+stderr kept before the run is stopped)."""
 
-    cpu: float | str = 1
+    cpu: float | str = default.CPU
     """CPUs: a number, or Kubernetes-style text as Flyte accepts (``"2"``, ``"500m"``)."""
-    memory: str | int = "1g"
-    pids: int = 256
-    disk: str | int = "256m"
-    output: str | int = "4m"
+    memory: str | int = default.MEMORY
+    pids: int = default.PIDS
+    disk: str | int = default.DISK
+    output: str | int = default.OUTPUT
 
     def __post_init__(self) -> None:
         if isinstance(self.cpu, str):

@@ -1,0 +1,176 @@
+"""Defaults in one place (issue 21 item 4): `jupyter_sandbox._defaults` holds every default;
+the classes, functions, magics and their help texts read it; the store's default follows one
+rule for every entry point. Real Monty, a real SQLite store, a real IPython shell."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import inspect
+from pathlib import Path
+
+import pytest
+
+import jupyter_sandbox
+from jupyter_sandbox import (
+    CodeModeAgent,
+    Limits,
+    Resources,
+    ScriptedLLM,
+    Tool,
+    create,
+    orchestrate,
+)
+from jupyter_sandbox import _defaults as default
+from jupyter_sandbox.magics._codemode import CodeModeMagics
+from jupyter_sandbox.magics._sandbox import SandboxMagics
+from jupyter_sandbox.orchestration import Keep, _sandbox_tool, default_store_path
+from jupyter_sandbox.sandbox import _pool, _sandbox
+
+PACKAGE = Path(jupyter_sandbox.__file__).parent
+
+
+def test_the_classes_defaults_are_the_modules() -> None:
+    assert Limits() == Limits(
+        timeout=default.TIMEOUT,
+        max_memory=default.MAX_MEMORY,
+        max_calls=default.MAX_CALLS,
+        max_result=default.MAX_RESULT,
+        max_output=default.MAX_OUTPUT,
+        max_stack_depth=default.MAX_STACK_DEPTH,
+        max_transfer=default.MAX_TRANSFER,
+    )
+    assert dataclasses.astuple(Keep()) == (
+        default.KEEP_VALUE,
+        default.KEEP_RUN,
+        default.KEEP_KERNEL,
+        default.STORE_RUN,
+        default.STORE_CELL,
+        default.STORE_TOTAL,
+    )
+    resources = Resources()
+    assert (resources.cpu, resources.memory, resources.pids, resources.disk, resources.output) == (
+        default.CPU,
+        default.MEMORY,
+        default.PIDS,
+        default.DISK,
+        default.OUTPUT,
+    )
+
+
+def test_create_the_pool_and_the_agent_read_theirs_here() -> None:
+    signature = inspect.signature(create).parameters
+    assert signature["retries"].default == default.RETRIES
+    assert signature["network"].default == default.NETWORK
+    box = create("defaults", code="pass")
+    assert (box.timeout, box.resources, box.network) == (
+        default.SANDBOX_TIMEOUT,
+        Resources(),
+        default.NETWORK,
+    )
+    assert _sandbox.DEFAULT_TIMEOUT == default.SANDBOX_TIMEOUT
+    assert (_pool._IDLE, _pool._MAX_SPARES) == (default.SPARE_IDLE, default.MAX_SPARES)
+    assert _sandbox_tool.DEFAULT_CONCURRENCY == default.TOOL_CONCURRENCY
+    agent = inspect.signature(CodeModeAgent).parameters
+    assert agent["max_attempts"].default == default.MAX_ATTEMPTS
+
+
+def test_the_magics_settings_and_help_say_the_same_defaults() -> None:
+    traits = SandboxMagics.class_traits()
+    assert traits["cpus"].default_value == default.CPU
+    assert traits["memory"].default_value == default.MEMORY
+    assert CodeModeMagics.class_traits()["max_attempts"].default_value == default.MAX_ATTEMPTS
+    shown = SandboxMagics.sandbox.__doc__ or ""
+    for said in (
+        f"CPUs (default {default.CPU:g})",
+        f"(default {default.MEMORY})",
+        f"(default {default.SANDBOX_TIMEOUT:g})",
+        f"(default {default.NETWORK})",
+        f"(default {default.RETRIES})",
+    ):
+        assert said in " ".join(shown.split()), said
+
+
+def _literals(path: Path) -> list[tuple[int, object]]:
+    """The constants of a module's code, its docstrings left out."""
+    tree = ast.parse(path.read_text())
+    docstrings = {
+        id(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+    }
+    return [
+        (node.lineno, node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and id(node) not in docstrings
+    ]
+
+
+@pytest.mark.parametrize("value", [default.MEMORY, default.DISK, default.OUTPUT, 600.0])
+def test_no_module_spells_a_container_default_again(value: object) -> None:
+    """A default written twice drifts: "1g", "256m", "4m" and the 600 s timeout are written in
+    `_defaults` alone (its docstrings aside)."""
+    found = [
+        f"{path.relative_to(PACKAGE)}:{line}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path.name != "_defaults.py"
+        for line, constant in _literals(path)
+        if constant == value and type(constant) is type(value)
+    ]
+    assert found == []
+
+
+# -- the store: one rule ------------------------------------------------------------------
+
+
+def add(a: int, b: int) -> int:
+    return a + b
+
+
+def delete(path: str) -> str:
+    return path
+
+
+def test_the_rule(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(default.STORE_ENV, str(tmp_path / "s.sqlite"))
+    assert default.store_or_default(None, needed=True) == tmp_path / "s.sqlite"
+    assert default.store_or_default(None, needed=False) is None
+    assert default.store_or_default("", needed=True) is None  # "no store" everywhere
+    assert default.store_or_default("x.sqlite", needed=False) == "x.sqlite"
+    monkeypatch.delenv(default.STORE_ENV)
+    assert default_store_path() == Path(default.STORE_PATH).expanduser()
+
+
+def test_orchestrate_writes_no_store_unless_given_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "store.sqlite"
+    monkeypatch.setenv(default.STORE_ENV, str(path))
+    assert orchestrate("add(1, 2)", tools=[Tool(add, name="add")]).value == 3
+    assert not path.exists()
+    orchestrate("add(1, 2)", tools=[Tool(add, name="add")], store=path)
+    assert path.exists()
+
+
+def test_the_agent_opens_the_default_store_only_for_a_gated_tool(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(default.STORE_ENV, str(tmp_path / "store.sqlite"))
+    llm = ScriptedLLM([])
+    assert CodeModeAgent(llm, tools=[Tool(add, name="add")]).store is None
+    gated = [Tool(delete, name="delete", approve=True)]
+    assert CodeModeAgent(llm, tools=gated).store == tmp_path / "store.sqlite"
+    assert CodeModeAgent(llm, tools=gated, approver=lambda call: True).store is None
+    assert CodeModeAgent(llm, tools=gated, store="").store is None
+
+
+def test_the_magic_opens_the_default_store(shell, tmp_path: Path, monkeypatch) -> None:
+    from jupyter_sandbox.magics._orchestrate import OrchestrateMagics
+
+    monkeypatch.setenv(default.STORE_ENV, str(tmp_path / "store.sqlite"))
+    magics = shell.magics_manager.registry[OrchestrateMagics.__name__]
+    monkeypatch.setattr(magics, "store", None)
+    store = magics.open_store()
+    assert store is not None and store.path == tmp_path / "store.sqlite"
+    monkeypatch.setattr(magics, "store", "")
+    assert magics.open_store() is None
