@@ -121,6 +121,7 @@ ADVICE: Mapping[str, str] = {
     "store": "%config OrchestrateMagics.store",
     "memory": "--memory",
     "network": "--network bridge",
+    "allow_net": "--allow-net",
     "packages": "--packages",
     "command": "--command",
     "runs": "%orchestrate_pending lists paused runs",
