@@ -231,6 +231,14 @@ async def stats(xs: list[float]) -> tuple[float, int]:
 @tool
 def boom(x: int) -> int:
     raise ValueError(f"bad {x}")
+
+@tool
+async def fetch_page(n: int) -> str:
+    return "a b"
+
+@tool
+def word_count(text: str) -> int:
+    return len(text.split())
 """
 
 
@@ -253,6 +261,24 @@ def test_async_tool_called_without_await_says_so(tools, capsys) -> None:
     _, shown = _run(tools, capsys, "%%orchestrate\nstats([1.0, 2.0])\n1")
     assert shown.count("`stats(...)` is async: write `await stats(...)`") == 1
     assert "CoroutineType" not in shown
+
+
+def test_a_variable_holding_an_unawaited_call_names_the_call_and_its_line(tools, capsys) -> None:
+    # issue 22 item 4: the caret goes under the call (where `await` goes), not the variable
+    code = "%%orchestrate\nn = 1\ntext = fetch_page(2)\nalias = text\nword_count(alias)"
+    error, shown = _run(tools, capsys, code)
+    assert error is not None
+    block = '  File "<cell>", line 3\n    text = fetch_page(2)\n           ^^^^^^^^^^^^^\n'
+    assert shown.count(block) == 1
+    assert (
+        shown.count(
+            "`fetch_page(...)` is async: write `await fetch_page(2)`"
+            " (`alias` holds the call, not its result; line 5 uses it)"
+        )
+        == 1
+    )
+    assert "CoroutineType" not in shown
+    assert "was not awaited" not in shown
 
 
 def test_tool_error_is_one_traceback_through_the_tool(tools, capsys) -> None:
