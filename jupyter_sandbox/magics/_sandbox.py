@@ -11,7 +11,7 @@ from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import Float, TraitError, Unicode, observe, validate
 
 from .._errors import ContainerError, SandboxConfigError
-from ..display import SandboxView
+from ..display import SandboxView, show_displays
 from ..orchestration import bind_inputs
 from ..sandbox import (
     Isolation,
@@ -260,6 +260,7 @@ def run_shown(sandbox: Sandbox, values: dict[str, Any], *, quiet: bool) -> Sandb
             view.finish({**exc.record, "raised": True})
         raise
     view.finish(run.to_record())
+    show_displays(run.displays)  # figures, tables, the last value: after the record, as Out[n]
     return run
 
 

@@ -63,6 +63,9 @@ class SandboxRun:
     """``("inputs" | "outputs", name)`` of each value that holds a secret."""
     uncached: str | None = None
     """Why the result was not kept in the result cache it was asked for (it held a secret)."""
+    displays: list[dict[str, Any]] = field(default_factory=list)
+    """What the cell displayed (figures, ``display()``, its last value), in order: MIME
+    bundles of checked, secret-masked data (`_displays`); HTML and SVG still untrusted markup."""
 
     @property
     def status(self) -> Literal["ok", "error", "interrupted"]:

@@ -35,7 +35,7 @@ from .._events import EventCallback, Output, RunFinished, RunStarted, ignore
 from .._owner import temp_prefix
 from .._secrets import hide_values, mask_error
 from .._threads import in_thread
-from . import _cache, _cluster, _pool
+from . import _cache, _cluster, _displays, _pool
 from ._client import client, engine_error_message, is_engine_error
 from ._image import build_error, default_base_image, ensure_image, image_id
 from ._io import (
@@ -59,6 +59,7 @@ from ._spec import (
     check_image,
     check_names,
     normalise_types,
+    parse_size,
 )
 from ._types import infer_tag
 
@@ -276,7 +277,8 @@ class Sandbox:
         for attempt in range(1, self.retries + 2):
             run.attempts = attempt
             emit(RunStarted(self.name, run.image, attempt, run.described_inputs()))
-            archive = work / f"outputs-{attempt}" if self.outputs else None
+            # auto-IO: the cell's displays come back with the outputs, whether declared or not
+            archive = work / f"outputs-{attempt}" if self.outputs or self.mode == "auto" else None
             run_one = (
                 run_container
                 if self.cluster is None
@@ -301,6 +303,9 @@ class Sandbox:
             try:
                 self._check(raw, run.image)
                 run.outputs = collect_outputs(archive, self.outputs, memory=self.resources.memory)
+                run.displays = _displays.collect(
+                    archive, limit=parse_size(self.resources.output), secrets=run.secrets
+                )
             except ContainerError as err:
                 mask_error(err, run.secrets)
                 emit(RunFinished(self.name, raw.exit_code, raw.seconds, error=str(err)))
@@ -310,7 +315,7 @@ class Sandbox:
             shown = hide_values(run.outputs, run.secrets)
             emit(RunFinished(self.name, raw.exit_code, raw.seconds, outputs=shown))
             if key is not None and not _cache.store(
-                key, run.outputs, run.stdout, run.stderr, run.secrets
+                key, run.outputs, run.stdout, run.stderr, run.secrets, run.displays
             ):
                 run.uncached = _cache.NOT_KEPT
             return
@@ -324,6 +329,7 @@ class Sandbox:
         if hit is None:
             return False
         run.outputs, run.stdout, run.stderr = hit["outputs"], hit["stdout"], hit["stderr"]
+        run.displays = hit["displays"]
         run.cached, run.exit_code = True, 0
         emit(RunStarted(self.name, run.image, inputs=run.described_inputs()))
         for stream in ("stdout", "stderr"):  # the cell shows a cached run's output as a run's:
