@@ -203,3 +203,21 @@ def test_display_uses_rich_reprs_and_the_ipython_stand_in(tmp_path: Path) -> Non
     assert base64.b64decode(displays[5]["image/png"]) == b"\x89PNG\r\n\x1a\nxx"
     assert displays[6]["text/html"] == "<b>last</b>"
     assert len(displays) == 7
+
+
+@pytest.mark.parametrize(
+    ("code", "possible"),
+    [
+        ("print(42)", False),
+        ("x = 1\nprint(x)", False),
+        ("x = 1", False),
+        ("def (", False),  # fails to run anyway
+        ("x = 1\nx", True),
+        ("import math\nprint(math.pi)", True),  # pandas or matplotlib may display
+        ("from IPython.display import HTML", True),
+        ("display(1)", True),
+        ("m = __import__('matplotlib')", True),
+    ],
+)
+def test_only_a_cell_that_could_display_pays_for_collecting(code: str, possible: bool) -> None:
+    assert _displays.possible(code) is possible

@@ -13,8 +13,10 @@ untrusted markup after this: the display layer sanitises them (`display._rich`).
 
 from __future__ import annotations
 
+import ast
 import base64
 import binascii
+import functools
 import html
 import json
 import os
@@ -45,6 +47,31 @@ _FILES = 10_000
 
 Display = dict[str, Any]
 """One display: MIME type -> data (text, base64 text, or JSON data)."""
+
+
+@functools.lru_cache(maxsize=256)
+def possible(code: str) -> bool:
+    """Whether the cell could display anything: it imports something (matplotlib, pandas,
+    IPython.display...), names ``display`` or ``__import__``, or ends with an expression
+    other than a ``print(...)``. Only then does a run without declared outputs go through the
+    outputs' script (`_run`), which costs a plain run ~25 ms (`benchmarks/bench_displays.py`):
+    ``print(42)`` stays on the path it had. Code that does not parse displays nothing (it
+    fails)."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            return True
+        if isinstance(node, ast.Name) and node.id in ("display", "__import__"):
+            return True
+    last = tree.body[-1] if tree.body else None
+    if not isinstance(last, ast.Expr):
+        return False
+    call = last.value
+    func = call.func if isinstance(call, ast.Call) else None
+    return not (isinstance(func, ast.Name) and func.id == "print")
 
 
 def collect(folder: Path | None, *, limit: int, secrets: tuple[str, ...]) -> list[Display]:

@@ -277,8 +277,9 @@ class Sandbox:
         for attempt in range(1, self.retries + 2):
             run.attempts = attempt
             emit(RunStarted(self.name, run.image, attempt, run.described_inputs()))
-            # auto-IO: the cell's displays come back with the outputs, whether declared or not
-            archive = work / f"outputs-{attempt}" if self.outputs or self.mode == "auto" else None
+            # auto-IO: the cell's displays come back with the outputs, declared or not
+            displays = self.mode == "auto" and _displays.possible(self.code or "")
+            archive = work / f"outputs-{attempt}" if self.outputs or displays else None
             run_one = (
                 run_container
                 if self.cluster is None
