@@ -163,3 +163,35 @@ def test_jupyterlab_draws_them_saved_with_its_sanitiser(notebook, tmp_home: Path
     finally:
         page.close()
         lab.stop()
+
+
+@pytest.mark.browser
+def test_jupyterlab_shows_them_live(notebook, tmp_home: Path, browser) -> None:
+    """The same cells typed into a live JupyterLab and run there: the figure and the table
+    appear in the running notebook (after the build the module fixture did, if needed)."""
+    from _jupyterlab import Lab, run_all, wait_all_executed, wait_kernel_ready
+
+    root = tmp_home / "live"
+    root.mkdir()
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(source) for source in CELLS[:2]]
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nbformat.write(nb, root / "live.ipynb")
+    lab = Lab(root, tmp_home / "home-live")
+    page = browser.new_page(viewport={"width": 1200, "height": 1600})
+    try:
+        lab.open(page, "live.ipynb")
+        wait_kernel_ready(page)
+        run_all(page)
+        wait_all_executed(page, timeout_ms=600_000)
+        page.wait_for_selector(".jsb-display img.jsb-display-image", timeout=60_000)
+        assert page.locator(".jsb-display table:has-text('Oslo')").count() == 1
+        assert page.locator(".jsb-display table:has-text('mean')").count() == 1
+        page.screenshot(path=SHOTS / "lab-sandbox-displays-live.png", full_page=True)
+    finally:
+        page.close()
+        lab.stop()
