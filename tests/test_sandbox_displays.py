@@ -131,10 +131,10 @@ def test_an_svg_is_only_an_image_and_markdown_keeps_its_syntax() -> None:
 SHIM = Path(__file__).parent.parent / "jupyter_sandbox" / "sandbox" / "_display_shim.py"
 
 
-def _run_shim(tmp_path: Path, cell: str) -> tuple[list[dict[str, Any]], str]:
+def _run_shim(tmp_path: Path, cell: str, *, site: bool = True) -> tuple[list[dict[str, Any]], str]:
     """Run ``cell`` as the runner does (``jsbx_display.run``), displays written under
     ``tmp_path``; the displays and the names of the modules the cell's run loaded (the last
-    line of stderr)."""
+    line of stderr). ``site=False``: without site-packages, so without IPython."""
     tmp_path = Path(tempfile.mkdtemp(dir=tmp_path))  # a folder of this run's own
     (tmp_path / "jsbx_display.py").write_text(SHIM.read_text())
     folder = tmp_path / "displays"
@@ -152,7 +152,7 @@ def _run_shim(tmp_path: Path, cell: str) -> tuple[list[dict[str, Any]], str]:
         """
     )
     done = subprocess.run(
-        [sys.executable, "-I", "-c", driver],
+        [sys.executable, "-I", *([] if site else ["-S"]), "-c", driver],
         input=cell,
         capture_output=True,
         text=True,
@@ -175,7 +175,8 @@ def test_the_last_expression_is_displayed_unless_none_or_silenced(tmp_path: Path
     assert _run_shim(tmp_path, "for i in range(2):\n    i")[0] == []  # not an expression
 
 
-def test_display_uses_rich_reprs_and_the_ipython_stand_in(tmp_path: Path) -> None:
+@pytest.mark.parametrize("ipython", [True, False], ids=["IPython's display", "the stand-in"])
+def test_display_uses_rich_reprs_with_or_without_ipython(tmp_path: Path, ipython: bool) -> None:
     cell = textwrap.dedent(
         """
         from IPython.display import HTML, JSON, Image, Markdown, display
@@ -193,7 +194,8 @@ def test_display_uses_rich_reprs_and_the_ipython_stand_in(tmp_path: Path) -> Non
         HTML("<b>last</b>")
         """
     )
-    displays, _ = _run_shim(tmp_path, cell)
+    displays, loaded = _run_shim(tmp_path, cell, site=ipython)
+    assert ("IPython.core.display_functions" in loaded.split()) is ipython
     table = {"text/html": "<table><tr><td>1</td></tr></table>", "text/plain": "Table()"}
     assert displays[0] == table
     assert displays[1]["text/markdown"] == "# hi"
