@@ -148,6 +148,7 @@ def test_jupyterlab_draws_them_saved_with_its_sanitiser(notebook, tmp_home: Path
         assert shown.count() == 8  # 3 + 1 + 4 displays, none from the plain cell
         assert page.locator(".jsb-display script").count() == 0
         assert page.locator(".jsb-display [onerror]").count() == 0
+        assert page.locator(".jsb-display a[href*='javascript' i]").count() == 0
         assert page.evaluate("() => window.pwned") is None
         assert "token ***" in page.locator(".jsb-display #tok, .jsb-display b").first.inner_text()
         assert page.locator(".jsb-display h2:has-text('Markdown')").count() == 1
