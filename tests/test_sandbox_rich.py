@@ -196,3 +196,14 @@ def test_jupyterlab_shows_them_live(notebook, tmp_home: Path, browser) -> None:
     finally:
         page.close()
         lab.stop()
+
+
+def test_a_cached_run_shows_its_displays_again(docker_engine: Any) -> None:
+    import uuid
+
+    from jupyter_sandbox import create
+
+    sandbox = create("cached", code=f"# {uuid.uuid4()}\n20 + 22", cache="auto")
+    first, again = sandbox.execute({}), sandbox.execute({})
+    assert (first.cached, again.cached) == (False, True)
+    assert first.displays == again.displays == [{"text/plain": "42"}]
