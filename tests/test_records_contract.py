@@ -39,6 +39,7 @@ INTERFACES = {
     "IBuildRecord": records.BuildRecord,
     "ITypedValue": records.TypedValue,
     "IRunRecord": records.RunRecord,
+    "IDisplayRecord": records.DisplayRecord,
 }
 """Each TypeScript record interface and the TypedDict it mirrors."""
 

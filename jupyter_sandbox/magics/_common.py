@@ -16,6 +16,7 @@ from .._errors import Interrupted, SandboxCancelled, SandboxConfigError, Sandbox
 from .._grammar import encode_reject
 from ..orchestration import Tool, registry
 from . import CELL_MAGICS
+from ._cells import cell_frames
 
 _MISSING = object()
 
@@ -221,7 +222,7 @@ def format_error(exc: SandboxError) -> str:
     """One readable block: what failed, where in the cell, and the host side when it matters."""
     parts: list[str] = []
     sandbox_tb = getattr(exc, "sandbox_traceback", "")
-    host_tb = getattr(exc, "host_traceback", "")
+    host_tb = cell_frames(getattr(exc, "host_traceback", ""))
     last = f"{type(exc).__name__}: {in_options(exc)}"
     through = _through_the_tool(sandbox_tb, host_tb, last)
     if through is not None:

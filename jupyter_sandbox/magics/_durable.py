@@ -63,6 +63,7 @@ from ..orchestration import (
     unkept_inputs,
     unseen,
 )
+from ._cells import naming_cells
 from ._common import (
     CellMagics,
     help_option,
@@ -96,7 +97,7 @@ class CellView:
     def __init__(self, *, quiet: bool = False) -> None:
         self.view = OrchestrateView(quiet=quiet)
         self.quiet = quiet
-        self.on_event: EventCallback = self.view.on_event
+        self.on_event: EventCallback = naming_cells(self.view.on_event)
 
     def finish(self, result: OrchestrationResult, *, raised: bool) -> None:
         if self.quiet:  # a quiet view shows no record: skip previewing every call

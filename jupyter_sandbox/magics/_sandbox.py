@@ -12,7 +12,7 @@ from traitlets import Float, List, TraitError, Unicode, observe, validate
 
 from .. import _defaults as default
 from .._errors import ContainerError, SandboxConfigError
-from ..display import SandboxView
+from ..display import SandboxView, show_displays
 from ..orchestration import bind_inputs
 from ..sandbox import (
     Isolation,
@@ -299,6 +299,7 @@ def run_shown(sandbox: Sandbox, values: dict[str, Any], *, quiet: bool) -> Sandb
             view.finish({**exc.record, "raised": True})
         raise
     view.finish(run.to_record())
+    show_displays(run.displays)  # figures, tables, the last value: after the record, as Out[n]
     return run
 
 

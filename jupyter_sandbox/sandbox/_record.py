@@ -65,6 +65,9 @@ class SandboxRun:
     """Why the result was not kept in the result cache it was asked for (it held a secret)."""
     trace_id: str | None = None
     """The OpenTelemetry trace of the run's spans, when tracing was on (`_otel`)."""
+    displays: list[dict[str, Any]] = field(default_factory=list)
+    """What the cell displayed (figures, ``display()``, its last value), in order: MIME
+    bundles of checked, secret-masked data (`_displays`); HTML and SVG still untrusted markup."""
 
     @property
     def status(self) -> Literal["ok", "error", "interrupted"]:

@@ -37,7 +37,7 @@ from .._events import EventCallback, Output, RunFinished, RunStarted, ignore
 from .._owner import temp_prefix
 from .._secrets import hide_values, mask_error
 from .._threads import in_thread
-from . import _cache, _cluster, _pool
+from . import _cache, _cluster, _displays, _pool
 from ._allowlist import Destination, allow_list, describe
 from ._client import client, engine_error_message, is_engine_error
 from ._image import build_error, default_base_image, ensure_image, image_id
@@ -63,6 +63,7 @@ from ._spec import (
     check_image,
     check_names,
     normalise_types,
+    parse_size,
 )
 from ._types import infer_tag
 
@@ -294,7 +295,9 @@ class Sandbox:
             began = time.time()
             run.attempts = attempt
             emit(RunStarted(self.name, run.image, attempt, run.described_inputs()))
-            archive = work / f"outputs-{attempt}" if self.outputs else None
+            # auto-IO: the cell's displays come back with the outputs, declared or not
+            displays = self.mode == "auto" and _displays.possible(self.code or "")
+            archive = work / f"outputs-{attempt}" if self.outputs or displays else None
             run_one = (
                 run_container
                 if self.cluster is None
@@ -320,6 +323,9 @@ class Sandbox:
                 refused = partial(egress.denied, began) if egress else None
                 self._check(raw, run.image, refused)
                 run.outputs = collect_outputs(archive, self.outputs, memory=self.resources.memory)
+                run.displays = _displays.collect(
+                    archive, limit=parse_size(self.resources.output), secrets=run.secrets
+                )
             except ContainerError as err:
                 mask_error(err, run.secrets)
                 emit(RunFinished(self.name, raw.exit_code, raw.seconds, error=str(err)))
@@ -329,7 +335,7 @@ class Sandbox:
             shown = hide_values(run.outputs, run.secrets)
             emit(RunFinished(self.name, raw.exit_code, raw.seconds, outputs=shown))
             if key is not None and not _cache.store(
-                key, run.outputs, run.stdout, run.stderr, run.secrets
+                key, run.outputs, run.stdout, run.stderr, run.secrets, run.displays
             ):
                 run.uncached = _cache.NOT_KEPT
             return
@@ -346,6 +352,7 @@ class Sandbox:
         if hit is None:
             return False
         run.outputs, run.stdout, run.stderr = hit["outputs"], hit["stdout"], hit["stderr"]
+        run.displays = hit["displays"]
         run.cached, run.exit_code = True, 0
         emit(RunStarted(self.name, run.image, inputs=run.described_inputs()))
         for stream in ("stdout", "stderr"):  # the cell shows a cached run's output as a run's:

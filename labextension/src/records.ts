@@ -156,6 +156,13 @@ export interface IRunRecord {
   trace_id?: string;
 }
 
+/** One thing a `%%sandbox` cell displayed (`DisplayRecord` in records.py): MIME type -> data,
+ * its HTML, Markdown and SVG the container's own untrusted markup (display.ts sanitises). */
+export interface IDisplayRecord {
+  version: number;
+  data: Record<string, unknown>;
+}
+
 export type IRecord = ITraceRecord | IRunRecord;
 
 export type CallStatus = 'queued' | 'running' | 'ok' | 'error' | 'cancelled';
