@@ -6,7 +6,7 @@ interpreter, against a bare interpreter and against importing IPython (what ever
 Each row starts a new ``python`` process (so nothing is cached in ``sys.modules``), rows taken
 in turn each round; medians. The second table counts the modules each row leaves loaded, ours
 and in all, and says whether the heavy optional parts (Docker's SDK, Dask, ipywidgets, the
-durable store's sqlite3) came in.
+durable store's sqlite3, the MCP SDK, pydantic-ai) came in.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ ROWS = {
         "start_ipython().run_line_magic('load_ext', 'jupyter_sandbox')"
     ),
 }
-HEAVY = ("docker", "distributed", "ipywidgets", "sqlite3", "pydantic_monty")
+HEAVY = ("docker", "distributed", "ipywidgets", "sqlite3", "pydantic_monty", "mcp", "pydantic_ai")
 
 REPORT = """
 import json, sys

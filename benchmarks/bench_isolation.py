@@ -8,7 +8,11 @@ one-line program with the same confinement under the same runtime (the level's b
 warm ``create().run`` spaced like cells (the spare started after the previous run is up), a
 cold one (no spare waiting), and a fan-out of 16 runs through ``tool(sandbox,
 concurrency=16)`` and ``asyncio.gather`` in ``orchestrate``, against 16 parallel CLI runs. The
-last table puts gVisor's time for each row over runc's. With ``--podman-user U`` (root runs
+last table puts gVisor's time for each row over runc's. An allow-listed network
+(``network=["pypi.org"]``: runs on an internal network behind a Squid proxy, `_egress`) has a
+table of its own against the same runs with ``network="none"`` and ``"bridge"``: warm, cold,
+and the first run of a new allow-list (its proxy and network started); ``--allow-list-only``
+runs only that table. With ``--podman-user U`` (root runs
 the benchmark; U's ``podman system service`` listens on ``/run/user/<uid>/podman/podman.sock``)
 the same rows run on rootless Podman, against ``podman run --rm`` run as U (through
 ``runuser``), and a last table puts Podman's time over Docker's. Rows take turns each round
@@ -29,8 +33,8 @@ from concurrent.futures import ThreadPoolExecutor
 from _timing import measure_prepared, print_table
 from bench_sandbox import cold
 
-from jupyter_sandbox import create, orchestrate, tool
-from jupyter_sandbox.sandbox import DEFAULT_BASE_IMAGE, _client, _engine
+from jupyter_sandbox import Sandbox, create, orchestrate, tool
+from jupyter_sandbox.sandbox import DEFAULT_BASE_IMAGE, _client, _egress, _engine
 from jupyter_sandbox.sandbox._isolation import RUNTIMES, Isolation
 from jupyter_sandbox.sandbox._pool import quiesce, settle
 
@@ -138,6 +142,53 @@ def level_rows(level: Isolation, pause: float, podman_user: str | None = None) -
     ]
 
 
+ALLOW = ["pypi.org"]
+
+
+def allow_rows(pause: float) -> list[Row]:
+    """Runs with an allow-list against the same runs with no network (the first row)."""
+    offline = create("bench", code="y = x * 2", inputs={"x": int}, outputs={"y": int})
+    bridged = create(
+        "bench-bridge", code="y = x * 2", inputs={"x": int}, outputs={"y": int}, network="bridge"
+    )
+    allowed = create(
+        "bench-allow", code="y = x * 2", inputs={"x": int}, outputs={"y": int}, network=ALLOW
+    )
+    fresh = [allowed]
+    lists = iter(range(10**6))
+
+    def new_list() -> None:
+        quiesce()
+        engine = _client.client()
+        for key, egress in list(_egress._egresses.items()):  # the previous round's list
+            if egress.destinations == fresh[0].network and fresh[0] is not allowed:
+                egress.close(engine)
+                del _egress._egresses[key]
+        fresh[0] = create(
+            "bench-allow-new",
+            code="y = x * 2",
+            inputs={"x": int},
+            outputs={"y": int},
+            network=[f"bench{next(lists)}.example"],
+        )  # a list no run had: its proxy and network start in the timed run
+
+    def runner(sandbox: Sandbox) -> Callable[[], None]:
+        def run() -> None:
+            assert sandbox.run(x=21) == 42
+
+        return run
+
+    return [
+        (f"network none: warm create().run, {pause:g} s apart", spaced(pause), runner(offline)),
+        (f"network bridge: warm create().run, {pause:g} s apart", spaced(pause), runner(bridged)),
+        (f"allow-list: warm create().run, {pause:g} s apart", spaced(pause), runner(allowed)),
+        ("network none: cold create().run (no spare)", *cold()),
+        ("network bridge: cold create().run (no spare)", *cold(network="bridge")),
+        ("allow-list: cold create().run (no spare)", *cold(network=ALLOW)),
+        ("allow-list: first run of a new list (proxy start)", new_list, lambda: fresh[0].run(x=21)),
+    ]
+
+
 def _load() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
@@ -149,15 +200,19 @@ def main() -> None:
         "--pause", type=float, default=1.0, help="seconds between runs spaced like cells"
     )
     parser.add_argument(
+        "--allow-list-only", action="store_true", help="only the allow-listed network's table"
+    )
+    parser.add_argument(
         "--podman-user",
         metavar="USER",
         help="also run every row on USER's rootless Podman service (its socket in /run/user)",
     )
     args = parser.parse_args()
 
-    names: list[str] = list(LEVELS)
+    names: list[str] = [] if args.allow_list_only else list(LEVELS)
     _engine.choose("docker")
-    rows = [row for level in LEVELS for row in level_rows(level, args.pause)]
+    levels = () if args.allow_list_only else LEVELS
+    rows = [row for level in levels for row in level_rows(level, args.pause)]
     if args.podman_user:
         uid = pwd.getpwnam(args.podman_user).pw_uid
         os.environ["CONTAINER_HOST"] = f"unix:///run/user/{uid}/podman/podman.sock"
@@ -169,12 +224,13 @@ def main() -> None:
         _engine.choose("docker")
         rows += on_engine("podman", level_rows("container", args.pause, args.podman_user))
         names.append("podman")
+    allow = allow_rows(args.pause)
     load_before = _load()
-    times = dict(measure_prepared(rows, args.rounds))
+    times = dict(measure_prepared(rows + allow, args.rounds))
     for engine in ("docker", "podman") if args.podman_user else ("docker",):
         on_engine(engine, [("", nothing, settle)])[0][2]()
     print(f"median of {args.rounds} interleaved rounds; load before {load_before}, after {_load()}")
-    per_level = len(rows) // len(names)
+    per_level = len(rows) // max(len(names), 1)
     for at, level in enumerate(names):
         own = [(label, times[label]) for label, _, _ in rows[at * per_level : (at + 1) * per_level]]
         print_table(
@@ -182,6 +238,13 @@ def main() -> None:
         )
         for label, seconds in own[-2:]:
             print(f"  {label:42} {FAN_OUT / seconds:6.2f} containers/s")
+    print_table(
+        "allow-listed network (ratios against the same warm run with network none)",
+        [(label, times[label]) for label, _, _ in allow],
+        unit="ms",
+    )
+    if args.allow_list_only:
+        return
     print(f"\n{'gVisor over runc, same row':44} {'runc ms':>12} {'gVisor ms':>12} {'ratio':>8}")
     for (label, _, _), (gvisor, _, _) in zip(
         rows[:per_level], rows[per_level : 2 * per_level], strict=True

@@ -103,10 +103,12 @@ def back_to_back() -> None:
         assert ROW.run(x=21) == 42
 
 
-def cold(isolation: Isolation = "container") -> tuple[Callable[[], None], Callable[[], None]]:
+def cold(
+    isolation: Isolation = "container", network: str | list[str] = "none"
+) -> tuple[Callable[[], None], Callable[[], None]]:
     """(prepare, run): each round a sandbox of limits (the timeout) no run had before, so no
     spare waits for it (and the other rows' spares stay); created untimed, as the other rows'
-    sandboxes are."""
+    sandboxes are. ``network`` as `create`'s (an allow-list's proxy is up from round 0)."""
     timeouts = itertools.count(1000)
     sandbox = [SANDBOX]
 
@@ -119,6 +121,7 @@ def cold(isolation: Isolation = "container") -> tuple[Callable[[], None], Callab
             outputs={"y": int},
             timeout=next(timeouts),
             isolation=isolation,
+            network=network,
         )
 
     def run_cold() -> None:

@@ -68,6 +68,7 @@ if TYPE_CHECKING:  # what __getattr__ imports on first use (_public.TOP_LEVEL)
         orchestrator_from_str,
         resume_run,
         tool,
+        tools_from_mcp,
     )
     from .sandbox import Dir, File, Resources, Sandbox, SandboxRun, create
 
@@ -128,6 +129,7 @@ __all__ = [
     "resume_run",
     "system_prompt",
     "tool",
+    "tools_from_mcp",
     "unload_ipython_extension",
 ]
 

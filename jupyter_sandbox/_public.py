@@ -29,6 +29,7 @@ TOP_LEVEL: dict[str, tuple[str, ...]] = {
         "orchestrator_from_str",
         "resume_run",
         "tool",
+        "tools_from_mcp",
     ),
     "sandbox": (
         "Dir",

@@ -14,13 +14,16 @@ older records or present only in a running cell's live record (``status: "runnin
 
 # No ``from __future__ import annotations``: on Python 3.11 a postponed ``NotRequired`` makes
 # the key required in ``__required_keys__``, which the contract test reads.
-from typing import Literal, NotRequired, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 TRACE_MIME = "application/vnd.jupyter-sandbox.trace+json"
 """An `%%orchestrate` record (`TraceRecord`): status, value, stdout, one entry per tool call."""
 
 RUN_MIME = "application/vnd.jupyter-sandbox.run+json"
 """A `%%sandbox` record (`RunRecord`): build, run status, stdout/stderr, typed inputs/outputs."""
+
+DISPLAY_MIME = "application/vnd.jupyter-sandbox.display+json"
+"""One display of a `%%sandbox` cell (`DisplayRecord`): a figure, a table, its last value."""
 
 RECORD_VERSION = 1
 """The ``version`` of every record: raised when a key changes meaning or is removed."""
@@ -193,6 +196,9 @@ class TraceRecord(TypedDict):
     summary: NotRequired[TraceSummary]
     """The renderers' words for this record (absent in older records and engine records:
     a display adds it)."""
+    trace_id: NotRequired[str]
+    """The OpenTelemetry trace id (32 hex digits) of the run's spans, when tracing was on: what
+    a person searches for in Logfire, Jaeger or any OTLP backend (absent when it was off)."""
 
 
 class BuildRecord(TypedDict):
@@ -255,12 +261,26 @@ class RunRecord(TypedDict):
     ``"override"``): it held a secret's value. Absent when it was kept, or none was asked."""
     summary: NotRequired[RunSummary]
     """The renderers' words for this record (see `TraceRecord.summary`)."""
+    trace_id: NotRequired[str]
+    """The OpenTelemetry trace id (32 hex digits) of the run's spans, when tracing was on
+    (absent when it was off)."""
+
+
+class DisplayRecord(TypedDict):
+    """One thing a ``%%sandbox`` cell displayed (a figure, a table, ``display()``, its last
+    value), under `DISPLAY_MIME`: a MIME bundle of checked data with the run's secrets masked,
+    whose HTML, Markdown and SVG are the container's own untrusted markup (the renderer
+    sanitises them; the bundle's own ``text/html`` beside it is already sanitised)."""
+
+    version: int
+    data: dict[str, Any]
 
 
 Record = TraceRecord | RunRecord
 """Any record: tell them apart by ``kind``."""
 
 __all__ = [
+    "DISPLAY_MIME",
     "RECORD_VERSION",
     "RUN_MIME",
     "TRACE_MIME",
@@ -268,6 +288,7 @@ __all__ = [
     "Answered",
     "BuildRecord",
     "CallRecord",
+    "DisplayRecord",
     "ForkedFrom",
     "LiveInfo",
     "Record",

@@ -2,13 +2,14 @@
 # Sets up everything jupyter-sandbox needs on a fresh Debian machine (as root); safe to re-run.
 #   - Debian packages: docker.io (engine), runsc (gVisor, the "gvisor" isolation level),
 #     podman, uidmap, slirp4netns, fuse-overlayfs (rootless Podman, the other engine),
-#     debootstrap (base image without a registry),
+#     debootstrap (base image without a registry), iproute2 (the allow-list tests' namespaces),
 #     chromium (browser tests, only with --browser), nodejs + npm when missing (the
 #     JupyterLab extension is built from labextension/).
 #   - runsc registered with the engine as the runtime "runsc" (merged into daemon.json)
 #   - a running Docker engine (reuses one that answers; otherwise starts dockerd)
 #   - .venv from the lock requirements/dev.txt (hashes), the project installed editable
-#   - the local Python base image (built once per machine, then cached by Docker)
+#   - the local Python base image (built once per machine, then cached by Docker), and the
+#     allow-list proxy's image on it (Debian's squid, installed by apt inside the build)
 # Sourced or run by scripts/demo.sh and scripts/test.sh.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -26,6 +27,8 @@ command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
 # runs the container-side tests on it as a non-root user).
 command -v podman >/dev/null 2>&1 || missing+=(podman uidmap slirp4netns fuse-overlayfs)
 command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
+# tests/test_allownet.py puts its servers in network namespaces of their own (`ip netns`)
+command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 # tests/test_install.py gives a non-root user a venv of Debian's Python (root's may be private).
 /usr/bin/python3 -c 'import ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
 if [ "$WANT_BROWSER" = 1 ] && ! command -v chromium >/dev/null 2>&1; then missing+=(chromium); fi
@@ -83,3 +86,8 @@ ln -sfn "$ROOT/jupyter_sandbox/labextension" "$link"
 
 log "making sure the base image exists"
 .venv/bin/python -m jupyter_sandbox base-image
+# Allow-listed networks (network=[hosts]) run behind Debian's squid, in an image built on the
+# base (apt inside the build); built here so the first allow-listed run does not wait for it.
+log "making sure the allow-list proxy image (squid) exists"
+.venv/bin/python -c 'from jupyter_sandbox.sandbox import _client, _egress
+print(_egress.proxy_image(_client.client(), lambda event: None))' >/dev/null

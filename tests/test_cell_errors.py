@@ -168,6 +168,29 @@ def test_interrupting_orchestrate_while_the_code_computes(kernel) -> None:
     assert record is None  # no tool call: the error line says it all, no "0 tool calls"
 
 
+def test_a_tools_frame_names_its_cell_in_a_real_kernel(kernel) -> None:
+    # issue 22 item 6: ipykernel's cells are files like /tmp/ipykernel_10169/3594171636.py
+    _, client = kernel
+    defined = _execute(
+        client, "from jupyter_sandbox import tool\n@tool\ndef bad(x: int) -> int:\n    1 / 0"
+    )
+    (count,) = [
+        m["content"]["execution_count"] for m in defined if m["msg_type"] == "execute_input"
+    ]
+    outputs = _execute(client, "%%orchestrate\nbad(1)")
+    (error,) = [m["content"]["traceback"] for m in outputs if m["msg_type"] == "error"]
+    shown = "\n".join(error)
+    assert f"  Cell In[{count}], line 4, in bad\n" in shown
+    assert "ipykernel_" not in shown
+    (record,) = [
+        m["content"]["data"][TRACE_MIME]
+        for m in outputs
+        if m["msg_type"] in ("display_data", "update_display_data")
+        and TRACE_MIME in m["content"].get("data", {})
+    ][-1:]
+    assert f"Cell In[{count}], line 4, in bad" in record["calls"][0]["host_traceback"]
+
+
 def _execute(client: Any, code: str) -> list[dict[str, Any]]:
     msg_id = client.execute(code)
     return _until(client, msg_id, _idle)
@@ -242,6 +265,14 @@ async def stats(xs: list[float]) -> tuple[float, int]:
 @tool
 def boom(x: int) -> int:
     raise ValueError(f"bad {x}")
+
+@tool
+async def fetch_page(n: int) -> str:
+    return "a b"
+
+@tool
+def word_count(text: str) -> int:
+    return len(text.split())
 """
 
 
@@ -266,6 +297,24 @@ def test_async_tool_called_without_await_says_so(tools, capsys) -> None:
     assert "CoroutineType" not in shown
 
 
+def test_a_variable_holding_an_unawaited_call_names_the_call_and_its_line(tools, capsys) -> None:
+    # issue 22 item 4: the caret goes under the call (where `await` goes), not the variable
+    code = "%%orchestrate\nn = 1\ntext = fetch_page(2)\nalias = text\nword_count(alias)"
+    error, shown = _run(tools, capsys, code)
+    assert error is not None
+    block = '  File "<cell>", line 3\n    text = fetch_page(2)\n           ^^^^^^^^^^^^^\n'
+    assert shown.count(block) == 1
+    assert (
+        shown.count(
+            "`fetch_page(...)` is async: write `await fetch_page(2)`"
+            " (`alias` holds the call, not its result; line 5 uses it)"
+        )
+        == 1
+    )
+    assert "CoroutineType" not in shown
+    assert "was not awaited" not in shown
+
+
 def test_tool_error_is_one_traceback_through_the_tool(tools, capsys) -> None:
     _, shown = _run(tools, capsys, "%%orchestrate\nx = 1\nboom(x)")
     assert shown.count('raise ValueError(f"bad {x}")') == 1
@@ -273,6 +322,25 @@ def test_tool_error_is_one_traceback_through_the_tool(tools, capsys) -> None:
     assert cell_frame < shown.index(", in boom\n")  # the cell's frame, then the tool's
     assert shown.count("ValueError: bad 1") == 2  # the trace's row and the error's last line
     assert shown.rstrip().endswith("ToolError: tool 'boom' raised ValueError: bad 1")
+    # issue 22 item 6: the tool's frame names the cell it was defined in, as IPython does
+    defined_in = tools.compile.format_code_name(boom_file(tools))
+    assert defined_in is not None
+    assert f"  {' '.join(defined_in)}, line 13, in boom\n" in shown
+    assert boom_file(tools) not in shown
+
+
+def boom_file(shell: Any) -> str:
+    """The file IPython made up for the cell that defined the tool ``boom``."""
+    return shell.user_ns["boom"].func.__code__.co_filename
+
+
+def test_the_record_of_a_failed_call_names_the_cell_too(tools) -> None:
+    result = tools.run_cell("%%orchestrate\nboom(2)")
+    record = result.error_in_exec.result.to_record()
+    (call,) = record["calls"]
+    label = " ".join(tools.compile.format_code_name(boom_file(tools)))
+    assert f"{label}, line 13, in boom" in call["host_traceback"]
+    assert boom_file(tools) not in call["host_traceback"]
 
 
 @pytest.mark.parametrize(

@@ -165,7 +165,8 @@ def test_model_errors_are_not_retried():
 @pytest.mark.parametrize(
     ("llm", "options", "message"),
     [
-        ("not callable", {}, "llm must be a callable"),
+        (42, {}, "llm must be a callable"),
+        ("not a model", {}, "llm='not a model': Unknown model"),
         (ScriptedLLM([]), {"max_attempts": 0}, "max_attempts must be at least 1"),
         (ScriptedLLM([]), {"timeout": -1}, "timeout must be a positive number"),
     ],

@@ -41,6 +41,7 @@ INTERFACES = {
     "IRunRecord": records.RunRecord,
     "ITraceSummary": records.TraceSummary,
     "IRunSummary": records.RunSummary,
+    "IDisplayRecord": records.DisplayRecord,
 }
 """Each TypeScript record interface and the TypedDict it mirrors."""
 

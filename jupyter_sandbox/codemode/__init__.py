@@ -11,14 +11,18 @@ function from messages to text::
     agent = CodeModeAgent(llm=llm, tools=[add, fetch])
     result = agent.run("Add the populations of Paris and Rome")
     result.value, result.code, result.attempts
+
+or, with the ``ai`` extra, by its pydantic-ai name or ``Model``:
+``CodeModeAgent(llm="openai:gpt-4o", tools=[add, fetch])``.
 """  # noqa: E501
 
 from __future__ import annotations
 
 from .._public import publish_top_level
-from ._agent import LLM, CodeModeAgent
+from ._agent import CodeModeAgent
 from ._capabilities import Capabilities, Verdict, capabilities
 from ._extract import extract_code
+from ._models import LLM
 from ._prompt import system_prompt
 from ._result import AgentResult, Attempt, Message
 from ._scripted import ScriptedLLM

@@ -1,14 +1,15 @@
 """The agent loop: ask the model for code, run it in Monty, feed failures back, repeat.
 
 The model is any callable from messages to text, so no client library is a dependency: an
-OpenAI, Anthropic or local client is wrapped in a three-line function by the caller.
+OpenAI, Anthropic or local client is wrapped in a three-line function by the caller. With the
+``ai`` extra, a pydantic-ai model name (``"openai:gpt-4o"``) or ``Model`` works too (`_models`).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._defaults import MAX_ATTEMPTS, store_or_default
 from .._errors import CodeModeError, Interrupted, OrchestrationError, SandboxConfigError
@@ -23,11 +24,12 @@ from ..orchestration import (
 )
 from ..records import TraceRecord
 from ._extract import extract_code
+from ._models import LLM, as_llm
 from ._prompt import NO_CODE, feedback, system_prompt
 from ._result import AgentResult, Attempt, Message
 
-LLM = Callable[[list[Message]], str]
-"""A model: takes the conversation (OpenAI-style role/content dicts), returns the reply text."""
+if TYPE_CHECKING:
+    from pydantic_ai.models import Model
 
 
 class CodeModeAgent:
@@ -39,6 +41,9 @@ class CodeModeAgent:
     diagnostics or the tool's error, and what the code printed), until an attempt succeeds or
     ``max_attempts`` are used, which raises `CodeModeError`. Ctrl-C (`Interrupted`) and errors
     raised by ``llm`` itself are not the model's to fix: they propagate at once.
+
+    ``llm`` is a function from messages to text, or with the ``ai`` extra a pydantic-ai model
+    name (``"openai:gpt-4o"``, ``"anthropic:claude-sonnet-4-5"``) or ``Model`` object.
 
     Approval gates (``@tool(approve=...)``) are honoured: ``approver(call) -> bool`` answers
     each gated call inline (a rejected call is ``PermissionError`` in the code, which the
@@ -52,7 +57,7 @@ class CodeModeAgent:
 
     def __init__(
         self,
-        llm: LLM,
+        llm: LLM | str | Model,
         tools: Tools = None,
         *,
         max_attempts: int = MAX_ATTEMPTS,
@@ -67,15 +72,13 @@ class CodeModeAgent:
         approver: Callable[[ToolCall], bool] | None = None,
         store: Store | str | os.PathLike[str] | None = None,
     ) -> None:
-        if not callable(llm):
-            raise SandboxConfigError(
-                f"llm must be a callable, got {type(llm).__name__}", parameter="llm"
-            )
         if max_attempts < 1:
             raise SandboxConfigError(
                 f"max_attempts must be at least 1, got {max_attempts}", parameter="max_attempts"
             )
-        self.llm = llm
+        self.llm = as_llm(llm)
+        """The model as a function from messages to text (a pydantic-ai name or ``Model``
+        given as ``llm`` is wrapped in one, see `_models`)."""
         self.tools = resolve_tools(tools)
         self.inputs = dict(inputs or {})
         self.max_attempts = max_attempts

@@ -16,6 +16,7 @@ from jupyter_sandbox.records import RUN_MIME, TRACE_MIME
 
 from ._codemode import CodeModeView
 from ._mime import bundle
+from ._rich import display_bundle, show_displays
 from ._views import OrchestrateView, SandboxView, shown_pause
 
 __all__ = [
@@ -25,5 +26,7 @@ __all__ = [
     "OrchestrateView",
     "SandboxView",
     "bundle",
+    "display_bundle",
+    "show_displays",
     "shown_pause",
 ]

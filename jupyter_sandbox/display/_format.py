@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import cast
 
 from jupyter_sandbox._bounds import KEEP_EDGE, SUMMARY_MIN_CALLS, ToolStats
@@ -32,6 +33,9 @@ and text as nbformat writes them), for any number of calls: the budget
 TRACEBACK_SHOWN = 1000
 """Characters of a call's host traceback the HTML fallback shows (its end; the record keeps
 more)."""
+
+_TRACE_ID = re.compile(r"[0-9a-f]{32}")
+"""An OpenTelemetry trace id as the kernel writes it (``TRACE_ID`` in format.ts)."""
 
 LOG_TAIL = 40
 """Build log lines a failed build shows in text: the failing step's end; the record has all."""
@@ -150,10 +154,10 @@ def orchestrate_summary(record: TraceRecord) -> str:
 
 def says_nothing(record: TraceRecord) -> bool:
     """Whether a finished run's record has nothing to add to the cell: no tool call, no pause,
-    no fork or session, and no error it shows (a raised one is the cell's error output). Such
-    a cell reads like any other: its output and its value, no trace view."""
+    no fork, session or OpenTelemetry trace, and no error it shows (a raised one is the
+    cell's error output). Such a cell reads like any other: its output and its value."""
     quiet_end = record.get("status") == "ok" or bool(record.get("raised"))
-    told = ("pending", "forked_from", "session", "answer", "answered", "advice")
+    told = ("pending", "forked_from", "session", "answer", "answered", "advice", "trace_id")
     return (
         not record.get("live")
         and call_count(record) == 0
@@ -170,7 +174,7 @@ def shown_value(record: TraceRecord) -> str | None:
 
 def origin_notes(record: TraceRecord) -> list[str]:
     """Where a run's state came from, said under its headline: the run and call a fork branched
-    off, the session whose variables it kept."""
+    off, the session whose variables it kept; and the OpenTelemetry trace its spans are in."""
     notes = []
     forked = record.get("forked_from")
     if forked:
@@ -180,7 +184,19 @@ def origin_notes(record: TraceRecord) -> list[str]:
     made = call_count(record) > 0  # a run with no call has nothing to fork or resume
     if record.get("run_id") and made and record.get("status") != "paused":  # paused: below
         notes.append(f"run {record.get('run_id')}")
+    traced = trace_note(record)
+    if traced:
+        notes.append(traced)
     return notes
+
+
+def trace_note(record: Record) -> str | None:
+    """The note naming a traced run's OpenTelemetry trace (``traceNote`` in format.ts); None
+    without one, or with one the kernel does not write (a saved notebook may say anything)."""
+    trace_id = record.get("trace_id")
+    if isinstance(trace_id, str) and _TRACE_ID.fullmatch(trace_id):
+        return f"OpenTelemetry trace {trace_id}"
+    return None
 
 
 def paused_heading(record: TraceRecord) -> str:
@@ -408,6 +424,9 @@ def sandbox_summary(record: RunRecord) -> str:
         bits.append(f"{record.get('attempts')} attempts")
     if record.get("cached"):
         bits.append("result cached")
+    traced = trace_note(record)
+    if traced:
+        bits.append(traced)
     name = record.get("name", "sandbox")
     named = "sandbox" if name == "sandbox" else f"sandbox {name!r}"
     extra = f" ({', '.join(bits)})" if bits else ""

@@ -22,6 +22,7 @@ LINE_MAGICS = (
     "orchestrate_reject",
     "orchestrate_fork",
     "sandbox_doctor",
+    "mcp_serve",
 )
 
 _previous_handlers: WeakKeyDictionary[InteractiveShell, tuple[tuple[type, ...], Any]] = (
@@ -40,6 +41,7 @@ def load(ipython: InteractiveShell) -> None:
     from ._common import help_alone, reject_as_typed, show_error
     from ._doctor import DoctorMagics
     from ._durable import DurableMagics, OrchestratorViews
+    from ._mcp import MCPMagics
     from ._orchestrate import OrchestrateMagics
     from ._sandbox import SandboxMagics
 
@@ -58,6 +60,7 @@ def load(ipython: InteractiveShell) -> None:
     ipython.register_magics(sandbox)
     ipython.register_magics(CodeModeMagics(ipython, cells))
     ipython.register_magics(DoctorMagics(ipython, cells, sandbox))
+    ipython.register_magics(MCPMagics(ipython, cells))
     presenter.current = OrchestratorViews(ipython)  # each orchestrator call's view
     for transformer in (help_alone, reject_as_typed):
         if transformer not in ipython.input_transformers_cleanup:
@@ -89,6 +92,9 @@ def unload(ipython: InteractiveShell) -> None:
     from ._common import help_alone, reject_as_typed
 
     presenter.current = None
+    serving = getattr(ipython.magics_manager.magics["line"].get("mcp_serve"), "__self__", None)
+    if serving is not None:  # the served notebook is going: so is its server
+        serving.stop()
     for transformer in (help_alone, reject_as_typed):
         if transformer in ipython.input_transformers_cleanup:
             ipython.input_transformers_cleanup.remove(transformer)

@@ -50,7 +50,9 @@ class CodeModeMagics(CellMagics):
     """Defaults are configurable: ``%config CodeModeMagics.llm = 'my_llm'``."""
 
     llm = Unicode(
-        "", help="Name of the notebook variable holding the model (messages -> text)."
+        "",
+        help="Notebook variable holding the model (messages -> text, or a pydantic-ai Model), "
+        "or a pydantic-ai model name such as 'openai:gpt-4o'.",
     ).tag(config=True)
     max_attempts = Int(default.MAX_ATTEMPTS, help="Model replies to try before giving up.").tag(
         config=True
@@ -66,7 +68,11 @@ class CodeModeMagics(CellMagics):
 
     @magic_arguments("%codemode")  # usage and help show %%codemode
     @help_option
-    @argument("--llm", metavar="NAME", help="notebook variable holding the model callable")
+    @argument(
+        "--llm",
+        metavar="NAME",
+        help="notebook variable holding the model, or a pydantic-ai model (provider:model)",
+    )
     @tools_option
     @inputs_option
     @out_option
@@ -98,7 +104,8 @@ class CodeModeMagics(CellMagics):
         llm_name = args.llm or self.llm
         if not llm_name:
             raise UsageError("no model: pass --llm NAME or %config CodeModeMagics.llm = 'NAME'")
-        llm = lookup(shell, llm_name, "--llm")
+        # provider:model is a pydantic-ai model name, anything else a notebook variable
+        llm = llm_name if ":" in llm_name else lookup(shell, llm_name, "--llm")
         input_names = split_names(args.inputs)
         inputs = {name: lookup(shell, name, "--in") for name in input_names}
         store = self.cells.open_store()  # None: the setting is empty, no store

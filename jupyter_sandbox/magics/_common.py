@@ -22,6 +22,7 @@ from .._errors import (
 from .._grammar import encode_reject
 from ..orchestration import Tool, registry
 from . import CELL_MAGICS
+from ._cells import cell_frames
 
 _MISSING = object()
 
@@ -127,6 +128,7 @@ ADVICE: Mapping[str, str] = {
     "store": "%config OrchestrateMagics.store",
     "memory": "--memory",
     "network": "--network bridge",
+    "allow_net": "--allow-net",
     "packages": "--packages",
     "command": "--command",
     "runs": "%orchestrate_pending lists paused runs",
@@ -228,7 +230,7 @@ def format_error(exc: SandboxError) -> str:
         return said_once(exc)
     parts: list[str] = []
     sandbox_tb = getattr(exc, "sandbox_traceback", "")
-    host_tb = getattr(exc, "host_traceback", "")
+    host_tb = cell_frames(getattr(exc, "host_traceback", ""))
     last = f"{type(exc).__name__}: {in_options(exc)}"
     through = _through_the_tool(sandbox_tb, host_tb, last)
     if through is not None:

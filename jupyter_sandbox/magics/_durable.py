@@ -55,6 +55,7 @@ from ..orchestration import (
     call_now,
     fork_run,
     full_repr,
+    mcp_outcomes,
     paused_runs,
     read_whole,
     resume_run,
@@ -63,6 +64,7 @@ from ..orchestration import (
     unkept_inputs,
     unseen,
 )
+from ._cells import naming_cells
 from ._common import (
     CellMagics,
     help_option,
@@ -97,7 +99,7 @@ class CellView:
         self.view = OrchestrateView(quiet=quiet)
         self.quiet = quiet
         self.resumable = resumable
-        self.on_event: EventCallback = self.view.on_event
+        self.on_event: EventCallback = naming_cells(self.view.on_event)
 
     def finish(self, result: OrchestrationResult, *, raised: bool) -> None:
         if self.quiet:  # a quiet view shows no record: skip previewing every call
@@ -439,9 +441,11 @@ class DurableMagics(CellMagics):
             if result.refused is not None:  # nothing made; the record shows the call now
                 raise UsageError(result.refused)
             done = True
+            mcp_outcomes.remember(run_id, result)  # an MCP client may ask (`%mcp_serve`)
             return result.value
         except OrchestrationError as exc:
             done = exc.result is not None  # it ran (and failed): the pause was answered
+            mcp_outcomes.remember(run_id, exc)
             raise
         finally:
             if shown is not None and done:  # the paused cell above says so, buttons gone

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import importlib.util
 import sys
 from typing import Any
 
@@ -11,9 +12,10 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
-from traitlets import Bool, Float, Int, Unicode
+from traitlets import Bool, Float, Int, TraitError, Unicode, observe, validate
 
 from .. import _defaults as default
+from .. import _otel
 from .._errors import OrchestrationError, SandboxConfigError, StoreError
 from .._events import EventCallback
 from .._scrub import shown_value
@@ -94,6 +96,27 @@ class OrchestrateMagics(CellMagics):
         f"resumed, approved or forked after a restart. None: ${default.STORE_ENV}, else "
         f"{default.STORE_PATH}; empty: no store.",
     ).tag(config=True)
+
+    otel = Bool(
+        None,
+        allow_none=True,
+        help="Trace each run, tool call and container with OpenTelemetry: True on, False off, "
+        "None: on when the OTEL_* environment names an exporter or an OTLP endpoint.",
+    ).tag(config=True)
+
+    @validate("otel")
+    def _otel_installed(self, proposal: dict[str, Any]) -> bool | None:
+        on: bool | None = proposal["value"]
+        if on and importlib.util.find_spec("opentelemetry.sdk") is None:
+            raise TraitError(
+                "OrchestrateMagics.otel = True needs OpenTelemetry: "
+                "pip install 'jupyter-sandbox[otel]', then restart the kernel"
+            )
+        return on
+
+    @observe("otel")
+    def _otel_switched(self, change: dict[str, Any]) -> None:
+        _otel.configure(change["new"])  # kernel-wide: %%sandbox cells are traced too
 
     def __init__(self, shell: InteractiveShell) -> None:
         super().__init__(shell=shell)
@@ -196,17 +219,7 @@ class OrchestrateMagics(CellMagics):
                 "completed a tool call; running every call"
             )
         try:  # a bad %config value: one usage line naming the option, as a bad option gets
-            limits = Limits(
-                timeout=self.timeout,
-                max_memory=self.max_memory,
-                max_calls=self.max_calls,
-                max_result=self.max_result,
-                max_output=self.max_output,
-                max_stack_depth=self.max_stack_depth
-                if args.max_stack_depth is None
-                else args.max_stack_depth,
-                max_transfer=self.max_transfer if args.max_transfer is None else args.max_transfer,
-            )
+            limits = self.limits(args.max_stack_depth, args.max_transfer)
             keep = Keep(
                 value=self.keep_value,
                 run=self.keep_run,
@@ -267,6 +280,19 @@ class OrchestrateMagics(CellMagics):
             self.prompts[result.run_id] = self.prompt_number()
             while len(self.prompts) > PROMPTS:
                 del self.prompts[next(iter(self.prompts))]
+
+    def limits(self, max_stack_depth: int | None = None, max_transfer: int | None = None) -> Limits:
+        """The configured limits (``%config OrchestrateMagics.timeout`` ...), the two given
+        winning over theirs; raises `SandboxConfigError` for a bad value."""
+        return Limits(
+            timeout=self.timeout,
+            max_memory=self.max_memory,
+            max_calls=self.max_calls,
+            max_result=self.max_result,
+            max_output=self.max_output,
+            max_stack_depth=self.max_stack_depth if max_stack_depth is None else max_stack_depth,
+            max_transfer=self.max_transfer if max_transfer is None else max_transfer,
+        )
 
     def open_store(self) -> Store | None:
         """The store runs and sessions are kept in (``%config OrchestrateMagics.store``; one

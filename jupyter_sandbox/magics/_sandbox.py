@@ -8,17 +8,18 @@ from typing import Any, ClassVar, get_args
 from IPython.core.error import UsageError
 from IPython.core.magic import cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
-from traitlets import Float, TraitError, Unicode, observe, validate
+from traitlets import Float, List, TraitError, Unicode, observe, validate
 
 from .. import _defaults as default
 from .._errors import ContainerError, NonZeroExit, SandboxConfigError
-from ..display import SandboxView
+from ..display import SandboxView, show_displays
 from ..orchestration import bind_inputs
 from ..sandbox import (
     Isolation,
     Resources,
     Sandbox,
     SandboxRun,
+    allow_list,
     choose,
     create,
     engine_choice,
@@ -100,6 +101,22 @@ class SandboxMagics(CellMagics):
         " auto (Docker, else Podman) (default: $JUPYTER_SANDBOX_ENGINE or auto).",
     ).tag(config=True)
 
+    allow_net = List(
+        Unicode(),
+        help="Hosts every run may reach when its cell names no --network or --allow-net"
+        ' (e.g. ["pypi.org", "api.example.com:443", "10.0.0.0/8"]); empty: no network.',
+    ).tag(config=True)
+
+    @validate("allow_net")
+    def _allow_net_checked(self, proposal: Any) -> list[str]:
+        """A bad entry fails the ``%config`` line, saying what to write; nothing changes."""
+        if proposal["value"]:
+            try:
+                allow_list(proposal["value"])
+            except SandboxConfigError as exc:
+                raise TraitError(str(exc)) from None
+        return list(proposal["value"])
+
     @validate("engine")
     def _engine_known(self, proposal: Any) -> str:
         """A wrong name fails the ``%config`` line (it says so) and changes nothing."""
@@ -156,8 +173,13 @@ class SandboxMagics(CellMagics):
     @argument(
         "--network",
         choices=("none", "bridge"),
-        default=default.NETWORK,
         help=f"none or bridge: a network for the code (default {default.NETWORK})",
+    )
+    @argument(
+        "--allow-net",
+        metavar="HOSTS",
+        help="the only hosts the code reaches, through a filtering proxy (comma-separated:"
+        " pypi.org,api.example.com:443,10.0.0.0/8; ports 443 and 80 unless given)",
     )
     @argument(
         "--isolation",
@@ -219,6 +241,15 @@ class SandboxMagics(CellMagics):
         _check_name(args.name, inputs, outputs)
         values = {name: lookup(shell, name, "--in") for name in inputs}
         base_image = None if args.image else args.base_image or self.base_image or None
+        if args.allow_net is not None and args.network is not None:
+            raise UsageError(
+                f"--allow-net and --network {args.network} both say what the code reaches: pick one"
+            )
+        network: str | list[str] = args.network or default.NETWORK
+        if args.allow_net is not None:
+            network = args.allow_net.split(",")
+        elif args.network is None and self.allow_net:
+            network = list(self.allow_net)
         try:
             sandbox = create(
                 args.name or "sandbox",
@@ -242,10 +273,12 @@ class SandboxMagics(CellMagics):
                 cache="auto" if args.cache else "disable",
                 base_image=base_image,
                 cluster=args.cluster or self.cluster or None,
-                network=args.network,
+                network=network,
                 isolation=isolation_level(args.isolation or self.isolation),
             )
         except SandboxConfigError as exc:
+            if args.allow_net is not None and exc.parameter == "network":
+                raise usage_error(exc, {"network": "--allow-net"}) from None
             raise self.usage_error(exc) from None
         if args.name:
             shell.user_ns[args.name] = ShownSandbox(sandbox, quiet=args.quiet)
@@ -268,6 +301,7 @@ def run_shown(sandbox: Sandbox, values: dict[str, Any], *, quiet: bool) -> Sandb
             exc.streamed = True  # the cell shows its stderr: show_error says the rest once
         raise
     view.finish(run.to_record())
+    show_displays(run.displays)  # figures, tables, the last value: after the record, as Out[n]
     return run
 
 

@@ -26,11 +26,16 @@ from ._durable import unkept_inputs as unkept_inputs
 from ._keep import MB as MB
 from ._keep import Keep
 from ._limits import Limits, resolve_limits, seconds_from_ms
+from ._mcp import MCPTool, MCPTools, tools_from_mcp
+from ._mcp_serve import Serving as Serving
+from ._mcp_serve import mcp_outcomes as mcp_outcomes
+from ._mcp_serve import serve_mcp as serve_mcp
 from ._memo import Journal, ToolCache
 from ._memo import Journals as Journals
 from ._options import RunOptions
 from ._orchestrator import Orchestrator, orchestrator, orchestrator_from_str
 from ._orchestrator import presenter as presenter
+from ._otel import traced_options
 from ._paused import CallNow as CallNow
 from ._paused import PausedRun as PausedRun
 from ._paused import call_now as call_now
@@ -61,6 +66,8 @@ __all__ = [
     "Journal",
     "Keep",
     "Limits",
+    "MCPTool",
+    "MCPTools",
     "OrchestrationResult",
     "Orchestrator",
     "Store",
@@ -78,6 +85,7 @@ __all__ = [
     "registry",
     "resume_run",
     "tool",
+    "tools_from_mcp",
 ]
 
 
@@ -216,8 +224,11 @@ def orchestrate(
     ``keep`` bounds the bytes of tool values the run keeps (its trace, journal and, with a
     store, what it writes there): `Keep()`, the defaults, when None; see `_keep`.
     """
-    driver = _driver(tool_loop(parent_loop()), RunOptions(**locals()))
-    return wait(driver)
+    options = RunOptions(**locals())
+    with traced_options(options) as run:  # its span, when tracing is on (`_otel`)
+        driver = _driver(tool_loop(parent_loop()), run.options(options))
+        run.scrubbing(driver.scrub)
+        return run.done(wait(driver))
 
 
 async def orchestrate_async(
@@ -246,12 +257,15 @@ async def orchestrate_async(
 ) -> OrchestrationResult:
     """`orchestrate` for a running event loop: async tools run on this loop, so they may use
     clients bound to it; cancelling the awaiting task stops the sandbox."""
-    driver = _driver(asyncio.get_running_loop(), RunOptions(**locals()))
-    try:
-        return await asyncio.wrap_future(start(driver))
-    except asyncio.CancelledError:
-        driver.stop()
-        raise
+    options = RunOptions(**locals())
+    with traced_options(options) as run:  # its span, when tracing is on (`_otel`)
+        driver = _driver(asyncio.get_running_loop(), run.options(options))
+        run.scrubbing(driver.scrub)
+        try:
+            return run.done(await asyncio.wrap_future(start(driver)))
+        except asyncio.CancelledError:
+            driver.stop()
+            raise
 
 
 async def orchestrate_local(

@@ -21,6 +21,7 @@ from .._errors import (
 )
 from .._events import ToolCall
 from ._limits import Limits
+from ._unawaited import Source, held_call
 
 _MONTY_FILENAME = re.compile(r"<python-input-\d+>")
 """Monty's name for the code of a session's nth feed (the driver's type check is a feed of
@@ -103,9 +104,13 @@ def translate(
 def type_check_error(diagnostics: str, code: str) -> TypeCheckError:
     """The checker's diagnostics (ty's ``json`` format) as a traceback reads: each one at its
     line of the cell (``<cell>``, the lines a traceback counts), with the excerpt and a caret
-    under the span, then what is wrong, said once."""
+    under the span, then what is wrong, said once.
+
+    A variable holding an un-awaited async call (``text = fetch_page(2)``, then
+    ``word_count(text)``) is shown at the call, which is where the ``await`` goes, with the
+    line that used it in the message (`_unawaited.held_call`)."""
     lines = code.splitlines()
-    blocks = []
+    blocks: list[str] = []
     found_all = json.loads(diagnostics)
     for found in found_all:
         row, col = found["location"]["row"], found["location"]["column"]
@@ -113,12 +118,20 @@ def type_check_error(diagnostics: str, code: str) -> TypeCheckError:
         source = lines[row - 1] if 0 < row <= len(lines) else ""
         stop = end["column"] if end["row"] == row else len(source) + 1
         span = source[col - 1 : stop - 1]
+        message = found["message"]
+        if _COROUTINE.search(message):
+            message, held = _explain_unawaited(span, code, row)
+            if held is not None:
+                row, col, stop = held.line, held.column + 1, held.end_column + 1
+                source = lines[row - 1]
         indent = len(source) - len(source.lstrip())
-        blocks.append(
+        block = (
             f'  File "<cell>", line {row}\n    {source.strip()}\n'
             f"    {' ' * (col - 1 - indent)}{'^' * max(stop - col, 1)}\n"
-            f"{_explain(found['message'], span)} [{found['code']}]"
+            f"{message} [{found['code']}]"
         )
+        if block not in blocks:  # a call whose result is used twice is one mistake
+            blocks.append(block)
     error = TypeCheckError(
         "type check failed; no tool was called (type_check=False skips the check):\n"
         + "\n".join(blocks),
@@ -131,21 +144,28 @@ def type_check_error(diagnostics: str, code: str) -> TypeCheckError:
 
 _COROUTINE = re.compile(r"`CoroutineType\[[^`]*\]`")
 _CALL = re.compile(r"^\s*(?:await\s+)?([A-Za-z_][\w.]*)\s*\(")
+_NAME = re.compile(r"^[^\W\d]\w*$")
 
 
-def _explain(message: str, span: str) -> str:
-    """The checker's words, except where they name a type a person never wrote: an async
-    tool called without ``await`` is a ``CoroutineType[...]`` to the checker."""
-    if not _COROUTINE.search(message):
-        return message
+def _explain_unawaited(span: str, code: str, row: int) -> tuple[str, Source | None]:
+    """What to say for a ``CoroutineType[...]`` the checker found at ``span`` (a type a person
+    never wrote: an async tool called without ``await``), and the call to point at instead
+    when ``span`` is a variable holding one."""
     call = _CALL.match(span)
     if call:
         name = call.group(1)
-        return f"`{name}(...)` is async: write `await {name}(...)`"
+        return f"`{name}(...)` is async: write `await {name}(...)`", None
+    held = held_call(code, span, row) if _NAME.match(span) else None
+    if held is not None:
+        return (
+            f"`{held.callee}(...)` is async: write `await {held.text}`"
+            f" (`{span}` holds the call, not its result; line {row} uses it)",
+            held,
+        )
     return (
         f"`{span}` uses the result of an async call that was not awaited:"
         " write `await` before the call"
-    )
+    ), None
 
 
 def describe(exc: BaseException) -> str:

@@ -68,6 +68,8 @@ class OrchestrationResult:
     """The session (``session=``) whose variables the run started from and left."""
     answer: Answered | None = None
     """How the pause this run continued from was answered (`resume_run` with ``approve=``)."""
+    trace_id: str | None = None
+    """The OpenTelemetry trace the run's spans are in, when tracing was on (`_otel`)."""
     secrets: tuple[str, ...] = field(default=(), repr=False)
     """Secrets the run's sandbox tools returned: `to_record` masks them (`_scrub`)."""
     _trace: Trace = field(init=False, repr=False, compare=False)
@@ -121,6 +123,8 @@ class OrchestrationResult:
             record["session"] = self.session
         if self.answer is not None:
             record["answer"] = self.answer
+        if self.trace_id is not None:
+            record["trace_id"] = self.trace_id
         return mask_record(record, self.secrets)
 
     def _pending_record(self, call: ToolCall) -> CallRecord:

@@ -23,6 +23,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .. import _otel
 from .._errors import Interrupted, SandboxConfigError, StoreError
 from .._events import EventCallback, ToolCall, ignore
 from ._driver import Driver, parent_loop
@@ -40,6 +41,7 @@ from ._durable import (
 )
 from ._limits import Limits, resolve_limits
 from ._memo import Recorded
+from ._otel import Traced, Untraced, traced
 from ._rebind import defined_classes, stored_origins
 from ._registry import Tools, resolve_tools
 from ._replay import Answers
@@ -68,10 +70,12 @@ def start(
     if pooled and driver.tools:
         raise ValueError("only a run without tools may take a kept thread")
 
+    run = _otel.carried(driver.run)  # a traced run's span current there too (`_otel`)
+
     def target() -> None:
         with contextlib.suppress(concurrent.futures.InvalidStateError):
             try:
-                future.set_result(driver.run())
+                future.set_result(run())
             except BaseException as exc:
                 future.set_exception(exc)
 
@@ -364,14 +368,15 @@ def resume_run(
         session = sessions.open(stored.session, scope=stored.scope, store=opened)
     given = {} if restore is not None else stored_inputs(stored, inputs)
     durable = _taken_up(opened, stored, resolved)  # last: what fails before leaves it as it was
+    run = traced(on_event, approver, **{"run.resume": True, "run.approved": approve})
     driver = _stored_driver(
         stored,
         resolved,
         given,
         resolved_limits,
         durable,
-        on_event,
-        approver,
+        run.on_event,
+        run.approver,
         type_check=False,  # the code is the run's: it was checked when the run began
         answers=Answers(calls),
         session=session,
@@ -382,7 +387,7 @@ def resume_run(
     driver.result.session = stored.session
     if approve is not None:
         driver.result.answer = answered(approve, reason)
-    return wait(driver)
+    return _traced_wait(run, driver)
 
 
 def fork_run(
@@ -417,20 +422,28 @@ def fork_run(
     forked_from = (run_id, call_index)
     resolved_limits = resolve_limits(limits)
     durable = _fresh(opened, stored.scope, stored.cell, stored.code, resolved, given, forked_from)
+    run = traced(on_event, approver, **{"run.forked_from": run_id, "run.fork_call": call_index})
     driver = _stored_driver(
         stored,
         resolved,
         given,
         resolved_limits,
         durable,
-        on_event,
-        approver,
+        run.on_event,
+        run.approver,
         type_check=True,
         answers=Answers({i: c for i, c in calls.items() if i < index}, fixed={index: value}),
     )
     driver.result.run_id = durable.run_id
     driver.result.forked_from = forked_from
-    return wait(driver)
+    return _traced_wait(run, driver)
+
+
+def _traced_wait(run: Traced | Untraced, driver: Driver) -> OrchestrationResult:
+    """`wait` for a stored run's driver inside its span (`_otel.traced`)."""
+    with run:
+        run.scrubbing(driver.scrub)
+        return run.done(wait(driver))
 
 
 _LISTED = 12

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from .. import _defaults as default
+from .. import _otel
 from .._errors import ContainerError, SandboxConfigError
 from .._events import ToolCall
 from .._scrub import note
@@ -84,7 +85,8 @@ class SandboxTool(Tool):
         super().__init__(run, name, approve=approve)
 
     def invoke(self, call: ToolCall, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        return self._run(call, args, kwargs)
+        # traced: the container run's spans nest under the call's (`_otel`)
+        return _otel.within(call, self._run, call, args, kwargs)
 
     async def _run(
         self, call: ToolCall | None, args: tuple[Any, ...], kwargs: dict[str, Any]

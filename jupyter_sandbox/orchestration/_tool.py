@@ -12,6 +12,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+from .. import _otel
 from .._errors import SandboxConfigError
 from .._events import ToolCall
 
@@ -54,6 +55,8 @@ class Tool:
     def invoke(self, call: ToolCall, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """What the driver calls: the function, or for an async tool its coroutine. A
         subclass may use ``call`` to nest records in the trace (see `SandboxTool`)."""
+        if _otel.calls:  # a traced call: the tool runs with its span current
+            return _otel.within(call, self.func, *args, **kwargs)
         return self.func(*args, **kwargs)
 
     def gated(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:

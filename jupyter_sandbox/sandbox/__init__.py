@@ -10,6 +10,8 @@ Layers, low to high:
 - `_pool` (containers started ahead, confined, always removed), `_watchdog` (removes them when
   the kernel dies), `_io` (staging inputs, collecting outputs), `_secrets` (masking), `_attach`
   (a container's own process, attached before its start), `_run` (one run in one container);
+- `_allowlist` and `_egress` (``network=[hosts]``: the checked allow-list, and the Squid proxy
+  on an internal network that enforces it);
 - `_cache` (results), `_record` (`SandboxRun`, the run's record), `_sandbox` (`create`,
   `Sandbox`: every entry point's one path); `_manage` (list, prune, reap) stands beside them;
 - `_cluster` (``create(cluster=...)``: a run sent to a Dask worker) and `_on_worker` (what the
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 from .._public import publish_top_level
 from ..records import RUN_MIME
+from ._allowlist import allow_list as allow_list
 from ._baseimage import DEFAULT_BASE_IMAGE, build_base_image
 from ._build import BuildInfo
 

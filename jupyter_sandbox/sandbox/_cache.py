@@ -109,7 +109,7 @@ def load(key: str) -> dict[str, Any] | None:
             outputs[name] = (File if tag == "file" else Dir)(data)
         else:
             outputs[name] = _codec.decode(tag, base64.b64decode(data))
-    return {**entry, "outputs": outputs}
+    return {"displays": [], **entry, "outputs": outputs}  # an entry from before displays
 
 
 def _still_ours(path: Path, tag: str) -> bool:
@@ -130,12 +130,18 @@ def _still_ours(path: Path, tag: str) -> bool:
 
 
 def store(
-    key: str, outputs: dict[str, Any], stdout: str, stderr: str, secrets: tuple[str, ...]
+    key: str,
+    outputs: dict[str, Any],
+    stdout: str,
+    stderr: str,
+    secrets: tuple[str, ...],
+    displays: list[dict[str, Any]],
 ) -> bool:
-    """Keep a run's result under ``key``; False (nothing written) when the outputs or the
-    transcript hold the value of one of the run's ``secrets``. A `File`/`Dir` is kept as its
-    path, so its contents are not searched: they are the run's own folder, kept either way."""
-    if holds_secret([outputs, stdout, stderr], secrets):
+    """Keep a run's result under ``key``; False (nothing written) when the outputs, the
+    transcript or the displays hold the value of one of the run's ``secrets``. A `File`/`Dir`
+    is kept as its path, so its contents are not searched: they are the run's own folder,
+    kept either way. Displays are kept as the run checked them (`_displays`)."""
+    if holds_secret([outputs, stdout, stderr, displays], secrets):
         return False
     encoded: dict[str, tuple[str, str]] = {}
     for name, value in outputs.items():
@@ -144,6 +150,6 @@ def store(
         else:
             tag = _codec.infer(value)
             encoded[name] = (tag, base64.b64encode(_codec.encode(tag, value)).decode())
-    entry = {"outputs": encoded, "stdout": stdout, "stderr": stderr}
+    entry = {"outputs": encoded, "stdout": stdout, "stderr": stderr, "displays": displays}
     _write_private(json.dumps(entry).encode()).replace(cache_dir() / f"{key}.json")
     return True

@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -91,9 +92,16 @@ def build_error(spec: ImageSpec, info: BuildInfo) -> ImageBuildError:
 
 
 def ensure_image(
-    client: DockerClient, spec: ImageSpec, on_event: EventCallback
+    client: DockerClient,
+    spec: ImageSpec,
+    on_event: EventCallback,
+    network: Callable[[], tuple[str, dict[str, str]]] | None = None,
 ) -> tuple[str, BuildInfo | None]:
     """The image to run and how it came to be (None: the base itself, no build needed).
+
+    ``network``, called only when a build runs, gives the network the build's steps join and
+    the variables they get (an allow-list's index-only proxy, `_egress.for_build`); without
+    it, the engine's default network.
 
     A failed build comes back with ``info.error`` set: the caller records it, then raises
     `build_error` (so the error still carries the build log in its record).
@@ -107,6 +115,7 @@ def ensure_image(
         return tag, BuildInfo(tag=tag, cached=True)
     ca = ca_bundle()
     args = index_settings() if spec.packages else {}
+    mode, proxy = network() if network is not None else ("default", {})
     dockerfile = spec.dockerfile(with_ca=ca is not None, build_args=args)
     with tempfile.TemporaryDirectory(prefix=temp_prefix("build")) as tmp:
         context = Path(tmp)
@@ -121,7 +130,8 @@ def ensure_image(
             labels=_labels(spec),
             descriptions=[d for _, d in spec.build_steps(with_ca=ca is not None, build_args=args)],
             explain=lambda failed: str(build_error(spec, failed)),
-            buildargs=args,
+            buildargs={**args, **proxy},  # the proxy's: predefined, never in the image
+            network_mode=mode,
         )
     return tag, info
 

@@ -38,7 +38,7 @@ from .._errors import (
 )
 from .._owner import temp_prefix
 from .._preview import preview as bounded_preview
-from . import _codec
+from . import _codec, _displays
 from ._spec import Mode, parse_size
 from ._types import Dir, File
 
@@ -281,26 +281,31 @@ def stage_program(
         (dest / "main.py").write_text(code)
     if mode == "auto":
         shutil.copyfile(_HERE / "_runner.py", dest / "runner.py")
-        shutil.copyfile(_HERE / "_codec.py", dest / "jsbx_codec.py")
         (dest / "__pycache__").mkdir(exist_ok=True)
-        (dest / "__pycache__" / f"jsbx_codec.{sys.implementation.cache_tag}.pyc").write_bytes(
-            _codec_bytecode()
-        )
+        for source, module in _RUNNER_MODULES:
+            shutil.copyfile(_HERE / source, dest / f"{module}.py")
+            pyc = dest / "__pycache__" / f"{module}.{sys.implementation.cache_tag}.pyc"
+            pyc.write_bytes(_bytecode(source, module))
         lines = [f"in\t{name}\t{tag}\n" for name, tag in inputs.items()]
         lines += [f"out\t{name}\t{tag or ''}\n" for name, tag in outputs.items()]
         (dest / "manifest.tsv").write_text("".join(lines))
     _readable(dest)
 
 
+_RUNNER_MODULES = (("_codec.py", "jsbx_codec"), ("_display_shim.py", "jsbx_display"))
+"""What the auto-IO runner imports from beside it: this package's file, its name there."""
+
+
 @functools.cache
-def _codec_bytecode() -> bytes:
-    """The codec compiled once per kernel, so the runner does not compile it from source at
-    every start (~5 ms in a container under load; the root is read-only and nothing writes
-    bytecode there). An unchecked hash-based pyc (PEP 552): no timestamp to match after the
-    copy. Only an interpreter of the host's cache tag (``cpython-311``) looks for it, and one
-    whose magic number differs falls back to the source."""
-    source = (_HERE / "_codec.py").read_bytes()
-    code = compile(source, f"{PROGRAM}/jsbx_codec.py", "exec", dont_inherit=True)
+def _bytecode(source_name: str, module: str) -> bytes:
+    """A module the runner imports, compiled once per kernel, so the runner does not compile
+    it from source at every start (~5 ms for the codec in a container under load; the root is
+    read-only and nothing writes bytecode there). An unchecked hash-based pyc (PEP 552): no
+    timestamp to match after the copy. Only an interpreter of the host's cache tag
+    (``cpython-311``) looks for it, and one whose magic number differs falls back to the
+    source."""
+    source = (_HERE / source_name).read_bytes()
+    code = compile(source, f"{PROGRAM}/{module}.py", "exec", dont_inherit=True)
     flags = (0b01).to_bytes(4, "little")  # hash-based, source not checked
     return (
         importlib.util.MAGIC_NUMBER
@@ -318,8 +323,11 @@ def program_command(mode: Mode) -> list[str]:
 
 def output_entries(mode: Mode, tags: Mapping[str, str | None]) -> tuple[str, ...]:
     """What collection takes from ``/var/outputs``: the declared outputs, plus (auto-IO only:
-    no other mode writes it) the runner's record of the types it inferred."""
-    return (*tags, _codec.INFERRED_TYPES) if mode == "auto" else tuple(tags)
+    no other mode writes them) the runner's record of the types it inferred and the cell's
+    displays (`_displays`; tar runs only when one of these exists)."""
+    if mode != "auto":
+        return tuple(tags)
+    return (*tags, _codec.INFERRED_TYPES, _displays.FOLDER)
 
 
 def extract_outputs(

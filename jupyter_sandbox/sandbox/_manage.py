@@ -11,6 +11,7 @@ import tempfile
 from typing import Any
 
 from .._owner import folder_owner, parse_token
+from . import _egress
 from ._client import KIND, LABEL, OWNER_HOST, OWNER_PID, OWNER_START, client
 from ._pool import settle
 
@@ -44,7 +45,7 @@ def reap_orphans() -> list[str]:
                 continue
             raise
         reaped.append(str(row["Id"]))
-    return reaped
+    return reaped + _egress.remove_owned(engine)  # allow-lists' proxies and networks
 
 
 def reap_folders() -> list[str]:

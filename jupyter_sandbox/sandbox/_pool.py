@@ -108,7 +108,8 @@ class ContainerLimits:
 
     timeout: float
     resources: Resources
-    network: Network = "none"
+    network: Network | str = "none"
+    """``none``, ``bridge``, or an allow-list's internal network (`_egress`)."""
     isolation: Isolation = "container"
     """The runtime (`_isolation`): a spare under runc never serves a gVisor run."""
     engine: str = ""

@@ -63,6 +63,11 @@ class SandboxRun:
     """``("inputs" | "outputs", name)`` of each value that holds a secret."""
     uncached: str | None = None
     """Why the result was not kept in the result cache it was asked for (it held a secret)."""
+    trace_id: str | None = None
+    """The OpenTelemetry trace of the run's spans, when tracing was on (`_otel`)."""
+    displays: list[dict[str, Any]] = field(default_factory=list)
+    """What the cell displayed (figures, ``display()``, its last value), in order: MIME
+    bundles of checked, secret-masked data (`_displays`); HTML and SVG still untrusted markup."""
 
     @property
     def status(self) -> Literal["ok", "error", "interrupted"]:
@@ -122,4 +127,6 @@ class SandboxRun:
             record["worker"] = self.worker
         if self.uncached is not None:
             record["uncached"] = self.uncached
+        if self.trace_id is not None:
+            record["trace_id"] = self.trace_id
         return record

@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import ContainerError, SandboxCancelled, SandboxTimeout
 from .._events import EventCallback, Output, Stream
+from .._otel import annotate
 from .._secrets import StreamMasker
 from . import _pool
 from ._attach import Attached
@@ -617,6 +618,7 @@ def run_container(
     marker = f"\x1e{WRAPPER} outputs {secrets.token_hex(16)}\x1e".encode()
     limits = dataclasses.replace(limits, engine=engine_of(client).url)
     slot = _pool.acquire(client, image, limits, own_command(command, names, limits), asked)
+    annotate({"container.id": slot.container.id})  # on the attempt's span, if traced
     staged = (inputs_dir, program_dir)
     clean = False
     stream: Any = None
@@ -675,6 +677,7 @@ def run_container(
             _close(stream)
         # timeout, Ctrl-C, engine error: gone before control returns
         _pool.release(client, slot, now=not clean)
+    annotate({"container.oom_killed": raw.oom_killed, "container.timed_out": raw.timed_out})
     return raw
 
 

@@ -26,6 +26,7 @@ OUTPUTS = "/var/outputs"
 
 sys.path.insert(0, RUN)
 import jsbx_codec as codec  # type: ignore[import-not-found]  # noqa: E402  (copied here by the host)
+import jsbx_display as rich  # type: ignore[import-not-found]  # noqa: E402  (display(), figures)
 
 del sys.path[0]
 
@@ -39,9 +40,11 @@ def main() -> None:
     code = _read(os.path.join(RUN, "main.py")).decode()
     _CellSource.code = code
     sys.meta_path.insert(0, _CellSource)
+    rich.install()  # what a notebook cell shows (`_display_shim`): display(), figures
     try:
-        # dont_inherit: this file's `from __future__ import annotations` is not the cell's.
-        exec(compile(code, CELL, "exec", dont_inherit=True), namespace)
+        # As `exec`, plus the last expression's value displayed; compiled with dont_inherit:
+        # this file's `from __future__ import annotations` is not the cell's.
+        rich.run(code, CELL, namespace)
     except BaseException as exc:
         if isinstance(exc, SystemExit):
             raise

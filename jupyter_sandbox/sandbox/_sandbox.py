@@ -14,8 +14,9 @@ import re
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_args
 
@@ -36,7 +37,8 @@ from .._events import EventCallback, Output, RunFinished, RunStarted, ignore
 from .._owner import temp_prefix
 from .._secrets import hide_values, mask_error
 from .._threads import in_thread
-from . import _cache, _cluster, _pool
+from . import _cache, _cluster, _displays, _pool
+from ._allowlist import Destination, allow_list, describe
 from ._client import client, engine_error_message, is_engine_error
 from ._image import build_error, default_base_image, ensure_image, image_id
 from ._io import (
@@ -48,6 +50,7 @@ from ._io import (
     stage_program,
 )
 from ._isolation import Isolation, isolation_level
+from ._otel import traced
 from ._pool import ContainerLimits
 from ._record import SandboxRun
 from ._run import WRAPPER, RawRun, run_container
@@ -60,6 +63,7 @@ from ._spec import (
     check_image,
     check_names,
     normalise_types,
+    parse_size,
 )
 from ._types import infer_tag
 
@@ -101,7 +105,8 @@ class Sandbox:
     secrets: tuple[str, ...]
     """Names of host environment variables passed in at run time (values never stored)."""
     cache: CacheMode
-    network: Network
+    network: Network | tuple[Destination, ...]
+    """``none``, ``bridge``, or the destinations of an allow-list (`_egress`)."""
     isolation: Isolation = "container"
     """The runtime the container runs under (`_isolation`): runc, or gVisor's runsc."""
     cluster: str | Client | None = None
@@ -168,7 +173,8 @@ class Sandbox:
         with called:
             try:
                 try:
-                    self._execute(run, tags, env, on_event or ignore, cancel, start)
+                    with traced(run, on_event or ignore) as emit:  # its spans, if on (`_otel`)
+                        self._execute(run, tags, env, emit, cancel, start)
                 except ContainerError:
                     raise
                 except KeyboardInterrupt:
@@ -234,7 +240,12 @@ class Sandbox:
         if docker is None:
             pass  # each run's worker builds or finds the image itself (`_cluster`)
         elif self.image is None:
-            run.image, run.build = ensure_image(docker, self.image_spec, emit)
+            build_network = None
+            if isinstance(self.network, tuple):
+                from . import _egress
+
+                build_network = _egress.for_build(docker, self.image_spec, emit)
+            run.image, run.build = ensure_image(docker, self.image_spec, emit, build_network)
             if run.build is not None and run.build.error is not None:
                 raise build_error(self.image_spec, run.build)
         else:
@@ -274,10 +285,19 @@ class Sandbox:
     ) -> None:
         """Run the container until an attempt succeeds or the retries are spent; store the
         result in the cache (``key``) unless it holds a secret."""
+        egress = None
+        if isinstance(self.network, tuple) and docker is not None:
+            from . import _egress
+
+            egress = _egress.ensure(docker, self.network, emit)
+            env = {**env, **egress.environment()}
         for attempt in range(1, self.retries + 2):
+            began = time.time()
             run.attempts = attempt
             emit(RunStarted(self.name, run.image, attempt, run.described_inputs()))
-            archive = work / f"outputs-{attempt}" if self.outputs else None
+            # auto-IO: the cell's displays come back with the outputs, declared or not
+            displays = self.mode == "auto" and _displays.possible(self.code or "")
+            archive = work / f"outputs-{attempt}" if self.outputs or displays else None
             run_one = (
                 run_container
                 if self.cluster is None
@@ -292,7 +312,7 @@ class Sandbox:
                 program_dir=work / "program",
                 outputs_dir=archive,
                 output_names=output_entries(self.mode, self.outputs),
-                limits=self._limits(),
+                limits=self._limits(egress.network if egress else None),
                 on_event=emit,
                 scrub=run.secrets,
                 cancel=cancel,
@@ -300,8 +320,12 @@ class Sandbox:
             )
             run.stdout, run.stderr, run.exit_code = raw.stdout, raw.stderr, raw.exit_code
             try:
-                self._check(raw, run.image)
+                refused = partial(egress.denied, began) if egress else None
+                self._check(raw, run.image, refused)
                 run.outputs = collect_outputs(archive, self.outputs, memory=self.resources.memory)
+                run.displays = _displays.collect(
+                    archive, limit=parse_size(self.resources.output), secrets=run.secrets
+                )
             except ContainerError as err:
                 mask_error(err, run.secrets)
                 emit(RunFinished(self.name, raw.exit_code, raw.seconds, error=str(err)))
@@ -311,20 +335,24 @@ class Sandbox:
             shown = hide_values(run.outputs, run.secrets)
             emit(RunFinished(self.name, raw.exit_code, raw.seconds, outputs=shown))
             if key is not None and not _cache.store(
-                key, run.outputs, run.stdout, run.stderr, run.secrets
+                key, run.outputs, run.stdout, run.stderr, run.secrets, run.displays
             ):
                 run.uncached = _cache.NOT_KEPT
             return
 
-    def _limits(self) -> ContainerLimits:
-        """What each container of a run is started with (a spare's key, with the image)."""
-        return ContainerLimits(self.timeout, self.resources, self.network, self.isolation)
+    def _limits(self, egress: str | None = None) -> ContainerLimits:
+        """What each container of a run is started with (a spare's key, with the image); an
+        allow-list's runs join its ``egress`` network."""
+        network = egress or self.network
+        assert isinstance(network, str)
+        return ContainerLimits(self.timeout, self.resources, network, self.isolation)
 
     def _replay(self, run: SandboxRun, key: str, emit: EventCallback) -> bool:
         hit = _cache.load(key)
         if hit is None:
             return False
         run.outputs, run.stdout, run.stderr = hit["outputs"], hit["stdout"], hit["stderr"]
+        run.displays = hit["displays"]
         run.cached, run.exit_code = True, 0
         emit(RunStarted(self.name, run.image, inputs=run.described_inputs()))
         for stream in ("stdout", "stderr"):  # the cell shows a cached run's output as a run's:
@@ -365,10 +393,14 @@ class Sandbox:
             "outputs": self.outputs,
             "env": self.env_vars,
             "secrets": list(self.secrets),
-            "network": self.network,
+            "network": self.network if isinstance(self.network, str) else describe(self.network),
         }
 
-    def _check(self, raw: RawRun, image: str) -> None:
+    def _check(
+        self, raw: RawRun, image: str, refused: Callable[[], list[str]] | None = None
+    ) -> None:
+        """Raise the run's error, if any; ``refused`` lists what an allow-list's proxy
+        refused during it (asked only for a failed run: it reads the proxy's log)."""
         cannot = _cannot_start(raw)
         if cannot is not None:
             program, reason = cannot
@@ -406,7 +438,7 @@ class Sandbox:
         if raw.exit_code != 0:
             tail = "\n".join(raw.stderr.rstrip().splitlines()[-_STDERR_TAIL:])
             last = tail.splitlines()[-1] if tail else "(no stderr)"
-            advice, parameter, hint = self._advice(tail)
+            advice, parameter, hint = self._advice(tail, refused() if refused else [])
             raise NonZeroExit(
                 f"exited with code {raw.exit_code}: {last}{advice}",
                 exit_code=raw.exit_code if raw.exit_code is not None else -1,
@@ -416,9 +448,15 @@ class Sandbox:
                 advice=advice.removeprefix("; "),
             )
 
-    def _advice(self, stderr: str) -> tuple[str, str, str]:
+    def _advice(self, stderr: str, refused: Sequence[str] = ()) -> tuple[str, str, str]:
         """For a failure a parameter fixes, one sentence naming it, the parameter and how the
-        sentence spells it (`SandboxError.hint`); empty strings otherwise."""
+        sentence spells it (`SandboxError.hint`); empty strings otherwise. ``refused``: what an
+        allow-list's proxy refused during the run (parameter ``allow_net``: the magic's
+        ``--allow-net``, where ``network`` would read ``--network bridge``)."""
+        if refused:
+            shown = ", ".join(refused[:3]) + (", ..." if len(refused) > 3 else "")
+            hint = "network=[...]"
+            return f"; the network allow-list refused {shown}: add it to {hint}", "allow_net", hint
         if self.network == "none" and _OFFLINE.search(stderr):
             hint = "network='bridge'"
             return f"; the sandbox has no network: allow it with {hint}", "network", hint
@@ -542,6 +580,19 @@ def _check_choice(value: object, choices: Any, what: str) -> None:
         raise SandboxConfigError(f"{what} must be one of {get_args(choices)}, not {value!r}")
 
 
+def _network(network: object) -> Network | tuple[Destination, ...]:
+    """``"none"``, ``"bridge"``, or the checked destinations of an allow-list."""
+    if isinstance(network, str):
+        if network not in get_args(Network):
+            raise SandboxConfigError(
+                f"network must be 'none', 'bridge' or a list of hosts such as [{network!r}],"
+                f" not {network!r}",
+                parameter="network",
+            )
+        return network  # type: ignore[return-value]
+    return allow_list(network)
+
+
 def _environment(
     env_vars: Mapping[str, str] | None, secrets: Sequence[str] | None
 ) -> tuple[dict[str, str], tuple[str, ...]]:
@@ -592,7 +643,7 @@ def create(
     secrets: Sequence[str] | None = None,
     cache: CacheMode = "disable",
     base_image: str | None = None,
-    network: Network = default.NETWORK,
+    network: Network | Sequence[str] = default.NETWORK,
     cluster: str | Client | None = None,
     isolation: Isolation | None = None,
 ) -> Sandbox:
@@ -603,7 +654,9 @@ def create(
     verbatim (``auto_io=False``: the script reads ``/var/inputs/<name>`` and writes
     ``/var/outputs/<name>``) and command (``command`` + ``arguments``, any program).
     Extras of ours: ``base_image`` (default ``$JUPYTER_SANDBOX_BASE_IMAGE`` or the local
-    base), ``network`` (``"none"`` or ``"bridge"``) and ``cluster`` (a ``distributed.Client``
+    base), ``network`` (``"none"``, ``"bridge"``, or an allow-list such as
+    ``["pypi.org", "api.example.com:443", "10.0.0.0/8"]``: the code reaches those destinations
+    through a filtering proxy and nothing else, `_egress`) and ``cluster`` (a ``distributed.Client``
     or a scheduler address: each run goes to a Dask worker, which uses its own engine).
     ``isolation``: ``"container"`` (the engine's runtime, runc; the default unless
     ``$JUPYTER_SANDBOX_ISOLATION`` says otherwise) or ``"gvisor"`` (the same image under
@@ -617,12 +670,19 @@ def create(
     out_types = _declared(outputs, mode=mode, what="output")
     _check_prebuilt(image, base_image, packages, system_packages, additional_commands)
     _check_choice(cache, CacheMode, "cache")
-    _check_choice(network, Network, "network")
+    chosen = _network(network)
     level = isolation_level(isolation)
-    if level == "gvisor" and network != "none":
+    if level == "gvisor" and chosen != "none":
+        shown = chosen if isinstance(chosen, str) else "an allow-list"
         raise SandboxConfigError(
-            f"network {network!r} needs isolation 'container': gVisor runs with its network off"
+            f"network {shown!r} needs isolation 'container': gVisor runs with its network off"
             " (runsc --network=none)",
+            parameter="network",
+        )
+    if cluster is not None and isinstance(chosen, tuple):
+        raise SandboxConfigError(
+            "an allow-listed network runs on this machine's engine: drop cluster, or use"
+            " network='none' on the cluster",
             parameter="network",
         )
     _cluster.check_cluster(cluster)
@@ -650,7 +710,7 @@ def create(
         env_vars=env,
         secrets=secret_names,
         cache=cache,
-        network=network,
+        network=chosen,
         cluster=cluster,
         isolation=level,
     )

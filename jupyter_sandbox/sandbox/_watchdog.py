@@ -32,6 +32,7 @@ import threading
 import time
 from pathlib import Path
 
+from . import _egress
 from ._client import KIND, OWNER_HOST, OWNER_PID, OWNER_START, owner_labels
 
 SWEEP_AGAIN = 2.0
@@ -116,6 +117,8 @@ def sweep(pid: str, token: str, host: str) -> list[str]:
                 if exc.status_code not in (404, 409):
                     raise
             removed.append(str(row["Id"]))
+        owner = {OWNER_PID: pid, OWNER_START: token, OWNER_HOST: host}
+        removed += _egress.remove_owned(engine, owner)  # allow-lists' proxies and networks
     return removed
 
 

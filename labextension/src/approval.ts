@@ -16,7 +16,7 @@
  * call only if it is still the call that digest seals.
  */
 
-import { el, ownKeys } from './format';
+import { el, ownKeys, traceNote } from './format';
 import { IAnswered, ICallRecord, ITraceRecord } from './records';
 
 /** The event a button dispatches; `detail.code` is the magic to run in a new cell below. */
@@ -128,6 +128,10 @@ export function originNotes(record: ITraceRecord): string[] {
   }
   if (record.run_id && record.status !== 'paused') {
     notes.push(`run ${record.run_id}`); // a paused run says it in its panel
+  }
+  const traced = traceNote(record);
+  if (traced) {
+    notes.push(traced);
   }
   return notes;
 }

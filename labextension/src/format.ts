@@ -61,3 +61,13 @@ export function details(summary: string, body: string, open = false, className =
   node.appendChild(el('pre', 'jsb-pre', plain(body)));
   return node;
 }
+
+/** An OpenTelemetry trace id as the kernel writes it (`_TRACE_ID` in display/_format.py). */
+const TRACE_ID = /^[0-9a-f]{32}$/;
+
+/** The note naming a traced run's OpenTelemetry trace (`trace_note` in display/_format.py);
+ * null when the record has none, or one the kernel does not write (a saved notebook may lie). */
+export function traceNote(record: { trace_id?: unknown }): string | null {
+  const id = record.trace_id;
+  return typeof id === 'string' && TRACE_ID.test(id) ? `OpenTelemetry trace ${id}` : null;
+}

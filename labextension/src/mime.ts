@@ -10,6 +10,7 @@ import { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 import { Widget } from '@lumino/widgets';
 
 import { IAnswer, IAnswerStore } from './approval';
+import { displayExtension } from './display';
 import { ISortState, defaultSort, keep, restore } from './keep';
 import { IRecord } from './records';
 import { renderRun } from './run';
@@ -104,4 +105,4 @@ const extension: IRenderMime.IExtension = {
   dataType: 'json'
 };
 
-export default extension;
+export default [extension, displayExtension];

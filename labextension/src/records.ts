@@ -135,6 +135,8 @@ export interface ITraceRecord {
   advice?: string;
   /** The renderers' words (absent in older records). */
   summary?: ITraceSummary;
+  /** The OpenTelemetry trace id (32 hex digits) of the run's spans, when tracing was on. */
+  trace_id?: string;
 }
 
 export interface IBuildRecord {
@@ -184,6 +186,15 @@ export interface IRunRecord {
   uncached?: string;
   /** The renderers' words (absent in older records). */
   summary?: IRunSummary;
+  /** The OpenTelemetry trace id (32 hex digits) of the run's spans, when tracing was on. */
+  trace_id?: string;
+}
+
+/** One thing a `%%sandbox` cell displayed (`DisplayRecord` in records.py): MIME type -> data,
+ * its HTML, Markdown and SVG the container's own untrusted markup (display.ts sanitises). */
+export interface IDisplayRecord {
+  version: number;
+  data: Record<string, unknown>;
 }
 
 export type IRecord = ITraceRecord | IRunRecord;

@@ -1,0 +1,279 @@
+"""The notebook as an MCP server (``%mcp_serve``): one tool, ``run_code``, that runs the code
+an MCP client sends against the notebook's tools, with the notebook's limits, store and
+approval gates.
+
+Served over streamable HTTP (the official ``mcp`` SDK, the ``mcp`` extra, on uvicorn) on
+loopback only, on a thread of its own with its own event loop; every request carries
+``Authorization: Bearer <token>`` (a fresh random token, compared in constant time) or is
+answered 401 before the SDK sees it. The tool's description is the header below and the
+stubs of the notebook's tools as they are when a client lists its tools.
+
+A run that reaches a gated call with no approver pauses in the store: the answer is
+"paused, run id X" and the call waits for a person (``%orchestrate_approve X`` in the
+notebook). ``run_code(run_id=X)`` then answers how the run stands: still paused, or how it
+ended (its value, when the approval was given in this process: `mcp_outcomes`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import secrets
+import socket
+import threading
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .._errors import OrchestrationError, SandboxConfigError
+from .._scrub import mask_record
+from ._result import OrchestrationResult
+
+if TYPE_CHECKING:
+    import mcp.types
+
+HEADER = (
+    "Run Python code in the notebook's sandbox (Monty: a subset of Python, no imports but "
+    "asyncio, json and a few more; no files, no network). The code can call only the "
+    "functions below, the notebook's tools (await the async ones; asyncio.gather runs them "
+    "side by side). The value of the last expression is the answer, with what it printed. "
+    "A call that needs a person's approval pauses the run: the answer says 'paused, run id "
+    "X'; call run_code again with run_id='X' to learn how it ended once the person answered. "
+    "The code is type-checked against these declarations before it runs:\n\n"
+)
+_STOP_SECONDS = 10.0
+_KEPT = 64
+"""Outcomes of approved runs kept for the clients that ask (least recently added out)."""
+
+Run = Callable[[str], OrchestrationResult]
+"""Runs code the way the notebook would (its tools, limits, store); may raise an
+`OrchestrationError`."""
+
+
+class _Outcomes:
+    """How runs answered in this process ended, by run id: what ``run_code(run_id=...)``
+    tells a client after a person approved or rejected the call its run paused at."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._ended: OrderedDict[str, dict[str, Any]] = OrderedDict()
+
+    def remember(self, run_id: str, ended: OrchestrationResult | OrchestrationError) -> None:
+        with self._lock:
+            self._ended[run_id] = answer(ended)
+            while len(self._ended) > _KEPT:
+                self._ended.popitem(last=False)
+
+    def get(self, run_id: str) -> dict[str, Any] | None:
+        with self._lock:
+            return self._ended.get(run_id)
+
+
+mcp_outcomes = _Outcomes()
+"""The process's: ``%orchestrate_approve`` and ``%orchestrate_reject`` fill it."""
+
+
+def answer(ended: OrchestrationResult | OrchestrationError) -> dict[str, Any]:
+    """A run's result or failure as the structured answer a client gets (JSON data only),
+    a sandbox tool's secrets masked in it as in what a cell shows (`_scrub`)."""
+    if isinstance(ended, OrchestrationError):
+        result = ended.result
+        found: dict[str, Any] = {
+            "status": "failed",
+            "error": f"{type(ended).__name__}: {ended}",
+            "stdout": "" if result is None else result.stdout,
+            "run_id": None if result is None else result.run_id,
+        }
+        return mask_record(found, () if result is None else result.secrets)
+    found = {"status": ended.status, "run_id": ended.run_id}
+    if ended.status == "paused":
+        call = ended.pending[0] if ended.pending else None
+        waits = f"{call.tool}() waits" if call is not None else "a call waits"
+        found["message"] = (
+            f"paused, run id {ended.run_id}: {waits} for a person to approve it in the "
+            f"notebook; call run_code with run_id={ended.run_id!r} to learn how it ended"
+        )
+    else:
+        found["value"] = _data(ended.value)
+    found["stdout"] = ended.stdout
+    return mask_record(found, ended.secrets)
+
+
+def _data(value: Any) -> Any:
+    """``value`` as JSON data: what is not (a handle, a set) as its ``repr``."""
+    return json.loads(json.dumps(value, default=repr, allow_nan=False, ensure_ascii=False))
+
+
+@dataclass
+class Serving:
+    """A running server: where (``url``), its ``token``, and `stop`."""
+
+    url: str
+    token: str
+    port: int
+    _server: Any
+    _thread: threading.Thread
+
+    def stop(self) -> None:
+        """Stop serving: the port is closed and the thread gone when this returns."""
+        self._server.should_exit = True
+        self._thread.join(_STOP_SECONDS)
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+
+def serve_mcp(
+    run: Run,
+    describe: Callable[[], str],
+    status: Callable[[str], str | None],
+    *,
+    port: int = 0,
+) -> Serving:
+    """Serve ``run_code`` on ``127.0.0.1:port`` (0: a free port), described by ``describe()``
+    (the tools' stubs); ``status(run_id)`` is a stored run's status (None: no such run)."""
+    try:
+        import uvicorn
+        from mcp.server import Server
+    except ImportError:
+        raise SandboxConfigError(
+            "serving MCP needs the MCP SDK: pip install 'jupyter-sandbox[mcp]'"
+        ) from None
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port < 65536:
+        raise SandboxConfigError(f"port must be 0-65535, got {port!r}", parameter="port")
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind(("127.0.0.1", port))
+    except OSError as exc:
+        listener.close()
+        raise SandboxConfigError(f"port {port}: {exc.strerror}", parameter="port") from None
+    port = listener.getsockname()[1]
+    token = secrets.token_urlsafe(32)
+    handlers = _Handlers(run, describe, status)
+    server: Server[Any] = Server(
+        "jupyter-sandbox notebook",
+        on_list_tools=handlers.list_tools,
+        on_call_tool=handlers.call_tool,
+    )
+    app = _guarded(server.streamable_http_app(host="127.0.0.1", stateless_http=True), token)
+    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    web = uvicorn.Server(config)
+
+    def main() -> None:
+        try:
+            asyncio.run(web.serve(sockets=[listener]))
+        finally:
+            listener.close()
+
+    thread = threading.Thread(target=main, name=f"mcp-serve:{port}", daemon=True)
+    thread.start()
+    return Serving(f"http://127.0.0.1:{port}/mcp", token, port, web, thread)
+
+
+def _guarded(app: Any, token: str) -> Callable[..., Awaitable[None]]:
+    """``app`` behind the bearer token: any other HTTP request is 401 (nothing of it read)."""
+    expected = f"Bearer {token}".encode()
+
+    async def guarded(scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            given = dict(scope.get("headers") or []).get(b"authorization", b"")
+            if not hmac.compare_digest(given, expected):
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 401,
+                        "headers": [
+                            (b"content-type", b"text/plain"),
+                            (b"www-authenticate", b"Bearer"),
+                        ],
+                    }
+                )
+                await send(
+                    {"type": "http.response.body", "body": b"a valid bearer token is needed"}
+                )
+                return
+        await app(scope, receive, send)
+
+    return guarded
+
+
+class _Handlers:
+    """The MCP requests: list the one tool (described now), run its calls."""
+
+    def __init__(
+        self, run: Run, describe: Callable[[], str], status: Callable[[str], str | None]
+    ) -> None:
+        self.run = run
+        self.describe = describe
+        self.status = status
+
+    async def list_tools(self, ctx: Any, params: Any) -> mcp.types.ListToolsResult:
+        from mcp.types import ListToolsResult, Tool
+
+        schema = {
+            "type": "object",
+            "properties": {
+                "code": {"type": "string", "description": "the Python code to run"},
+                "run_id": {
+                    "type": "string",
+                    "description": "a paused run's id, to ask how it ended",
+                },
+            },
+        }
+        tool = Tool(name="run_code", description=HEADER + self.describe(), input_schema=schema)
+        return ListToolsResult(tools=[tool])
+
+    async def call_tool(
+        self, ctx: Any, params: mcp.types.CallToolRequestParams
+    ) -> mcp.types.CallToolResult:
+        from mcp.types import CallToolResult, TextContent
+
+        arguments = params.arguments or {}
+        code, run_id = arguments.get("code"), arguments.get("run_id")
+        if params.name != "run_code":
+            found = {"status": "failed", "error": f"no tool {params.name!r}: there is run_code"}
+        elif isinstance(run_id, str) and code in (None, ""):
+            found = self._ended(run_id)
+        elif isinstance(code, str) and run_id is None:
+            found = await asyncio.to_thread(self._run, code)
+        else:
+            found = {"status": "failed", "error": "run_code takes code='...', or run_id='...'"}
+        text = found.get("message") or found.get("error") or json.dumps(found.get("value"))
+        if found.get("stdout"):
+            text = f"{text}\n--- printed ---\n{found['stdout']}"
+        return CallToolResult(
+            content=[TextContent(type="text", text=text)],
+            structured_content=found,
+            is_error=found["status"] == "failed",
+        )
+
+    def _run(self, code: str) -> dict[str, Any]:
+        try:
+            return answer(self.run(code))
+        except OrchestrationError as exc:
+            return answer(exc)
+        except SandboxConfigError as exc:  # e.g. the notebook's store cannot be opened
+            return {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
+
+    def _ended(self, run_id: str) -> dict[str, Any]:
+        status = self.status(run_id)
+        if status is None:
+            return {"status": "failed", "error": f"no run {run_id!r} in the notebook's store"}
+        if status == "paused":
+            return {
+                "status": "paused",
+                "run_id": run_id,
+                "message": f"paused, run id {run_id}: still waiting for a person's approval",
+            }
+        known = mcp_outcomes.get(run_id)
+        if known is not None:
+            return known
+        return {
+            "status": status,
+            "run_id": run_id,
+            "message": f"run {run_id} is {status} (answered elsewhere: its value is unknown here)",
+        }

@@ -1,0 +1,451 @@
+"""Allow-listed network: a sandbox reaches the destinations it lists, through Squid, only.
+
+Why Squid (Debian's ``squid``, 5.7 on bookworm) and not firewall rules: an allow-list names
+hosts, and only a proxy sees the name a connection is for. Rules on addresses (nftables on a
+per-run network) would let the code reach any name served from an allowed address (shared
+CDNs), or an allowed name's server by its IP literal, and need the code to resolve names, which
+is a DNS side channel. Squid is a long-maintained filtering proxy with the ACLs this needs
+(``dstdomain -n``: exact names, no reverse lookups), runs unprivileged, and resolves names itself.
+
+The shape, per allow-list and kernel (`ensure`):
+
+- an **internal** Docker network (``--internal``: no route out of it) whose bridge has no
+  address on the host (``inhibit_ipv4``): the sandbox's only neighbour is the proxy, the host
+  machine and its metadata addresses are not on its network at all, and there is no resolver to
+  ask (names do not resolve in the sandbox: no DNS side channel);
+- a **proxy** container (Squid, hardened like a sandbox: unprivileged, read-only, no
+  capabilities) on that network and on the engine's default bridge, the only way out. Its
+  rules allow a request only when its host is a listed name on a listed port, or an IP
+  literal inside a listed network on a listed port, over HTTP, HTTPS or ``CONNECT``; everything
+  else (another host, another port, an IP literal of an allowed name, FTP and other schemes,
+  the host's own addresses and every engine network's, so other containers too, loopback and
+  link-local, even when an allowed name resolves to them) gets 403. Squid asks
+  DNS only about allowed names (the rules are ordered so a refused name is never resolved);
+  ``$JUPYTER_SANDBOX_EGRESS_DNS`` names the resolvers it asks (else the engine's);
+- the sandbox's ``HTTP(S)_PROXY`` variables point at the proxy: pip, uv, requests, urllib,
+  curl use it; a redirect to a refused host is a new request, refused in turn.
+
+An allow-listed sandbox's image build (``packages``, ``system_packages``, extra commands) runs
+the same way behind a proxy that allows only the package index (`for_build`): the host's
+configured indexes, else PyPI, plus the Debian mirror when apt installs something.
+
+The proxy and its network live until the kernel exits (`close_all`), or its watchdog or the next
+kernel removes them (labelled ``kind=egress``, `remove_owned`). Runs that share an allow-list
+share them (two such containers can reach each other's ports: the same kernel's runs).
+Podman is refused: its networks do not take the options that keep the host off the network.
+gVisor (runsc ``--network=none``) is refused by `create`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ipaddress
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from .._errors import ContainerError, SandboxConfigError
+from .._events import EventCallback
+from ._allowlist import Destination, allow_list, describe
+from ._client import KIND, LABEL, engine_of, owner_labels
+from ._hostcfg import debian_mirror, index_settings
+from ._image import default_base_image, ensure_image
+from ._spec import ImageSpec
+
+if TYPE_CHECKING:
+    from docker import DockerClient
+    from docker.models.containers import Container
+
+DNS_ENV = "JUPYTER_SANDBOX_EGRESS_DNS"
+"""Comma-separated resolver addresses the proxy asks (default: the engine's, as for any
+container): an admin's choice, and the tests' resolver that sees every query."""
+EGRESS = "egress"
+"""The ``kind`` label of the proxies and networks made here."""
+PORT = 3128
+PROXY_PACKAGES = ("squid",)
+_READY_WAIT = 30.0
+_ALWAYS_BLOCKED = (
+    "0.0.0.0/8",
+    "127.0.0.0/8",
+    "169.254.0.0/16",  # link-local: cloud metadata (169.254.169.254, .170.2)
+    "224.0.0.0/3",
+    "::/127",
+    "::ffff:0:0/96",
+    "fe80::/10",
+    "fc00::/7",
+    "ff00::/8",
+)
+_LITERALS = (r"^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$", r"^\[?[0-9a-f.]*:[0-9a-f:.]*\]?$")
+"""A request's host as an IP literal (an IPv6 one has a colon; a name of hex letters does not)."""
+_REFUSED = "%U is not on this sandbox's network allow-list (jupyter-sandbox)"
+"""Squid's page for a refused request. Its own pages mail-link the client's details (%W), for
+which it looked the client's address up in DNS: a query no allow-list asked for."""
+_STARTUP = (
+    "mkdir /tmp/errors && cp /usr/share/squid/errors/templates/* /tmp/errors/"
+    " && sed -i 's/%W//g' /tmp/errors/*"
+    ' && printf "%s\\n" "$SQUID_REFUSED" >/tmp/errors/ERR_ACCESS_DENIED'
+    ' && printf "%s\\n" "$SQUID_CONF" >/tmp/squid.conf && exec squid -N -f /tmp/squid.conf'
+)
+"""Squid's start in its read-only container: the error pages and configuration on a tmpfs."""
+_SQUID = """\
+http_port {port}
+error_directory /tmp/errors
+pid_filename none
+cache deny all
+cache_mem 0 MB
+access_log stdio:/dev/stdout
+cache_log stdio:/dev/stderr
+cache_store_log none
+logfile_rotate 0
+coredump_dir /tmp
+netdb_filename none
+hosts_file none
+pinger_enable off
+icp_port 0
+htcp_port 0
+snmp_port 0
+via off
+forwarded_for delete
+httpd_suppress_version_string on
+visible_hostname jupyter-sandbox-egress
+shutdown_lifetime 0 seconds
+connect_timeout 15 seconds
+"""
+
+
+@dataclass
+class Egress:
+    """One allow-list's proxy and the internal network runs join."""
+
+    network: str
+    proxy: Container
+    address: str
+    destinations: tuple[Destination, ...]
+    created: float = field(default_factory=time.time)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.address}:{PORT}"
+
+    def environment(self) -> dict[str, str]:
+        """What a run's environment gets: the proxy, under every name clients read."""
+        names = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")
+        return {name: self.url for name in names}
+
+    def denied(self, since: float) -> list[str]:
+        """``host:port`` of the requests refused since ``since`` (epoch seconds), in order."""
+        try:
+            logs = self.proxy.logs(stdout=True, stderr=False, since=int(since)).decode(
+                "utf-8", "replace"
+            )
+        except Exception:  # an explanation only: never an error of its own
+            return []
+        found: list[str] = []
+        for line in logs.splitlines():
+            parts = line.split()
+            if len(parts) < 7 or not parts[3].startswith("TCP_DENIED"):
+                continue
+            with contextlib.suppress(ValueError):
+                if float(parts[0]) < since:
+                    continue
+                target = _target(parts[5], parts[6])
+                if target not in found:
+                    found.append(target)
+        return found
+
+    def close(self, client: DockerClient) -> None:
+        """Remove the proxy, whatever is still on the network, and the network."""
+        remove_network(client, self.network)
+
+
+def _target(method: str, url: str) -> str:
+    if method == "CONNECT":
+        return url
+    parts = urlsplit(url)
+    host = parts.hostname or url
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return f"{host}:{port}"
+
+
+_lock = threading.Lock()
+_egresses: dict[tuple[str, tuple[Destination, ...]], Egress] = {}
+_clients: dict[str, DockerClient] = {}
+
+
+def ensure(
+    client: DockerClient, destinations: tuple[Destination, ...], emit: EventCallback
+) -> Egress:
+    """The running egress of ``destinations`` on ``client``'s engine, made on first use."""
+    engine = engine_of(client)
+    if engine.name != "docker":
+        raise SandboxConfigError(
+            f"an allow-listed network needs Docker: Podman at {engine.url} cannot keep the host"
+            " off a sandbox's network (choose Docker: JUPYTER_SANDBOX_ENGINE=docker)",
+            parameter="network",
+        )
+    key = (engine.url, destinations)
+    with _lock:
+        egress = _egresses.get(key)
+        if egress is not None and _alive(egress):
+            return egress
+        if egress is not None:
+            egress.close(client)
+        egress = _start(client, destinations, emit)
+        _egresses[key] = egress
+        _clients[engine.url] = client
+        return egress
+
+
+PYPI = ("pypi.org", "files.pythonhosted.org")
+"""Where uv and pip find packages by default: the index and the files it links to."""
+
+
+def index_destinations(*, system: bool) -> tuple[Destination, ...]:
+    """The package index a build may reach: the host's configured indexes (`_hostcfg`), else
+    PyPI; with ``system`` (apt packages) also the host's Debian mirror and deb.debian.org."""
+    urls = [u for value in index_settings().values() for u in value.split()]
+    entries = [_host_port(u) for u in urls] or [f"{host}:443" for host in PYPI]
+    if system:
+        entries += [_host_port(debian_mirror()), "deb.debian.org:80", "deb.debian.org:443"]
+    return allow_list(entries)
+
+
+def _host_port(url: str) -> str:
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def for_build(
+    client: DockerClient, spec: ImageSpec, emit: EventCallback
+) -> Callable[[], tuple[str, dict[str, str]]]:
+    """What `ensure_image` calls when an allow-listed sandbox's image must be built: the
+    network (an egress allowing only the package index) and the proxy variables of its steps."""
+
+    def network() -> tuple[str, dict[str, str]]:
+        egress = ensure(client, index_destinations(system=bool(spec.system_packages)), emit)
+        return egress.network, egress.environment()
+
+    return network
+
+
+def _alive(egress: Egress) -> bool:
+    try:
+        egress.proxy.reload()
+    except Exception:
+        return False
+    return bool(egress.proxy.status == "running")
+
+
+def proxy_image(client: DockerClient, emit: EventCallback) -> str:
+    """The proxy's image: Debian's squid on the base image, built once (`scripts/bootstrap.sh`
+    builds it ahead; otherwise the first allow-listed run does, ~10 s)."""
+    spec = ImageSpec.normalise(default_base_image(), system_packages=PROXY_PACKAGES)
+    image, info = ensure_image(client, spec, emit)
+    if info is not None and info.error is not None:
+        from ._image import build_error
+
+        raise build_error(spec, info)
+    return image
+
+
+def _start(
+    client: DockerClient, destinations: tuple[Destination, ...], emit: EventCallback
+) -> Egress:
+    from docker.types import LogConfig
+
+    image = proxy_image(client, emit)
+    labels = {LABEL: "1", KIND: EGRESS, f"{LABEL}.allow": describe(destinations)[:1000]}
+    labels.update(owner_labels())
+    name = f"jupyter-sandbox-egress-{secrets.token_hex(6)}"
+    network = client.networks.create(
+        name,
+        driver="bridge",
+        internal=True,
+        labels=labels,
+        options={
+            "com.docker.network.bridge.inhibit_ipv4": "true",
+            "com.docker.network.bridge.enable_ip_masquerade": "false",
+        },
+    )
+    try:
+        subnets = [c["Subnet"] for c in (network.attrs.get("IPAM") or {}).get("Config") or []]
+        conf = squid_conf(
+            destinations, clients=subnets, blocked=[*subnets, *host_addresses(client)], dns=_dns()
+        )
+        proxy = client.containers.create(
+            image,
+            command=["sh", "-c", _STARTUP],
+            environment={"SQUID_CONF": conf, "SQUID_REFUSED": _REFUSED},
+            user="proxy",
+            network_mode="bridge",
+            read_only=True,
+            tmpfs={p: "rw,nosuid,nodev,size=16m" for p in ("/tmp", "/run", "/var/spool/squid")},
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            pids_limit=64,
+            mem_limit=256 * 2**20,
+            nano_cpus=10**9,
+            labels=labels,
+            stop_signal="SIGKILL",
+            # its access log is how a failed run learns what was refused (`denied`): kept
+            # where the engine's API reads it back, and bounded however long the kernel lives
+            log_config=LogConfig(type="json-file", config={"max-size": "8m", "max-file": "2"}),
+        )
+        network.connect(proxy)
+        proxy.start()
+        address = _wait_ready(proxy, name)
+    except BaseException:
+        remove_network(client, name)
+        raise
+    return Egress(name, proxy, address, destinations)
+
+
+def _wait_ready(proxy: Container, network: str) -> str:
+    """The proxy's address on ``network`` once Squid accepts connections."""
+    deadline = time.monotonic() + _READY_WAIT
+    while True:
+        proxy.reload()
+        logs = proxy.logs(stdout=False, stderr=True).decode("utf-8", "replace")
+        if "Accepting HTTP Socket connections" in logs:
+            return str(proxy.attrs["NetworkSettings"]["Networks"][network]["IPAddress"])
+        if proxy.status not in ("created", "running") or time.monotonic() > deadline:
+            last = (logs.strip().splitlines() or ["(no output)"])[-1]
+            raise ContainerError(f"the allow-list's proxy (Squid) did not start: {last}")
+        time.sleep(0.05)
+
+
+def squid_conf(
+    destinations: tuple[Destination, ...],
+    *,
+    clients: list[str],
+    blocked: list[str],
+    dns: list[str],
+) -> str:
+    """Squid's configuration for ``destinations``: one allow rule per destination, every other
+    request refused, and every client not on ``clients`` (the internal network: the proxy's
+    other side, the engine's bridge, serves nobody). Rule order matters: a name's rule tests
+    the name first (no DNS), an address rule only IP literals (no DNS), so only allowed names
+    are ever resolved."""
+    lines = [_SQUID.format(port=PORT)]
+    if dns:
+        lines.append("dns_nameservers " + " ".join(dns))
+    lines.append("acl literal dstdom_regex -n -i " + " ".join(_LITERALS))
+    lines.append("acl blocked dst " + " ".join(dict.fromkeys([*_ALWAYS_BLOCKED, *blocked])))
+    lines.append("acl web proto HTTP HTTPS")
+    lines.append("acl tunnel method CONNECT")
+    lines.append("acl sandboxes src " + " ".join(clients))
+    lines.append("http_access deny !sandboxes")
+    lines.append("http_access deny manager")
+    lines.append("http_access deny !web !tunnel")  # no FTP, WHOIS, URN...: HTTP(S) only
+    for n, dest in enumerate(destinations):
+        lines.append(f"acl port{n} port " + " ".join(str(p) for p in dest.ports))
+        if dest.network is None:
+            lines.append(f"acl to{n} dstdomain -n {dest.host}")
+            lines.append(f"http_access allow to{n} port{n} !blocked")
+        else:
+            lines.append(f"acl to{n} dst {dest.network}")
+            lines.append(f"http_access allow literal to{n} port{n} !blocked")
+    lines.append("http_access deny all")
+    return "\n".join(lines) + "\n"
+
+
+def _dns() -> list[str]:
+    text = os.environ.get(DNS_ENV, "").strip()
+    if not text:
+        return []
+    found = []
+    for part in text.split(","):
+        try:
+            found.append(str(ipaddress.ip_address(part.strip())))
+        except ValueError:
+            raise SandboxConfigError(
+                f"${DNS_ENV} must list resolver IP addresses, comma-separated: not {part!r}"
+            ) from None
+    return found
+
+
+def host_addresses(client: DockerClient) -> list[str]:
+    """The engine host's own addresses and its containers' networks, never a destination: every
+    engine network's subnet and gateway (other containers, an allow-list's own network), and,
+    for a local engine, this machine's interface addresses."""
+    found: list[str] = []
+    for net in client.api.networks():
+        for conf in (net.get("IPAM") or {}).get("Config") or []:
+            found += [str(conf[k]) for k in ("Subnet", "Gateway") if conf.get(k)]
+    if client.api.base_url.startswith("http+docker://") and shutil.which("ip") is not None:
+        with contextlib.suppress(OSError, subprocess.SubprocessError, ValueError):
+            out = subprocess.run(["ip", "-j", "addr"], capture_output=True, timeout=10, check=True)
+            for link in json.loads(out.stdout):
+                found += [str(a["local"]) for a in link.get("addr_info", []) if a.get("local")]
+    return [a for a in dict.fromkeys(found) if _is_network(a)]  # else a remote engine's only
+
+
+def _is_network(text: str) -> bool:
+    try:
+        ipaddress.ip_network(text, strict=False)
+    except ValueError:
+        return False
+    return True
+
+
+def remove_network(client: DockerClient, name: str) -> None:
+    """Remove an egress network with every container on it (the proxy, any spare left)."""
+    from docker.errors import NotFound
+
+    try:
+        network = client.networks.get(name)
+    except NotFound:
+        return
+    ids = {*(network.attrs.get("Containers") or {})}
+    ids.update(row["Id"] for row in client.api.containers(all=True, filters={"network": name}))
+    for cid in ids:
+        with contextlib.suppress(Exception):
+            client.api.remove_container(cid, force=True)
+    with contextlib.suppress(NotFound):
+        network.remove()
+
+
+def remove_owned(client: DockerClient, owner: dict[str, str] | None = None) -> list[str]:
+    """Remove the egress networks (and proxies) of ``owner``'s labels, or, without one, of
+    owners no longer alive on this host; their names. For the watchdog and the reaper."""
+    from .._owner import parse_token
+    from ._client import OWNER_HOST, OWNER_PID, OWNER_START
+
+    removed = []
+    for net in client.api.networks(filters={"label": f"{KIND}={EGRESS}"}):
+        labels: dict[str, Any] = net.get("Labels") or {}
+        if owner is not None:
+            if any(labels.get(k) != v for k, v in owner.items()):
+                continue
+        else:
+            found = parse_token(labels.get(OWNER_PID, ""), labels.get(OWNER_START, ""))
+            import socket
+
+            if labels.get(OWNER_HOST) != socket.gethostname() or found is None or found.alive():
+                continue
+        remove_network(client, str(net["Name"]))
+        removed.append(str(net["Name"]))
+    return removed
+
+
+def close_all() -> None:
+    """Remove every egress this process made (at exit)."""
+    with _lock:
+        for (url, _), egress in list(_egresses.items()):
+            with contextlib.suppress(Exception):
+                egress.close(_clients[url])
+        _egresses.clear()
+
+
+atexit.register(close_all)

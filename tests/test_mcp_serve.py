@@ -1,0 +1,198 @@
+"""The notebook as an MCP server (issue 23 item 4): ``%mcp_serve`` in a real IPython shell,
+asked by the official ``mcp`` client over real HTTP on loopback: a run, a gated call paused
+then approved in the notebook, one rejected, a limit, a bad token, and stop (no thread or
+port left)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import socket
+import sys
+import threading
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import httpx2
+import mcp
+import pytest
+from _kernels import TOOLS, kernel
+from mcp.client.streamable_http import streamable_http_client
+
+SETUP = """
+from jupyter_sandbox import tool
+
+@tool
+def add(x: int, y: int) -> int:
+    \"\"\"Adds two numbers.\"\"\"
+    return x + y
+
+@tool(approve=True)
+def delete(path: str) -> str:
+    return "deleted " + path
+"""
+
+
+def serving_of(shell) -> Any:
+    return shell.magics_manager.magics["line"]["mcp_serve"].__self__.serving
+
+
+@pytest.fixture
+def served(shell, capsys):
+    assert shell.run_cell(SETUP).success
+    assert shell.run_line_magic("mcp_serve", "") is None
+    printed = capsys.readouterr().out
+    serving = serving_of(shell)
+    assert serving.url in printed
+    assert printed.count(serving.token) == 1  # printed once
+    yield serving
+    if serving_of(shell) is not None:
+        shell.run_line_magic("mcp_serve", "stop")
+
+
+def ask(serving, arguments: dict[str, Any], token: str | None = None) -> Any:
+    """One ``run_code`` call with the official client; the result, and the tools listed."""
+
+    async def main() -> Any:
+        headers = {"Authorization": f"Bearer {token or serving.token}"}
+        async with (
+            httpx2.AsyncClient(headers=headers) as http,
+            mcp.Client(streamable_http_client(serving.url, http_client=http)) as client,
+        ):
+            listed = await client.list_tools()
+            return listed.tools, await client.call_tool("run_code", arguments)
+
+    return asyncio.run(main())
+
+
+def test_run_code_runs_against_the_notebooks_tools(served):
+    tools, result = ask(served, {"code": "print('hi')\nadd(1, 2) * 2"})
+    assert [t.name for t in tools] == ["run_code"]
+    assert "def add(x: int, y: int) -> int: ..." in tools[0].description  # the stubs
+    assert not result.is_error
+    assert result.structured_content["value"] == 6
+    assert result.structured_content["stdout"] == "hi\n"
+    _, checked = ask(served, {"code": "add('a', 2)"})  # the type check, as in a cell
+    assert checked.is_error
+    assert "TypeCheckError" in checked.content[0].text
+
+
+def test_a_gated_call_pauses_until_approved_in_the_notebook(served, shell):
+    _, paused = ask(served, {"code": "delete('/data/old')"})
+    found = paused.structured_content
+    assert found["status"] == "paused"
+    run_id = found["run_id"]
+    assert f"paused, run id {run_id}" in paused.content[0].text
+    _, still = ask(served, {"run_id": run_id})
+    assert still.structured_content["status"] == "paused"
+    shell.run_line_magic("orchestrate_approve", run_id)
+    _, ended = ask(served, {"run_id": run_id})
+    assert ended.structured_content == {
+        "status": "ok",
+        "run_id": run_id,
+        "value": "deleted /data/old",
+        "stdout": "",
+    }
+
+
+def test_a_rejected_call_fails_the_run_the_client_asks_about(served, shell):
+    _, paused = ask(served, {"code": "delete('/etc')"})
+    run_id = paused.structured_content["run_id"]
+    assert not shell.run_cell(f"%orchestrate_reject {run_id} not that one").success
+    _, ended = ask(served, {"run_id": run_id})
+    assert ended.is_error
+    assert ended.structured_content["status"] == "failed"
+    assert "not that one" in ended.structured_content["error"]
+
+
+def test_the_notebooks_limits_apply(served, shell):
+    shell.run_line_magic("config", "OrchestrateMagics.max_calls = 2")
+    try:
+        _, result = ask(served, {"code": "add(1, 1)\nadd(1, 1)\nadd(1, 1)"})
+    finally:
+        shell.run_line_magic("config", "OrchestrateMagics.max_calls = 1000")
+    assert result.is_error
+    assert "LimitExceeded" in result.content[0].text
+
+
+def test_a_bad_token_is_refused_before_mcp(served):
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": served.token}):
+        answer = httpx2.post(served.url, headers=headers, json={})
+        assert answer.status_code == 401
+    with pytest.raises(Exception):  # noqa: B017, PT011  # the SDK's own error for a 401
+        ask(served, {"code": "add(1, 2)"}, token="wrong")
+
+
+def test_stop_leaves_no_thread_nor_port(shell, served, capsys):
+    port = served.port
+    shell.run_line_magic("mcp_serve", "stop")
+    assert "stopped" in capsys.readouterr().out
+    assert not served.running
+    assert not any(t.name.startswith("mcp-serve:") for t in threading.enumerate())
+    with pytest.raises(ConnectionRefusedError), socket.create_connection(("127.0.0.1", port), 2):
+        pass
+    shell.run_line_magic("mcp_serve", f"--port {port}")  # the port is free again
+    assert serving_of(shell).port == port
+
+
+def test_bad_use_is_a_one_line_usage_error(shell, served, capsys):
+    for line, message in (
+        ("", "already serving at"),
+        ("--port 99999", "--port must be 0-65535"),
+    ):
+        if line.startswith("--port"):
+            shell.run_line_magic("mcp_serve", "stop")
+        result = shell.run_cell(f"%mcp_serve {line}")
+        assert not result.success
+        err = capsys.readouterr().err
+        assert err.startswith("UsageError: ")
+        assert message in err
+    result = shell.run_cell("%mcp_serve stop")
+    assert "not serving" in capsys.readouterr().err
+    # the line is taken as written: IPython would run the code between braces
+    shell.user_ns["ran"] = []
+    result = shell.run_cell("%mcp_serve --port {ran.append(1) or 80}")
+    assert not result.success
+    assert shell.user_ns["ran"] == []
+    assert "invalid int value" in capsys.readouterr().err
+
+
+def test_in_a_real_kernel_both_ways(tmp_path):
+    """A real Jupyter kernel: a cell takes an MCP server's tools (a real stdio server) and a
+    ``%%orchestrate`` cell awaits them; ``%mcp_serve`` then serves the notebook, and the
+    official client in this process runs code against both kinds of tool over HTTP."""
+    servers = Path(__file__).with_name("_mcp_servers.py")
+    with kernel(tmp_path / "store.sqlite") as nb:
+        nb.ok(TOOLS)
+        command = [sys.executable, str(servers), "demo"]
+        nb.ok("from jupyter_sandbox import tools_from_mcp")
+        nb.ok(f"t = tools_from_mcp({command!r}, only=['point'])")  # `add` is the notebook's
+        assert "{'x': 3, 'y': 3}" in nb.ok("%%orchestrate\nawait point(3, add(1, 3) - 1)").text
+        shown = nb.ok("%mcp_serve").text
+        url = re.search(r"at (http://127\.0\.0\.1:\d+/mcp)", shown).group(1)
+        token = re.search(r"Token \(shown this once\): (\S+)", shown).group(1)
+        serving = SimpleNamespace(url=url, token=token)
+        tools, result = ask(serving, {"code": "await point(add(1, 1), 5)"})
+        assert "async def point(x: int, y: int) -> dict[str, Any]: ..." in tools[0].description
+        assert result.structured_content["value"] == {"x": 2, "y": 5}
+        assert "stopped" in nb.ok("%mcp_serve stop").text
+        nb.ok("t.close()")
+
+
+def test_a_sandbox_tools_secret_never_reaches_the_client():
+    """What a run's sandbox tools returned as secrets is masked in the answer, as in a cell
+    (the secret's run is faked here: `tests/test_secrets_durable.py` makes real ones)."""
+    from jupyter_sandbox.errors import ToolError
+    from jupyter_sandbox.orchestration import OrchestrationResult
+    from jupyter_sandbox.orchestration._mcp_serve import answer
+
+    ran = OrchestrationResult(code="token()", value={"key": "tok-s3cret-42"})
+    ran.stdout, ran.secrets = "got tok-s3cret-42\n", ("tok-s3cret-42",)
+    found = answer(ran)
+    assert "tok-s3cret-42" not in json.dumps(found)
+    assert found["status"] == "ok"
+    failed = ToolError("tool 'token' raised ValueError: tok-s3cret-42 is bad")
+    failed.result = ran
+    assert "tok-s3cret-42" not in json.dumps(answer(failed))

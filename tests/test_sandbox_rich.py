@@ -1,0 +1,209 @@
+"""A `%%sandbox` cell shows what a notebook cell would (issue 22 item 11), end to end: a real
+image built with matplotlib and pandas, a real kernel run by nbclient (what a saved notebook
+keeps), the notebook's HTML export, and the saved notebook reopened in JupyterLab in Chromium
+(our renderer, JupyterLab's sanitiser; screenshots light and dark in artifacts/screenshots/).
+"""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from jupyter_sandbox.records import DISPLAY_MIME, RUN_MIME
+
+pytestmark = [pytest.mark.docker]
+
+SHOTS = Path(__file__).resolve().parent.parent / "artifacts" / "screenshots"
+TOKEN = "tok-7f3a9c21e5"
+"""A secret the sandbox displays: shown masked, or not at all."""
+
+CELLS = [
+    # the token is put together in the kernel, so the notebook's source does not hold it
+    "%load_ext jupyter_sandbox\nimport os\n"
+    f'os.environ["RICH_TOKEN"] = "{TOKEN[:4]}" + "{TOKEN[4:]}"',
+    """%%sandbox --packages matplotlib pandas
+import matplotlib.pyplot as plt
+import pandas as pd
+df = pd.DataFrame({"city": ["Paris", "Oslo", "Rome"], "celsius": [11.5, 4.2, 15.8]})
+fig, ax = plt.subplots(figsize=(4, 2.5))
+ax.bar(df.city, df.celsius, color="tab:orange")
+ax.set_title("celsius by city")
+plt.show()
+print("after the figure")
+display(df)
+df.describe()""",
+    """%%sandbox --packages matplotlib pandas
+import matplotlib.pyplot as plt
+fig = plt.figure(figsize=(3, 2))
+plt.plot([1, 3, 2])
+fig""",
+    """%%sandbox --secret RICH_TOKEN
+import os
+from IPython.display import HTML, JSON, SVG, Markdown, display
+token = os.environ["RICH_TOKEN"]
+display(HTML(f"<b id='tok'>token {token}</b><script>window.pwned = 1</script>"
+             "<img src=x onerror='window.pwned = 2'>"))
+display(Markdown("## Markdown *heading*\\n\\n[a link](javascript:window.pwned=3)"))
+display(SVG('<svg xmlns="http://www.w3.org/2000/svg" width="120" height="40">'
+            '<script>window.pwned = 4</script><rect width="120" height="40" fill="teal"/></svg>'))
+JSON({"answer": 42})""",
+    "%%sandbox\nprint(42)",
+]
+
+
+@pytest.fixture(scope="module")
+def notebook(docker_engine: Any) -> nbformat.NotebookNode:
+    """The cells run by nbclient in a real kernel (the image is built once if missing)."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(source) for source in CELLS]
+    NotebookClient(nb, timeout=900, kernel_name="python3").execute()
+    return nb
+
+
+def displays(cell: Any) -> list[dict[str, Any]]:
+    return [o.data for o in cell.outputs if DISPLAY_MIME in o.get("data", {})]
+
+
+def test_figures_and_tables_are_saved_in_order_after_the_record(notebook) -> None:
+    cell = notebook.cells[1]
+    kinds = [
+        "record" if RUN_MIME in o.get("data", {}) else
+        "display" if DISPLAY_MIME in o.get("data", {}) else
+        o.output_type
+        for o in cell.outputs
+    ]  # fmt: skip
+    # the live record first (shown as the run starts), its output, then what it displayed
+    assert kinds == ["record", "stream", "display", "display", "display"], kinds
+    figure, table, summary = displays(cell)
+    assert base64.b64decode(figure["image/png"]).startswith(b"\x89PNG")
+    assert figure["text/plain"].startswith("<Figure size 400x250")
+    assert "<table" in table["text/html"] and "Oslo" in table["text/html"]
+    assert "<style" not in table["text/html"]  # sanitised fallback
+    assert "mean" in summary["text/plain"]  # the last expression, as Out[n]
+    assert "after the figure" in "".join(o.get("text", "") for o in cell.outputs)
+
+
+def test_a_figure_as_the_last_expression_shows_once(notebook) -> None:
+    (figure,) = displays(notebook.cells[2])
+    assert base64.b64decode(figure["image/png"]).startswith(b"\x89PNG")
+
+
+def test_untrusted_markup_and_a_secret_are_made_safe(notebook) -> None:
+    html, markdown, svg, value = displays(notebook.cells[3])
+    saved = nbformat.writes(notebook)
+    assert TOKEN not in saved
+    assert "token ***" in html["text/html"]
+    for bad in ("<script", "onerror", "javascript:"):
+        assert bad not in html["text/html"] and bad not in markdown["text/markdown"]
+    assert "image/svg+xml" not in svg  # only as an <img> of it
+    assert svg["text/html"].startswith('<img alt="SVG image" src="data:image/svg+xml;base64,')
+    assert value[DISPLAY_MIME]["data"]["application/json"] == {"answer": 42}
+    assert value["text/plain"] == '{\n  "answer": 42\n}'  # JupyterLab's viewer would win
+
+
+def test_a_plain_cell_shows_no_display(notebook) -> None:
+    assert displays(notebook.cells[4]) == []
+
+
+def test_the_html_export_shows_them_and_runs_nothing(notebook, tmp_home: Path, browser) -> None:
+    from nbconvert import HTMLExporter
+
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    for theme in ("light", "dark"):
+        html, _ = HTMLExporter(theme=theme).from_notebook_node(notebook)
+        assert TOKEN not in html
+        path = tmp_home / f"rich-{theme}.html"
+        path.write_text(html)
+        page = browser.new_page(viewport={"width": 1100, "height": 900})
+        page.goto(path.as_uri())
+        page.wait_for_load_state("load")
+        assert page.evaluate("() => window.pwned") is None
+        pngs = page.locator("img[src^='data:image/png;base64,']")
+        assert pngs.count() == 2
+        assert page.locator("table:has-text('Oslo')").count() >= 1
+        assert page.locator("img[src^='data:image/svg+xml;base64,']").count() == 1
+        page.screenshot(path=SHOTS / f"export-sandbox-displays-{theme}.png", full_page=True)
+        page.close()
+
+
+@pytest.mark.browser
+def test_jupyterlab_draws_them_saved_with_its_sanitiser(notebook, tmp_home: Path, browser):
+    from _jupyterlab import Lab, notebook_js
+
+    root = tmp_home / "root"
+    root.mkdir()
+    nbformat.write(notebook, root / "rich.ipynb")
+    lab = Lab(root, tmp_home / "home", starts_kernel=False)
+    page = browser.new_page(viewport={"width": 1200, "height": 2800})  # every cell drawn
+    try:
+        lab.open(page, "rich.ipynb")
+        page.wait_for_selector(".jsb-display img.jsb-display-image", timeout=60_000)
+        page.wait_for_selector(".jsb-display table", timeout=60_000)
+        shown = page.locator(".jsb-display")
+        assert shown.count() == 8  # 3 + 1 + 4 displays, none from the plain cell
+        assert page.locator(".jsb-display script").count() == 0
+        assert page.locator(".jsb-display [onerror]").count() == 0
+        assert page.locator(".jsb-display a[href*='javascript' i]").count() == 0
+        assert page.evaluate("() => window.pwned") is None
+        assert "token ***" in page.locator(".jsb-display #tok, .jsb-display b").first.inner_text()
+        assert page.locator(".jsb-display h2:has-text('Markdown')").count() == 1
+        for theme, name in (("JupyterLab Light", "light"), ("JupyterLab Dark", "dark")):
+            notebook_js(
+                page, "return app.commands.execute('apputils:change-theme', arg);", {"theme": theme}
+            )
+            page.wait_for_function(
+                "(t) => document.body.dataset.jpThemeName === t", arg=theme, timeout=30_000
+            )
+            page.screenshot(path=SHOTS / f"lab-sandbox-displays-{name}.png", full_page=True)
+        assert page.evaluate("() => window.pwned") is None
+    finally:
+        page.close()
+        lab.stop()
+
+
+@pytest.mark.browser
+def test_jupyterlab_shows_them_live(notebook, tmp_home: Path, browser) -> None:
+    """The same cells typed into a live JupyterLab and run there: the figure and the table
+    appear in the running notebook (after the build the module fixture did, if needed)."""
+    from _jupyterlab import Lab, run_all, wait_all_executed, wait_kernel_ready
+
+    root = tmp_home / "live"
+    root.mkdir()
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(source) for source in CELLS[:2]]
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nbformat.write(nb, root / "live.ipynb")
+    lab = Lab(root, tmp_home / "home-live")
+    page = browser.new_page(viewport={"width": 1200, "height": 1600})
+    try:
+        lab.open(page, "live.ipynb")
+        wait_kernel_ready(page)
+        run_all(page)
+        wait_all_executed(page, timeout_ms=600_000)
+        page.wait_for_selector(".jsb-display img.jsb-display-image", timeout=60_000)
+        assert page.locator(".jsb-display table:has-text('Oslo')").count() == 1
+        assert page.locator(".jsb-display table:has-text('mean')").count() == 1
+        page.screenshot(path=SHOTS / "lab-sandbox-displays-live.png", full_page=True)
+    finally:
+        page.close()
+        lab.stop()
+
+
+def test_a_cached_run_shows_its_displays_again(docker_engine: Any) -> None:
+    import uuid
+
+    from jupyter_sandbox import create
+
+    sandbox = create("cached", code=f"# {uuid.uuid4()}\n20 + 22", cache="auto")
+    first, again = sandbox.execute({}), sandbox.execute({})
+    assert (first.cached, again.cached) == (False, True)
+    assert first.displays == again.displays == [{"text/plain": "42"}]
