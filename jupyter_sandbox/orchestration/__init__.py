@@ -38,6 +38,7 @@ from ._paused import paused_runs as paused_runs
 from ._paused import read_whole as read_whole
 from ._paused import run_status as run_status
 from ._paused import unseen as unseen
+from ._plug import plug
 from ._registry import Tool, ToolRegistry, registry, resolve_tools, tool
 from ._registry import Tools as Tools  # codemode reads it here
 from ._replay import Answers
@@ -121,6 +122,15 @@ def _driver(loop: asyncio.AbstractEventLoop, o: RunOptions) -> Driver:
     answers = None
     if o.cache is not None or records:
         answers = Answers(records, o.cache)
+    features = plug(
+        tools,
+        journal=journal,
+        answers=answers,
+        session=session,
+        durable=durable,
+        restore=restore,
+        approver=o.approver,
+    )
     driver = driven(
         durable,
         lambda: Driver(
@@ -128,15 +138,10 @@ def _driver(loop: asyncio.AbstractEventLoop, o: RunOptions) -> Driver:
             tools,
             inputs,
             limits,
-            type_check=o.type_check,
+            type_check=o.type_check and restore is None,  # a snapshot's code was checked
             on_event=o.on_event or ignore,
             loop=loop,
-            journal=journal,
-            answers=answers,
-            session=session,
-            durable=durable,
-            restore=restore,
-            approver=o.approver,
+            features=features,
             keep=keep,
         ),
     )

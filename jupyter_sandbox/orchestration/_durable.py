@@ -57,15 +57,16 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pydantic_monty as pm
 
 from .._errors import StoreError
 from .._events import ToolCall
-from .._scrub import SECRET, Scrub, holds, in_dump, known, masked
+from .._scrub import SECRET, Scrub, holds, in_dump, known, masked, note
 from ..records import Binding
 from ._approval import handles
+from ._hooks import Answer, Feature
 from ._keep import TINY, Summary, quick_size, summary
 from ._memo import Recorded, same
 from ._rebind import (
@@ -78,8 +79,13 @@ from ._rebind import (
     type_of,
     wrong_input,
 )
+from ._sandbox_tool import SandboxTool, secret_values
 from ._store import HandleMarker, RunOwner, RunStatus, Store, StoredRun
 from ._values import MAX_DEPTH, data_size, is_plain
+
+if TYPE_CHECKING:
+    from ._driver import Driver
+    from ._tool import Tool
 
 CHECKPOINT_EVERY = 1.0
 """Seconds after which any call checkpoints (sandbox and gated calls always do), and after
@@ -592,3 +598,110 @@ def handle_in(value: Any, depth: int = 0) -> str | None:
             if found is not None:
                 return found
     return None
+
+
+class DurableFeature(Feature):
+    """A durable run, a feature of its run (`_hooks`): its calls' records and checkpoints go
+    to the store through ``durable``; with ``restore`` the run starts from a snapshot instead
+    of the code's first line, and the handles it held before are bound again.
+
+    A sandbox call is slow and a gated one waits for a person: worth a checkpoint each (the
+    gate asks for its own, `_approval.Gate`). Any other call checkpoints at most once a
+    second (`Durable.due`); a call checkpoints at most once."""
+
+    def __init__(self, durable: Durable, restore: Restore | None) -> None:
+        self.durable = durable
+        self.restore = restore
+        self._at = -1
+        """The number of the call last checkpointed at."""
+
+    def attach(self, run: Driver) -> None:
+        self.durable.scrub = run.scrub  # its store keeps no value holding one
+        self.durable.warn = run.say
+        if self.restore is not None:  # may hold what sandbox tools returned elsewhere
+            note(secret_values(run.tools.values()), run.scrub)
+
+    def begin(
+        self, run: Driver, worker: pm.MontySession, stubs: str | None
+    ) -> pm.SyncSnapshot | None:
+        return None if self.restore is None else _restored(run, worker, self.restore)
+
+    def sent_inputs(self, inputs: Mapping[str, Any], sent: Mapping[str, Any]) -> None:
+        self.durable.sent_inputs(inputs, sent)  # names the handles among them (`_rebind`)
+
+    def rebind(self, value: Any) -> Any:
+        # the handles it held before the restore, bound again
+        return value if self.restore is None else self.restore.rebind(value)
+
+    def call_started(
+        self, run: Driver, snap: pm.FunctionSnapshot, call: ToolCall, number: int, tool: Tool
+    ) -> Answer | None:
+        if self._at != number and (isinstance(tool, SandboxTool) or self.durable.due()):
+            self.checkpoint(run, snap, number, required=False, approval=None)
+        return None
+
+    def checkpoint(
+        self,
+        run: Driver,
+        snap: pm.FunctionSnapshot,
+        number: int,
+        *,
+        required: bool,
+        approval: dict[str, Any] | None,
+    ) -> None:
+        self._at = number
+        in_flight = {i: (run.numbers[id(c)], c) for i, c in run.pending.calls().items()}
+        self.durable.checkpoint(snap, number, in_flight, required=required, approval=approval)
+
+    def call_finished(self, call: ToolCall, number: int, sent: Any) -> None:
+        self.durable.record(number, call, sent)  # ``sent`` names the handles in it
+
+    def complete(self, run: Driver, worker: pm.MontySession, value: Any) -> Any:
+        return self.rebind(value)  # a handle it returns, bound again (`_rebind`)
+
+    def paused(self, run: Driver, call: ToolCall) -> None:
+        # what an approval after a restart binds (`_rebind`)
+        values = [*call.args, *call.kwargs.values()]
+        run.result.bindings = self.durable.bindings(values, self.restore)
+
+    def end(self, run: Driver) -> None:
+        self.durable.finish(run.result.status)
+
+
+def _restored(run: Driver, worker: pm.MontySession, restore: Restore) -> pm.SyncSnapshot:
+    """Load the snapshot a resumed run starts from (the code before it does not run
+    again): the calls before it enter the trace from their records, and each async call
+    that was in flight gets a future, answered from its record if it completed, else made
+    again with the arguments the snapshot kept (the in-flight rule, see the module)."""
+    trace = run.trace
+    trace.origin = time.perf_counter()
+    snap = worker.load_snapshot(restore.dump, print_callback=run.on_print)
+    in_flight = {entry["index"]: entry for entry in restore.pending}
+    for index in range(restore.index):
+        old, entry = restore.calls.get(index), in_flight.get(index)
+        source = entry if entry is not None else old.to_dict() if old is not None else None
+        if source is None:
+            continue
+        call = ToolCall(
+            call_id=source["call_id"],
+            tool=source["tool"],
+            args=tuple(source["args"]),
+            kwargs=dict(source["kwargs"]),
+            start=0.0,
+            origin=trace.origin,
+        )
+        run.numbers[id(call)] = index
+        trace.add(call)
+        if old is not None and old.status == "ok":
+            call.replayed, call.result, call.children = True, old.result, list(old.children)
+        if entry is None:  # it had ended before the snapshot
+            call.end, call.error = 0.0, None if old is None else old.error
+            continue
+        if call.replayed:
+            run.pending.settled(entry["call_id"], call.result, call)
+        else:  # made again: the handles it was passed, bound again (`_rebind`)
+            args, kwargs = restore.rebind((call.args, call.kwargs))
+            coro = run.tools[call.tool].invoke(call, args, kwargs)
+            run.pending.start(entry["call_id"], coro, call)
+    run.calls_made = restore.index
+    return snap

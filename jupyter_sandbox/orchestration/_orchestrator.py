@@ -339,7 +339,7 @@ def _check_definition(
             type_check_stubs=source,
             type_check_format="json",
         ) as session:
-            if _typecheck.checked(source, code, None, lambda: check_apart(session, code)):
+            if _typecheck.checked(source, code, (), lambda: check_apart(session, code)):
                 return
             try:  # fed again alone, so the errors name the code's own lines (it stops there)
                 session.feed_start(code)

@@ -40,12 +40,13 @@ from ._durable import (
 )
 from ._limits import Limits, resolve_limits
 from ._memo import Recorded
+from ._plug import plug
 from ._rebind import defined_classes, stored_origins
 from ._registry import Tools, resolve_tools
 from ._replay import Answers
 from ._result import OrchestrationResult, answered
 from ._runtime import WORKERS, tool_loop
-from ._sessions import sessions, with_limits
+from ._sessions import SessionLink, sessions, with_limits
 from ._store import Store, StoredRun, default_store_path, this_process
 from ._tool import Tool
 
@@ -245,9 +246,21 @@ def _stored_driver(
     durable: Durable,
     on_event: EventCallback | None,
     approver: Callable[[ToolCall], bool] | None,
-    **options: Any,
+    *,
+    type_check: bool,
+    answers: Answers,
+    session: SessionLink | None = None,
+    restore: Restore | None = None,
 ) -> Driver:
     """The driver of ``stored``'s code, continued or forked as ``durable`` (`driven`)."""
+    features = plug(
+        tools,
+        answers=answers,
+        session=session,
+        durable=durable,
+        restore=restore,
+        approver=approver,
+    )
     return driven(
         durable,
         lambda: Driver(
@@ -255,11 +268,10 @@ def _stored_driver(
             tools,
             inputs,
             limits,
+            type_check=type_check,
             on_event=on_event or ignore,
             loop=tool_loop(parent_loop()),
-            durable=durable,
-            approver=approver,
-            **options,
+            features=features,
         ),
     )
 

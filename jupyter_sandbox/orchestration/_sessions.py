@@ -55,13 +55,15 @@ import threading
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pydantic_monty as pm
 
 from .._errors import OrchestrationError
+from .._events import ToolCall
 from .._scrub import in_dump, known
 from . import _cbor
+from ._hooks import Feature
 from ._limits import Limits
 from ._rebind import (
     Origin,
@@ -72,6 +74,9 @@ from ._rebind import (
     statements,
 )
 from ._registry import Tool
+
+if TYPE_CHECKING:
+    from ._driver import Driver
 
 _FORMAT = b"MONTY\x00\x0e\x00"
 """How a pydantic-monty 1.4.0 session dump starts: magic and format version."""
@@ -168,9 +173,10 @@ sessions = Sessions()
 """The process's sessions: what ``orchestrate(..., session=NAME)`` continues."""
 
 
-class SessionLink:
-    """One cell's use of a session: `load` it into the cell's worker before the code runs,
-    `save` it after the code completed (kept in memory and in the store at once)."""
+class SessionLink(Feature):
+    """One cell's use of a session, a feature of its run (`_hooks`): `load` it into the
+    cell's worker before the code runs, `save` it after the code completed (kept in memory
+    and in the store at once)."""
 
     def __init__(
         self,
@@ -209,6 +215,23 @@ class SessionLink:
             check = _check_state(_HEADER + _loosened(context, _bound(code)) + stubs, imports)
         dump = _replace(dump, _TYPE_CHECK, _cbor.encode(check))
         session.load_session(with_limits(dump, limits))
+
+    def begin(self, run: Driver, worker: pm.MontySession, stubs: str | None) -> None:
+        self.load(worker, run.code, run.limits, stubs)
+
+    def declarations(self) -> tuple[str, ...]:
+        if self.state is None:
+            return ()
+        return _context(self.state.dump, self.name)  # the declarations `load` uses
+
+    def call_finished(self, call: ToolCall, number: int, sent: Any) -> None:
+        if call.error is None:  # kept for the session's next cell
+            self.sent_result(call.call_id, call.tool, sent)
+
+    def complete(self, run: Driver, worker: pm.MontySession, value: Any) -> Any:
+        value = self.rebind(value)  # a handle an earlier cell sent, as its object
+        self.save(worker, run.code, run.tools, run.inputs)
+        return value
 
     def sent_inputs(self, inputs: Mapping[str, Any], converted: Mapping[str, Any]) -> None:
         """Note the handles among the cell's inputs (as `to_sandbox` converted them); a later

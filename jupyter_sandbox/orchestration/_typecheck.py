@@ -20,11 +20,9 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import pydantic_monty as pm
-
-from ._sessions import SessionLink, _context
 
 _SIZE = 256
 """Keys kept: a notebook's cells times the tool sets they ran with, with room to spare
@@ -64,12 +62,12 @@ passed = Passed()
 """The process's cache (`clear` it to measure a cold check)."""
 
 
-def key(stubs: str, code: str, session: SessionLink | None) -> bytes:
-    """What the checker reads for ``code``, hashed. Each part is length-prefixed, so no two
-    different sets of parts hash the same text."""
+def key(stubs: str, code: str, declarations: Sequence[str] | None) -> bytes:
+    """What the checker reads for ``code``, hashed, with ``declarations`` (a session's:
+    `_hooks.Feature.declarations`). Each part is length-prefixed, so no two different sets
+    of parts hash the same text."""
     parts = [_VERSION, stubs.encode(), code.encode()]
-    if session is not None and session.state is not None:  # the declarations `load` uses
-        parts += [part.encode() for part in _context(session.state.dump, session.name)]
+    parts += [part.encode() for part in declarations or ()]
     digest = hashlib.sha256()
     for part in parts:
         digest.update(len(part).to_bytes(8, "little"))
@@ -77,10 +75,10 @@ def key(stubs: str, code: str, session: SessionLink | None) -> bytes:
     return digest.digest()
 
 
-def checked(stubs: str, code: str, session: SessionLink | None, check: Callable[[], bool]) -> bool:
+def checked(stubs: str, code: str, declarations: Sequence[str], check: Callable[[], bool]) -> bool:
     """Whether ``code`` passed the type check: True at once when this key passed before,
     else ``check()``, remembered when it passes."""
-    found = key(stubs, code, session)
+    found = key(stubs, code, declarations)
     if found in passed:
         return True
     ok = check()
