@@ -20,9 +20,9 @@ from IPython.core.error import UsageError
 from jupyter_sandbox import Store, fork_run, orchestrate, resume_run
 from jupyter_sandbox.errors import Interrupted, SandboxConfigError, StoreError, ToolError
 from jupyter_sandbox.orchestration import Tool
-from jupyter_sandbox.orchestration._durable import open_store
-from jupyter_sandbox.orchestration._paused import paused_runs
-from jupyter_sandbox.orchestration._store import this_process
+from jupyter_sandbox.orchestration.durable._durable import open_store
+from jupyter_sandbox.orchestration.durable._paused import paused_runs
+from jupyter_sandbox.orchestration.durable._store import this_process
 
 TRACE = "application/vnd.jupyter-sandbox.trace+json"
 

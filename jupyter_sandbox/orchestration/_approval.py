@@ -37,8 +37,8 @@ if TYPE_CHECKING:
     import pydantic_monty as pm
 
     from ._driver import Driver
-    from ._durable import Restore
     from ._tool import Tool
+    from .durable import Restore
 
 APPROVAL_CHARS = 100_000
 """Characters of a pending call's arguments (their reprs, all together) its record carries."""

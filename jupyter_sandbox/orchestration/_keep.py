@@ -31,9 +31,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._checks import bounded
-from ._store import HandleMarker
 from ._trace import Plain, Started
-from ._values import data_size, is_plain
+from ._values import HandleMarker, data_size, is_plain
 
 MB = 2**20
 

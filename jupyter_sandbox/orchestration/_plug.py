@@ -13,12 +13,12 @@ from collections.abc import Callable, Mapping
 
 from .._events import ToolCall
 from ._approval import Gate
-from ._durable import Durable, DurableFeature, Restore
 from ._hooks import Feature
 from ._memo import Journal
 from ._replay import Answers, Journaling, Replay
 from ._sessions import SessionLink
 from ._tool import Tool
+from .durable import Durable, DurableFeature, Restore
 
 
 def plug(

@@ -26,18 +26,6 @@ from typing import Any
 from .._errors import Interrupted, SandboxConfigError, StoreError
 from .._events import EventCallback, ToolCall, ignore
 from ._driver import Driver, parent_loop
-from ._durable import (
-    INPUTS,
-    Durable,
-    Restore,
-    changed_inputs,
-    held,
-    inputs_changed,
-    inputs_record,
-    open_store,
-    stored_calls,
-    stored_inputs,
-)
 from ._limits import Limits, resolve_limits
 from ._memo import Recorded
 from ._plug import plug
@@ -47,8 +35,23 @@ from ._replay import Answers
 from ._result import OrchestrationResult, answered
 from ._runtime import WORKERS, tool_loop
 from ._sessions import SessionLink, sessions, with_limits
-from ._store import Store, StoredRun, default_store_path, this_process
 from ._tool import Tool
+from .durable import (
+    INPUTS,
+    Durable,
+    Restore,
+    Store,
+    StoredRun,
+    changed_inputs,
+    default_store_path,
+    held,
+    inputs_changed,
+    inputs_record,
+    open_store,
+    stored_calls,
+    stored_inputs,
+    this_process,
+)
 
 DRIVER_WAIT = 15.0
 """Seconds an interrupted run waits for its driver to cancel its pending async tool calls

@@ -61,15 +61,15 @@ from typing import TYPE_CHECKING, Any
 
 import pydantic_monty as pm
 
-from .._errors import StoreError
-from .._events import ToolCall
-from .._scrub import SECRET, Scrub, holds, in_dump, known, masked, note
-from ..records import Binding
-from ._approval import handles
-from ._hooks import Answer, Feature
-from ._keep import TINY, Summary, quick_size, summary
-from ._memo import Recorded, same
-from ._rebind import (
+from ..._errors import StoreError
+from ..._events import ToolCall
+from ..._scrub import SECRET, Scrub, holds, in_dump, known, masked, note
+from ...records import Binding
+from .._approval import handles
+from .._hooks import Answer, Feature
+from .._keep import TINY, Summary, quick_size, summary
+from .._memo import Recorded, same
+from .._rebind import (
     Origin,
     Rebinder,
     input_handles,
@@ -79,13 +79,13 @@ from ._rebind import (
     type_of,
     wrong_input,
 )
-from ._sandbox_tool import SandboxTool, secret_values
+from .._sandbox_tool import SandboxTool, secret_values
+from .._values import MAX_DEPTH, data_size, is_plain
 from ._store import HandleMarker, RunOwner, RunStatus, Store, StoredRun
-from ._values import MAX_DEPTH, data_size, is_plain
 
 if TYPE_CHECKING:
-    from ._driver import Driver
-    from ._tool import Tool
+    from .._driver import Driver
+    from .._tool import Tool
 
 CHECKPOINT_EVERY = 1.0
 """Seconds after which any call checkpoints (sandbox and gated calls always do), and after

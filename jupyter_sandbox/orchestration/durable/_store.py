@@ -76,9 +76,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from .._errors import SandboxConfigError, StoreError
-from .._grammar import new_run_id
-from .._owner import Owner, me, parse_token
+from ..._errors import SandboxConfigError, StoreError
+from ..._grammar import new_run_id
+from ..._owner import Owner, me, parse_token
+from .._keep import Keep
+from .._values import HandleMarker as HandleMarker
 
 MONTY_VERSION = importlib.metadata.version("pydantic-monty")
 """Every blob is tagged with it: Monty dumps load only into the version that wrote them."""
@@ -151,18 +153,6 @@ def default_store_path() -> Path:
     if configured:
         return Path(configured).expanduser()
     return Path.home() / ".local" / "share" / "jupyter-sandbox" / "store.sqlite"
-
-
-class HandleMarker(dict[str, str]):
-    """``{"handle": name}``: stands in, in a stored call record, for a value pickle could not
-    store. ``name`` is the value's type (``module.QualName``), never its repr, which may be
-    huge or hold secrets. A dict, as the engine reads it; a class of its own, so that a tool
-    whose result is the dict ``{"handle": ...}`` is never mistaken for one. A checkpointed
-    argument that was a handle the run sent into Monty also carries ``"id"``, its uuid, by
-    which a restored run binds it again (`_rebind`)."""
-
-    def __init__(self, name: str) -> None:
-        super().__init__(handle=name)
 
 
 @dataclass(frozen=True)
@@ -264,8 +254,6 @@ class Store:
         """Runs `new_run` keeps per cell (paused runs are always kept)."""
         self.total = total
         """Runs `new_run` keeps in all (paused runs are always kept)."""
-        from ._keep import Keep  # it imports this module (`HandleMarker`)
-
         self.caps: Keep = Keep()
         """The bytes it keeps per run, per cell and in all (`make_room`); ``%config
         OrchestrateMagics.store_run``, ``store_cell`` and ``store_total`` set them."""
