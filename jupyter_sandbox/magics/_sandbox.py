@@ -11,7 +11,6 @@ from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import Float, TraitError, Unicode, observe, validate
 
 from .._errors import ContainerError, SandboxConfigError
-from ..display import SandboxView
 from ..orchestration import bind_inputs
 from ..sandbox import (
     Isolation,
@@ -252,6 +251,8 @@ def run_shown(sandbox: Sandbox, values: dict[str, Any], *, quiet: bool) -> Sandb
         sandbox.check(values)  # bad input: one line, before any progress is shown
     except SandboxConfigError as exc:
         raise usage_error(exc, SandboxMagics.options) from None
+    from ..display import SandboxView  # the views: loaded by the first cell that runs
+
     view = SandboxView(quiet=quiet)
     try:
         run = sandbox.execute(values, on_event=view.on_event)
