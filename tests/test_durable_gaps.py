@@ -122,7 +122,7 @@ def test_paused_runs_reads_the_gated_call_from_the_store_without_a_monty_worker(
         from jupyter_sandbox import Store
         (run,) = paused_runs(Store({str(store)!r}))
         print(json.dumps([run.run_id, run.tool, run.args, run.kwargs, run.call_id,
-                          len(_runtime._pools)]))
+                          len(_runtime.current().pools)]))
         """
     )
     out, err = lister.communicate(timeout=120)

@@ -123,3 +123,27 @@ def test_a_failed_call_finishes_with_nothing_sent_and_the_run_still_ends() -> No
     finished = [s for s in watch.seen if s[0] == "call_finished"]
     assert finished == [("call_finished", "broken", 0, None, "ValueError: no 5")]
     assert watch.seen[-1] == ("end", "error")
+
+
+def test_a_test_may_run_on_a_runtime_of_its_own(runtime: Any) -> None:
+    """The ``runtime`` fixture installs a fresh `Runtime`: a run draws its worker from that
+    runtime's pool, not the process's."""
+    from jupyter_sandbox.orchestration import _runtime, orchestrate
+
+    assert _runtime.current() is runtime
+    assert orchestrate("add(1, 2)", tools=[add]).value == 3
+    assert list(runtime.pools) == [0]
+
+
+def test_a_fresh_durable_process_forgets_what_paused_runs_held(
+    durable_process: Any, tmp_path: Any
+) -> None:
+    """The ``durable_process`` fixture is a kernel restart's view: no store open yet, no
+    paused run's objects."""
+    from jupyter_sandbox.orchestration.durable import _durable, open_store
+
+    assert _durable.current() is durable_process
+    store = open_store(tmp_path / "store.sqlite")
+    assert open_store(str(tmp_path / "store.sqlite")) is store
+    assert list(durable_process.stores) == [str(tmp_path / "store.sqlite")]
+    assert durable_process.held == {}

@@ -50,7 +50,7 @@ from ._keep import MB, Keep, Keeper, crossing_bytes
 from ._limits import Limits
 from ._pending import Entry, Pending
 from ._result import OrchestrationResult
-from ._runtime import hold_level, pool, release_level
+from ._runtime import current
 from ._stubs import build_stubs
 from ._tool import Tool
 from ._trace import Started
@@ -154,7 +154,9 @@ class Driver:
                 limit="nesting",
             )
         self.level = self.depth
-        """The level of the worker pool the run draws on (`_runtime.hold_level`)."""
+        """The level of the worker pool the run draws on (`Runtime.hold_level`)."""
+        self.runtime = current()
+        """Where its worker comes from (`_runtime`): the process's, or a test's own."""
         self.scrub: Scrub = Scrub(None if self.parent is None else self.parent.scrub)
         """The secrets its sandbox tools returned, masked in what it shows (`_scrub`)."""
         self._plain: dict[str, Callable[..., Any]] = (
@@ -178,7 +180,9 @@ class Driver:
         self.trace.origin = time.perf_counter()
         _running.set(self)
         scrubbing.set(self.scrub)
-        self.level = hold_level(self, None if self.parent is None else self.parent.level)
+        self.level = self.runtime.hold_level(
+            self, None if self.parent is None else self.parent.level
+        )
         if self.parent is not None:
             with self.parent._lock:
                 self.parent._children.add(self)
@@ -289,7 +293,7 @@ class Driver:
         if self.parent is not None:
             with self.parent._lock:
                 self.parent._children.discard(self)
-        release_level(self, self.level)
+        self.runtime.release_level(self, self.level)
 
     @contextlib.contextmanager
     def _on_host(self, call: ToolCall | None) -> Iterator[None]:
@@ -322,7 +326,7 @@ class Driver:
     def _run_session(self) -> Any:
         limits = self.limits
         stubs = build_stubs(self.tools, self.inputs) + _CHECKED_STUB if self.type_check else None
-        session = pool(self.level).checkout(
+        session = self.runtime.pool(self.level).checkout(
             script_name=_SCRIPT,
             limits={
                 "max_feed_duration_secs": limits.timeout,

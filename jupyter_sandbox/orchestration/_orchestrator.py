@@ -50,7 +50,7 @@ from ._limits import Limits, megabytes_from_bytes, seconds_from_ms
 from ._registry import Tools, registry, resolve_tools
 from ._result import OrchestrationResult
 from ._runs import start, wait
-from ._runtime import hold_level, pool, release_level, tool_loop
+from ._runtime import current, tool_loop
 from ._stubs import _StubWriter, stubs
 from ._tool import Tool
 from ._values import type_name
@@ -330,9 +330,10 @@ def _check_definition(
     source = "\n".join([written.source, *own, *lines, _CHECKED_STUB])
     token = object()
     parent = _running.get()
-    level = hold_level(token, None if parent is None else parent.level)
+    runtime = current()
+    level = runtime.hold_level(token, None if parent is None else parent.level)
     try:
-        with pool(level).checkout(
+        with runtime.pool(level).checkout(
             script_name=_SCRIPT,
             limits={"max_feed_duration_secs": limits.timeout},
             type_check=True,
@@ -352,7 +353,7 @@ def _check_definition(
             exc, code=code, limits=limits, interrupted=False, last_tool_error=None
         ) from None
     finally:
-        release_level(token, level)
+        runtime.release_level(token, level)
 
 
 _VALUE = "jupyter_sandbox_value"

@@ -99,12 +99,63 @@ _SMALL = frozenset({type(None), bool, float})
 _SHORT = 4096
 """Characters of a text `keepable` keeps without measuring it (far under `KEEP_LIMIT`)."""
 
-_stores: dict[str, Store] = {}
-_stores_lock = threading.Lock()
-_held: dict[str, dict[str, Any]] = {}
-"""The objects each run paused in this process sent into Monty, by run id, then uuid: the
-objects its approved call gets while this kernel lives (`held`)."""
-_held_lock = threading.Lock()
+
+class Process:
+    """What the durable subsystem keeps for the life of the process: the stores it opened (one
+    per path) and the objects of the runs that paused here. The process has one, `current`; a
+    test may install a fresh one (`install`), as a kernel restart would give."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.stores: dict[str, Store] = {}
+        """The stores opened so far, by absolute path (`open_store`)."""
+        self.held: dict[str, dict[str, Any]] = {}
+        """The objects each run paused in this process sent into Monty, by run id, then uuid:
+        the objects its approved call gets while this kernel lives (`held`)."""
+
+    def open_store(self, store: Store | str | os.PathLike[str]) -> Store:
+        """A `Store`, or the one at a path (opened once per path)."""
+        if isinstance(store, Store):
+            return store
+        path = os.path.abspath(os.path.expanduser(os.fspath(store)))
+        with self._lock:
+            found = self.stores.get(path)
+            if found is None:
+                found = self.stores[path] = Store(path)
+            return found
+
+    def objects(self, run_id: str) -> dict[str, Any]:
+        """The objects run ``run_id`` sent into Monty before it paused here, by uuid."""
+        with self._lock:
+            return dict(self.held.get(run_id, {}))
+
+    def keep(self, run_id: str, objects: dict[str, Any] | None) -> None:
+        """Hold a paused run's ``objects`` for its approval; None: the run is over."""
+        with self._lock:
+            if objects is None:
+                self.held.pop(run_id, None)
+            else:
+                self.held[run_id] = objects
+
+    def forget(self) -> None:
+        """Forget every paused run's objects, as a kernel restart does."""
+        with self._lock:
+            self.held.clear()
+
+
+_current = Process()
+
+
+def current() -> Process:
+    """The process's durable state."""
+    return _current
+
+
+def install(process: Process) -> Process:
+    """Make ``process`` the durable state (a test's fresh one); returns the one it replaces."""
+    global _current
+    previous, _current = _current, process
+    return previous
 
 
 def held(run_id: str) -> dict[str, Any]:
@@ -112,26 +163,17 @@ def held(run_id: str) -> dict[str, Any]:
     A paused run's handles are bound to these, the objects its record showed, not to the
     notebook variables of the same name (a later cell may have set ``targets`` to something
     else); only after a restart, when these are gone, does a handle bind by name (`_rebind`)."""
-    with _held_lock:
-        return dict(_held.get(run_id, {}))
+    return _current.objects(run_id)
 
 
 def open_store(store: Store | str | os.PathLike[str]) -> Store:
     """A `Store`, or the one at a path (opened once per process and path)."""
-    if isinstance(store, Store):
-        return store
-    path = os.path.abspath(os.path.expanduser(os.fspath(store)))
-    with _stores_lock:
-        found = _stores.get(path)
-        if found is None:
-            found = _stores[path] = Store(path)
-        return found
+    return _current.open_store(store)
 
 
 def forget_held() -> None:
     """Forget every paused run's objects, as a kernel restart does (tests stand in for one)."""
-    with _held_lock:
-        _held.clear()
+    _current.forget()
 
 
 class Durable:
@@ -273,11 +315,7 @@ class Durable:
         with self._buffer:
             timer, self._timer = self._timer, None
             objects = {**self.objects, **dict(self._handles.values())}
-        with _held_lock:
-            if status == "paused":
-                _held[self.run_id] = objects
-            else:
-                _held.pop(self.run_id, None)
+        current().keep(self.run_id, objects if status == "paused" else None)
         if timer is not None:
             timer.cancel()
         self.flush()
