@@ -113,6 +113,11 @@ class Driver:
         self.loop = loop
         self.result = OrchestrationResult(code=code)
         self._features = tuple(features)
+        # The features asked at each call, by point: only those that do something there.
+        self._rebinding = _overriding(self._features, "rebind")
+        self._starting = _overriding(self._features, "call_started")
+        self._answering = _overriding(self._features, "call_answered")
+        self._finishing = _overriding(self._features, "call_finished")
         self.numbers: dict[int, int] = {}
         """The numbers of the calls the features saw, by ``id(call)``: the order the code
         made them in (what a store keys records by; Monty's ``call_id`` is the worker's)."""
@@ -472,8 +477,7 @@ class Driver:
         self._count_call()
         args, kwargs = snap.args, snap.kwargs
         self._crossed(args, kwargs)
-        features = self._features
-        for feature in features:  # handles sent in before a restore or by earlier cells
+        for feature in self._rebinding:  # handles sent in before a restore or by earlier cells
             args, kwargs = feature.rebind((args, kwargs))
         call = self.trace.call(
             snap.call_id, name, snap.position.start, args, kwargs, time.perf_counter()
@@ -486,7 +490,7 @@ class Driver:
             call.start = time.perf_counter() - self.trace.origin
         number = self.calls_made - 1
         self.numbers[id(call)] = number
-        for feature in features:
+        for feature in self._starting:
             answer = feature.call_started(self, snap, call, number, tool)
             if answer is None:
                 continue
@@ -567,7 +571,7 @@ class Driver:
 
     def _succeeded(self, call: ToolCall, value: Any) -> Any:
         call.end = time.perf_counter() - self.trace.origin
-        for feature in self._features:  # before `_kept`: the cache keys by the arguments made
+        for feature in self._answering:  # before `_kept`: the cache keys by the arguments made
             feature.call_answered(call, value)
         self._kept(call)
         call.result = self.keeper.kept(value)
@@ -600,7 +604,7 @@ class Driver:
     def _finished(self, call: ToolCall, sent: Any) -> None:
         """Tell the features ``call`` ended (``sent``: its value as Monty got it, None when
         it failed)."""
-        for feature in self._features:
+        for feature in self._finishing:
             feature.call_finished(call, self.numbers[id(call)], sent)
 
     def _os_call(self, snap: pm.FunctionSnapshot) -> pm.SyncSnapshot:
@@ -718,6 +722,12 @@ def check_apart(
     with contextlib.suppress(pm.MontyRuntimeError):
         first.resume({"exception": RuntimeError("type-checked")})
     return True
+
+
+def _overriding(features: tuple[Feature, ...], point: str) -> tuple[Feature, ...]:
+    """The ``features`` whose class does something at ``point`` (a `Feature` method): the
+    others are not asked there, so a call pays only for the features that watch it."""
+    return tuple(f for f in features if getattr(type(f), point) is not getattr(Feature, point))
 
 
 def _is_plain(tool: Tool) -> bool:
