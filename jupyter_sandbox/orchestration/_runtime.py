@@ -16,6 +16,7 @@ import threading
 
 import pydantic_monty
 
+from .._default import Default
 from ._confine import Confinement, choose, stop_inheritance
 
 WORKERS = max(2, os.cpu_count() or 2)
@@ -147,27 +148,19 @@ class Runtime:
             loop.call_soon_threadsafe(loop.stop)
 
 
-_current = Runtime()
-
-
-def current() -> Runtime:
-    """The process's runtime: what every run draws its worker and tool loop from."""
-    return _current
-
-
-def install(runtime: Runtime) -> Runtime:
-    """Make ``runtime`` the process's (a test's fresh one); returns the one it replaces."""
-    global _current
-    previous, _current = _current, runtime
-    return previous
+_default: Default[Runtime] = Default(Runtime)
+current = _default.get
+"""The process's runtime: what every run draws its worker and tool loop from."""
+install = _default.install
+"""Make a runtime the process's (a test's fresh one); returns the one it replaces."""
 
 
 # What the engine's modules call, on the current runtime.
 def pool(level: int = 0) -> pydantic_monty.Monty:
     """`Runtime.pool` of the current runtime."""
-    return _current.pool(level)
+    return current().pool(level)
 
 
 def tool_loop(parent: asyncio.AbstractEventLoop | None = None) -> asyncio.AbstractEventLoop:
     """`Runtime.tool_loop` of the current runtime."""
-    return _current.tool_loop(parent)
+    return current().tool_loop(parent)

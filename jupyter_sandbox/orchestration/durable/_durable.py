@@ -61,6 +61,7 @@ from typing import TYPE_CHECKING, Any
 
 import pydantic_monty as pm
 
+from ..._default import Default
 from ..._errors import StoreError
 from ..._events import ToolCall
 from ..._scrub import SECRET, Scrub, holds, in_dump, known, masked, note
@@ -143,19 +144,11 @@ class Process:
             self.held.clear()
 
 
-_current = Process()
-
-
-def current() -> Process:
-    """The process's durable state."""
-    return _current
-
-
-def install(process: Process) -> Process:
-    """Make ``process`` the durable state (a test's fresh one); returns the one it replaces."""
-    global _current
-    previous, _current = _current, process
-    return previous
+_default: Default[Process] = Default(Process)
+current = _default.get
+"""The process's durable state."""
+install = _default.install
+"""Make a durable state the process's (a test's fresh one); returns the one it replaces."""
 
 
 def held(run_id: str) -> dict[str, Any]:
@@ -163,17 +156,17 @@ def held(run_id: str) -> dict[str, Any]:
     A paused run's handles are bound to these, the objects its record showed, not to the
     notebook variables of the same name (a later cell may have set ``targets`` to something
     else); only after a restart, when these are gone, does a handle bind by name (`_rebind`)."""
-    return _current.objects(run_id)
+    return current().objects(run_id)
 
 
 def open_store(store: Store | str | os.PathLike[str]) -> Store:
     """A `Store`, or the one at a path (opened once per process and path)."""
-    return _current.open_store(store)
+    return current().open_store(store)
 
 
 def forget_held() -> None:
     """Forget every paused run's objects, as a kernel restart does (tests stand in for one)."""
-    _current.forget()
+    current().forget()
 
 
 class Durable:
