@@ -576,7 +576,8 @@ class Driver:
         self._kept(call)
         call.result = self.keeper.kept(value)
         sent = to_sandbox(value)
-        self._finished(call, sent)
+        for feature in self._finishing:  # inline: the hot path of a watched run
+            feature.call_finished(call, self.numbers[id(call)], sent)
         if self._emitting:
             self.emit(CallFinished(call))
         return {"return_value": sent}
@@ -597,15 +598,10 @@ class Driver:
         except BaseException:  # the run's thread: no Ctrl-C arrives here
             call.host_traceback = call.error + "\n"
         self._last_tool_error = (exc, call)
-        self._finished(call, None)
+        for feature in self._finishing:  # ``sent`` None: it failed
+            feature.call_finished(call, self.numbers[id(call)], None)
         self.emit(CallFinished(call))
         return {"exception": for_sandbox(exc)}
-
-    def _finished(self, call: ToolCall, sent: Any) -> None:
-        """Tell the features ``call`` ended (``sent``: its value as Monty got it, None when
-        it failed)."""
-        for feature in self._finishing:
-            feature.call_finished(call, self.numbers[id(call)], sent)
 
     def _os_call(self, snap: pm.FunctionSnapshot) -> pm.SyncSnapshot:
         name = snap.function_name

@@ -18,7 +18,7 @@ from ._memo import Journal
 from ._replay import Answers, Journaling, Replay
 from ._sessions import SessionLink
 from ._tool import Tool
-from .durable import Durable, DurableFeature, Restore
+from .durable import Durable, DurableFeature, Restore, Restored
 
 
 def plug(
@@ -44,7 +44,7 @@ def plug(
     if decision or any(tool.approve is not False for tool in tools.values()):
         features.append(Gate(approver, restore, durable=durable is not None))
     if durable is not None:
-        features.append(DurableFeature(durable, restore))
+        features.append(DurableFeature(durable) if restore is None else Restored(durable, restore))
     if session is not None:
         features.append(session)
     if journal is not None:

@@ -20,6 +20,7 @@ from ._durable import INPUTS as INPUTS
 from ._durable import Durable as Durable
 from ._durable import DurableFeature as DurableFeature
 from ._durable import Restore as Restore
+from ._durable import Restored as Restored
 from ._durable import changed_inputs as changed_inputs
 from ._durable import forget_held as forget_held
 from ._durable import held as held

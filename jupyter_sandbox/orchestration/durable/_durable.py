@@ -633,36 +633,25 @@ def handle_in(value: Any, depth: int = 0) -> str | None:
 
 class DurableFeature(Feature):
     """A durable run, a feature of its run (`_hooks`): its calls' records and checkpoints go
-    to the store through ``durable``; with ``restore`` the run starts from a snapshot instead
-    of the code's first line, and the handles it held before are bound again.
+    to the store through ``durable`` (a restored run: `Restored`).
 
     A sandbox call is slow and a gated one waits for a person: worth a checkpoint each (the
     gate asks for its own, `_approval.Gate`). Any other call checkpoints at most once a
     second (`Durable.due`); a call checkpoints at most once."""
 
-    def __init__(self, durable: Durable, restore: Restore | None) -> None:
+    restore: Restore | None = None
+
+    def __init__(self, durable: Durable) -> None:
         self.durable = durable
-        self.restore = restore
         self._at = -1
         """The number of the call last checkpointed at."""
 
     def attach(self, run: Driver) -> None:
         self.durable.scrub = run.scrub  # its store keeps no value holding one
         self.durable.warn = run.say
-        if self.restore is not None:  # may hold what sandbox tools returned elsewhere
-            note(secret_values(run.tools.values()), run.scrub)
-
-    def begin(
-        self, run: Driver, worker: pm.MontySession, stubs: str | None
-    ) -> pm.SyncSnapshot | None:
-        return None if self.restore is None else _restored(run, worker, self.restore)
 
     def sent_inputs(self, inputs: Mapping[str, Any], sent: Mapping[str, Any]) -> None:
         self.durable.sent_inputs(inputs, sent)  # names the handles among them (`_rebind`)
-
-    def rebind(self, value: Any) -> Any:
-        # the handles it held before the restore, bound again
-        return value if self.restore is None else self.restore.rebind(value)
 
     def call_started(
         self, run: Driver, snap: pm.FunctionSnapshot, call: ToolCall, number: int, tool: Tool
@@ -687,9 +676,6 @@ class DurableFeature(Feature):
     def call_finished(self, call: ToolCall, number: int, sent: Any) -> None:
         self.durable.record(number, call, sent)  # ``sent`` names the handles in it
 
-    def complete(self, run: Driver, worker: pm.MontySession, value: Any) -> Any:
-        return self.rebind(value)  # a handle it returns, bound again (`_rebind`)
-
     def paused(self, run: Driver, call: ToolCall) -> None:
         # what an approval after a restart binds (`_rebind`)
         values = [*call.args, *call.kwargs.values()]
@@ -697,6 +683,28 @@ class DurableFeature(Feature):
 
     def end(self, run: Driver) -> None:
         self.durable.finish(run.result.status)
+
+
+class Restored(DurableFeature):
+    """A durable run taken up from its snapshot (``restore``): it starts there instead of the
+    code's first line, and the handles it held before are bound again (`_rebind`)."""
+
+    def __init__(self, durable: Durable, restore: Restore) -> None:
+        super().__init__(durable)
+        self.restore = self.snapshot = restore
+
+    def attach(self, run: Driver) -> None:
+        super().attach(run)
+        note(secret_values(run.tools.values()), run.scrub)  # it may hold what they returned
+
+    def begin(self, run: Driver, worker: pm.MontySession, stubs: str | None) -> pm.SyncSnapshot:
+        return _restored(run, worker, self.snapshot)
+
+    def rebind(self, value: Any) -> Any:
+        return self.snapshot.rebind(value)  # the handles it held before the restore
+
+    def complete(self, run: Driver, worker: pm.MontySession, value: Any) -> Any:
+        return self.snapshot.rebind(value)  # a handle it returns, bound again
 
 
 def _restored(run: Driver, worker: pm.MontySession, restore: Restore) -> pm.SyncSnapshot:
