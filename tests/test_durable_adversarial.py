@@ -85,7 +85,7 @@ def test_a_rejected_call_is_not_made_when_its_tool_is_no_longer_gated(calls, tmp
 
 
 def tamper_session(path: Path, name: str) -> None:
-    from jupyter_sandbox.orchestration._sessions import sessions
+    from jupyter_sandbox.orchestration.durable._sessions import sessions
 
     sessions.drop("adversarial", name)  # this process's copy: the store's is read next
     with sqlite3.connect(path) as db:

@@ -39,14 +39,13 @@ from ._runs import begin, driven, fork_run, resume_run, start, wait
 from ._runtime import confinement as confinement
 from ._runtime import tool_loop
 from ._sandbox_tool import bind_inputs as bind_inputs
-from ._sessions import sessions
 from ._stubs import build_stubs
 from ._stubs import stubs as stubs
 from ._values import is_plain as is_plain
 from .durable import KEY_BYTES as KEY_BYTES
 from .durable import CallNow as CallNow
 from .durable import PausedRun as PausedRun
-from .durable import Store, default_store_path, open_store
+from .durable import Store, default_store_path, open_store, sessions
 from .durable import call_now as call_now
 from .durable import check_private_file as check_private_file
 from .durable import check_private_folder as check_private_folder

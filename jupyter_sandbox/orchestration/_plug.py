@@ -16,9 +16,8 @@ from ._approval import Gate
 from ._hooks import Feature
 from ._memo import Journal
 from ._replay import Answers, Journaling, Replay
-from ._sessions import SessionLink
 from ._tool import Tool
-from .durable import Durable, DurableFeature, Restore, Restored
+from .durable import Durable, DurableFeature, Restore, Restored, SessionLink
 
 
 def plug(

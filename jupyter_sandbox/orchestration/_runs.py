@@ -29,28 +29,31 @@ from ._driver import Driver, parent_loop
 from ._limits import Limits, resolve_limits
 from ._memo import Recorded
 from ._plug import plug
-from ._rebind import defined_classes, stored_origins
 from ._registry import Tools, resolve_tools
 from ._replay import Answers
 from ._result import OrchestrationResult, answered
 from ._runtime import WORKERS, tool_loop
-from ._sessions import SessionLink, sessions, with_limits
 from ._tool import Tool
 from .durable import (
     INPUTS,
     Durable,
     Restore,
+    SessionLink,
     Store,
     StoredRun,
     changed_inputs,
     default_store_path,
+    defined_classes,
     held,
     inputs_changed,
     inputs_record,
     open_store,
+    sessions,
     stored_calls,
     stored_inputs,
+    stored_origins,
     this_process,
+    with_limits,
 )
 
 DRIVER_WAIT = 15.0

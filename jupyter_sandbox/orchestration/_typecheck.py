@@ -3,7 +3,7 @@
 Monty's checker costs 20-25 ms per cell (more for longer code), paid again each time a cell is
 re-run although nothing it reads has changed. What it reads is all text: the stubs (the tools'
 signatures, the inputs' types, the check's own stop call), a session's declarations and
-imports (the checker's state `_sessions.SessionLink.load` builds from them), the code, and
+imports (the checker's state `durable.SessionLink.load` builds from them), the code, and
 Monty's own version (its checker and the standard library stubs it ships). A cell whose key
 (a SHA-256 of all of them) passed once passes again, so its check is skipped. The stubs the
 key hashes are themselves kept by what they are written from (`_stubs.kept`), so an unchanged

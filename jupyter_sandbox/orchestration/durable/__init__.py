@@ -8,7 +8,10 @@ a restart, paused at a gated call until a person answers, listed and forked. Its
   (``_schema``), sealing and key files (``_sealing``), the pickling of values (``_pickling``)
   and the caps that evict old runs (``_caps``);
 - ``_durable``: what a run writes, when, and what a resumed run starts from (`Restore`);
-- ``_paused``: the listing of paused runs and the call an approval will make.
+- ``_paused``: the listing of paused runs and the call an approval will make;
+- ``_sessions``: ``--session`` state, kept in memory and in the store (`SessionLink` is the
+  run's feature); ``_rebind``: handles bound again after a restore, by name; ``_cbor``: the
+  few fields of a Monty dump we edit (limits, the type checker's state).
 
 The rest of ``orchestration`` imports these names from here, the package's front door.
 """
@@ -37,6 +40,11 @@ from ._paused import paused_runs as paused_runs
 from ._paused import read_whole as read_whole
 from ._paused import run_status as run_status
 from ._paused import unseen as unseen
+from ._rebind import defined_classes as defined_classes
+from ._rebind import stored_origins as stored_origins
+from ._sessions import SessionLink as SessionLink
+from ._sessions import sessions as sessions
+from ._sessions import with_limits as with_limits
 from ._store import KEY_BYTES as KEY_BYTES
 from ._store import RunOwner as RunOwner
 from ._store import RunStatus as RunStatus

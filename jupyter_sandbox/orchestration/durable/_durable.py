@@ -70,7 +70,9 @@ from .._approval import handles
 from .._hooks import Answer, Feature
 from .._keep import TINY, Summary, quick_size, summary
 from .._memo import Recorded, same
-from .._rebind import (
+from .._sandbox_tool import SandboxTool, secret_values
+from .._values import MAX_DEPTH, data_size, is_plain
+from ._rebind import (
     Origin,
     Rebinder,
     input_handles,
@@ -80,8 +82,6 @@ from .._rebind import (
     type_of,
     wrong_input,
 )
-from .._sandbox_tool import SandboxTool, secret_values
-from .._values import MAX_DEPTH, data_size, is_plain
 from ._store import HandleMarker, RunOwner, RunStatus, Store, StoredRun
 
 if TYPE_CHECKING:

@@ -59,12 +59,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import pydantic_monty as pm
 
-from .._errors import OrchestrationError
-from .._events import ToolCall
-from .._scrub import in_dump, known
+from ..._errors import OrchestrationError
+from ..._events import ToolCall
+from ..._scrub import in_dump, known
+from .._hooks import Feature
+from .._limits import Limits
+from .._registry import Tool
 from . import _cbor
-from ._hooks import Feature
-from ._limits import Limits
 from ._rebind import (
     Origin,
     SessionRebinder,
@@ -73,10 +74,9 @@ from ._rebind import (
     result_handles,
     statements,
 )
-from ._registry import Tool
 
 if TYPE_CHECKING:
-    from ._driver import Driver
+    from .._driver import Driver
 
 _FORMAT = b"MONTY\x00\x0e\x00"
 """How a pydantic-monty 1.4.0 session dump starts: magic and format version."""
