@@ -11,6 +11,10 @@ after/before. Wall time moves with the machine's load; the CPU time this process
 run's thread, the tool loop: our side, not Monty's worker process) much less, so both are
 shown. Rows: a sync tool in a run nobody watches, the same watched (``on_event``),
 with the cache, with a store; an awaited async tool, without and with a store.
+
+``--count`` prints instead how many Python function calls each tool call makes in each version
+(a profile hook on every thread, a cell of ``--calls`` calls less an empty one): exact, so it
+shows a change to the per-call path whatever the load.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -49,27 +54,65 @@ def copy_as(source: Path, name: str, into: Path) -> None:
         path.write_text(re.sub(r"\bjupyter_sandbox\b", name, text))
 
 
-def rows(name: str, calls: int, folder: str) -> dict[str, Callable[[], object]]:
+def rows(name: str, calls: int, folder: str) -> dict[str, Callable[[int], object]]:
+    """Each row's cell, run with a number of tool calls (``calls`` by default)."""
     engine: Any = importlib.import_module(f"{name}.orchestration")
     store = engine.Store(os.path.join(folder, f"{name}.sqlite"))
-    sync = f"t = 0\nfor i in range({calls}):\n    t = add(t, i)\nt"
-    awaited = f"t = 0\nfor i in range({calls}):\n    t = await aadd(t, i)\nt"
     run = engine.orchestrate
     seen: list[object] = []
+
+    def sync(n: int) -> str:
+        return f"t = 0\nfor i in range({n}):\n    t = add(t, i)\nt"
+
+    def awaited(n: int) -> str:
+        return f"t = 0\nfor i in range({n}):\n    t = await aadd(t, i)\nt"
+
     return {
-        "sync tool, nobody watches": lambda: run(sync, tools=[add], type_check=False),
-        "sync tool, watched (on_event)": lambda: run(
-            sync, tools=[add], type_check=False, on_event=seen.append
+        "sync tool, nobody watches": lambda n=calls: run(sync(n), tools=[add], type_check=False),
+        "sync tool, watched (on_event)": lambda n=calls: run(
+            sync(n), tools=[add], type_check=False, on_event=seen.append
         ),
-        "sync tool, cache": lambda: run(
-            sync, tools=[add], type_check=False, cache=engine.ToolCache()
+        "sync tool, cache": lambda n=calls: run(
+            sync(n), tools=[add], type_check=False, cache=engine.ToolCache()
         ),
-        "sync tool, store": lambda: run(sync, tools=[add], type_check=False, store=store),
-        "async tool awaited": lambda: run(awaited, tools=[aadd], type_check=False),
-        "async tool awaited, store": lambda: run(
-            awaited, tools=[aadd], type_check=False, store=store
+        "sync tool, store": lambda n=calls: run(
+            sync(n), tools=[add], type_check=False, store=store
+        ),
+        "async tool awaited": lambda n=calls: run(awaited(n), tools=[aadd], type_check=False),
+        "async tool awaited, store": lambda n=calls: run(
+            awaited(n), tools=[aadd], type_check=False, store=store
         ),
     }
+
+
+def python_calls(cell: Callable[[int], object], calls: int) -> float:
+    """Python function calls per tool call of ``cell`` (on every thread of the process)."""
+
+    def counted(n: int) -> int:
+        count = 0
+
+        def hook(frame: object, event: str, arg: object) -> None:
+            nonlocal count
+            count += event == "call"
+
+        threading.setprofile(hook)
+        sys.setprofile(hook)
+        try:
+            cell(n)
+        finally:
+            sys.setprofile(None)
+            threading.setprofile(None)
+        return count
+
+    return (counted(calls) - counted(0)) / calls
+
+
+def count(versions: dict[str, dict[str, Callable[[int], object]]], calls: int, ref: str) -> None:
+    print(f"\nPython calls per tool call, {calls} calls per cell, before = {ref}")
+    print(f"{'':32} {'before':>8} {'after':>8}")
+    for row in versions["before"]:
+        before, after = (python_calls(versions[v][row], calls) for v in ("before", "after"))
+        print(f"{row:32} {before:8.1f} {after:8.1f}")
 
 
 def main() -> None:
@@ -77,6 +120,7 @@ def main() -> None:
     parser.add_argument("--before", required=True, help="the git revision to compare against")
     parser.add_argument("--calls", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=41)
+    parser.add_argument("--count", action="store_true", help="count Python calls, no timing")
     args = parser.parse_args()
     folder = tempfile.mkdtemp(prefix="bench-ab-")
     checkout = Path(folder) / "before"
@@ -94,6 +138,10 @@ def main() -> None:
     versions = {v: rows(f"js_{v}", args.calls, folder) for v in ("before", "after")}
     for fn in [*versions["before"].values(), *versions["after"].values()]:
         fn()  # warm-up: workers, stubs, the stores
+    if args.count:
+        count(versions, args.calls, args.before)
+        shutil.rmtree(folder, ignore_errors=True)
+        return
     times: dict[str, dict[str, list[float]]] = {
         v: {r: [] for r in rows_} for v, rows_ in versions.items()
     }

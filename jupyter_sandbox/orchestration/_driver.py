@@ -553,10 +553,10 @@ class Driver:
     def _settle(self, call_ids: list[int]) -> dict[int, Any]:
         """Wait until at least one pending future is done; answer all that are."""
         # A future the run never started is a sleep awaited before a restore (`_durable`):
-        # its time is up.
-        slept = {i: {"return_value": None} for i in call_ids if i not in self.pending}
+        # its time is up. (Set operations: no Python call on the path of every await.)
+        slept = set(call_ids).difference(self.pending.entries)
         if slept:
-            return slept
+            return {i: {"return_value": None} for i in slept}
         done = self.pending.wait(call_ids, self._killed)
         if not done:
             raise Interrupted("interrupted while waiting for tools")
