@@ -147,3 +147,23 @@ def test_a_fresh_durable_process_forgets_what_paused_runs_held(
     assert open_store(str(tmp_path / "store.sqlite")) is store
     assert list(durable_process.stores) == [str(tmp_path / "store.sqlite")]
     assert durable_process.held == {}
+
+
+def test_sessions_live_in_the_durable_state(durable_process: Any) -> None:
+    """A session's state is the durable state's: a fresh one (a new kernel, no store) has no
+    session, and the code there does not see the variable; the old one still has it."""
+    from jupyter_sandbox import OrchestrationError
+    from jupyter_sandbox.orchestration import orchestrate, sessions
+    from jupyter_sandbox.orchestration.durable import _durable
+
+    orchestrate("x = 41", session="s")
+    assert orchestrate("x + 1", session="s").value == 42
+    assert list(sessions.listed("default")) == ["s"]
+    previous = _durable.install(_durable.Process())
+    try:
+        assert sessions.listed("default") == {}
+        with pytest.raises(OrchestrationError, match="x"):
+            orchestrate("x + 1", session="s")
+    finally:
+        _durable.install(previous)
+    assert list(sessions.listed("default")) == ["s"]

@@ -103,8 +103,9 @@ _SHORT = 4096
 
 class Process:
     """What the durable subsystem keeps for the life of the process: the stores it opened (one
-    per path) and the objects of the runs that paused here. The process has one, `current`; a
-    test may install a fresh one (`install`), as a kernel restart would give."""
+    per path), the objects of the runs that paused here and the sessions' states. The process
+    has one, `current`; a test may install a fresh one (`install`), as a kernel restart
+    would give."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -113,6 +114,8 @@ class Process:
         self.held: dict[str, dict[str, Any]] = {}
         """The objects each run paused in this process sent into Monty, by run id, then uuid:
         the objects its approved call gets while this kernel lives (`held`)."""
+        self.sessions: dict[tuple[str, str], Any] = {}
+        """The kernel's ``--session`` states by (scope, name) (`_sessions.Sessions`)."""
 
     def open_store(self, store: Store | str | os.PathLike[str]) -> Store:
         """A `Store`, or the one at a path (opened once per path)."""

@@ -66,6 +66,7 @@ from .._hooks import Feature
 from .._limits import Limits
 from .._registry import Tool
 from . import _cbor
+from ._durable import current
 from ._rebind import (
     Origin,
     SessionRebinder,
@@ -134,11 +135,16 @@ class SessionStore(Protocol):
 
 class Sessions:
     """The kernel's sessions by (scope, name), in memory; a store, when given, keeps them past
-    the kernel. Thread-safe: cells of other notebooks' runs may save at once."""
+    the kernel. Thread-safe: cells of other notebooks' runs may save at once. What it keeps is
+    the durable state's (`_durable.Process.sessions`), so a test's fresh state (the
+    ``durable_process`` fixture) starts with none, as a new kernel does."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._kept: dict[tuple[str, str], SessionState] = {}
+
+    @property
+    def _kept(self) -> dict[tuple[str, str], SessionState]:
+        return current().sessions
 
     def open(self, name: str, *, scope: str, store: SessionStore | None) -> SessionLink:
         """The link one cell uses: the state it starts from (this kernel's, else the store's,
