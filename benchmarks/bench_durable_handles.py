@@ -16,7 +16,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from jupyter_sandbox.orchestration import Tool, _durable, orchestrate
+from jupyter_sandbox.orchestration import Tool, orchestrate
+from jupyter_sandbox.orchestration.durable import _durable
 
 
 class Frame:

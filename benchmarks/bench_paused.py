@@ -19,9 +19,9 @@ from _timing import measure, print_table
 
 from jupyter_sandbox import Store, orchestrate, tool
 from jupyter_sandbox.orchestration import Limits
-from jupyter_sandbox.orchestration._paused import paused_runs
 from jupyter_sandbox.orchestration._runtime import pool
-from jupyter_sandbox.orchestration._sessions import with_limits
+from jupyter_sandbox.orchestration.durable._paused import paused_runs
+from jupyter_sandbox.orchestration.durable._sessions import with_limits
 
 CODE = 'rows = [step(i) for i in range(20)]\ndone = delete("/data/old", force=True)\n(rows, done)'
 

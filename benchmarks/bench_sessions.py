@@ -15,7 +15,7 @@ import argparse
 from _timing import measure, print_table
 
 from jupyter_sandbox.orchestration import orchestrate
-from jupyter_sandbox.orchestration._sessions import sessions
+from jupyter_sandbox.orchestration.durable._sessions import sessions
 
 CELL = "x = add(1, 2)\ny = [x] * 10"
 

@@ -12,7 +12,7 @@ because one it depends on failed (no image can be looked up without an engine).
 Nothing of the user's is created or changed (the confinement check starts a Monty worker, as
 the first ``%%orchestrate`` cell would), and the store's database is never opened: closing a
 descriptor of a SQLite file drops every lock this process holds on it (see
-`orchestration._store`), and in a kernel the store may be open. Its folder, file and key are
+`orchestration.durable._store`), and in a kernel the store may be open. Its folder, file and key are
 looked at with the store's own checks instead.
 """
 

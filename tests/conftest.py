@@ -46,6 +46,34 @@ def shell() -> Iterator[InteractiveShell]:
         registry.unregister(name)
 
 
+@pytest.fixture
+def runtime() -> Iterator[Any]:
+    """A fresh `Runtime` (worker pools, tool loops) for one test, the process's put back and
+    the fresh one closed after: a test that counts or breaks workers touches no other's."""
+    from jupyter_sandbox.orchestration import _runtime
+
+    fresh = _runtime.Runtime()
+    previous = _runtime.install(fresh)
+    try:
+        yield fresh
+    finally:
+        _runtime.install(previous)
+        fresh.close()
+
+
+@pytest.fixture
+def durable_process() -> Iterator[Any]:
+    """Fresh durable state (open stores, paused runs' objects) for one test: a kernel
+    restart's view of the store, the process's put back after."""
+    from jupyter_sandbox.orchestration.durable import _durable
+
+    previous = _durable.install(_durable.Process())
+    try:
+        yield _durable.current()
+    finally:
+        _durable.install(previous)
+
+
 @pytest.fixture(scope="session")
 def docker_engine() -> object:
     """The Docker client. No engine is a failure, not a skip: the README's test command starts

@@ -19,7 +19,7 @@ from jupyter_sandbox import Keep, LimitExceeded, Limits
 from jupyter_sandbox.orchestration import Journal, ToolCache, orchestrate
 from jupyter_sandbox.orchestration._keep import Summary
 from jupyter_sandbox.orchestration._memo import Journals
-from jupyter_sandbox.orchestration._store import Store
+from jupyter_sandbox.orchestration.durable._store import Store
 
 BIG_ARGUMENT = """
 @tool

@@ -200,7 +200,7 @@ def test_a_store_not_made_yet_is_fine_where_its_folder_can_be_made(tmp_path: Pat
 
 
 def test_a_store_the_store_itself_opened_passes(store_dir: Path):
-    from jupyter_sandbox.orchestration._store import Store
+    from jupyter_sandbox.orchestration.durable._store import Store
 
     Store(store_dir / "store.sqlite").close()
     check = _doctor.check_store(store_dir / "store.sqlite")

@@ -20,9 +20,9 @@ from IPython.core.error import UsageError
 from jupyter_sandbox import Store, fork_run, orchestrate, resume_run
 from jupyter_sandbox.errors import Interrupted, SandboxConfigError, StoreError, ToolError
 from jupyter_sandbox.orchestration import Tool
-from jupyter_sandbox.orchestration._durable import open_store
-from jupyter_sandbox.orchestration._paused import paused_runs
-from jupyter_sandbox.orchestration._store import this_process
+from jupyter_sandbox.orchestration.durable._durable import open_store
+from jupyter_sandbox.orchestration.durable._paused import paused_runs
+from jupyter_sandbox.orchestration.durable._store import this_process
 
 TRACE = "application/vnd.jupyter-sandbox.trace+json"
 
@@ -85,7 +85,7 @@ def test_a_rejected_call_is_not_made_when_its_tool_is_no_longer_gated(calls, tmp
 
 
 def tamper_session(path: Path, name: str) -> None:
-    from jupyter_sandbox.orchestration._sessions import sessions
+    from jupyter_sandbox.orchestration.durable._sessions import sessions
 
     sessions.drop("adversarial", name)  # this process's copy: the store's is read next
     with sqlite3.connect(path) as db:

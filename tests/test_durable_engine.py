@@ -18,7 +18,7 @@ import pytest
 from jupyter_sandbox import Store, fork_run, orchestrate, resume_run
 from jupyter_sandbox.errors import OrchestrationError, SandboxConfigError, StoreError
 from jupyter_sandbox.orchestration import Tool
-from jupyter_sandbox.orchestration._durable import CHECKPOINT_EVERY, forget_held
+from jupyter_sandbox.orchestration.durable._durable import CHECKPOINT_EVERY, forget_held
 
 # The tools live in a module of their own so a second process can import the same ones. Each
 # call appends its name to the file $COUNTS; `die` kills its process with SIGKILL when
@@ -235,7 +235,7 @@ def crash(tmp_path: Path, store: Path, die_in: str, stored: int = 0, every: floa
         f"""
         import durable_tools as m
         from jupyter_sandbox import orchestrate
-        from jupyter_sandbox.orchestration import _durable
+        from jupyter_sandbox.orchestration.durable import _durable
         _durable.CHECKPOINT_EVERY = {every!r}
         orchestrate({CRASH!r}, tools=[m.step, m.slow], store={str(store)!r}, cell="crash")
         """,

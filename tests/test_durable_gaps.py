@@ -23,7 +23,7 @@ import pytest
 from jupyter_sandbox import Store, fork_run, orchestrate, resume_run
 from jupyter_sandbox.errors import SandboxConfigError, StoreError, ToolError
 from jupyter_sandbox.orchestration import Limits, Tool
-from jupyter_sandbox.orchestration._paused import paused_runs
+from jupyter_sandbox.orchestration.durable._paused import paused_runs
 
 TOOLS = textwrap.dedent(
     """
@@ -118,11 +118,11 @@ def test_paused_runs_reads_the_gated_call_from_the_store_without_a_monty_worker(
         f"""
         import json
         from jupyter_sandbox.orchestration import _runtime
-        from jupyter_sandbox.orchestration._paused import paused_runs
+        from jupyter_sandbox.orchestration.durable._paused import paused_runs
         from jupyter_sandbox import Store
         (run,) = paused_runs(Store({str(store)!r}))
         print(json.dumps([run.run_id, run.tool, run.args, run.kwargs, run.call_id,
-                          len(_runtime._pools)]))
+                          len(_runtime.current().pools)]))
         """
     )
     out, err = lister.communicate(timeout=120)
@@ -346,7 +346,7 @@ def test_ctrl_c_while_a_dead_kernels_run_is_taken_over_leaves_it_to_take_over_ag
     """A run left "running" by a kernel that died is taken over (claimed: its owner becomes
     this process). Given back with its status alone, it was "running" in this live process,
     refused by every resume until a restart: its owner must go back too."""
-    from jupyter_sandbox.orchestration._store import this_process
+    from jupyter_sandbox.orchestration.durable._store import this_process
 
     tmp_path, mod = env
     store = tmp_path / "s.sqlite"

@@ -18,7 +18,7 @@ from test_durable_kernels import alive, counted, descendants, the_run, wait_for
 from jupyter_sandbox import Store, fork_run, orchestrate, resume_run
 from jupyter_sandbox.errors import OrchestrationError, StoreError
 from jupyter_sandbox.orchestration import Tool
-from jupyter_sandbox.orchestration._durable import forget_held
+from jupyter_sandbox.orchestration.durable._durable import forget_held
 
 
 class Frame:

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from _kernels import Kernel
 
-from jupyter_sandbox.orchestration._store import Store, StoredRun
+from jupyter_sandbox.orchestration.durable._store import Store, StoredRun
 
 TRACE = "application/vnd.jupyter-sandbox.trace+json"
 

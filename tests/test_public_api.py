@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
 import subprocess
 import sys
@@ -138,6 +139,33 @@ def test_import_loads_no_engine_until_one_of_its_names_is_used() -> None:
     assert not heavy, heavy
     assert second == "jupyter_sandbox True"
     assert third == "False True"
+
+
+def test_load_ext_loads_no_code_mode_display_or_cluster_until_a_cell_needs_them(
+    tmp_path: Path,
+) -> None:
+    """``%load_ext`` registers every magic without loading code mode, the views or the Dask
+    side; the first ``%%orchestrate`` cell's view loads ``display`` (a real IPython shell,
+    real Monty)."""
+    code = (
+        "import sys\n"
+        "from IPython.testing.globalipapp import start_ipython\n"
+        "shell = start_ipython()\n"
+        "shell.run_line_magic('load_ext', 'jupyter_sandbox')\n"
+        "print(sorted(shell.magics_manager.magics['cell']))\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('jupyter_sandbox.codemode',"
+        " 'jupyter_sandbox.display', 'jupyter_sandbox.sandbox._cluster', 'distributed'))))\n"
+        "value = shell.run_cell_magic('orchestrate', '', '40 + 2')\n"
+        "print(value, 'jupyter_sandbox.display' in sys.modules)\n"
+    )
+    env = {**os.environ, "JUPYTER_SANDBOX_STORE": str(tmp_path / "store.sqlite")}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    )
+    magics, loaded, *_, shown = done.stdout.splitlines()
+    assert {"orchestrate", "sandbox", "codemode"} <= set(ast.literal_eval(magics))
+    assert ast.literal_eval(loaded) == []
+    assert shown.endswith("42 True")
 
 
 def test_the_function_orchestrate_is_not_shadowed_by_its_engine() -> None:

@@ -25,7 +25,7 @@ from test_durable_kernels import wait_for
 from jupyter_sandbox import create, orchestrate, tool
 from jupyter_sandbox._scrub import SECRET as SECRET_MARKER
 from jupyter_sandbox._secrets import HIDDEN, forms
-from jupyter_sandbox.orchestration._store import Store, StoredRun
+from jupyter_sandbox.orchestration.durable._store import Store, StoredRun
 
 SECRET = "r2-tök-✓-Qv93ZkLm-s3cr3t"
 """Non-ASCII: its UTF-8 bytes differ from its characters, and both are searched."""

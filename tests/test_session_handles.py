@@ -12,7 +12,7 @@ import pytest
 from _kernels import TOOLS, Kernel, kernel
 
 from jupyter_sandbox.orchestration import orchestrate
-from jupyter_sandbox.orchestration._sessions import sessions
+from jupyter_sandbox.orchestration.durable._sessions import sessions
 
 
 class Frame:

@@ -10,8 +10,9 @@ import pytest
 from _kernels import kernel
 
 from jupyter_sandbox.errors import LimitExceeded, OrchestrationError, TypeCheckError
-from jupyter_sandbox.orchestration import _cbor, orchestrate
-from jupyter_sandbox.orchestration._sessions import _TRACKER, sessions
+from jupyter_sandbox.orchestration import orchestrate
+from jupyter_sandbox.orchestration.durable import _cbor
+from jupyter_sandbox.orchestration.durable._sessions import _TRACKER, sessions
 
 
 def add(x: int, y: int) -> int:

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from jupyter_sandbox.errors import SandboxConfigError, StoreError
-from jupyter_sandbox.orchestration import _store
-from jupyter_sandbox.orchestration._store import (
+from jupyter_sandbox.orchestration.durable import _store
+from jupyter_sandbox.orchestration.durable._store import (
     MONTY_VERSION,
     HandleMarker,
     Store,
@@ -137,7 +137,7 @@ def test_a_value_whose_class_this_process_lacks_is_named_in_the_error(tmp_path: 
     # lands there) would let pickle rebuild it, and the test would depend on their order.
     path = tmp_path / "store.sqlite"
     script = (
-        "import sys\nfrom jupyter_sandbox.orchestration._store import Store\n"
+        "import sys\nfrom jupyter_sandbox.orchestration.durable._store import Store\n"
         "class OnlyInTheWritersProcess:\n    pass\n"
         "s = Store(sys.argv[1])\nrun = s.new_run(scope='nb', cell='c', code='', tools=[])\n"
         "s.record_call(run, 0, {'result': OnlyInTheWritersProcess()})\nprint(run)\n"
@@ -358,7 +358,7 @@ def test_prune_gives_the_space_back(store: Store) -> None:
 _WRITER = """
 import sys
 from pathlib import Path
-from jupyter_sandbox.orchestration._store import Store
+from jupyter_sandbox.orchestration.durable._store import Store
 
 path, n, go = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
 while not go.exists():

@@ -21,7 +21,7 @@ import pytest
 from jupyter_sandbox.errors import OrchestrationError, TypeCheckError
 from jupyter_sandbox.orchestration import Tool, _stubs, _typecheck, build_stubs, orchestrate
 from jupyter_sandbox.orchestration._driver import Driver
-from jupyter_sandbox.orchestration._sessions import sessions
+from jupyter_sandbox.orchestration.durable._sessions import sessions
 
 
 def add(x: int, y: int) -> int:

@@ -23,8 +23,6 @@ from traitlets import Int, Unicode
 
 from .. import _defaults as default
 from .._errors import CodeModeError, SandboxConfigError
-from ..codemode import CodeModeAgent
-from ..display import CodeModeView
 from ._common import (
     CellMagics,
     check_out,
@@ -109,6 +107,9 @@ class CodeModeMagics(CellMagics):
         input_names = split_names(args.inputs)
         inputs = {name: lookup(shell, name, "--in") for name in input_names}
         store = self.cells.open_store()  # None: the setting is empty, no store
+        from ..codemode import CodeModeAgent  # code mode and its view: loaded at first use
+        from ..display import CodeModeView
+
         try:
             agent = CodeModeAgent(
                 llm,

@@ -44,7 +44,6 @@ from .._grammar import (
 )
 from .._grammar import shown as refused_text
 from .._preview import preview
-from ..display import OrchestrateView, shown_pause
 from ..orchestration import (
     CallNow,
     OrchestrationResult,
@@ -96,6 +95,8 @@ class CellView:
     an orchestrator's call shows too (`Orchestrator`), so both look and save alike."""
 
     def __init__(self, *, quiet: bool = False, resumable: bool = False) -> None:
+        from ..display import OrchestrateView  # the views: loaded by the first cell that runs
+
         self.view = OrchestrateView(quiet=quiet)
         self.quiet = quiet
         self.resumable = resumable
@@ -424,6 +425,8 @@ class DurableMagics(CellMagics):
                 f"%orchestrate_approve --expect: {refused_text(expect)!r} is not a digest (16 hex "
                 "digits, as the run's panel or %orchestrate_pending shows it)"
             )
+        from ..display import shown_pause
+
         shown = shown_pause(run_id)  # before the run goes on (it may pause again)
         done = False
         try:

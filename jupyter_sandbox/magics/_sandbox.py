@@ -12,7 +12,6 @@ from traitlets import Float, List, TraitError, Unicode, observe, validate
 
 from .. import _defaults as default
 from .._errors import ContainerError, NonZeroExit, SandboxConfigError
-from ..display import SandboxView, show_displays
 from ..orchestration import bind_inputs
 from ..sandbox import (
     Isolation,
@@ -291,6 +290,8 @@ def run_shown(sandbox: Sandbox, values: dict[str, Any], *, quiet: bool) -> Sandb
         sandbox.check(values)  # bad input: one line, before any progress is shown
     except SandboxConfigError as exc:
         raise usage_error(exc, SandboxMagics.options) from None
+    from ..display import SandboxView, show_displays  # the views: loaded by the first cell
+
     view = SandboxView(quiet=quiet)
     try:
         run = sandbox.execute(values, on_event=view.on_event)

@@ -21,8 +21,6 @@ from ._confine import ACCOUNT_FILES as ACCOUNT_FILES
 from ._confine import ids_taken as ids_taken
 from ._confine import launcher_works as launcher_works
 from ._driver import MAX_NESTING, Driver, parent_loop
-from ._durable import open_store
-from ._durable import unkept_inputs as unkept_inputs
 from ._keep import MB as MB
 from ._keep import Keep
 from ._limits import Limits, resolve_limits, seconds_from_ms
@@ -36,13 +34,7 @@ from ._options import RunOptions
 from ._orchestrator import Orchestrator, orchestrator, orchestrator_from_str
 from ._orchestrator import presenter as presenter
 from ._otel import traced_options
-from ._paused import CallNow as CallNow
-from ._paused import PausedRun as PausedRun
-from ._paused import call_now as call_now
-from ._paused import paused_runs as paused_runs
-from ._paused import read_whole as read_whole
-from ._paused import run_status as run_status
-from ._paused import unseen as unseen
+from ._plug import plug
 from ._registry import Tool, ToolRegistry, registry, resolve_tools, tool
 from ._registry import Tools as Tools  # codemode reads it here
 from ._replay import Answers
@@ -52,14 +44,21 @@ from ._runs import begin, driven, fork_run, resume_run, start, wait
 from ._runtime import confinement as confinement
 from ._runtime import tool_loop
 from ._sandbox_tool import bind_inputs as bind_inputs
-from ._sessions import sessions
-from ._store import KEY_BYTES as KEY_BYTES
-from ._store import Store, default_store_path
-from ._store import check_private_file as check_private_file
-from ._store import check_private_folder as check_private_folder
 from ._stubs import build_stubs
 from ._stubs import stubs as stubs
 from ._values import is_plain as is_plain
+from .durable import KEY_BYTES as KEY_BYTES
+from .durable import CallNow as CallNow
+from .durable import PausedRun as PausedRun
+from .durable import Store, default_store_path, open_store, sessions
+from .durable import call_now as call_now
+from .durable import check_private_file as check_private_file
+from .durable import check_private_folder as check_private_folder
+from .durable import paused_runs as paused_runs
+from .durable import read_whole as read_whole
+from .durable import run_status as run_status
+from .durable import unkept_inputs as unkept_inputs
+from .durable import unseen as unseen
 
 __all__ = [
     "MAX_NESTING",
@@ -129,6 +128,15 @@ def _driver(loop: asyncio.AbstractEventLoop, o: RunOptions) -> Driver:
     answers = None
     if o.cache is not None or records:
         answers = Answers(records, o.cache)
+    features = plug(
+        tools,
+        journal=journal,
+        answers=answers,
+        session=session,
+        durable=durable,
+        restore=restore,
+        approver=o.approver,
+    )
     driver = driven(
         durable,
         lambda: Driver(
@@ -136,15 +144,10 @@ def _driver(loop: asyncio.AbstractEventLoop, o: RunOptions) -> Driver:
             tools,
             inputs,
             limits,
-            type_check=o.type_check,
+            type_check=o.type_check and restore is None,  # a snapshot's code was checked
             on_event=o.on_event or ignore,
             loop=loop,
-            journal=journal,
-            answers=answers,
-            session=session,
-            durable=durable,
-            restore=restore,
-            approver=o.approver,
+            features=features,
             keep=keep,
         ),
     )

@@ -21,13 +21,24 @@ restart (not what the record showed), is approved only with its digest (`needs_d
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from .._errors import OrchestrationError
+from .._events import ToolCall
 from .._grammar import DIGEST_CHARS
 from .._scrub import masked
+from ._failures import describe
+from ._hooks import Answer, Feature, Paused
 from ._values import MAX_DEPTH
+
+if TYPE_CHECKING:
+    import pydantic_monty as pm
+
+    from ._driver import Driver
+    from ._tool import Tool
+    from .durable import Restore
 
 APPROVAL_CHARS = 100_000
 """Characters of a pending call's arguments (their reprs, all together) its record carries."""
@@ -152,3 +163,70 @@ def differs(run_id: str, call: Any, expected: str, now: str) -> str:
         f"and the run waits again: resume_run({run_id!r}, approve=True, expect={now!r}) "
         "approves it"
     )
+
+
+class Gate(Feature):
+    """Approval gates, a feature of a run with a gated tool or a person's answer to carry
+    (`_hooks`): a gated call checkpoints (a durable run), then runs, is refused
+    (``PermissionError`` in the code) or pauses the run (`Paused`).
+
+    The answer is, in order: the person's that a resumed run carries for the call it stopped
+    at (it stands even if the tool registered now is not gated; a rejected call is never
+    made), the run's ``approver``'s (one that raises rejects); with neither, a durable run
+    pauses and any other run fails."""
+
+    def __init__(
+        self,
+        approver: Callable[[ToolCall], bool] | None,
+        restore: Restore | None,
+        *,
+        durable: bool,
+    ) -> None:
+        self.approver = approver
+        self.restore = restore
+        self.durable = durable
+        self._decision = restore.decision if restore is not None else None
+        """A person's answer to the gated call a restored run stopped at (used once)."""
+
+    def call_started(
+        self, run: Driver, snap: pm.FunctionSnapshot, call: ToolCall, number: int, tool: Tool
+    ) -> Answer | None:
+        gated = tool.approve is not False and tool.gated(call.args, call.kwargs)
+        answered = self._answered(number)
+        if not (gated or answered):
+            return None
+        if self.durable:  # a gated call waits for a person: worth a checkpoint
+            approval = sealed(call.tool, call.args, call.kwargs, run.scrub.secrets)
+            run.checkpoint(snap, number, required=True, approval=approval)
+        refusal = self._approval(run, call, answered)
+        return None if refusal is None else Answer(error=PermissionError(refusal))
+
+    def _answered(self, number: int) -> bool:
+        """Whether call ``number`` is the one a person answered (a resumed run's stop)."""
+        restore = self.restore
+        return self._decision is not None and restore is not None and number == restore.index
+
+    def _approval(self, run: Driver, call: ToolCall, answered: bool) -> str | None:
+        """None when the gated ``call`` may run, else why not (see the class)."""
+        if answered and self._decision is not None and self.restore is not None:
+            (approved, reason), self._decision = self._decision, None
+            expect = self.restore.expect
+            if approved and expect is not None:
+                now = digest(call.tool, call.args, call.kwargs, run.scrub.secrets)
+                if now != expect:  # not the call the person saw: it waits for them again
+                    run.result.refused = differs(self.restore.run_id, call, expect, now)
+                    raise Paused(call)
+        elif self.approver is not None:
+            run.pending.flush()  # the approver may take a while (a person)
+            try:
+                approved, reason = bool(self.approver(call)), None
+            except Exception as exc:
+                approved, reason = False, f"the approver failed: {describe(exc)}"
+        elif self.durable:
+            raise Paused(call)
+        else:
+            raise OrchestrationError(
+                f"{call.tool}() needs approval (its tool has approve=): pass approver=fn to "
+                "answer it inline, or store= to pause the run until resume_run answers it"
+            )
+        return None if approved else reason or f"{call.tool}() was rejected"

@@ -11,6 +11,10 @@ Monty pauses at each call it cannot make itself. We answer:
 Driving snapshots by hand (``feed_start``/``resume``) costs ~40 us per call, several times less
 than ``resume_auto``. The loop runs on its own thread so the caller's thread stays free to be
 interrupted: `Driver.kill` kills the worker process, which ends the feed at once.
+
+The loop knows Monty, tools, limits, events and interrupts, nothing else: the journal and
+replay, the cache, the durable store, sessions and approval gates are `Feature`s the driver
+is given (`_hooks`), asked at fixed points of the run. A plain run has none.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import threading
 import time
 import traceback
 import unicodedata
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import pydantic_monty as pm
@@ -37,21 +41,16 @@ from .._errors import (
     StoreError,
 )
 from .._events import CallFinished, CallStarted, EventCallback, Output, ToolCall, ignore
-from .._scrub import Scrub, note, scrubbing
+from .._scrub import Scrub, scrubbing
 from . import _typecheck
-from ._approval import differs, digest, sealed
 from ._confine import kill_worker
-from ._durable import Durable, Restore
 from ._failures import describe, for_sandbox, translate
+from ._hooks import Feature, Paused
 from ._keep import MB, Keep, Keeper, crossing_bytes
 from ._limits import Limits
-from ._memo import Journal, Recorded
 from ._pending import Entry, Pending
-from ._replay import Answers
 from ._result import OrchestrationResult
-from ._runtime import hold_level, pool, release_level
-from ._sandbox_tool import SandboxTool, secret_values
-from ._sessions import SessionLink
+from ._runtime import current
 from ._stubs import build_stubs
 from ._tool import Tool
 from ._trace import Started
@@ -84,7 +83,7 @@ def parent_loop() -> asyncio.AbstractEventLoop | None:
 
 class Driver:
     """One run of one cell. Create, `run` on a thread of its own; `kill` or `stop` it from
-    any thread."""
+    any thread. ``features`` watch and answer its calls (`_hooks`), asked in their order."""
 
     def __init__(
         self,
@@ -96,12 +95,7 @@ class Driver:
         type_check: bool,
         on_event: EventCallback,
         loop: asyncio.AbstractEventLoop,
-        journal: Journal | None = None,
-        answers: Answers | None = None,
-        session: SessionLink | None = None,
-        durable: Durable | None = None,
-        restore: Restore | None = None,
-        approver: Callable[[ToolCall], bool] | None = None,
+        features: Sequence[Feature] = (),
         keep: Keep | None = None,
     ) -> None:
         self.code = code
@@ -111,44 +105,33 @@ class Driver:
         # The check exists to stop a wrong tool call before any tool runs. A cell that names
         # no tool cannot call one, so it skips the check (~5 ms of the checker's start-up).
         # Monty reads identifiers NFKC-normalised (fullwidth `add` is `add`): so do we.
-        self.type_check = (
-            type_check
-            and restore is None
-            and not {unicodedata.normalize("NFKC", name) for name in self.tools}.isdisjoint(
-                _NAME.findall(unicodedata.normalize("NFKC", code))
-            )
-        )
+        self.type_check = type_check and not {
+            unicodedata.normalize("NFKC", name) for name in self.tools
+        }.isdisjoint(_NAME.findall(unicodedata.normalize("NFKC", code)))
         self.emit = on_event
         self._emitting = on_event is not ignore  # skip building events nobody reads
         self.loop = loop
         self.result = OrchestrationResult(code=code)
-        # This run's calls become the journal when it ends; ``answers`` (a previous run's
-        # calls, a cache) answer this run's calls for as long as it repeats them.
-        self.journal = journal
-        self.answers = answers or Answers()
-        self.session = session
-        """The session (``--session``) this cell continues and leaves its state in."""
-        self._remembers = self.answers.active
-        # A durable run writes its calls and checkpoints to a store (`_durable`); a restored
-        # one starts from a snapshot instead of the code's first line.
-        self.durable = durable
-        self.restore = restore
-        self.approver = approver
-        self._numbers: dict[int, int] = {}
-        """A durable run's calls' numbers, by ``id(call)``: what a store keys records by."""
-        self._decision = restore.decision if restore is not None else None
-        """A person's answer to the gated call a restored run stopped at (used once)."""
+        self._features = tuple(features)
+        # The features asked at each call, by point: only those that do something there.
+        self._rebinding = _overriding(self._features, "rebind")
+        self._starting = _overriding(self._features, "call_started")
+        self._answering = _overriding(self._features, "call_answered")
+        self._finishing = _overriding(self._features, "call_finished")
+        self.numbers: dict[int, int] = {}
+        """The numbers of the calls the features saw, by ``id(call)``: the order the code
+        made them in (what a store keys records by; Monty's ``call_id`` is the worker's)."""
         self._stdout: list[str] = []
         self._output_left = limits.max_output * 2**20
-        self._keeper = Keeper(keep or Keep())
+        self.keeper = Keeper(keep or Keep())
         """What the trace keeps of the calls' values (`_keep`): bounded per run."""
         self._transfer_left = limits.max_transfer * MB
         """Bytes of arguments the calls may still copy out of Monty (``max_transfer``)."""
         self._over_limit: LimitExceeded | None = None
         """Set by the print callback when the cell printed too much (and its worker killed)."""
-        self._calls = 0
+        self.calls_made = 0
         self._slept = 0.0
-        self._trace = self.result._trace  # the calls, kept cheap until read (`_trace`)
+        self.trace = self.result._trace  # the calls, kept cheap until read (`_trace`)
         self.pending = Pending(loop)
         self._last_tool_error: tuple[BaseException, ToolCall] | None = None
         self._killed = threading.Event()
@@ -176,23 +159,21 @@ class Driver:
                 limit="nesting",
             )
         self.level = self.depth
-        """The level of the worker pool the run draws on (`_runtime.hold_level`)."""
+        """The level of the worker pool the run draws on (`Runtime.hold_level`)."""
+        self.runtime = current()
+        """Where its worker comes from (`_runtime`): the process's, or a test's own."""
         self.scrub: Scrub = Scrub(None if self.parent is None else self.parent.scrub)
         """The secrets its sandbox tools returned, masked in what it shows (`_scrub`)."""
-        if restore is not None or self._remembers:  # may hold what they returned elsewhere
-            note(secret_values(self.tools.values()), self.scrub)
-        if durable is not None:
-            durable.scrub = self.scrub  # its store keeps no value holding one
-            durable.warn = self._say
-        observed = self._emitting or durable or session or restore or self._remembers
         self._plain: dict[str, Callable[..., Any]] = (
             {}
-            if observed
+            if self._emitting or self._features
             else {name: tool.func for name, tool in self.tools.items() if _is_plain(tool)}
         )
         """The functions of the tools whose calls take `_tool_call`'s plain path: nothing
         watches the run's calls as they happen, and the tool is sync, never gated, and has
         no `invoke` of its own (a sandbox tool nests its container runs in the call)."""
+        for feature in self._features:
+            feature.attach(self)
 
     # -- public --------------------------------------------------------------------------
 
@@ -201,10 +182,12 @@ class Driver:
 
         Call it on a thread of its own: the tools it calls see this run as the one they are
         nested in (`orchestrate` inside a tool counts its depth from it)."""
-        self._trace.origin = time.perf_counter()
+        self.trace.origin = time.perf_counter()
         _running.set(self)
         scrubbing.set(self.scrub)
-        self.level = hold_level(self, None if self.parent is None else self.parent.level)
+        self.level = self.runtime.hold_level(
+            self, None if self.parent is None else self.parent.level
+        )
         if self.parent is not None:
             with self.parent._lock:
                 self.parent._children.add(self)
@@ -214,14 +197,13 @@ class Driver:
                 raise self._over_limit
             self.result.value = self._checked(value)
             return self.result
-        except _Paused as paused:  # the gated call waits, out of the trace, in ``pending``
+        except Paused as paused:  # the gated call waits, out of the trace, in ``pending``
             self._drain()
             call = paused.call
             self.result.trace = [c for c in self.result.trace if c is not call]
             self.result.pending = [call]
-            if self.durable is not None:  # what an approval after a restart binds (`_rebind`)
-                values = [*call.args, *call.kwargs.values()]
-                self.result.bindings = self.durable.bindings(values, self.restore)
+            for feature in self._features:
+                feature.paused(self, call)
             return self.result
         except StoreError as exc:  # a restored run needs what did not survive the restart
             self.result.error = f"StoreError: {exc}"
@@ -273,11 +255,11 @@ class Driver:
         if held is _FREE:
             return False
         if isinstance(held, tuple):  # a plain call (`Started`): it enters the trace now
-            held = self._trace.call(*held)
-            self._trace.add(held)
+            held = self.trace.call(*held)
+            self.trace.add(held)
         call = held if isinstance(held, ToolCall) else None  # None: waiting for a worker
         if call is not None:
-            call.end = time.perf_counter() - self._trace.origin
+            call.end = time.perf_counter() - self.trace.origin
             call.cancelled = True  # the run stopped before it finished: not the tool's failure
             call.error = "Abandoned: the run was interrupted while this call ran on the host"
             self.emit(CallFinished(call))
@@ -303,13 +285,9 @@ class Driver:
             session = self._session
         self.pending.stop()
         self._end_pending()
-        if self.durable is not None:
-            self.durable.finish(self.result.status)
-        if self.journal is not None:
-            self.journal.calls = [Recorded.of(call) for call in self.result.trace]
-            self.journal.failed = self.result.error is not None
-            self.journal.size = self._keeper.used
-        self.result.duration = time.perf_counter() - self._trace.origin
+        for feature in self._features:
+            feature.end(self)
+        self.result.duration = time.perf_counter() - self.trace.origin
         tail = self.scrub.flush()  # the start of a secret held back at the end, if any
         if tail:
             self._stdout.append(tail)
@@ -321,7 +299,7 @@ class Driver:
         if self.parent is not None:
             with self.parent._lock:
                 self.parent._children.discard(self)
-        release_level(self, self.level)
+        self.runtime.release_level(self, self.level)
 
     @contextlib.contextmanager
     def _on_host(self, call: ToolCall | None) -> Iterator[None]:
@@ -354,7 +332,7 @@ class Driver:
     def _run_session(self) -> Any:
         limits = self.limits
         stubs = build_stubs(self.tools, self.inputs) + _CHECKED_STUB if self.type_check else None
-        session = pool(self.level).checkout(
+        session = self.runtime.pool(self.level).checkout(
             script_name=_SCRIPT,
             limits={
                 "max_feed_duration_secs": limits.timeout,
@@ -379,25 +357,27 @@ class Driver:
         self._worker_pid = session.worker_pid
         if self._killed.is_set():
             raise Interrupted("interrupted")
-        if self.restore is not None:
-            snap = self._restored(session, self.restore)
-        else:
-            if self.session is not None:
-                self.session.load(session, self.code, limits, stubs)
+        snap = None
+        for feature in self._features:  # a restored run starts from its snapshot
+            snap = feature.begin(self, session, stubs)
+            if snap is not None:
+                break
+        if snap is None:
             inputs = {name: to_sandbox(value) for name, value in self.inputs.items()}
-            if self.durable is not None:  # names the handles among them (`_rebind`)
-                self.durable.sent_inputs(self.inputs, inputs)
-            if self.session is not None:  # keeps them for the next cell (`_sessions`)
-                self.session.sent_inputs(self.inputs, inputs)
+            for feature in self._features:
+                feature.sent_inputs(self.inputs, inputs)
             # skipped when these stubs, declarations and code passed before (`_typecheck`)
             checked = stubs is not None and _typecheck.checked(
-                stubs, self.code, self.session, lambda: self._checked_apart(session)
+                stubs,
+                self.code,
+                [part for feature in self._features for part in feature.declarations()],
+                lambda: self._checked_apart(session),
             )
             # The trace's times count from here: building stubs, waiting for a worker and the
             # type check are not the code's.
-            self._trace.origin = time.perf_counter()
+            self.trace.origin = time.perf_counter()
             snap = session.feed_start(
-                self.code, inputs=inputs, print_callback=self._print, skip_type_check=checked
+                self.code, inputs=inputs, print_callback=self.on_print, skip_type_check=checked
             )
         while True:
             if isinstance(snap, pm.FunctionSnapshot):
@@ -412,59 +392,19 @@ class Driver:
                     snap = self._tool_call(snap)
             elif isinstance(snap, pm.MontyComplete):
                 output = snap.output
-                if self.session is not None:  # a handle an earlier cell sent, as its object
-                    output = self.session.rebind(output)
-                    self.session.save(session, self.code, self.tools, self.inputs)
-                if self.restore is not None:  # a handle it returns, bound again (`_rebind`)
-                    return self.restore.rebind(output)
+                for feature in self._features:
+                    output = feature.complete(self, session, output)
                 return output
             elif isinstance(snap, pm.FutureSnapshot):
                 snap = snap.resume(self._settle(snap.pending_call_ids))
             else:
                 snap = self._name_lookup(snap)
 
-    def _restored(self, session: pm.MontySession, restore: Restore) -> pm.SyncSnapshot:
-        """Load the snapshot a resumed run starts from (the code before it does not run
-        again): the calls before it enter the trace from their records, and each async call
-        that was in flight gets a future, answered from its record if it completed, else made
-        again with the arguments the snapshot kept (the in-flight rule, see `_durable`)."""
-        self._trace.origin = time.perf_counter()
-        snap = session.load_snapshot(restore.dump, print_callback=self._print)
-        in_flight = {entry["index"]: entry for entry in restore.pending}
-        for index in range(restore.index):
-            old, entry = restore.calls.get(index), in_flight.get(index)
-            source = entry if entry is not None else old.to_dict() if old is not None else None
-            if source is None:
-                continue
-            call = ToolCall(
-                call_id=source["call_id"],
-                tool=source["tool"],
-                args=tuple(source["args"]),
-                kwargs=dict(source["kwargs"]),
-                start=0.0,
-                origin=self._trace.origin,
-            )
-            self._numbers[id(call)] = index
-            self._trace.add(call)
-            if old is not None and old.status == "ok":
-                call.replayed, call.result, call.children = True, old.result, list(old.children)
-            if entry is None:  # it had ended before the snapshot
-                call.end, call.error = 0.0, None if old is None else old.error
-                continue
-            if call.replayed:
-                self.pending.settled(entry["call_id"], call.result, call)
-            else:  # made again: the handles it was passed, bound again (`_rebind`)
-                args, kwargs = restore.rebind((call.args, call.kwargs))
-                coro = self.tools[call.tool].invoke(call, args, kwargs)
-                self.pending.start(entry["call_id"], coro, call)
-        self._calls = restore.index
-        return snap
-
     def _checked_apart(self, session: pm.MontySession) -> bool:
         """`check_apart` for this run's code; False also when it stopped for another error (a
         syntax error: the code's own feed reports it), unless the run was killed meanwhile."""
         try:
-            return check_apart(session, self.code, self._print)
+            return check_apart(session, self.code, self.on_print)
         except pm.MontyError:
             if self._killed.is_set():
                 raise
@@ -488,15 +428,15 @@ class Driver:
             value = func(*args, **kwargs)
         except BaseException as exc:  # SystemExit from argparse too: it is this call's failure
             self._unblock()
-            call = self._trace.call(*started)
-            self._trace.add(call)
+            call = self.trace.call(*started)
+            self.trace.add(call)
             return snap.resume(self._failed(call, exc))
         end = time.perf_counter()
         self._unblock()
-        self._trace.keep(self._keeper.plain(started, end, value, size))
+        self.trace.keep(self.keeper.plain(started, end, value, size))
         return snap.resume({"return_value": to_sandbox(value)})
 
-    def _say(self, line: str) -> None:
+    def say(self, line: str) -> None:
         """One line to the person on the cell's stderr (from any thread: views lock)."""
         self.emit(Output("stderr", line + "\n"))
 
@@ -517,13 +457,13 @@ class Driver:
 
     def _kept(self, call: ToolCall) -> None:
         """Make ``call``'s arguments what the trace keeps of them (`_keep`), once it ended."""
-        keeper = self._keeper
+        keeper = self.keeper
         call.args, call.kwargs = keeper.args(call.args), keeper.kwargs(call.kwargs)
 
     def _count_call(self) -> None:
         """Count a call to a tool; `LimitExceeded` past ``max_calls``."""
-        self._calls += 1
-        if self._calls > self.limits.max_calls:
+        self.calls_made += 1
+        if self.calls_made > self.limits.max_calls:
             raise LimitExceeded(
                 f"tool-call limit exceeded: more than {self.limits.max_calls} calls "
                 "(raise it with Limits(max_calls=...))",
@@ -532,54 +472,36 @@ class Driver:
             )
 
     def _observed_call(self, snap: pm.FunctionSnapshot, name: str) -> pm.SyncSnapshot:
-        """A call someone may watch or answer: a live view, a store, a session, a replay,
-        an approval, an async or sandbox tool; or not a tool at all."""
+        """A call someone may watch or answer: a live view, a feature (`_hooks`), an async
+        or sandbox tool; or not a tool at all."""
         tool = self.tools.get(name)
         if tool is None:
             return snap.resume({"exception": NameError(self._unknown(name))})
         self._count_call()
         args, kwargs = snap.args, snap.kwargs
         self._crossed(args, kwargs)
-        if self.restore is not None:  # the handles it held before the restore, bound again
-            args, kwargs = self.restore.rebind((args, kwargs))
-        elif self.session is not None:  # those the session's earlier cells sent in
-            args, kwargs = self.session.rebind((args, kwargs))
-        call = self._trace.call(
+        for feature in self._rebinding:  # handles sent in before a restore or by earlier cells
+            args, kwargs = feature.rebind((args, kwargs))
+        call = self.trace.call(
             snap.call_id, name, snap.position.start, args, kwargs, time.perf_counter()
         )
-        self._trace.add(call)
+        self.trace.add(call)
         if self._emitting:
             self.emit(CallStarted(call))
             # The view's work for the event (its first render in a fresh kernel) is not the
             # tool's: the call starts after it.
-            call.start = time.perf_counter() - self._trace.origin
-        number = self._calls - 1
-        if self.durable is not None:
-            self._numbers[id(call)] = number
-        if self._remembers:
-            found, value = self.answers.lookup(number, call)
-            if found and tool.is_async:  # the code may gather it: it must stay awaitable
-                return snap.resume(self.pending.settled(call.call_id, value, call))
-            if found:
-                return snap.resume(self._succeeded(call, value))
-        # A person's answer to the call a restored run stopped at stands, even if the tool
-        # registered now is not gated (a rejected call is never made).
-        gated = (tool.approve is not False and tool.gated(args, kwargs)) or (
-            self._decision is not None and self.restore is not None and number == self.restore.index
-        )
-        # A sandbox call is slow and a gated one waits for a person: worth a checkpoint each.
-        # Any other call checkpoints at most once a second (`_durable`).
-        if self.durable is not None and (
-            gated or isinstance(tool, SandboxTool) or self.durable.due()
-        ):
-            approval = sealed(name, args, kwargs, self.scrub.secrets) if gated else None
-            self.durable.checkpoint(
-                snap, number, self._in_flight(), required=gated, approval=approval
-            )
-        if gated:
-            refusal = self._approval(call, number)
-            if refusal is not None:
-                return snap.resume(self._failed(call, PermissionError(refusal)))
+            call.start = time.perf_counter() - self.trace.origin
+        number = self.calls_made - 1
+        self.numbers[id(call)] = number
+        for feature in self._starting:
+            answer = feature.call_started(self, snap, call, number, tool)
+            if answer is None:
+                continue
+            if answer.error is not None:
+                return snap.resume(self._failed(call, answer.error))
+            if tool.is_async:  # the code may gather it: it must stay awaitable
+                return snap.resume(self.pending.settled(call.call_id, answer.value, call))
+            return snap.resume(self._succeeded(call, answer.value))
         if tool.is_async:
             coro = tool.invoke(call, args, kwargs)
             return snap.resume(self.pending.start(call.call_id, coro, call))
@@ -592,37 +514,18 @@ class Driver:
         self._unblock()
         return snap.resume(self._succeeded(call, value))
 
-    def _approval(self, call: ToolCall, number: int) -> str | None:
-        """None when the gated ``call`` may run, else why not (the code sees
-        ``PermissionError(reason)``). The answer is, in order: the person's that a resumed run
-        carries for the call it stopped at, the run's approver's (one that raises rejects);
-        with neither, a durable run pauses here (`_Paused`) and any other run fails."""
-        if self._decision is not None and self.restore is not None and number == self.restore.index:
-            (approved, reason), self._decision = self._decision, None
-            expect = self.restore.expect
-            if approved and expect is not None:
-                now = digest(call.tool, call.args, call.kwargs, self.scrub.secrets)
-                if now != expect:  # not the call the person saw: it waits for them again
-                    self.result.refused = differs(self.restore.run_id, call, expect, now)
-                    raise _Paused(call)
-        elif self.approver is not None:
-            self.pending.flush()  # the approver may take a while (a person)
-            try:
-                approved, reason = bool(self.approver(call)), None
-            except Exception as exc:
-                approved, reason = False, f"the approver failed: {describe(exc)}"
-        elif self.durable is not None:
-            raise _Paused(call)
-        else:
-            raise OrchestrationError(
-                f"{call.tool}() needs approval (its tool has approve=): pass approver=fn to "
-                "answer it inline, or store= to pause the run until resume_run answers it"
-            )
-        return None if approved else reason or f"{call.tool}() was rejected"
-
-    def _in_flight(self) -> dict[int, tuple[int, ToolCall]]:
-        """The async calls pending now: their number and call, by ``call_id``."""
-        return {i: (self._numbers[id(c)], c) for i, c in self.pending.calls().items()}
+    def checkpoint(
+        self,
+        snap: pm.FunctionSnapshot,
+        number: int,
+        *,
+        required: bool = False,
+        approval: dict[str, Any] | None = None,
+    ) -> None:
+        """Ask the features for a snapshot of the run stopped at call ``number`` (a gated
+        call's, ``required``, with what the person approves: `_approval.sealed`)."""
+        for feature in self._features:
+            feature.checkpoint(self, snap, number, required=required, approval=approval)
 
     def _drain(self) -> None:
         """Wait for the async calls in flight to finish (a pausing run: their records are
@@ -647,15 +550,16 @@ class Driver:
                 continue
             call.cancelled = True
             call.error = "Cancelled: the run stopped before this call finished"
-            call.end = time.perf_counter() - self._trace.origin
+            call.end = time.perf_counter() - self.trace.origin
             self.emit(CallFinished(call))
 
     def _settle(self, call_ids: list[int]) -> dict[int, Any]:
         """Wait until at least one pending future is done; answer all that are."""
-        if self.restore is not None:  # a sleep awaited before the restore: its time is up
-            slept = {i: {"return_value": None} for i in call_ids if i not in self.pending}
-            if slept:
-                return slept
+        # A future the run never started is a sleep awaited before a restore (`_durable`):
+        # its time is up. (Set operations: no Python call on the path of every await.)
+        slept = set(call_ids).difference(self.pending.entries)
+        if slept:
+            return {i: {"return_value": None} for i in slept}
         done = self.pending.wait(call_ids, self._killed)
         if not done:
             raise Interrupted("interrupted while waiting for tools")
@@ -669,38 +573,36 @@ class Driver:
         return self._succeeded(call, entry.value) if call else {"return_value": None}
 
     def _succeeded(self, call: ToolCall, value: Any) -> Any:
-        call.end = time.perf_counter() - self._trace.origin
-        if self._remembers:
-            self.answers.remember(call, value)  # before `_kept`: keyed by the arguments made
+        call.end = time.perf_counter() - self.trace.origin
+        for feature in self._answering:  # before `_kept`: the cache keys by the arguments made
+            feature.call_answered(call, value)
         self._kept(call)
-        call.result = self._keeper.kept(value)
+        call.result = self.keeper.kept(value)
         sent = to_sandbox(value)
-        if self.durable is not None:  # ``sent`` names the handles in it (`_rebind`)
-            self.durable.record(self._numbers[id(call)], call, sent)
-        if self.session is not None:  # kept for the session's next cell
-            self.session.sent_result(call.call_id, call.tool, sent)
+        for feature in self._finishing:  # inline: the hot path of a watched run
+            feature.call_finished(call, self.numbers[id(call)], sent)
         if self._emitting:
             self.emit(CallFinished(call))
         return {"return_value": sent}
 
     def _failed(self, call: ToolCall, exc: BaseException) -> Any:
-        call.end = time.perf_counter() - self._trace.origin
+        call.end = time.perf_counter() - self.trace.origin
         self._kept(call)
-        call.error = self._keeper.text(describe(exc))
+        call.error = self.keeper.text(describe(exc))
         # Skip our own frames (driver, Tool.invoke, a sandbox run): the traceback starts in
         # the tool.
         tb = exc.__traceback__
         while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_PACKAGE):
             tb = tb.tb_next
         try:  # it calls the exception's `__str__`, which may raise even SystemExit
-            call.host_traceback = self._keeper.text(
+            call.host_traceback = self.keeper.text(
                 "".join(traceback.format_exception(type(exc), exc, tb))
             )
         except BaseException:  # the run's thread: no Ctrl-C arrives here
             call.host_traceback = call.error + "\n"
         self._last_tool_error = (exc, call)
-        if self.durable is not None:
-            self.durable.record(self._numbers[id(call)], call)
+        for feature in self._finishing:  # ``sent`` None: it failed
+            feature.call_finished(call, self.numbers[id(call)], None)
         self.emit(CallFinished(call))
         return {"exception": for_sandbox(exc)}
 
@@ -738,7 +640,7 @@ class Driver:
 
     # -- helpers -------------------------------------------------------------------------
 
-    def _print(self, stream: str, text: str) -> None:
+    def on_print(self, stream: str, text: str) -> None:
         """Keep and stream what the cell prints, up to ``max_output``; past it, kill the
         worker (raising here would not stop the feed) and fail the run naming the option."""
         if self._over_limit is not None:
@@ -792,14 +694,6 @@ class Driver:
         return error
 
 
-class _Paused(Exception):
-    """Ends a durable run's loop at a gated call no one can answer now: the run pauses."""
-
-    def __init__(self, call: ToolCall) -> None:
-        super().__init__(call.tool)
-        self.call = call
-
-
 class _Abandoned(Exception):
     """Ends the thread of a run `Driver.stop` abandoned, once its sync tool returns."""
 
@@ -831,6 +725,12 @@ def check_apart(
     with contextlib.suppress(pm.MontyRuntimeError):
         first.resume({"exception": RuntimeError("type-checked")})
     return True
+
+
+def _overriding(features: tuple[Feature, ...], point: str) -> tuple[Feature, ...]:
+    """The ``features`` whose class does something at ``point`` (a `Feature` method): the
+    others are not asked there, so a call pays only for the features that watch it."""
+    return tuple(f for f in features if getattr(type(f), point) is not getattr(Feature, point))
 
 
 def _is_plain(tool: Tool) -> bool:

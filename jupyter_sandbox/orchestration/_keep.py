@@ -32,9 +32,8 @@ from typing import Any
 
 from .. import _defaults as default
 from .._checks import bounded
-from ._store import HandleMarker
 from ._trace import Plain, Started
-from ._values import data_size, is_plain
+from ._values import HandleMarker, data_size, is_plain
 
 MB = 2**20
 

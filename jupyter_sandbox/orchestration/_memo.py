@@ -24,8 +24,7 @@ from typing import Any
 from .._events import ToolCall
 from ..records import Record
 from ._keep import Keep, quick_size
-from ._store import HandleMarker
-from ._values import MAX_DEPTH, data_size, is_plain
+from ._values import MAX_DEPTH, HandleMarker, data_size, is_plain
 
 _KEY_LIMIT = 2**20
 """Bytes of arguments beyond which a call is not cached (its key would be their repr)."""

@@ -18,7 +18,7 @@ from ._keep import Keep
 from ._limits import Limits
 from ._memo import Journal, ToolCache
 from ._registry import Tools
-from ._store import Store
+from .durable import Store
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,7 +51,7 @@ from ._limits import Limits, megabytes_from_bytes, seconds_from_ms
 from ._registry import Tools, registry, resolve_tools
 from ._result import OrchestrationResult
 from ._runs import start, wait
-from ._runtime import hold_level, pool, release_level, tool_loop
+from ._runtime import current, tool_loop
 from ._stubs import _StubWriter, stubs
 from ._tool import Tool
 from ._values import type_name
@@ -331,16 +331,17 @@ def _check_definition(
     source = "\n".join([written.source, *own, *lines, _CHECKED_STUB])
     token = object()
     parent = _running.get()
-    level = hold_level(token, None if parent is None else parent.level)
+    runtime = current()
+    level = runtime.hold_level(token, None if parent is None else parent.level)
     try:
-        with pool(level).checkout(
+        with runtime.pool(level).checkout(
             script_name=_SCRIPT,
             limits={"max_feed_duration_secs": limits.timeout},
             type_check=True,
             type_check_stubs=source,
             type_check_format="json",
         ) as session:
-            if _typecheck.checked(source, code, None, lambda: check_apart(session, code)):
+            if _typecheck.checked(source, code, (), lambda: check_apart(session, code)):
                 return
             try:  # fed again alone, so the errors name the code's own lines (it stops there)
                 session.feed_start(code)
@@ -353,7 +354,7 @@ def _check_definition(
             exc, code=code, limits=limits, interrupted=False, last_tool_error=None
         ) from None
     finally:
-        release_level(token, level)
+        runtime.release_level(token, level)
 
 
 _VALUE = "jupyter_sandbox_value"

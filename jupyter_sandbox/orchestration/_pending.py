@@ -62,7 +62,8 @@ class Pending:
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
-        self._entries: dict[int, Entry] = {}
+        self.entries: dict[int, Entry] = {}
+        """The calls Monty may await, by ``call_id``, until their outcome is taken (`wait`)."""
         self._tasks: list[asyncio.Task[None]] = []
         self._finished: queue.SimpleQueue[int] = queue.SimpleQueue()
         """``call_id``s whose outcome is in, put by the loop's thread (or `settled`)."""
@@ -81,7 +82,7 @@ class Pending:
     def start(self, call_id: int, coro: Coroutine[Any, Any, Any], call: ToolCall | None) -> Any:
         """Hold ``call_id`` for ``coro``, which the loop runs (soon: see `BATCH_FOR`); returns
         the answer that tells Monty to wait for it."""
-        entry = self._entries[call_id] = Entry(call)
+        entry = self.entries[call_id] = Entry(call)
         with self._lock:
             self._batch.append((entry, call_id, coro))
             now = not self._out or not self._armed
@@ -93,7 +94,7 @@ class Pending:
     def settled(self, call_id: int, value: Any, call: ToolCall) -> Any:
         """Hold ``call_id`` already answered with ``value`` (a replayed call: the code may
         gather it, so it stays a future); returns the answer that tells Monty to wait."""
-        entry = self._entries[call_id] = Entry(call)
+        entry = self.entries[call_id] = Entry(call)
         entry.done, entry.value = True, value
         self._out += 1
         self._finished.put(call_id)
@@ -146,12 +147,9 @@ class Pending:
             entry.done = True
             self._finished.put(call_id)
 
-    def __contains__(self, call_id: int) -> bool:
-        return call_id in self._entries
-
     def calls(self) -> dict[int, ToolCall]:
         """The tool calls pending now, by ``call_id`` (what a checkpoint must remember)."""
-        return {i: e.call for i, e in self._entries.items() if e.call is not None}
+        return {i: e.call for i, e in self.entries.items() if e.call is not None}
 
     def wait(self, call_ids: list[int], killed: threading.Event) -> list[tuple[int, Entry]]:
         """Wait until at least one of ``call_ids`` is done (checking ``killed`` every 0.1 s:
@@ -166,7 +164,7 @@ class Pending:
             taken = ready & wanted
             if taken:
                 ready -= taken
-                return [(i, self._entries.pop(i)) for i in taken]
+                return [(i, self.entries.pop(i)) for i in taken]
             if killed.is_set():
                 return []
             with contextlib.suppress(queue.Empty):
@@ -181,7 +179,7 @@ class Pending:
             batch, self._batch = self._batch, []
         for _, _, coro in batch:
             coro.close()
-        if not self._tasks and all(e.done for e in self._entries.values()):
+        if not self._tasks and all(e.done for e in self.entries.values()):
             return  # nothing started, nothing on its way to the loop
         with contextlib.suppress(RuntimeError):
             if asyncio.get_running_loop() is self.loop:  # `stop` from orchestrate_async
@@ -201,4 +199,4 @@ class Pending:
 
     def left(self) -> list[Entry]:
         """Every entry not taken by `wait` (the run ended without awaiting them)."""
-        return list(self._entries.values())
+        return list(self.entries.values())

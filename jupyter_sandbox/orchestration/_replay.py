@@ -7,17 +7,27 @@ that had failed or never finished is made again and the replay goes on past it; 
 first call the code makes differently, tools are called again (see `_memo.Journal`). A fork
 also answers one index with a value of the user's choosing (`fixed`).
 
-`Driver` asks `lookup` only when `active` (a run with nothing to replay and no cache pays
-nothing), and reports each value a tool returned with `remember` (the cache keeps it).
+`Replay` is the run's feature (`_hooks`) that asks `lookup` at each call and reports each
+value a tool returned with `remember` (the cache keeps it); a run with nothing to replay and no
+cache has no `Replay`, and pays nothing. `Journaling` keeps the run's calls for the next.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._events import ToolCall
-from ._memo import Recorded, ToolCache, same
+from .._scrub import note
+from ._hooks import Answer, Feature
+from ._memo import Journal, Recorded, ToolCache, same
+from ._sandbox_tool import secret_values
+
+if TYPE_CHECKING:
+    import pydantic_monty as pm
+
+    from ._driver import Driver
+    from ._tool import Tool
 
 
 class Answers:
@@ -68,3 +78,37 @@ class Answers:
             key = ToolCache.key(call.tool, call.args, call.kwargs)
             if key is not None:
                 self.cache.put(key, value)
+
+
+class Replay(Feature):
+    """Answers a run's calls from ``answers`` (a run resumed or forked, the cache) while it
+    repeats them, and gives the cache the values its tools return."""
+
+    def __init__(self, answers: Answers) -> None:
+        self.answers = answers
+
+    def attach(self, run: Driver) -> None:
+        # the calls it answers may hold a sandbox tool's secrets returned elsewhere
+        note(secret_values(run.tools.values()), run.scrub)
+
+    def call_started(
+        self, run: Driver, snap: pm.FunctionSnapshot, call: ToolCall, number: int, tool: Tool
+    ) -> Answer | None:
+        found, value = self.answers.lookup(number, call)
+        return Answer(value) if found else None
+
+    def call_answered(self, call: ToolCall, value: Any) -> None:
+        self.answers.remember(call, value)  # before the trace bounds them: keyed by the args
+
+
+class Journaling(Feature):
+    """Writes the run's calls into ``journal`` when it ends (what ``--resume`` answers the
+    next run of the cell from in this kernel)."""
+
+    def __init__(self, journal: Journal) -> None:
+        self.journal = journal
+
+    def end(self, run: Driver) -> None:
+        self.journal.calls = [Recorded.of(call) for call in run.result.trace]
+        self.journal.failed = run.result.error is not None
+        self.journal.size = run.keeper.used

@@ -27,29 +27,36 @@ from .. import _otel
 from .._errors import Interrupted, SandboxConfigError, StoreError
 from .._events import EventCallback, ToolCall, ignore
 from ._driver import Driver, parent_loop
-from ._durable import (
-    INPUTS,
-    Durable,
-    Restore,
-    changed_inputs,
-    held,
-    inputs_changed,
-    inputs_record,
-    open_store,
-    stored_calls,
-    stored_inputs,
-)
 from ._limits import Limits, resolve_limits
 from ._memo import Recorded
 from ._otel import Traced, Untraced, traced
-from ._rebind import defined_classes, stored_origins
+from ._plug import plug
 from ._registry import Tools, resolve_tools
 from ._replay import Answers
 from ._result import OrchestrationResult, answered
 from ._runtime import WORKERS, tool_loop
-from ._sessions import sessions, with_limits
-from ._store import Store, StoredRun, default_store_path, this_process
 from ._tool import Tool
+from .durable import (
+    INPUTS,
+    Durable,
+    Restore,
+    SessionLink,
+    Store,
+    StoredRun,
+    changed_inputs,
+    default_store_path,
+    defined_classes,
+    held,
+    inputs_changed,
+    inputs_record,
+    open_store,
+    sessions,
+    stored_calls,
+    stored_inputs,
+    stored_origins,
+    this_process,
+    with_limits,
+)
 
 DRIVER_WAIT = 15.0
 """Seconds an interrupted run waits for its driver to cancel its pending async tool calls
@@ -249,9 +256,21 @@ def _stored_driver(
     durable: Durable,
     on_event: EventCallback | None,
     approver: Callable[[ToolCall], bool] | None,
-    **options: Any,
+    *,
+    type_check: bool,
+    answers: Answers,
+    session: SessionLink | None = None,
+    restore: Restore | None = None,
 ) -> Driver:
     """The driver of ``stored``'s code, continued or forked as ``durable`` (`driven`)."""
+    features = plug(
+        tools,
+        answers=answers,
+        session=session,
+        durable=durable,
+        restore=restore,
+        approver=approver,
+    )
     return driven(
         durable,
         lambda: Driver(
@@ -259,11 +278,10 @@ def _stored_driver(
             tools,
             inputs,
             limits,
+            type_check=type_check,
             on_event=on_event or ignore,
             loop=tool_loop(parent_loop()),
-            durable=durable,
-            approver=approver,
-            **options,
+            features=features,
         ),
     )
 

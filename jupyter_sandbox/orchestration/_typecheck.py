@@ -3,7 +3,7 @@
 Monty's checker costs 20-25 ms per cell (more for longer code), paid again each time a cell is
 re-run although nothing it reads has changed. What it reads is all text: the stubs (the tools'
 signatures, the inputs' types, the check's own stop call), a session's declarations and
-imports (the checker's state `_sessions.SessionLink.load` builds from them), the code, and
+imports (the checker's state `durable.SessionLink.load` builds from them), the code, and
 Monty's own version (its checker and the standard library stubs it ships). A cell whose key
 (a SHA-256 of all of them) passed once passes again, so its check is skipped. The stubs the
 key hashes are themselves kept by what they are written from (`_stubs.kept`), so an unchanged
@@ -20,11 +20,9 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import pydantic_monty as pm
-
-from ._sessions import SessionLink, _context
 
 _SIZE = 256
 """Keys kept: a notebook's cells times the tool sets they ran with, with room to spare
@@ -64,12 +62,12 @@ passed = Passed()
 """The process's cache (`clear` it to measure a cold check)."""
 
 
-def key(stubs: str, code: str, session: SessionLink | None) -> bytes:
-    """What the checker reads for ``code``, hashed. Each part is length-prefixed, so no two
-    different sets of parts hash the same text."""
+def key(stubs: str, code: str, declarations: Sequence[str] | None) -> bytes:
+    """What the checker reads for ``code``, hashed, with ``declarations`` (a session's:
+    `_hooks.Feature.declarations`). Each part is length-prefixed, so no two different sets
+    of parts hash the same text."""
     parts = [_VERSION, stubs.encode(), code.encode()]
-    if session is not None and session.state is not None:  # the declarations `load` uses
-        parts += [part.encode() for part in _context(session.state.dump, session.name)]
+    parts += [part.encode() for part in declarations or ()]
     digest = hashlib.sha256()
     for part in parts:
         digest.update(len(part).to_bytes(8, "little"))
@@ -77,10 +75,10 @@ def key(stubs: str, code: str, session: SessionLink | None) -> bytes:
     return digest.digest()
 
 
-def checked(stubs: str, code: str, session: SessionLink | None, check: Callable[[], bool]) -> bool:
+def checked(stubs: str, code: str, declarations: Sequence[str], check: Callable[[], bool]) -> bool:
     """Whether ``code`` passed the type check: True at once when this key passed before,
     else ``check()``, remembered when it passes."""
-    found = key(stubs, code, session)
+    found = key(stubs, code, declarations)
     if found in passed:
         return True
     ok = check()

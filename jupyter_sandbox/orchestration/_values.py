@@ -225,3 +225,15 @@ def type_name(value: object) -> str:
     if kind in _CONTAINERS:
         return f"{kind.__name__}[Any]" if kind is not tuple else "tuple[Any, ...]"
     return "Any"
+
+
+class HandleMarker(dict[str, str]):
+    """``{"handle": name}``: stands in, in a stored call record, for a value pickle could not
+    store. ``name`` is the value's type (``module.QualName``), never its repr, which may be
+    huge or hold secrets. A dict, as the engine reads it; a class of its own, so that a tool
+    whose result is the dict ``{"handle": ...}`` is never mistaken for one. A checkpointed
+    argument that was a handle the run sent into Monty also carries ``"id"``, its uuid, by
+    which a restored run binds it again (`_rebind`)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(handle=name)

@@ -37,7 +37,7 @@ from .._events import EventCallback, Output, RunFinished, RunStarted, ignore
 from .._owner import temp_prefix
 from .._secrets import hide_values, mask_error
 from .._threads import in_thread
-from . import _cache, _cluster, _displays, _pool
+from . import _cache, _displays, _pool
 from ._allowlist import Destination, allow_list, describe
 from ._client import client, engine_error_message, is_engine_error
 from ._image import build_error, default_base_image, ensure_image, image_id
@@ -298,11 +298,11 @@ class Sandbox:
             # auto-IO: the cell's displays come back with the outputs, declared or not
             displays = self.mode == "auto" and _displays.possible(self.code or "")
             archive = work / f"outputs-{attempt}" if self.outputs or displays else None
-            run_one = (
-                run_container
-                if self.cluster is None
-                else _cluster.runner(self.cluster, self.image_spec, self.image, run)
-            )
+            run_one = run_container
+            if self.cluster is not None:  # Dask's side: loaded only when a cluster is named
+                from ._cluster import runner
+
+                run_one = runner(self.cluster, self.image_spec, self.image, run)
             raw = run_one(
                 docker,
                 image=run.image,
@@ -685,7 +685,10 @@ def create(
             " network='none' on the cluster",
             parameter="network",
         )
-    _cluster.check_cluster(cluster)
+    if cluster is not None:  # Dask's side (`_cluster`): loaded only when a cluster is named
+        from ._cluster import check_cluster
+
+        check_cluster(cluster)
     bounded(retries, "retries", low=0, high=MAX_RETRIES, integer=True)
     if timeout is not None:
         check_timeout(timeout)

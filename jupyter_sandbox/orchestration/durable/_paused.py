@@ -16,13 +16,13 @@ from typing import Any
 
 import pydantic_monty as pm
 
-from .._errors import StoreError
-from .._grammar import is_run_id
-from .._scrub import known
-from ._approval import APPROVAL_CHARS, digest, handles
+from ..._errors import StoreError
+from ..._grammar import is_run_id
+from ..._scrub import known
+from .._approval import APPROVAL_CHARS, digest, handles
+from .._runtime import pool
 from ._durable import held
 from ._rebind import Origin, Rebinder, label, stored_origins
-from ._runtime import pool
 from ._store import HandleMarker, RunStatus, Store
 
 

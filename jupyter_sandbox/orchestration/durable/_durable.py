@@ -57,17 +57,21 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pydantic_monty as pm
 
-from .._errors import StoreError
-from .._events import ToolCall
-from .._scrub import SECRET, Scrub, holds, in_dump, known, masked
-from ..records import Binding
-from ._approval import handles
-from ._keep import TINY, Summary, quick_size, summary
-from ._memo import Recorded, same
+from ..._errors import StoreError
+from ..._events import ToolCall
+from ..._instances import Default
+from ..._scrub import SECRET, Scrub, holds, in_dump, known, masked, note
+from ...records import Binding
+from .._approval import handles
+from .._hooks import Answer, Feature
+from .._keep import TINY, Summary, quick_size, summary
+from .._memo import Recorded, same
+from .._sandbox_tool import SandboxTool, secret_values
+from .._values import MAX_DEPTH, data_size, is_plain
 from ._rebind import (
     Origin,
     Rebinder,
@@ -79,7 +83,10 @@ from ._rebind import (
     wrong_input,
 )
 from ._store import HandleMarker, RunOwner, RunStatus, Store, StoredRun
-from ._values import MAX_DEPTH, data_size, is_plain
+
+if TYPE_CHECKING:
+    from .._driver import Driver
+    from .._tool import Tool
 
 CHECKPOINT_EVERY = 1.0
 """Seconds after which any call checkpoints (sandbox and gated calls always do), and after
@@ -93,12 +100,58 @@ _SMALL = frozenset({type(None), bool, float})
 _SHORT = 4096
 """Characters of a text `keepable` keeps without measuring it (far under `KEEP_LIMIT`)."""
 
-_stores: dict[str, Store] = {}
-_stores_lock = threading.Lock()
-_held: dict[str, dict[str, Any]] = {}
-"""The objects each run paused in this process sent into Monty, by run id, then uuid: the
-objects its approved call gets while this kernel lives (`held`)."""
-_held_lock = threading.Lock()
+
+class Process:
+    """What the durable subsystem keeps for the life of the process: the stores it opened (one
+    per path), the objects of the runs that paused here and the sessions' states. The process
+    has one, `current`; a test may install a fresh one (`install`), as a kernel restart
+    would give."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.stores: dict[str, Store] = {}
+        """The stores opened so far, by absolute path (`open_store`)."""
+        self.held: dict[str, dict[str, Any]] = {}
+        """The objects each run paused in this process sent into Monty, by run id, then uuid:
+        the objects its approved call gets while this kernel lives (`held`)."""
+        self.sessions: dict[tuple[str, str], Any] = {}
+        """The kernel's ``--session`` states by (scope, name) (`_sessions.Sessions`)."""
+
+    def open_store(self, store: Store | str | os.PathLike[str]) -> Store:
+        """A `Store`, or the one at a path (opened once per path)."""
+        if isinstance(store, Store):
+            return store
+        path = os.path.abspath(os.path.expanduser(os.fspath(store)))
+        with self._lock:
+            found = self.stores.get(path)
+            if found is None:
+                found = self.stores[path] = Store(path)
+            return found
+
+    def objects(self, run_id: str) -> dict[str, Any]:
+        """The objects run ``run_id`` sent into Monty before it paused here, by uuid."""
+        with self._lock:
+            return dict(self.held.get(run_id, {}))
+
+    def keep(self, run_id: str, objects: dict[str, Any] | None) -> None:
+        """Hold a paused run's ``objects`` for its approval; None: the run is over."""
+        with self._lock:
+            if objects is None:
+                self.held.pop(run_id, None)
+            else:
+                self.held[run_id] = objects
+
+    def forget(self) -> None:
+        """Forget every paused run's objects, as a kernel restart does."""
+        with self._lock:
+            self.held.clear()
+
+
+_default: Default[Process] = Default(Process)
+current = _default.get
+"""The process's durable state."""
+install = _default.install
+"""Make a durable state the process's (a test's fresh one); returns the one it replaces."""
 
 
 def held(run_id: str) -> dict[str, Any]:
@@ -106,26 +159,17 @@ def held(run_id: str) -> dict[str, Any]:
     A paused run's handles are bound to these, the objects its record showed, not to the
     notebook variables of the same name (a later cell may have set ``targets`` to something
     else); only after a restart, when these are gone, does a handle bind by name (`_rebind`)."""
-    with _held_lock:
-        return dict(_held.get(run_id, {}))
+    return current().objects(run_id)
 
 
 def open_store(store: Store | str | os.PathLike[str]) -> Store:
     """A `Store`, or the one at a path (opened once per process and path)."""
-    if isinstance(store, Store):
-        return store
-    path = os.path.abspath(os.path.expanduser(os.fspath(store)))
-    with _stores_lock:
-        found = _stores.get(path)
-        if found is None:
-            found = _stores[path] = Store(path)
-        return found
+    return current().open_store(store)
 
 
 def forget_held() -> None:
     """Forget every paused run's objects, as a kernel restart does (tests stand in for one)."""
-    with _held_lock:
-        _held.clear()
+    current().forget()
 
 
 class Durable:
@@ -267,11 +311,7 @@ class Durable:
         with self._buffer:
             timer, self._timer = self._timer, None
             objects = {**self.objects, **dict(self._handles.values())}
-        with _held_lock:
-            if status == "paused":
-                _held[self.run_id] = objects
-            else:
-                _held.pop(self.run_id, None)
+        current().keep(self.run_id, objects if status == "paused" else None)
         if timer is not None:
             timer.cancel()
         self.flush()
@@ -592,3 +632,118 @@ def handle_in(value: Any, depth: int = 0) -> str | None:
             if found is not None:
                 return found
     return None
+
+
+class DurableFeature(Feature):
+    """A durable run, a feature of its run (`_hooks`): its calls' records and checkpoints go
+    to the store through ``durable`` (a restored run: `Restored`).
+
+    A sandbox call is slow and a gated one waits for a person: worth a checkpoint each (the
+    gate asks for its own, `_approval.Gate`). Any other call checkpoints at most once a
+    second (`Durable.due`); a call checkpoints at most once."""
+
+    restore: Restore | None = None
+
+    def __init__(self, durable: Durable) -> None:
+        self.durable = durable
+        self._at = -1
+        """The number of the call last checkpointed at."""
+
+    def attach(self, run: Driver) -> None:
+        self.durable.scrub = run.scrub  # its store keeps no value holding one
+        self.durable.warn = run.say
+
+    def sent_inputs(self, inputs: Mapping[str, Any], sent: Mapping[str, Any]) -> None:
+        self.durable.sent_inputs(inputs, sent)  # names the handles among them (`_rebind`)
+
+    def call_started(
+        self, run: Driver, snap: pm.FunctionSnapshot, call: ToolCall, number: int, tool: Tool
+    ) -> Answer | None:
+        if self._at != number and (isinstance(tool, SandboxTool) or self.durable.due()):
+            self.checkpoint(run, snap, number, required=False, approval=None)
+        return None
+
+    def checkpoint(
+        self,
+        run: Driver,
+        snap: pm.FunctionSnapshot,
+        number: int,
+        *,
+        required: bool,
+        approval: dict[str, Any] | None,
+    ) -> None:
+        self._at = number
+        in_flight = {i: (run.numbers[id(c)], c) for i, c in run.pending.calls().items()}
+        self.durable.checkpoint(snap, number, in_flight, required=required, approval=approval)
+
+    def call_finished(self, call: ToolCall, number: int, sent: Any) -> None:
+        self.durable.record(number, call, sent)  # ``sent`` names the handles in it
+
+    def paused(self, run: Driver, call: ToolCall) -> None:
+        # what an approval after a restart binds (`_rebind`)
+        values = [*call.args, *call.kwargs.values()]
+        run.result.bindings = self.durable.bindings(values, self.restore)
+
+    def end(self, run: Driver) -> None:
+        self.durable.finish(run.result.status)
+
+
+class Restored(DurableFeature):
+    """A durable run taken up from its snapshot (``restore``): it starts there instead of the
+    code's first line, and the handles it held before are bound again (`_rebind`)."""
+
+    def __init__(self, durable: Durable, restore: Restore) -> None:
+        super().__init__(durable)
+        self.restore = self.snapshot = restore
+
+    def attach(self, run: Driver) -> None:
+        super().attach(run)
+        note(secret_values(run.tools.values()), run.scrub)  # it may hold what they returned
+
+    def begin(self, run: Driver, worker: pm.MontySession, stubs: str | None) -> pm.SyncSnapshot:
+        return _restored(run, worker, self.snapshot)
+
+    def rebind(self, value: Any) -> Any:
+        return self.snapshot.rebind(value)  # the handles it held before the restore
+
+    def complete(self, run: Driver, worker: pm.MontySession, value: Any) -> Any:
+        return self.snapshot.rebind(value)  # a handle it returns, bound again
+
+
+def _restored(run: Driver, worker: pm.MontySession, restore: Restore) -> pm.SyncSnapshot:
+    """Load the snapshot a resumed run starts from (the code before it does not run
+    again): the calls before it enter the trace from their records, and each async call
+    that was in flight gets a future, answered from its record if it completed, else made
+    again with the arguments the snapshot kept (the in-flight rule, see the module)."""
+    trace = run.trace
+    trace.origin = time.perf_counter()
+    snap = worker.load_snapshot(restore.dump, print_callback=run.on_print)
+    in_flight = {entry["index"]: entry for entry in restore.pending}
+    for index in range(restore.index):
+        old, entry = restore.calls.get(index), in_flight.get(index)
+        source = entry if entry is not None else old.to_dict() if old is not None else None
+        if source is None:
+            continue
+        call = ToolCall(
+            call_id=source["call_id"],
+            tool=source["tool"],
+            args=tuple(source["args"]),
+            kwargs=dict(source["kwargs"]),
+            start=0.0,
+            origin=trace.origin,
+        )
+        run.numbers[id(call)] = index
+        trace.add(call)
+        if old is not None and old.status == "ok":
+            call.replayed, call.result, call.children = True, old.result, list(old.children)
+        if entry is None:  # it had ended before the snapshot
+            call.end, call.error = 0.0, None if old is None else old.error
+            continue
+        if call.replayed:
+            run.pending.settled(entry["call_id"], call.result, call)
+        else:  # made again: the handles it was passed, bound again (`_rebind`)
+            args, kwargs = restore.rebind((call.args, call.kwargs))
+            coro = run.tools[call.tool].invoke(call, args, kwargs)
+            run.pending.start(entry["call_id"], coro, call)
+    run.calls_made = restore.index
+    return snap

@@ -36,9 +36,8 @@ from typing import Any
 
 import pydantic_monty as pm
 
-from .._errors import OrchestrationError, SandboxError, StoreError
-from ._store import HandleMarker
-from ._values import MAX_DEPTH
+from ..._errors import OrchestrationError, SandboxError, StoreError
+from .._values import MAX_DEPTH, HandleMarker
 
 Origin = dict[str, Any]
 """Where a handle came from, as the store keeps it (builtin data only): ``type`` always, then

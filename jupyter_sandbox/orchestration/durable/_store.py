@@ -54,20 +54,14 @@ One SQLite file (standard library), shared by every kernel of the user:
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import hashlib
 import hmac
 import importlib.metadata
 import json
 import os
-import pickle
-import re
 import secrets
 import socket
 import sqlite3
-import stat
-import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -76,86 +70,36 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from .._defaults import default_store_path as default_store_path
-from .._errors import SandboxConfigError, StoreError
-from .._grammar import new_run_id
-from .._owner import Owner, me, parse_token
+from ..._defaults import default_store_path as default_store_path
+from ..._errors import SandboxConfigError, StoreError
+from ..._grammar import new_run_id
+from ..._owner import Owner, me, parse_token
+from .._keep import Keep
+from .._values import HandleMarker as HandleMarker
+from ._caps import ENDED, WAL_KEPT, evict, prune
+from ._files import SIDE_FILES as SIDE_FILES
+from ._files import check_private_file as check_private_file
+from ._files import check_private_folder as check_private_folder
+from ._files import check_side_files, make_file, make_folder, reason
+from ._pickling import pickled, unpickled
+from ._schema import SCHEMA, SCHEMA_VERSION, migrated, vacuumable
+from ._sealing import KEY_BYTES as KEY_BYTES
+from ._sealing import read_key, run_context, seal
 
 MONTY_VERSION = importlib.metadata.version("pydantic-monty")
 """Every blob is tagged with it: Monty dumps load only into the version that wrote them."""
 
-SCHEMA_VERSION = 3
-
 RunStatus = Literal["running", "paused", "ok", "error", "interrupted"]
 
-KEY_BYTES = 32
 _BUSY_MS = 30_000
 """How long a write waits for another process's write (each holds the lock ~1 ms)."""
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS runs (
-    run_id TEXT PRIMARY KEY, scope TEXT NOT NULL, cell TEXT NOT NULL, status TEXT NOT NULL,
-    created REAL NOT NULL, updated REAL NOT NULL, forked_run TEXT, forked_call INTEGER,
-    monty TEXT NOT NULL, mac BLOB NOT NULL, payload BLOB NOT NULL, owner TEXT,
-    size INTEGER NOT NULL DEFAULT 0);
-CREATE INDEX IF NOT EXISTS runs_by_cell ON runs (scope, cell, created);
-CREATE INDEX IF NOT EXISTS runs_by_age ON runs (created);
-CREATE TABLE IF NOT EXISTS calls (
-    run_id TEXT NOT NULL REFERENCES runs ON DELETE CASCADE, idx INTEGER NOT NULL,
-    monty TEXT NOT NULL, mac BLOB NOT NULL, payload BLOB NOT NULL,
-    PRIMARY KEY (run_id, idx));
-CREATE TABLE IF NOT EXISTS checkpoints (
-    run_id TEXT PRIMARY KEY REFERENCES runs ON DELETE CASCADE, saved REAL NOT NULL,
-    monty TEXT NOT NULL, mac BLOB NOT NULL, payload BLOB NOT NULL);
-CREATE TABLE IF NOT EXISTS sessions (
-    scope TEXT NOT NULL, name TEXT NOT NULL, names TEXT NOT NULL, size INTEGER NOT NULL,
-    updated REAL NOT NULL, monty TEXT NOT NULL, mac BLOB NOT NULL, payload BLOB NOT NULL,
-    PRIMARY KEY (scope, name));
-"""
-
-_RUN_SIZE = (
-    "length(payload) + coalesce((SELECT sum(length(c.payload)) FROM calls AS c "
-    "WHERE c.run_id = runs.run_id), 0) + coalesce((SELECT length(k.payload) FROM checkpoints "
-    "AS k WHERE k.run_id = runs.run_id), 0)"
-)
-"""A run's bytes in the store, counted from its rows (`Store.make_room` keeps ``size``)."""
-
-_MIGRATIONS = {
-    1: ("ALTER TABLE runs ADD COLUMN owner TEXT",),
-    2: (
-        "ALTER TABLE runs ADD COLUMN size INTEGER NOT NULL DEFAULT 0",
-        f"UPDATE runs SET size = {_RUN_SIZE}",
-    ),
-}
-"""The statements that take a store from each schema version to the next."""
-
-_ENDED = "('ok', 'error', 'interrupted')"
-"""The statuses of runs the store may evict for room (a paused run waits for a person, a
-running one may be another kernel's)."""
-
-WAL_KEPT = 16 * 2**20
-"""Bytes the ``-wal`` file is cut back to after a checkpoint (SQLite's journal_size_limit):
-without it the WAL stays as large as the largest burst of writes ever was."""
-
 _held: dict[Path, int] = {}
-"""Stores of each path this process has open (`_make_file` says why that matters)."""
+"""Stores of each path this process has open (`make_file` says why that matters)."""
 _held_lock = threading.Lock()
 
 _SEALED = "CAST(monty AS TEXT), CAST(mac AS BLOB), CAST(payload AS BLOB)"
 """A sealed blob's columns, as the seal check takes them whatever another program stored."""
-
-
-class HandleMarker(dict[str, str]):
-    """``{"handle": name}``: stands in, in a stored call record, for a value pickle could not
-    store. ``name`` is the value's type (``module.QualName``), never its repr, which may be
-    huge or hold secrets. A dict, as the engine reads it; a class of its own, so that a tool
-    whose result is the dict ``{"handle": ...}`` is never mistaken for one. A checkpointed
-    argument that was a handle the run sent into Monty also carries ``"id"``, its uuid, by
-    which a restored run binds it again (`_rebind`)."""
-
-    def __init__(self, name: str) -> None:
-        super().__init__(handle=name)
 
 
 @dataclass(frozen=True)
@@ -257,8 +201,6 @@ class Store:
         """Runs `new_run` keeps per cell (paused runs are always kept)."""
         self.total = total
         """Runs `new_run` keeps in all (paused runs are always kept)."""
-        from ._keep import Keep  # it imports this module (`HandleMarker`)
-
         self.caps: Keep = Keep()
         """The bytes it keeps per run, per cell and in all (`make_room`); ``%config
         OrchestrateMagics.store_run``, ``store_cell`` and ``store_total`` set them."""
@@ -266,22 +208,22 @@ class Store:
         self._counted = False
         """Whether this store is counted in `_held` (until `close`)."""
         try:
-            _make_folder(self.path.parent)
+            make_folder(self.path.parent)
             check_private_folder(self.path.parent)
-            self._key = _key(self.path.parent / "key")
+            self._key = read_key(self.path.parent / "key")
             self._keyed = hmac.new(self._key, digestmod=hashlib.sha256)
             """The HMAC with the key taken in: each seal copies it (half the cost of a new one)."""
             with _held_lock:
                 held = _held.get(self.path, 0) > 0
-                _make_file(self.path, held=held)
-                _check_side_files(self.path, held=held)
+                make_file(self.path, held=held)
+                check_side_files(self.path, held=held)
                 self._pid = os.getpid()
                 self._db = self._connect()
                 _held[self.path] = _held.get(self.path, 0) + 1
                 self._counted = True
         except (OSError, sqlite3.Error) as error:
             raise StoreError(
-                f"cannot open the store at {self.path}: {_reason(error)}; point "
+                f"cannot open the store at {self.path}: {reason(error)}; point "
                 "store= or $JUPYTER_SANDBOX_STORE at a writable path",
                 parameter="store",
                 hint="store=",
@@ -375,7 +317,7 @@ class Store:
                 run_id = new_run_id()
                 if not db.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone():
                     break
-            context = _run_context(run_id, scope, cell, forked_from)
+            context = run_context(run_id, scope, cell, forked_from)
             monty, mac = self._seal("run", context, header)
             now = time.time()
             db.execute(
@@ -387,7 +329,7 @@ class Store:
                     *(monty, mac, header, this_process().encode(), len(header)),
                 ),
             )
-            _prune(db, keep=self.keep, total=self.total, cell=(scope, cell))
+            prune(db, keep=self.keep, total=self.total, cell=(scope, cell))
         return run_id
 
     def record_call(self, run_id: str, index: int, record: dict[str, Any]) -> None:
@@ -417,7 +359,7 @@ class Store:
         visible without the records that finished before it. ``call``: the call the
         snapshot stopped at (`Checkpoint.call`)."""
         rows = [self._call_row(run_id, index, record) for index, record in (calls or {}).items()]
-        payload = _pickle((dump, call_index, pending or [], call))
+        payload = pickled((dump, call_index, pending or [], call))
         monty, mac = self._seal("checkpoint", (run_id,), payload)
         with self._write() as db:
             now = self._touch(db, run_id)
@@ -500,10 +442,10 @@ class Store:
         scope, cell, status, created, updated, forked_run, forked_call, owner, *sealed = head
         forked_from = _forked(forked_run, forked_call)
         where = f"run {run_id!r}"
-        context = _run_context(run_id, scope, cell, forked_from)
+        context = run_context(run_id, scope, cell, forked_from)
         header = json.loads(self._unseal("run", context, *sealed, what=where))
         records = {
-            index: _unpickle(
+            index: unpickled(
                 self._unseal("call", (run_id, str(index)), *blob, what=f"call {index} of {where}"),
                 f"call {index} of {where}",
             )
@@ -573,10 +515,10 @@ class Store:
             if head is None:
                 raise self._unknown(run_id)
             scope, cell, own = head
-            evicted = _evict(db, caps.store_cell * mb, run_id, (scope, cell))
-            evicted += _evict(db, caps.store_total * mb, run_id)
+            evicted = evict(db, caps.store_cell * mb, run_id, (scope, cell))
+            evicted += evict(db, caps.store_total * mb, run_id)
             # What no eviction can free: this run, paused and running runs, the sessions.
-            fixed = f"(status NOT IN {_ENDED} OR run_id = ?1)"
+            fixed = f"(status NOT IN {ENDED} OR run_id = ?1)"
             (cell_size,) = db.execute(
                 f"SELECT coalesce(sum(size), 0) FROM runs WHERE scope = ?2 AND cell = ?3 "
                 f"AND {fixed}",
@@ -625,7 +567,7 @@ class Store:
         (defaults: the store's); paused runs stay, and the file shrinks by the space freed.
         Returns how many runs were dropped."""
         with self._write() as db:
-            dropped = _prune(
+            dropped = prune(
                 db,
                 keep=self.keep if keep is None else keep,
                 total=self.total if total is None else total,
@@ -660,11 +602,11 @@ class Store:
             db.execute("PRAGMA foreign_keys = ON")
             db.execute(f"PRAGMA journal_size_limit = {WAL_KEPT}")
             db.executescript(
-                f"BEGIN IMMEDIATE; {_SCHEMA} INSERT OR IGNORE INTO meta "
+                f"BEGIN IMMEDIATE; {SCHEMA} INSERT OR IGNORE INTO meta "
                 f"VALUES ('schema', '{SCHEMA_VERSION}'); COMMIT;"
             )
-            version = _migrated(db, self.path)
-            _vacuumable(db)
+            version = migrated(db, self.path)
+            vacuumable(db)
         except BaseException:
             db.close()
             raise
@@ -714,12 +656,12 @@ class Store:
         try:
             yield
         except sqlite3.Error as error:
-            raise StoreError(f"the store at {self.path} failed: {_reason(error)}") from error
+            raise StoreError(f"the store at {self.path} failed: {reason(error)}") from error
 
     def _checkpoint(self, run_id: str, saved: tuple[Any, ...]) -> Checkpoint:
         """A checkpoints row (saved, then the sealed blob's columns), verified and loaded."""
         what = f"the checkpoint of run {run_id!r}"
-        dump, call_index, pending, *call = _unpickle(  # no call: schema version 1
+        dump, call_index, pending, *call = unpickled(  # no call: schema version 1
             self._unseal("checkpoint", (run_id,), *saved[1:], what=what), what
         )
         return Checkpoint(dump, call_index, pending, saved[0], *call)
@@ -738,7 +680,7 @@ class Store:
     def _call_row(
         self, run_id: str, index: int, record: dict[str, Any]
     ) -> tuple[str, int, str, bytes, bytes]:
-        payload = _pickle(record)
+        payload = pickled(record)
         monty, mac = self._seal("call", (run_id, str(index)), payload)
         return run_id, index, monty, mac, payload
 
@@ -758,7 +700,7 @@ class Store:
         return StoreError(f"no run {run_id!r} in {self.path}; {hint}", parameter="runs", hint=hint)
 
     def _seal(self, kind: str, context: tuple[str, ...], payload: bytes) -> tuple[str, bytes]:
-        return MONTY_VERSION, _mac(self._keyed, kind, context, MONTY_VERSION, payload)
+        return MONTY_VERSION, seal(self._keyed, kind, context, MONTY_VERSION, payload)
 
     def _unseal(
         self,
@@ -772,7 +714,7 @@ class Store:
         advice: str = "run it again with resume=False",
     ) -> bytes:
         """``payload`` if this store sealed it for this row and this Monty version."""
-        if not hmac.compare_digest(mac, _mac(self._keyed, kind, context, monty, payload)):
+        if not hmac.compare_digest(mac, seal(self._keyed, kind, context, monty, payload)):
             raise StoreError(
                 f"{what} in {self.path} was modified outside jupyter-sandbox "
                 "(signature mismatch): refusing to load it"
@@ -788,317 +730,5 @@ class Store:
         return payload
 
 
-def _migrated(db: sqlite3.Connection, path: Path) -> int:
-    """The store's schema version, after migrating an older one to `SCHEMA_VERSION` (in one
-    transaction: of kernels opening an old store at once, one migrates it)."""
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        (value,) = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
-        if not str(value).isdigit() or int(value) < 1:
-            raise StoreError(
-                f"the store at {path} has schema version {value!r}, which no jupyter-sandbox "
-                "writes: point $JUPYTER_SANDBOX_STORE at another store"
-            )
-        version = int(value)
-        while version in _MIGRATIONS:
-            for statement in _MIGRATIONS[version]:
-                db.execute(statement)
-            version += 1
-            db.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (str(version),))
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
-    db.execute("COMMIT")
-    return version
-
-
-def _vacuumable(db: sqlite3.Connection) -> None:
-    """Make a store whose file cannot shrink (``auto_vacuum`` NONE: made by a release that did
-    not set it, or by another program) incremental: SQLite changes that mode only by
-    rebuilding the file (``VACUUM``), once, taking as long as copying it. Another process
-    using the store then (``database is locked``) leaves it for the next open."""
-    (mode,) = db.execute("PRAGMA auto_vacuum").fetchone()
-    if mode != 0:
-        return
-    db.execute("PRAGMA auto_vacuum = INCREMENTAL")
-    with contextlib.suppress(sqlite3.OperationalError):
-        db.execute("VACUUM")
-
-
-def _evict(db: sqlite3.Connection, cap: int, keep: str, cell: tuple[str, str] | None = None) -> int:
-    """Drop ended runs (not ``keep``), oldest first, while the runs of ``cell`` (all runs
-    and the sessions, when None) hold more than ``cap`` bytes; how many were dropped."""
-    where, params = ("scope = ? AND cell = ?", cell) if cell else ("1", ())
-    (size,) = db.execute(
-        f"SELECT coalesce(sum(size), 0) FROM runs WHERE {where}", params
-    ).fetchone()
-    if cell is None:
-        size += db.execute("SELECT coalesce(sum(length(payload)), 0) FROM sessions").fetchone()[0]
-    if size <= cap:
-        return 0
-    dropped: list[str] = []
-    candidates = db.execute(
-        f"SELECT run_id, size FROM runs WHERE {where} AND status IN {_ENDED} AND run_id != ? "
-        "ORDER BY created, rowid",
-        (*params, keep),
-    )
-    for run_id, run_size in candidates:
-        if size <= cap:
-            break
-        dropped.append(run_id)
-        size -= run_size
-    db.executemany("DELETE FROM runs WHERE run_id = ?", [(run_id,) for run_id in dropped])
-    return len(dropped)
-
-
 def _forked(run: str | None, call: int | None) -> tuple[str, int] | None:
     return None if run is None or call is None else (run, call)
-
-
-def _run_context(
-    run_id: str, scope: str, cell: str, forked_from: tuple[str, int] | None
-) -> tuple[str, ...]:
-    forked = "" if forked_from is None else f"{forked_from[0]}:{forked_from[1]}"
-    return run_id, scope, cell, forked
-
-
-def _mac(
-    keyed: hmac.HMAC, kind: str, context: tuple[str, ...], monty: str, payload: bytes
-) -> bytes:
-    """HMAC-SHA256 (``keyed``: one with the key taken in) over length-prefixed parts (no two
-    different tuples encode alike), then the payload."""
-    mac = keyed.copy()
-    encoded = [part.encode("utf-8", "surrogatepass") for part in (kind, *context, monty)]
-    mac.update(b"".join([len(part).to_bytes(8, "big") + part for part in encoded]))
-    mac.update(payload)  # not concatenated: a dump may be megabytes
-    return mac.digest()
-
-
-def _pickle(value: object) -> bytes:
-    try:
-        return _round_trip(value)
-    except Exception:  # a value's own __reduce__ or constructor may raise anything
-        return _round_trip(_picklable(value))
-
-
-def _round_trip(value: object) -> bytes:
-    """``value`` pickled, once it is known to unpickle too: an exception class whose
-    ``__init__`` takes more than its message pickles but cannot be rebuilt, and one such record
-    must not make its whole run unloadable. Bytes naming no class (no byte of the opcodes
-    that load one anywhere in them: builtin data only, the usual call record) always load:
-    they are not loaded to check (a durable run stores every call)."""
-    data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-    if _CLASS_OPCODES.search(data):
-        pickle.loads(data)
-    return data
-
-
-_CLASS_OPCODES = re.compile(
-    b"[" + re.escape(pickle.STACK_GLOBAL + pickle.EXT1 + pickle.EXT2 + pickle.EXT4) + b"]"
-)
-"""The opcodes by which a protocol 4+ pickle names a class or function (GLOBAL is protocol
-3's). A byte of one inside data (an int, a character) is only a false alarm: it checks."""
-
-
-def _picklable(value: object) -> object:
-    """``value`` with each part pickle cannot store replaced by a `HandleMarker`, looking
-    inside plain dicts, lists and tuples so that one odd argument does not hide the rest."""
-    try:
-        _round_trip(value)
-    except Exception:
-        pass
-    else:
-        return value
-    if type(value) is dict:
-        return {key: _picklable(item) for key, item in value.items()}
-    if type(value) is list:
-        return [_picklable(item) for item in value]
-    if type(value) is tuple:
-        return tuple(_picklable(item) for item in value)
-    kind = type(value)
-    return HandleMarker(f"{kind.__module__}.{kind.__qualname__}")
-
-
-def _unpickle(payload: bytes, what: str) -> Any:
-    """Bytes this store sealed (checked by the caller): a value whose class this process
-    lacks (one defined in a notebook cell not run yet) cannot be rebuilt, and says so."""
-    try:
-        return pickle.loads(payload)
-    except Exception as error:
-        raise StoreError(
-            f"{what} holds a value this process cannot rebuild ({_reason(error)}): define "
-            "what it names (run the cell that does), then try again"
-        ) from error
-
-
-def _prune(
-    db: sqlite3.Connection, *, keep: int, total: int, cell: tuple[str, str] | None = None
-) -> int:
-    """Drop old runs that are not paused (their calls and checkpoints go with them)."""
-    by_cell = (
-        "DELETE FROM runs WHERE status != 'paused' AND run_id IN (SELECT run_id FROM "
-        "(SELECT run_id, row_number() OVER (PARTITION BY scope, cell ORDER BY created DESC, "
-        "rowid DESC) AS n FROM runs WHERE ?2 IS NULL OR (scope = ?2 AND cell = ?3)) "
-        "WHERE n > ?1)"
-    )
-    scope, name = cell if cell else (None, None)
-    dropped = db.execute(by_cell, (keep, scope, name)).rowcount
-    in_all = (
-        "DELETE FROM runs WHERE run_id IN (SELECT run_id FROM runs WHERE status != 'paused' "
-        "ORDER BY created DESC, rowid DESC LIMIT -1 OFFSET ?)"
-    )
-    return dropped + db.execute(in_all, (total,)).rowcount
-
-
-def _make_file(path: Path, *, held: bool) -> None:
-    """Create the store's file 0600 if it is missing; else check it (`_check_file`).
-
-    ``held``: this process has the store open already. Then the file is only looked at
-    (``lstat``), never opened here: closing any descriptor of a database file drops every
-    POSIX lock this process holds on it, so a second `Store` of a path this process already
-    has open would silently unlock the first one's transactions (and another kernel could
-    then checkpoint the WAL under it: "database disk image is malformed"; SQLite's "How To
-    Corrupt", 2.2)."""
-    try:
-        os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
-        return
-    except FileExistsError:
-        pass
-    _check_file(path, "the store", held=held)
-
-
-SIDE_FILES = ("-wal", "-shm", "-journal")
-"""The files SQLite keeps beside the store: the WAL holds recent writes (tools' results,
-code) and the ``-shm`` index says which of them count. A ``-wal`` another user planted
-before the store was opened would receive every write (readable by them) and one they wrote
-would be read as the store's own, so each is checked like the store itself."""
-
-
-def _check_side_files(path: Path, *, held: bool) -> None:
-    """Check the store's `SIDE_FILES` that exist (SQLite makes them 0600 and ours)."""
-    for suffix in SIDE_FILES:
-        _check_file(Path(f"{path}{suffix}"), f"the store's {suffix[1:]} file", held=held)
-
-
-def _check_file(path: Path, what: str, *, held: bool = False) -> os.stat_result | None:
-    """Refuse ``path`` (one line, with the command that fixes it) unless it is a regular
-    file of this user that group and others cannot use; None if it does not exist.
-
-    Opened without following a link and without blocking (``O_NOFOLLOW|O_NONBLOCK``: a FIFO
-    planted there would hang the open forever), then checked with ``fstat``, so what is
-    checked is what was opened; ``held`` (this process has SQLite's descriptors on it, see
-    `_make_file`): looked at with ``lstat`` only, which neither follows nor blocks either."""
-    try:
-        if held:
-            info = os.lstat(path)
-        else:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-            try:
-                info = os.fstat(fd)
-            finally:
-                os.close(fd)
-    except FileNotFoundError:
-        return None
-    except OSError as error:  # a link (ELOOP), a socket (ENXIO), another user's 0600 file
-        try:
-            info = os.lstat(path)
-        except FileNotFoundError:
-            return None
-        if stat.S_ISREG(info.st_mode) and error.errno != errno.ELOOP:
-            check_private_file(path, info, what)
-            raise
-    check_private_file(path, info, what)
-    return info
-
-
-def check_private_folder(folder: Path) -> None:
-    """Refuse a store folder others may write to (``/tmp``): anyone there could put their
-    own ``-wal`` file beside the store (which then receives its writes) or swap the store.
-    Root's folders are fine (only root writes them)."""
-    info = os.stat(folder)
-    if info.st_mode & stat.S_IWOTH or info.st_uid not in (os.geteuid(), 0):
-        raise StoreError(
-            f"the store's folder {folder} is writable by others or belongs to uid "
-            f"{info.st_uid} (mode {stat.S_IMODE(info.st_mode):04o}): put the store in a "
-            "folder of your own, e.g. the default ~/.local/share/jupyter-sandbox"
-        )
-
-
-def check_private_file(path: Path, info: os.stat_result, what: str) -> None:
-    """Refuse a file of the store (``what``) that is not a regular file, that another user
-    owns or that group or others can use: one line, ending in the command that fixes it."""
-    if stat.S_ISDIR(info.st_mode):  # a path mistyped, not planted: no rm advice for it
-        raise IsADirectoryError(errno.EISDIR, f"{path} is a folder", str(path))
-    if not stat.S_ISREG(info.st_mode):
-        kind = "a symbolic link" if stat.S_ISLNK(info.st_mode) else "not a regular file"
-        raise StoreError(f"{what} {path} is {kind}: run rm {path}")
-    if info.st_uid != os.geteuid():
-        raise StoreError(
-            f"{what} {path} belongs to uid {info.st_uid}, not to you "
-            f"(uid {os.geteuid()}): run rm {path}"
-        )
-    if info.st_mode & 0o077:
-        raise StoreError(
-            f"{what} {path} is readable or writable by others "
-            f"(mode {stat.S_IMODE(info.st_mode):04o}): run chmod 600 {path}"
-        )
-
-
-def _make_folder(folder: Path) -> None:
-    """Create ``folder`` and its missing parents, each 0700 (what the store holds is private)."""
-    if folder.exists() and not folder.is_dir():
-        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(folder))
-    missing = []
-    while not folder.exists():
-        missing.append(folder)
-        folder = folder.parent
-    for path in reversed(missing):
-        try:
-            path.mkdir(mode=0o700)
-        except FileExistsError:  # another process made it meanwhile
-            continue
-        os.chmod(path, 0o700)  # whatever the umask
-
-
-def _key(path: Path) -> bytes:
-    """The user's signing key at ``path``, created if missing, refused if unsafe (checked as
-    `_check_file` checks, on the descriptor it is then read from)."""
-    fix = f"run rm {path} (blobs it signed can then no longer be loaded)"
-    what = "the store's key file"
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return _new_key(path)
-    except OSError as error:
-        _check_file(path, what)  # a link, a socket, another user's: said as such
-        raise StoreError(f"cannot read {what} {path}: {_reason(error)}; {fix}") from error
-    with os.fdopen(fd, "rb") as file:
-        check_private_file(path, os.fstat(file.fileno()), what)
-        key = file.read(KEY_BYTES + 1)  # one more: a longer file is told apart
-    if len(key) != KEY_BYTES:
-        raise StoreError(f"{what} {path} holds {len(key)} bytes, not {KEY_BYTES}: {fix}")
-    return key
-
-
-def _new_key(path: Path) -> bytes:
-    """Write a key under a temporary name (0600, O_EXCL) and link it into place: a process
-    racing us reads either no key or the whole of one. The loser of a race reads the winner's."""
-    key = secrets.token_bytes(KEY_BYTES)
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".key-")  # 0600, O_EXCL
-    try:
-        with os.fdopen(fd, "wb") as file:
-            file.write(key)
-            file.flush()
-            os.fsync(file.fileno())
-        os.link(temporary, path)
-    except FileExistsError:
-        return _key(path)
-    finally:
-        os.unlink(temporary)
-    return key
-
-
-def _reason(error: BaseException) -> str:
-    if isinstance(error, OSError) and error.strerror:
-        return error.strerror
-    return str(error) or type(error).__name__

@@ -55,14 +55,18 @@ import threading
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pydantic_monty as pm
 
-from .._errors import OrchestrationError
-from .._scrub import in_dump, known
+from ..._errors import OrchestrationError
+from ..._events import ToolCall
+from ..._scrub import in_dump, known
+from .._hooks import Feature
+from .._limits import Limits
+from .._registry import Tool
 from . import _cbor
-from ._limits import Limits
+from ._durable import current
 from ._rebind import (
     Origin,
     SessionRebinder,
@@ -71,7 +75,9 @@ from ._rebind import (
     result_handles,
     statements,
 )
-from ._registry import Tool
+
+if TYPE_CHECKING:
+    from .._driver import Driver
 
 _FORMAT = b"MONTY\x00\x0e\x00"
 """How a pydantic-monty 1.4.0 session dump starts: magic and format version."""
@@ -129,11 +135,16 @@ class SessionStore(Protocol):
 
 class Sessions:
     """The kernel's sessions by (scope, name), in memory; a store, when given, keeps them past
-    the kernel. Thread-safe: cells of other notebooks' runs may save at once."""
+    the kernel. Thread-safe: cells of other notebooks' runs may save at once. What it keeps is
+    the durable state's (`_durable.Process.sessions`), so a test's fresh state (the
+    ``durable_process`` fixture) starts with none, as a new kernel does."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._kept: dict[tuple[str, str], SessionState] = {}
+
+    @property
+    def _kept(self) -> dict[tuple[str, str], SessionState]:
+        return current().sessions
 
     def open(self, name: str, *, scope: str, store: SessionStore | None) -> SessionLink:
         """The link one cell uses: the state it starts from (this kernel's, else the store's,
@@ -168,9 +179,10 @@ sessions = Sessions()
 """The process's sessions: what ``orchestrate(..., session=NAME)`` continues."""
 
 
-class SessionLink:
-    """One cell's use of a session: `load` it into the cell's worker before the code runs,
-    `save` it after the code completed (kept in memory and in the store at once)."""
+class SessionLink(Feature):
+    """One cell's use of a session, a feature of its run (`_hooks`): `load` it into the
+    cell's worker before the code runs, `save` it after the code completed (kept in memory
+    and in the store at once)."""
 
     def __init__(
         self,
@@ -209,6 +221,23 @@ class SessionLink:
             check = _check_state(_HEADER + _loosened(context, _bound(code)) + stubs, imports)
         dump = _replace(dump, _TYPE_CHECK, _cbor.encode(check))
         session.load_session(with_limits(dump, limits))
+
+    def begin(self, run: Driver, worker: pm.MontySession, stubs: str | None) -> None:
+        self.load(worker, run.code, run.limits, stubs)
+
+    def declarations(self) -> tuple[str, ...]:
+        if self.state is None:
+            return ()
+        return _context(self.state.dump, self.name)  # the declarations `load` uses
+
+    def call_finished(self, call: ToolCall, number: int, sent: Any) -> None:
+        if call.error is None:  # kept for the session's next cell
+            self.sent_result(call.call_id, call.tool, sent)
+
+    def complete(self, run: Driver, worker: pm.MontySession, value: Any) -> Any:
+        value = self.rebind(value)  # a handle an earlier cell sent, as its object
+        self.save(worker, run.code, run.tools, run.inputs)
+        return value
 
     def sent_inputs(self, inputs: Mapping[str, Any], converted: Mapping[str, Any]) -> None:
         """Note the handles among the cell's inputs (as `to_sandbox` converted them); a later

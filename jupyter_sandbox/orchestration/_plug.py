@@ -1,0 +1,51 @@
+"""Which features a run gets (`_hooks`), from what it was given, in the order they are asked.
+
+The order keeps each feature's contract: a replay or the cache answers a call before a gate
+asks about it (a call answered from a record is not gated again); a gate checkpoints before
+the durable store's own once-a-second checkpoint (a call checkpoints once); the durable
+store begins a restored run before a session would load its state into the worker (a
+restored run's snapshot holds it already); the journal is written last.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from .._events import ToolCall
+from ._approval import Gate
+from ._hooks import Feature
+from ._memo import Journal
+from ._replay import Answers, Journaling, Replay
+from ._tool import Tool
+from .durable import Durable, DurableFeature, Restore, Restored, SessionLink
+
+
+def plug(
+    tools: Mapping[str, Tool],
+    *,
+    journal: Journal | None = None,
+    answers: Answers | None = None,
+    session: SessionLink | None = None,
+    durable: Durable | None = None,
+    restore: Restore | None = None,
+    approver: Callable[[ToolCall], bool] | None = None,
+) -> list[Feature]:
+    """The features of a run: ``answers`` (a previous run's calls, a cache) answer its calls
+    for as long as it repeats them; a gate for its gated tools (or the person's answer a
+    restored run carries); a durable run writes its calls and checkpoints to a store
+    (`_durable`), a restored one starts from a snapshot; ``session`` is the session
+    (``--session``) the cell continues and leaves its state in; its calls become
+    ``journal`` when it ends. None of them: a plain run."""
+    features: list[Feature] = []
+    if answers is not None and answers.active:
+        features.append(Replay(answers))
+    decision = restore is not None and restore.decision is not None
+    if decision or any(tool.approve is not False for tool in tools.values()):
+        features.append(Gate(approver, restore, durable=durable is not None))
+    if durable is not None:
+        features.append(DurableFeature(durable) if restore is None else Restored(durable, restore))
+    if session is not None:
+        features.append(session)
+    if journal is not None:
+        features.append(Journaling(journal))
+    return features
