@@ -2,9 +2,12 @@
 
 Starting a container costs most of a run (~0.3-0.4 s measured, network namespace and all). After
 a run takes a container, fresh ones for the same image and limits are started in the background
-and wait, unused, for the next runs: a warm run then costs an exec, not a start. Every container
-still runs exactly one piece of code; a spare never used is just a clean container that sleeps.
-A spare not taken within `_IDLE` (5 min) is removed.
+and wait, unused, for the next runs, their interpreter already started (`_warm`): a warm run
+then costs a write of the program and a read of its output, not a start, not even an exec.
+Every container still runs exactly one program; a spare never used is a clean container whose
+interpreter waits on its stdin. A spare not taken within `_IDLE` (5 min) is removed; one that
+died, was tampered with or whose attach stream broke is removed when a run asks for it
+(`_warm.probe`), and the run takes the next.
 
 How many spares wait per image and limits follows demand: as many as runs of that key ran at
 once at the peak of the last `_IDLE` seconds (one for cells run one at a time, 16 after a
@@ -16,19 +19,20 @@ time by one thread per key, and not while several runs of the key go on, nor bes
 it: refilling waits for the run's end (and while spares are left, for the end of a row of
 runs), so it does not compete with runs for the CPU, unless a row used up its spares.
 
-A spare's own process is ``sleep``; the code runs as an exec in it. A run that finds no spare
-does not start one and then exec (~1.2x a ``docker run``): `acquire` creates a container whose
-own process is the run's script, and the caller starts it (`_run`). Either way outputs live on
-a size-limited tmpfs and are read back by the script's ``tar``, so a disk fill cannot reach
-the host, and secrets never enter the container's config (an exec's environment, or the
-script's stdin). Removal of a used container happens off the caller's path.
+A spare's own process is `_scripts.SPARE_SCRIPT` and its waiter. A run that finds no spare
+does not start one and wait for it: `acquire` creates a container whose own process is the
+run's script (`_scripts.OWN_SCRIPT`), and the caller starts it (`_run`). Either way outputs
+live on a size-limited tmpfs and are read back by the script's ``tar``, so a disk fill cannot
+reach the host, and secrets never enter the container's config (they cross on the attach
+stream). Removal of a used container happens off the caller's path.
 
 When the kernel dies without cleaning up (SIGKILL, a server that stops waiting), its watchdog
 (`_watchdog`, started with its first container) removes its containers at once. The last
 resort, should the watchdog die too, is the container's own clock: a spare's sleep lasts
 `lifetime` (5 min idle + the run's timeout + 30 s), the longest a container can be needed; a
 run's script kills the run after its timeout + 30 s. Then the container removes itself
-(``auto_remove``), even if no kernel ever loads the extension again to reap it.
+(``auto_remove``), even if no kernel ever loads the extension again to reap it. A spare whose
+kernel is gone ends sooner: the engine closes its stdin with the kernel's connection.
 
 Each container runs as a uid of its own, drawn from a range no host account has (`fresh_uid`):
 a process's environment (secrets included) is readable in ``/proc/<pid>/environ`` by every
@@ -59,7 +63,8 @@ from typing import TYPE_CHECKING
 from .._accounts import account_lines
 from .._errors import ContainerError
 from .._owner import temp_prefix
-from . import _watchdog
+from . import _warm, _watchdog
+from ._attach import Attached
 from ._baseimage import SANDBOX_UID
 from ._client import KIND, LABEL, engine_of, owner_labels
 from ._engine import require_limits, tmpfs_owner
@@ -96,6 +101,8 @@ spares are left (`_refill`)."""
 _START_WAIT = 5.0
 """Seconds a run waits for a spare already starting before it starts its own container."""
 _GONE_WAIT = 10.0
+_UP_WAIT = 60.0
+"""Seconds a spare's waiter may take to say it is up (a loaded host: it is in the background)."""
 _GRACE = 30.0
 """Seconds the container's sleep outlives idle time plus timeout (see `lifetime`)."""
 
@@ -131,6 +138,8 @@ class Slot:
     """Set while a run holds the slot (`acquire`): it counts in its key's demand."""
     own: bool = False
     """The run is the container's own process (no spare waited): the caller starts it."""
+    attached: Attached | None = None
+    """A spare's attach stream, held while it waits (`_warm`); the run then owns it."""
 
     @property
     def user(self) -> str:
@@ -160,6 +169,9 @@ _waiting: dict[_Key, int] = {}
 """Runs waiting for a spare being started, per key: never more than are starting."""
 _refilling: set[_Key] = set()
 """Keys whose refill thread runs (one each)."""
+_no_waiter: set[str] = set()
+"""Images whose spare's stream ended before its waiter was up (no ``python3``): no spare of
+them is started again in this process; their runs are cold."""
 
 
 @dataclass
@@ -291,8 +303,9 @@ def lifetime(limits: ContainerLimits, *, spare: bool = True) -> int:
 def _create(
     client: DockerClient, image: str, limits: ContainerLimits, own: list[str] | None
 ) -> Slot:
-    """A confined container, created and not started: a spare's (``sleep``), or with ``own``
-    as its process, attached to (stdin open once, for `_attach`) and not logged."""
+    """A confined container, created and not started: a spare's (`_warm.spare_command`), or
+    with ``own`` as its process; either way attached to (stdin open once, for `_attach`)
+    and not logged."""
     _watchdog.ensure_started()
     engine = engine_of(client)
     require_limits(engine)  # never a container whose limits the engine would drop
@@ -308,15 +321,13 @@ def _create(
         # root driving a user's rootless engine: the engine runs as that user and must
         # reach the mounts through the work folder (mkdtemp's 0700, root's)
         os.chown(work, engine.owner_uid, -1)
-    attached = {}
-    if own is not None:
-        from docker.types import LogConfig
+    from docker.types import LogConfig
 
-        attached = {"stdin_open": True, "detach": False, "log_config": LogConfig(type="none")}
+    attached = {"stdin_open": True, "detach": False, "log_config": LogConfig(type="none")}
     try:
         container = client.containers.create(
             image,
-            command=own or ["sleep", str(lifetime(limits))],
+            command=own or _warm.spare_command(lifetime(limits)),
             runtime=runtime(client, limits.isolation),
             user=f"{uid}:{uid}",
             working_dir="/tmp",
@@ -353,10 +364,17 @@ def _create(
 
 
 def _start(client: DockerClient, image: str, limits: ContainerLimits) -> Slot:
-    """A started spare."""
+    """A started spare whose waiter is up (`_warm.up`)."""
     slot = _create(client, image, limits, None)
     try:
+        slot.attached = Attached(client, slot.container.id or "")
         slot.container.start()
+        is_up = _warm.up(slot.attached, time.monotonic() + _UP_WAIT)
+        if is_up is None:
+            with _lock:
+                _no_waiter.add(image)
+        if not is_up:
+            raise ContainerError(f"a spare of {image} did not start its interpreter")
     except BaseException:
         remove(slot)
         raise
@@ -389,7 +407,7 @@ def _refill(client: DockerClient, image: str, limits: ContainerLimits) -> None:
             with _lock:
                 demand = _demand.get(key)
                 busy = demand is not None and demand.running > 1
-                full = not _room(key)
+                full = not _room(key) or image in _no_waiter
                 if _closing or busy or full or len(_spares.get(key, ())) >= _target(key):
                     stopped = True
                     _refilling.discard(key)
@@ -512,9 +530,9 @@ def acquire(
     own: list[str],
     asked: float | None = None,
 ) -> Slot:
-    """An unused container for one run: a waiting spare if there is one (the run is an exec
-    in it), else a new container created with ``own`` as its process, for the caller to
-    start (a start, then an exec, cost more than a start of the run itself). ``asked``: when
+    """An unused container for one run: a waiting spare if there is one whose waiter is
+    ready (`_warm.probe`; one that is not is removed and the next tried), else a new
+    container created with ``own`` as its process, for the caller to start. ``asked``: when
     the run was called for (`time.monotonic`; default now), for its key's demand."""
     key = (image, limits)
     taken = _call_keys.get()
@@ -526,9 +544,14 @@ def acquire(
         slot = _claim(key)
         if key not in _spares:
             _ready.notify_all()  # a refill waiting for the row's end starts now (`_refill`)
-    if slot is not None and time.monotonic() - slot.born > _IDLE:
-        remove_later(slot)
-        slot = None
+    while slot is not None and (
+        time.monotonic() - slot.born > _IDLE
+        or slot.attached is None
+        or not _warm.probe(slot.attached)
+    ):
+        remove_later(slot)  # never used: it died, was tampered with, or its stream broke
+        with _lock:
+            slot = _take(key) if key in _spares else None
     warm = slot is not None
     try:
         if slot is None:
@@ -603,18 +626,11 @@ def release(client: DockerClient, slot: Slot, *, now: bool) -> None:
         _refill_later(client, *key)
 
 
-def replace(client: DockerClient, slot: Slot, image: str) -> Slot:
-    """A fresh container instead of a spare that turned out dead (engine restarted...); the
-    run's claim on its key's demand moves with it (`release` it, not the dead one)."""
-    remove(slot)
-    fresh = _start(client, image, slot.limits)
-    fresh.key, slot.key = slot.key, None
-    return fresh
-
-
 def remove(slot: Slot) -> None:
     from docker.errors import APIError, NotFound
 
+    if slot.attached is not None:
+        slot.attached.close()
     try:
         slot.container.remove(force=True)
     except NotFound:

@@ -49,7 +49,8 @@ from ._io import (
 from ._isolation import Isolation, isolation_level
 from ._pool import ContainerLimits
 from ._record import SandboxRun
-from ._run import WRAPPER, RawRun, run_container
+from ._run import RawRun, run_container
+from ._scripts import WRAPPER
 from ._spec import (
     CacheMode,
     ImageSpec,
@@ -61,6 +62,7 @@ from ._spec import (
     normalise_types,
 )
 from ._types import infer_tag
+from ._warm import START_ENV
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -334,14 +336,9 @@ class Sandbox:
         return True
 
     def _environment(self) -> dict[str, str]:
-        """Only what was asked for: env_vars, and secrets read from the host right now.
-
-        ``LOGNAME``/``USER`` name the user: the container's uid has no ``/etc/passwd`` entry (it
-        is drawn per container, see `_pool.fresh_uid`), and ``getpass.getuser()``, which some
-        libraries call for cache folders, reads these first.
-        """
-        user = {"LOGNAME": "sandbox", "USER": "sandbox"}
-        env = {"HOME": "/tmp", "PYTHONUNBUFFERED": "1", **user, **self.env_vars}
+        """Only what was asked for: env_vars, and secrets read from the host right now, after
+        what every run starts with (`START_ENV`: a spare's interpreter starts with it)."""
+        env = {**START_ENV, **self.env_vars}
         for secret in self.secrets:
             if secret not in os.environ:
                 raise SandboxConfigError(f"secret {secret!r} is not set in the host environment")
@@ -423,7 +420,7 @@ _CANNOT_START = (
     # runsc (gVisor): error finding executable "python3" in PATH [...]: no such file or ...
     re.compile(r'error finding executable "([^"\n]+)" in PATH [^\n]*: (no such file or directory)'),
     re.compile(r"failed to load ([^:\n]+): (no such file or directory)"),  # runsc, a path
-    # the run's script (`_run.EXEC_SCRIPT`, `_run.OWN_SCRIPT`), as sh says it
+    # the run's script (`_scripts`) or a spare's waiter (`_warm`), as sh says it
     re.compile(
         rf"^{re.escape(WRAPPER)}: \d+: exec: ([^\n]+): (not found|Permission denied)$", re.MULTILINE
     ),
