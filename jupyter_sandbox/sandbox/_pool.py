@@ -46,6 +46,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import contextvars
+import dataclasses
 import grp
 import os
 import pwd
@@ -563,6 +564,17 @@ def acquire(
     if warm:  # else the refill waits for this run's end (`remove`): a burst runs first
         _refill_later(client, image, limits)
     return slot
+
+
+def keyed(client: DockerClient, limits: ContainerLimits) -> ContainerLimits:
+    """``limits`` with ``client``'s engine: what a spare of it is kept under."""
+    return dataclasses.replace(limits, engine=engine_of(client).url)
+
+
+def prestart(client: DockerClient, image: str, limits: ContainerLimits) -> None:
+    """Start a spare of ``image`` and ``limits`` now, in the background: an image just built
+    has none, and its first run is on its way (it takes the spare once it is up)."""
+    _refill_later(client, image, keyed(client, limits))
 
 
 def _refill_later(client: DockerClient, image: str, limits: ContainerLimits) -> None:

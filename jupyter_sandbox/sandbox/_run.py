@@ -32,7 +32,6 @@ those files anyway. The tar is read as hostile data either way.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import itertools
 import os
 import re
@@ -51,7 +50,6 @@ from .._events import EventCallback, Output, Stream
 from .._secrets import StreamMasker
 from . import _pool, _warm
 from ._attach import Attached
-from ._client import engine_of
 from ._death import SIGKILLED, death
 from ._io import extract_outputs, overlap
 from ._pool import ContainerLimits, Slot
@@ -446,7 +444,7 @@ def run_container(
     raw = RawRun()
     names = tuple(output_names) if outputs_dir is not None else ()
     marker = f"{MARKER_START}{secrets.token_hex(16)}\x1e".encode()
-    limits = dataclasses.replace(limits, engine=engine_of(client).url)
+    limits = _pool.keyed(client, limits)
     slot = _pool.acquire(client, image, limits, own_command(command, names, limits), asked)
     staged = (inputs_dir, program_dir)
     clean = False

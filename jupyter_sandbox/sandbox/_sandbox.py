@@ -238,6 +238,8 @@ class Sandbox:
             run.image, run.build = ensure_image(docker, self.image_spec, emit)
             if run.build is not None and run.build.error is not None:
                 raise build_error(self.image_spec, run.build)
+            if run.build is not None and not run.build.cached:  # its first spare starts now
+                _pool.prestart(docker, run.image, self._limits())
         else:
             image_id(docker, self.image)  # present, or pulled, or a clear error
         with tempfile.TemporaryDirectory(prefix=temp_prefix("run")) as tmp:

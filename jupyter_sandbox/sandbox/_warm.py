@@ -135,7 +135,8 @@ def _wait(killer):
     except SystemExit:
         raise
     except BaseException as error:
-        sys.excepthook(type(error), error, error.__traceback__.tb_next)
+        error.__traceback__ = error.__traceback__.tb_next  # the hook prints this one
+        sys.excepthook(type(error), error, error.__traceback__)
         sys.exit(1)
 
 
