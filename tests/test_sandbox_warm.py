@@ -133,3 +133,27 @@ def test_the_first_run_after_a_build_takes_the_spare_started_after_it(docker_eng
     finally:
         _pool.settle()
         docker_engine.images.remove(run.image, force=True)
+
+
+def test_an_image_without_python3_runs_cold_and_keeps_no_spare(docker_engine):
+    """Its spare's waiter cannot start: the pool stops starting spares of it (each would
+    cost a container start for nothing), and its runs, cold, are right."""
+    import io
+    import uuid
+
+    from jupyter_sandbox.sandbox import default_base_image
+
+    tag = f"jupyter-sandbox-test/no-python3:{uuid.uuid4().hex[:12]}"
+    dockerfile = f"FROM {default_base_image()}\nUSER root\nRUN rm -f /usr/bin/python3*\n"
+    docker_engine.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True)
+    try:
+        sandbox = create("no-python", command=["sh", "-c", "echo 7"], image=tag)
+        for _ in range(3):
+            assert sandbox.execute({}).stdout == "7\n"
+            _pool.quiesce()
+        assert tag in _pool._no_waiter
+        assert not [key for key in _pool._spares if key[0] == tag]
+    finally:
+        _pool.settle()
+        _pool._no_waiter.discard(tag)
+        docker_engine.images.remove(tag, force=True)

@@ -171,8 +171,8 @@ _waiting: dict[_Key, int] = {}
 _refilling: set[_Key] = set()
 """Keys whose refill thread runs (one each)."""
 _no_waiter: set[str] = set()
-"""Images whose spare's stream ended before its waiter was up (no ``python3``): no spare of
-them is started again in this process; their runs are cold."""
+"""Images whose spare's waiter never came up (`_warm.up`: no ``python3``, or one that warns as
+it starts): no spare of them is started again in this process; their runs are cold."""
 
 
 @dataclass

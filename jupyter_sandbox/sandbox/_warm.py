@@ -160,12 +160,13 @@ def spare_command(lifetime: int) -> list[str]:
 
 
 def up(attached: Attached, deadline: float) -> bool | None:
-    """Whether the spare's waiter said it is up by ``deadline``: None if its stream ended
-    first (the image has no ``python3``: no spare of it will ever be up)."""
+    """Whether the spare's waiter said it is up by ``deadline``; None if something else came
+    first (the stream's end, anything on stderr, another line: an image without ``python3``,
+    or whose ``python3`` warns as it starts), and no spare of its image will ever be up."""
     line = attached.line(deadline)
-    if line is None and attached.ended:
-        return None
-    return line == UP
+    if line == UP:
+        return True
+    return False if time.monotonic() >= deadline else None
 
 
 def probe(attached: Attached) -> bool:
