@@ -1,7 +1,7 @@
 """A created container's own process, attached: its stdin written, its output as it comes.
 
 Every run's program is its container's own process or a child of it (`_run`, `_warm`), so its
-output comes through the engine's attach endpoint, not an exec's stream. Attaching before the
+output comes through the engine's attach endpoint (no run takes an exec). Attaching before the
 start sees it from the first byte, with the engine's logging off (nothing of the run is written
 to the engine's disk). The same connection carries what the script reads: the host writes it
 and closes stdin, so the environment (secrets included) never enters the container's
@@ -27,8 +27,8 @@ _LINE_MAX = 4096
 
 class Attached:
     """The hijacked connection of ``docker attach`` (stdin, stdout, stderr) to a container
-    not started yet. Iterating yields ``(stdout, stderr)`` chunks, one side None, as an exec's
-    demultiplexed stream does, until the container's output ends or `close`."""
+    not started yet. Iterating yields ``(stdout, stderr)`` chunks, one side None (the
+    engine's demultiplexed frames), until the container's output ends or `close`."""
 
     def __init__(self, client: DockerClient, container_id: str) -> None:
         params = {"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}

@@ -144,7 +144,7 @@ class Slot:
 
     @property
     def user(self) -> str:
-        """``uid:gid`` for the container and every exec in it (the same number for both)."""
+        """``uid:gid`` for the container and every process in it (the same number for both)."""
         return f"{self.uid}:{self.uid}"
 
     @property

@@ -357,7 +357,7 @@ def _wait(
     gone): the engine's events say how, once it is gone.
 
     Asks the engine too (`_ASK`): a container that died while its stream stays open (under
-    gVisor an exec's did) must not keep the run waiting until the timeout.
+    gVisor an exec's stream did) must not keep the run waiting until the timeout.
     """
     poll = _ASK
     while not _until(reader.collected, min(time.monotonic() + poll, deadline), cancel):

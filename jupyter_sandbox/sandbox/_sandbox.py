@@ -431,7 +431,7 @@ _CANNOT_START = (
 
 def _cannot_start(raw: RawRun) -> tuple[str, str] | None:
     """(program, why) when the runtime could not start the program at all. The runtime says so
-    with exit 126/127 and its own line in the exec's output, where otherwise a bare
+    with exit 126/127 and its own line in the run's output, where otherwise a bare
     "NonZeroExit 126" blamed the code for an image without python3."""
     if raw.exit_code not in (126, 127):
         return None
