@@ -33,13 +33,14 @@ import subprocess
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from _timing import measure_prepared, print_table
 from bench_sandbox import cold
 
 from jupyter_sandbox import create, orchestrate, tool
 from jupyter_sandbox._events import ignore
-from jupyter_sandbox.sandbox import DEFAULT_BASE_IMAGE, _client, _engine
+from jupyter_sandbox.sandbox import DEFAULT_BASE_IMAGE, _client, _engine, _pool
 from jupyter_sandbox.sandbox._image import ensure_image
 from jupyter_sandbox.sandbox._isolation import RUNTIMES, Isolation
 from jupyter_sandbox.sandbox._pool import prestart, quiesce, settle
@@ -65,14 +66,31 @@ def nothing() -> None:
     pass
 
 
-def spaced(pause: float) -> Callable[[], None]:
-    """Like cells: background starts and removals done, then a pause to read the output."""
+def warm(sandbox: Any, spares: int, pause: float, run: Callable[[], object]) -> Callable[[], None]:
+    """A prepare that leaves ``spares`` spares of ``sandbox`` waiting (runs it untimed first
+    if a row before took them, or `settle` removed them), then pauses ``pause`` s like
+    cells: every sandbox of these rows has limits of its own (its timeout), so rows never
+    take each other's spares."""
 
     def prepare() -> None:
         quiesce()
+        if _waiting(sandbox) < spares:
+            if spares > 1:
+                settle()  # room in the pool, and the demand of this row alone
+            run()
+            quiesce()
         time.sleep(pause)
 
     return prepare
+
+
+def _waiting(sandbox: Any) -> int:
+    """Spares waiting for ``sandbox``'s runs (its timeout and level are its own)."""
+    return sum(
+        len(slots)
+        for (_, limits), slots in list(_pool._spares.items())
+        if limits.timeout == sandbox.timeout and limits.isolation == sandbox.isolation
+    )
 
 
 Row = tuple[str, Callable[[], object], Callable[[], object]]
@@ -120,10 +138,17 @@ def level_rows(
     sandbox = create(
         "bench", code="y = x * 2", inputs={"x": int}, outputs={"y": int}, isolation=level
     )
-    hello = create("hello", code="print(42)", isolation=level)
+    hello = create("hello", code="print(42)", isolation=level, timeout=601)
     row = create("hello-row", code="print(42)", isolation=level, timeout=301)
-    """Its own limits, so its own spares (the spaced rows must not take the row's)."""
-    double = tool(sandbox, name="double", concurrency=FAN_OUT)
+    wide = create(
+        "wide",
+        code="y = x * 2",
+        inputs={"x": int},
+        outputs={"y": int},
+        isolation=level,
+        timeout=603,
+    )
+    double = tool(wide, name="double", concurrency=FAN_OUT)
 
     def cli(command: list[str]) -> Callable[[], None]:
         return lambda: subprocess.run(command, check=True, capture_output=True)
@@ -149,15 +174,23 @@ def level_rows(
     runs = [
         (f"{name}: plain {word} run --rm CLI", quiesce, cli(plain_command)),
         (f"{name}: {word} run --rm, confined", quiesce, cli(confined_command)),
-        (f"{name}: warm print(42), {pause:g} s apart", spaced(pause), run_hello),
-        (f"{name}: warm print(42), back to back /{IN_A_ROW}", quiesce, back_to_back),
-        (f"{name}: warm y = x * 2, {pause:g} s apart", spaced(pause), run),
+        (f"{name}: warm print(42), {pause:g} s apart", warm(hello, 1, pause, run_hello), run_hello),
+        (
+            f"{name}: warm print(42), back to back /{IN_A_ROW}",
+            warm(row, 4, 0, back_to_back),
+            back_to_back,
+        ),
+        (f"{name}: warm y = x * 2, {pause:g} s apart", warm(sandbox, 1, pause, run), run),
         (f"{name}: cold y = x * 2 (no spare)", *cold(level)),
         (f"{name}: first print(42) after a build", *first_after_build(level)),
     ]
     fans = [
         (f"{name}: {FAN_OUT} parallel plain {word} run CLI", quiesce, cli_parallel),
-        (f"{name}: fan-out of {FAN_OUT}, spares waiting", spaced(pause), gather),
+        (
+            f"{name}: fan-out of {FAN_OUT}, spares waiting",
+            warm(wide, FAN_OUT, pause, gather),
+            gather,
+        ),
         (f"{name}: fan-out of {FAN_OUT}, no spare", settle, gather),
     ]
     return runs, fans
@@ -173,7 +206,7 @@ def first_after_build(level: Isolation) -> tuple[Callable[[], None], Callable[[]
 
     def prepare() -> None:
         quiesce()
-        step = f"echo bench-{os.getpid()}-{next(rounds)}"
+        step = f"echo bench-{os.getpid()}-{level}-{next(rounds)}"
         sandbox[0] = create("built", code="print(42)", additional_commands=[step], isolation=level)
         docker = _client.client()
         image, info = ensure_image(docker, sandbox[0].image_spec, ignore)
