@@ -1,8 +1,11 @@
 """Issue 8, item 4: a spare container that died while it waited never yields a wrong answer.
 
-Runs take a container started ahead of need (a spare). The attacks below kill that spare from
-outside the process (``docker rm -f``, ``docker kill``, a restart of the engine itself) between
-two runs; the next run must still see its inputs and its program, or fail with a clear error.
+Runs take a container started ahead of need (a spare), whose interpreter waits for its program
+on the attach stream the host holds (`_warm`). The attacks below kill that spare from outside
+the process (``docker rm -f``, ``docker kill``, a restart of the engine itself) between two
+runs, tamper with it (a file left in ``/tmp``, a process started in it, its waiter killed or
+stopped), or break its attach stream; the next run must still see its inputs and its program,
+in a container nobody touched, or fail with a clear error.
 The engine restart uses a ``dockerd`` of this test's own (its own data root, exec root, pid file
 and socket, no bridge, no iptables), so the shared engine and the host network are untouched.
 """
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 import time
@@ -73,6 +77,78 @@ def test_a_spare_removed_from_outside_never_gives_a_wrong_answer(
     assert command.execute({"x": 42}).stdout == "42"
     subprocess.run([*cli, *how, *_waiting_spares(engine)], check=True, capture_output=True)
     assert auto.run(x=41) == 42
+
+
+_TMP_AND_PROCESSES = (
+    "import os\n"
+    "left = sorted(os.listdir('/tmp') + os.listdir('/dev/shm'))\n"
+    "comms = sorted(open(f'/proc/{p}/cmdline', 'rb').read().decode(errors='replace')"
+    " for p in os.listdir('/proc') if p.isdigit())\n"
+    "print(left, [c for c in comms if 'intruder' in c])\n"
+    "y = x + 1\n"
+)
+"""A run that shows what it finds of an intruder: files in ``/tmp`` or ``/dev/shm``, and a
+process whose command line says ``intruder``."""
+
+_TAMPER = {
+    "file-in-tmp": "echo left > /tmp/left",
+    "file-in-shm": "echo left > /dev/shm/left",
+    "process": "exec -a intruder sleep 600",
+    "waiter-killed": (
+        'for p in /proc/[0-9]*; do [ "$(cat $p/comm)" = python3 ] && kill -KILL ${p#/proc/}; done'
+    ),
+    "waiter-stopped": (
+        'for p in /proc/[0-9]*; do [ "$(cat $p/comm)" = python3 ] && kill -STOP ${p#/proc/}; done'
+    ),
+}
+
+
+@pytest.mark.parametrize("how", list(_TAMPER))
+def test_a_spare_tampered_with_is_never_used(how, request, no_leaked_containers, isolation):
+    """Someone with the engine's socket ``docker exec``s into the waiting spares: leaves a
+    file, starts a process (still running at the run: ``-d``), kills or stops the waiter.
+    The next run must not run there (its secrets would be the intruder's to read): it finds
+    no file and no intruder, gives the right answer, and the tampered spares are removed."""
+    sandbox = create(
+        "tamper",
+        code=_TMP_AND_PROCESSES,
+        inputs={"x": int},
+        outputs={"y": int},
+        image=BASE_IMAGE,
+    )
+    engine = _client.client()
+    cli = ["docker"]
+    if _client.engine_of(engine).name == "podman":
+        cli = request.getfixturevalue("podman_engine").command("podman", "--remote")
+    assert sandbox.execute({"x": 0}).outputs == {"y": 1}
+    tampered = _waiting_spares(engine)
+    for spare in tampered:
+        subprocess.run([*cli, "exec", "-d", spare, "sh", "-c", _TAMPER[how]], check=True)
+    time.sleep(0.5)  # `exec -d` returns before its command ran
+    run = sandbox.execute({"x": 41})
+    assert (run.stdout, run.outputs) == ("[] []\n", {"y": 42})
+    _pool.quiesce()
+    assert not set(tampered) & set(_spares(engine)), "a tampered spare is still there"
+
+
+@pytest.mark.parametrize("how", ["closed", "shut-down"])
+def test_a_spare_whose_attach_stream_broke_is_never_used(how, no_leaked_containers, isolation):
+    """The host's end of a waiting spare's attach stream breaks (closed, or shut down under
+    the SDK's reader): the spare cannot be handed its program, so the run takes another
+    container and gives the right answer."""
+    command, auto = _command_sandbox(), _auto_sandbox()
+    engine = _client.client()
+    for sandbox, expected in ((command, "42"), (auto, None)):
+        run = sandbox.execute({"x": 1})
+        _waiting_spares(engine)
+        for slots in list(_pool._spares.values()):
+            for slot in slots:
+                if how == "closed":
+                    slot.attached.close()
+                else:
+                    slot.attached._socket.shutdown(socket.SHUT_RDWR)
+        run = sandbox.execute({"x": 42 if expected else 41})
+        assert run.stdout == expected if expected else run.outputs == {"y": 42}
 
 
 class _Engine:

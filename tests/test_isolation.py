@@ -109,7 +109,7 @@ def test_an_engine_without_the_runtime_says_how_to_register_it(monkeypatch):
 @pytest.fixture
 def no_shell_image(isolation) -> Iterator[str]:
     """The base image without ``sh`` or ``sleep``: a sandbox container cannot start in it (its
-    process is the run's ``sh`` script, or a spare's ``sleep``), after runsc already made the
+    process is a ``sh`` script, whose timer is a ``sleep``), after runsc already made the
     container's sandbox."""
     tag = f"jupyter-sandbox-test/no-shell:{uuid.uuid4().hex[:12]}"
     dockerfile = (

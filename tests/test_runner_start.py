@@ -75,3 +75,13 @@ def test_the_staged_codec_loads_from_its_bytecode_not_its_source(tmp_path: Path)
     )
     assert verbose.stdout == "b'7'\n"
     assert f"code object from '{tmp_path}/__pycache__/jsbx_codec" in verbose.stderr
+
+
+@pytest.mark.parametrize("outputs", [{}, {"y": int}], ids=["no output", "typed output"])
+def test_what_the_code_leaves_at_the_runners_record_is_cleared(outputs) -> None:
+    """With no type to infer the runner writes no record (so a run with no output runs no
+    ``tar``), and clears whatever the code left at the record's name: a FIFO there was
+    collected as an invalid output."""
+    code = "import os\nos.mkfifo('/var/outputs/.inferred-types.json')\ny = 1\nprint('ok')"
+    run = create("record", code=code, outputs=outputs, timeout=60).execute({})
+    assert (run.stdout, run.outputs) == ("ok\n", {"y": 1} if outputs else {})

@@ -275,21 +275,21 @@ def no_oom_events(docker_engine, monkeypatch):
     monkeypatch.setattr(docker_engine.api, "events", without_oom)
 
 
-@pytest.mark.parametrize("spare", [True, False], ids=["exec in a spare", "own process"])
+@pytest.mark.parametrize("spare", [True, False], ids=["in a spare", "own process"])
 def test_memory_bomb_is_out_of_memory_whatever_the_engine_reports(
     spare, no_oom_events, isolation, limit_holds
 ):
     """Under gVisor the bomb kills the whole sandbox and the run learns how from the engine:
     without its ``oom`` event the run was `NonZeroExit` 137. A SIGKILL the engine never sent
     (no ``kill`` event) to a container under a memory limit is the kernel's OOM killer; under
-    runc the cgroup's own counter, asked from inside, says so either way. (A ``docker kill``
-    from outside stays exit 137: test_sandbox_own_process.)"""
+    runc the cgroup's own counter, read by the container's script, says so either way. (A
+    ``docker kill`` from outside stays exit 137: test_sandbox_own_process.)"""
     if not limit_holds("memory"):  # rootless Podman on cgroup v1: the refusal is tested above
         pytest.skip("this engine drops memory limits: runs are refused, not killed")
     code = "chunks = []\nwhile True:\n    chunks.append(bytearray(10 * 2**20))"
     limits = {"resources": {"memory": "128m"}, "timeout": 60}
     _pool.settle()
-    if spare:  # a run of the same limits leaves a spare: the bomb is an exec in it
+    if spare:  # a run of the same limits leaves a spare: the bomb runs in its waiter
         create("warm", code="pass", **limits).run()
         _pool.quiesce()
     with pytest.raises(OutOfMemory, match="out of memory: killed at the 128m limit") as info:

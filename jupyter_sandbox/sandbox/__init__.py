@@ -9,7 +9,9 @@ Layers, low to high:
   from the host), `_build`, `_image` and `_baseimage` (streamed builds, the local base);
 - `_pool` (containers started ahead, confined, always removed), `_watchdog` (removes them when
   the kernel dies), `_io` (staging inputs, collecting outputs), `_secrets` (masking), `_attach`
-  (a container's own process, attached before its start), `_run` (one run in one container);
+  (a container's own process, attached before its start), `_scripts` (the ``sh`` scripts a
+  container runs), `_warm` (a spare's interpreter, waiting for its program on the attach
+  stream), `_run` (one run in one container);
 - `_allowlist` and `_egress` (``network=[hosts]``: the checked allow-list, and the Squid proxy
   on an internal network that enforces it);
 - `_cache` (results), `_record` (`SandboxRun`, the run's record), `_sandbox` (`create`,

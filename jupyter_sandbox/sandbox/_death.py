@@ -1,9 +1,9 @@
 """Why a container died under a run, after the engine has already removed it.
 
-A run's container normally outlives its exec. When the container itself dies (under gVisor a
+A run's container normally outlives its program. When the container itself dies (under gVisor a
 memory bomb kills the whole sandbox: gVisor's kernel and the code share the memory cgroup;
 ``docker kill`` from outside does it under any runtime), it removes itself (``auto_remove``)
-and its state goes with it, while under gVisor the exec's stream never even ends. The engine's
+and its state goes with it, while under gVisor its stream may never even end. The engine's
 event log keeps what the state forgot: ``die`` with the exit code, ``kill`` for each signal
 the engine sent, and (not always) ``oom``.
 

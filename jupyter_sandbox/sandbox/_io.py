@@ -420,7 +420,7 @@ def _check_deadline(deadline: float) -> None:
 
 
 class _Chunks(io.RawIOBase):
-    """The exec's byte chunks as a file for `tarfile`, bounded in size and time.
+    """The run's stream's byte chunks as a file for `tarfile`, bounded in size and time.
 
     With ``end``, the file ends where ``end`` first comes (`overlap` holds back a chunk's
     tail that may begin it); what follows is the verdict line (`verdict`).

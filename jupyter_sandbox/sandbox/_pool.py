@@ -2,9 +2,12 @@
 
 Starting a container costs most of a run (~0.3-0.4 s measured, network namespace and all). After
 a run takes a container, fresh ones for the same image and limits are started in the background
-and wait, unused, for the next runs: a warm run then costs an exec, not a start. Every container
-still runs exactly one piece of code; a spare never used is just a clean container that sleeps.
-A spare not taken within `_IDLE` (5 min) is removed.
+and wait, unused, for the next runs, their interpreter already started (`_warm`): a warm run
+then costs a write of the program and a read of its output, not a start, not even an exec.
+Every container still runs exactly one program; a spare never used is a clean container whose
+interpreter waits on its stdin. A spare not taken within `_IDLE` (5 min) is removed; one that
+died, was tampered with or whose attach stream broke is removed when a run asks for it
+(`_warm.probe`), and the run takes the next.
 
 How many spares wait per image and limits follows demand: as many as runs of that key ran at
 once at the peak of the last `_IDLE` seconds (one for cells run one at a time, 16 after a
@@ -16,19 +19,20 @@ time by one thread per key, and not while several runs of the key go on, nor bes
 it: refilling waits for the run's end (and while spares are left, for the end of a row of
 runs), so it does not compete with runs for the CPU, unless a row used up its spares.
 
-A spare's own process is ``sleep``; the code runs as an exec in it. A run that finds no spare
-does not start one and then exec (~1.2x a ``docker run``): `acquire` creates a container whose
-own process is the run's script, and the caller starts it (`_run`). Either way outputs live on
-a size-limited tmpfs and are read back by the script's ``tar``, so a disk fill cannot reach
-the host, and secrets never enter the container's config (an exec's environment, or the
-script's stdin). Removal of a used container happens off the caller's path.
+A spare's own process is `_scripts.SPARE_SCRIPT` and its waiter. A run that finds no spare
+does not start one and wait for it: `acquire` creates a container whose own process is the
+run's script (`_scripts.OWN_SCRIPT`), and the caller starts it (`_run`). Either way outputs
+live on a size-limited tmpfs and are read back by the script's ``tar``, so a disk fill cannot
+reach the host, and secrets never enter the container's config (they cross on the attach
+stream). Removal of a used container happens off the caller's path.
 
 When the kernel dies without cleaning up (SIGKILL, a server that stops waiting), its watchdog
 (`_watchdog`, started with its first container) removes its containers at once. The last
 resort, should the watchdog die too, is the container's own clock: a spare's sleep lasts
 `lifetime` (5 min idle + the run's timeout + 30 s), the longest a container can be needed; a
 run's script kills the run after its timeout + 30 s. Then the container removes itself
-(``auto_remove``), even if no kernel ever loads the extension again to reap it.
+(``auto_remove``), even if no kernel ever loads the extension again to reap it. A spare whose
+kernel is gone ends sooner: the engine closes its stdin with the kernel's connection.
 
 Each container runs as a uid of its own, drawn from a range no host account has (`fresh_uid`):
 a process's environment (secrets included) is readable in ``/proc/<pid>/environ`` by every
@@ -39,9 +43,11 @@ the image's uid: there it is no host user's already, and a uid from our range ha
 
 from __future__ import annotations
 
+import _thread
 import atexit
 import contextlib
 import contextvars
+import dataclasses
 import grp
 import os
 import pwd
@@ -60,7 +66,8 @@ from .. import _defaults as default
 from .._accounts import account_lines
 from .._errors import ContainerError
 from .._owner import temp_prefix
-from . import _watchdog
+from . import _warm, _watchdog
+from ._attach import Attached
 from ._baseimage import SANDBOX_UID
 from ._client import KIND, LABEL, engine_of, owner_labels
 from ._engine import require_limits, tmpfs_owner
@@ -97,6 +104,8 @@ spares are left (`_refill`)."""
 _START_WAIT = 5.0
 """Seconds a run waits for a spare already starting before it starts its own container."""
 _GONE_WAIT = 10.0
+_UP_WAIT = 60.0
+"""Seconds a spare's waiter may take to say it is up (a loaded host: it is in the background)."""
 _GRACE = 30.0
 """Seconds the container's sleep outlives idle time plus timeout (see `lifetime`)."""
 
@@ -133,10 +142,12 @@ class Slot:
     """Set while a run holds the slot (`acquire`): it counts in its key's demand."""
     own: bool = False
     """The run is the container's own process (no spare waited): the caller starts it."""
+    attached: Attached | None = None
+    """A spare's attach stream, held while it waits (`_warm`); the run then owns it."""
 
     @property
     def user(self) -> str:
-        """``uid:gid`` for the container and every exec in it (the same number for both)."""
+        """``uid:gid`` for the container and every process in it (the same number for both)."""
         return f"{self.uid}:{self.uid}"
 
     @property
@@ -162,6 +173,9 @@ _waiting: dict[_Key, int] = {}
 """Runs waiting for a spare being started, per key: never more than are starting."""
 _refilling: set[_Key] = set()
 """Keys whose refill thread runs (one each)."""
+_no_waiter: set[str] = set()
+"""Images whose spare's waiter never came up (`_warm.up`: no ``python3``, or one that warns as
+it starts): no spare of them is started again in this process; their runs are cold."""
 
 
 @dataclass
@@ -228,21 +242,34 @@ _demand: dict[_Key, _Demand] = {}
 _called = 0
 """Runs called for in this process that have not returned (`call`); those not holding a
 container (`_Demand.running`) are being prepared or collected (`_preparing`)."""
-_threads: list[threading.Thread] = []
+_jobs = 0
+"""Background jobs (`_background`) started and not ended: `quiesce` waits for none."""
 _closing = False
 
 
-def _background(target: object, *args: object) -> None:
-    thread = threading.Thread(target=target, args=args, daemon=True)  # type: ignore[arg-type]
+def _background(target: Callable[..., object], *args: object) -> None:
+    """Run ``target(*args)`` on a thread of its own, counted until it ends (`quiesce`). A bare
+    thread: `threading.Thread.start` waits until the new thread runs, and a run's two (its
+    removal, its refill) cost ~6 ms of a warm run on a loaded host."""
+    global _jobs
+
+    def job() -> None:
+        global _jobs
+        try:
+            target(*args)
+        finally:
+            with _lock:
+                _jobs -= 1
+                _ready.notify_all()
+
     with _lock:
-        # Drop finished threads only: one another caller appended but has not started yet
-        # is not alive either, and `quiesce` must still wait for it.
-        _threads[:] = [t for t in _threads if t.is_alive() or t.ident is None] + [thread]
+        _jobs += 1
     try:
-        thread.start()
+        _thread.start_new_thread(job, ())
     except BaseException:  # never started: `quiesce` must not wait for it
         with _lock:
-            _threads.remove(thread)
+            _jobs -= 1
+            _ready.notify_all()
         raise
 
 
@@ -293,8 +320,9 @@ def lifetime(limits: ContainerLimits, *, spare: bool = True) -> int:
 def _create(
     client: DockerClient, image: str, limits: ContainerLimits, own: list[str] | None
 ) -> Slot:
-    """A confined container, created and not started: a spare's (``sleep``), or with ``own``
-    as its process, attached to (stdin open once, for `_attach`) and not logged."""
+    """A confined container, created and not started: a spare's (`_warm.spare_command`), or
+    with ``own`` as its process; either way attached to (stdin open once, for `_attach`)
+    and not logged."""
     _watchdog.ensure_started()
     engine = engine_of(client)
     require_limits(engine)  # never a container whose limits the engine would drop
@@ -310,15 +338,13 @@ def _create(
         # root driving a user's rootless engine: the engine runs as that user and must
         # reach the mounts through the work folder (mkdtemp's 0700, root's)
         os.chown(work, engine.owner_uid, -1)
-    attached = {}
-    if own is not None:
-        from docker.types import LogConfig
+    from docker.types import LogConfig
 
-        attached = {"stdin_open": True, "detach": False, "log_config": LogConfig(type="none")}
+    attached = {"stdin_open": True, "detach": False, "log_config": LogConfig(type="none")}
     try:
         container = client.containers.create(
             image,
-            command=own or ["sleep", str(lifetime(limits))],
+            command=own or _warm.spare_command(lifetime(limits)),
             runtime=runtime(client, limits.isolation),
             user=f"{uid}:{uid}",
             working_dir="/tmp",
@@ -355,10 +381,17 @@ def _create(
 
 
 def _start(client: DockerClient, image: str, limits: ContainerLimits) -> Slot:
-    """A started spare."""
+    """A started spare whose waiter is up (`_warm.up`)."""
     slot = _create(client, image, limits, None)
     try:
+        slot.attached = Attached(client, slot.container.id or "")
         slot.container.start()
+        is_up = _warm.up(slot.attached, time.monotonic() + _UP_WAIT)
+        if is_up is None:
+            with _lock:
+                _no_waiter.add(image)
+        if not is_up:
+            raise ContainerError(f"a spare of {image} did not start its interpreter")
     except BaseException:
         remove(slot)
         raise
@@ -391,7 +424,7 @@ def _refill(client: DockerClient, image: str, limits: ContainerLimits) -> None:
             with _lock:
                 demand = _demand.get(key)
                 busy = demand is not None and demand.running > 1
-                full = not _room(key)
+                full = not _room(key) or image in _no_waiter
                 if _closing or busy or full or len(_spares.get(key, ())) >= _target(key):
                     stopped = True
                     _refilling.discard(key)
@@ -514,9 +547,9 @@ def acquire(
     own: list[str],
     asked: float | None = None,
 ) -> Slot:
-    """An unused container for one run: a waiting spare if there is one (the run is an exec
-    in it), else a new container created with ``own`` as its process, for the caller to
-    start (a start, then an exec, cost more than a start of the run itself). ``asked``: when
+    """An unused container for one run: a waiting spare if there is one whose waiter is
+    ready (`_warm.probe`; one that is not is removed and the next tried), else a new
+    container created with ``own`` as its process, for the caller to start. ``asked``: when
     the run was called for (`time.monotonic`; default now), for its key's demand."""
     key = (image, limits)
     taken = _call_keys.get()
@@ -528,9 +561,14 @@ def acquire(
         slot = _claim(key)
         if key not in _spares:
             _ready.notify_all()  # a refill waiting for the row's end starts now (`_refill`)
-    if slot is not None and time.monotonic() - slot.born > _IDLE:
-        remove_later(slot)
-        slot = None
+    while slot is not None and (
+        time.monotonic() - slot.born > _IDLE
+        or slot.attached is None
+        or not _warm.probe(slot.attached)
+    ):
+        remove_later(slot)  # never used: it died, was tampered with, or its stream broke
+        with _lock:
+            slot = _take(key) if key in _spares else None
     warm = slot is not None
     try:
         if slot is None:
@@ -542,6 +580,37 @@ def acquire(
     if warm:  # else the refill waits for this run's end (`remove`): a burst runs first
         _refill_later(client, image, limits)
     return slot
+
+
+def keyed(client: DockerClient, limits: ContainerLimits) -> ContainerLimits:
+    """``limits`` with ``client``'s engine: what a spare of it is kept under."""
+    return dataclasses.replace(limits, engine=engine_of(client).url)
+
+
+def prestart(client: DockerClient, image: str, limits: ContainerLimits) -> None:
+    """Start a spare of ``image`` and ``limits`` now, in the background: an image just built
+    has none, and its first run is on its way. It counts as starting before this returns, so
+    that run waits for it (`_claim`) rather than starting a container of its own."""
+    key = (image, keyed(client, limits))
+    with _lock:
+        if _closing or image in _no_waiter or key in _spares or key in _starting:
+            return
+        _starting[key] = 1
+    _background(_start_one, client, key)
+
+
+def _start_one(client: DockerClient, key: _Key) -> None:
+    """Start a spare of ``key`` counted as starting by the caller (`prestart`); kept, then no
+    longer counted, so a run waiting for it finds it."""
+    try:
+        with contextlib.suppress(Exception):  # a spare is an optimisation: never an error
+            _keep(key, _start(client, *key))
+    finally:
+        with _lock:
+            _starting[key] -= 1
+            if not _starting[key]:
+                del _starting[key]
+            _ready.notify_all()
 
 
 def _refill_later(client: DockerClient, image: str, limits: ContainerLimits) -> None:
@@ -605,18 +674,11 @@ def release(client: DockerClient, slot: Slot, *, now: bool) -> None:
         _refill_later(client, *key)
 
 
-def replace(client: DockerClient, slot: Slot, image: str) -> Slot:
-    """A fresh container instead of a spare that turned out dead (engine restarted...); the
-    run's claim on its key's demand moves with it (`release` it, not the dead one)."""
-    remove(slot)
-    fresh = _start(client, image, slot.limits)
-    fresh.key, slot.key = slot.key, None
-    return fresh
-
-
 def remove(slot: Slot) -> None:
     from docker.errors import APIError, NotFound
 
+    if slot.attached is not None:
+        slot.attached.close()
     try:
         slot.container.remove(force=True)
     except NotFound:
@@ -658,18 +720,10 @@ def remove_later(slot: Slot) -> None:
 
 def quiesce() -> None:
     """Wait for background starts and removals: afterwards the spares are up and waiting, and
-    used containers are gone. A thread may start another while it is waited for (a removal
-    after a refill's eviction...): wait again until none is left."""
-    while True:
-        with _lock:
-            pending = [thread for thread in _threads if thread.is_alive() or thread.ident is None]
-        if not pending:
-            return
-        for thread in pending:
-            if thread.ident is not None:  # else appended, not started yet: the next round
-                thread.join()
-            else:
-                time.sleep(0.01)
+    used containers are gone. A job may start another while it is waited for (a removal
+    after a refill's eviction...): it is counted before the first one ends."""
+    with _lock:
+        _ready.wait_for(lambda: not _jobs)
 
 
 def settle() -> None:

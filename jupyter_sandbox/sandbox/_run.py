@@ -1,39 +1,38 @@
 """One run in one container: live output, a wall-clock limit, outputs back, removal always.
 
-The container comes from `_pool`. A spare waiting for the run (started ahead, confined) runs
-the code as an exec; with none waiting, the container is made for the run and the run is its
-own process (a start then an exec cost ~1.2x a ``docker run``). Either way this module stages
-the run's files into its mounts, streams its output with secrets masked, enforces the timeout
-and the output cap, detects an OOM kill, and hands the container back for removal on every
-path.
+The container comes from `_pool`: a spare waiting for the run (started ahead, confined, its
+interpreter up and waiting on the attach stream: `_warm`), or, with none waiting, one made for
+the run with the run as its own process (a start then an exec cost ~1.2x a ``docker run``).
+Either way this module stages the run's files into its mounts, writes what the program needs
+on the container's stdin, streams its output with secrets masked, enforces the timeout and the
+output cap, detects an OOM kill, and hands the container back for removal on every path.
 
 Outputs come back with the code's output (a second exec to tar them cost ~74 ms of a ~250 ms
-warm run): a small ``sh`` script runs the program and then writes a marker of this run, the
-program's exit status (and, after a kill, the memory cgroup's OOM kills) on a line, and after
-exit 0 a tar of ``/var/outputs`` on stdout, then the marker again with tar's exit status and
-first message (`verdict`). The host streams stdout up to the marker as the run's output, and
-feeds the tar to the same hostile-tar reader (`extract_outputs`), entry by entry, with all its
-limits; a tar that left something out (an unreadable folder) fails the run.
+warm run): the container's ``sh`` script (`_scripts`) runs the program and then writes a
+marker of this run, the program's exit status (and, after a kill, the memory cgroup's OOM
+kills) on a line, and after exit 0 a tar of ``/var/outputs`` on stdout, then the marker again
+with tar's exit status and first message (`verdict`). The host streams stdout up to the marker
+as the run's output, and feeds the tar to the same hostile-tar reader (`extract_outputs`),
+entry by entry, with all its limits; a tar that left something out (an unreadable folder)
+fails the run.
 
-In an exec (`EXEC_SCRIPT`) the exit code comes from the engine, and the marker is an argument.
-As the container's own process (`OWN_SCRIPT`), the status line is the end of the run: the
-engine reports a container's exit only after tearing it down (network namespace, mounts), so
-the host returns when the line (and the tar) came and the container is removed off its path.
-That script reads the marker, then the environment (`script_input`), from stdin, written by
-the host before the start (`_attach`): neither is in the container's configuration. If the
-script dies before its line (OOM, a kill from outside), the engine's events say how it ended
-(`death`).
+The status line is the end of the run: the engine reports a container's exit only after
+tearing it down (network namespace, mounts), so the host returns when the line (and the tar)
+came and the container is removed off its path. The script reads the marker (and a spare's
+waiter the program and its environment: `_warm.header`; a made container's script the
+environment: `script_input`) from stdin, written by the host (`_attach`): none of it is in
+the container's configuration. If the script dies before its line (OOM, a kill from
+outside), the engine's events say how it ended (`death`).
 
-The program can read its marker (same uid: an argument, or the script's memory) and print
-it: then it supplies the status and the tar itself; it could exit with that status and write
-those files anyway. The tar is read as hostile data either way, and after an exec the exit
-code still comes from the engine.
+The program can read its marker (same uid: the script's memory, or its stdin) and print it:
+then it supplies the status and the tar itself; it could exit with that status and write
+those files anyway. The tar is read as hostile data either way.
 """
 
 from __future__ import annotations
 
+import _thread
 import contextlib
-import dataclasses
 import itertools
 import os
 import re
@@ -51,12 +50,12 @@ from .._errors import ContainerError, SandboxCancelled, SandboxTimeout
 from .._events import EventCallback, Output, Stream
 from .._otel import annotate
 from .._secrets import StreamMasker
-from . import _pool
+from . import _pool, _warm
 from ._attach import Attached
-from ._client import engine_of
 from ._death import SIGKILLED, death
-from ._io import OUTPUTS, extract_outputs, overlap
+from ._io import extract_outputs, overlap
 from ._pool import ContainerLimits, Slot
+from ._scripts import MARKER_START, OWN_SCRIPT, WRAPPER
 from ._spec import parse_size
 
 if TYPE_CHECKING:
@@ -66,68 +65,14 @@ _POLL = 0.05
 """Seconds between looks at the cancel flag and the deadline."""
 _ASK = 0.2
 _MAX_ASK = 0.8
-"""The engine is asked whether the exec (or the container) still runs after `_ASK` s, then at
-doubling intervals up to `_MAX_ASK`: the stream says so for free (most runs end before the
-first question), the question is only for a background child that keeps an exec's stream
-open, or a container that died without its stream ending."""
+"""The engine is asked whether the container still runs after `_ASK` s, then at doubling
+intervals up to `_MAX_ASK`: the stream says so for free (most runs end before the first
+question), the question is only for a container that died without its stream ending."""
 _TRAILING = 0.5
-"""Seconds a run that is the container's own process waits, after its status line, for the
-marker on stderr or the end of the streams (a script killed between the two lines)."""
+"""Seconds a run waits, after its status line, for the marker on stderr or the end of the
+streams (a script killed between the two lines)."""
 _STATUS_MAX = 64
 """Bytes the status line after the marker may take (two numbers)."""
-WRAPPER = "jupyter-sandbox"
-"""The scripts' ``$0``: ``sh`` names it in its own errors (`EXEC_SCRIPT`, `OWN_SCRIPT`)."""
-_STATUS = """printf '%s' "$m" >&2
-printf '%s%s %s\\n' "$m" "$rc" "$o"
-[ "$rc" -eq 0 ] && [ "$n" -gt 0 ] || exit "$rc"
-i=0 k=0
-while [ "$i" -lt "$n" ]; do
-if [ ! -x {outputs} ] || [ -e "{outputs}/$1" ] || [ -L "{outputs}/$1" ]
-then set -- "$@" "$1"; k=$((k + 1)); fi
-shift; i=$((i + 1))
-done
-shift $(($# - k))
-e= t=0
-if [ "$k" -gt 0 ]; then exec 3>&1; e=$(tar -C {outputs} -cf - -- "$@" 2>&1 >&3 3>&-); t=$?; fi
-l='
-'
-printf '%star %s %s\\n' "$m" "$t" "${e%%"$l"*}"
-exit 0
-""".replace("{outputs}", OUTPUTS)
-"""The end both scripts share: the marker on stderr (the program's stderr is all before it),
-then on stdout the marker, status line and, after exit 0, the outputs' tar (the positional
-parameters are the ``n`` names, then the command: only the names that exist go to tar, so
-a missing output stays `MissingOutput`), then the marker, ``tar``, and tar's exit status and
-first message on a line (`verdict`): tar skips what it cannot read with only that message."""
-EXEC_SCRIPT = (
-    """m=$1 n=$2
-shift 2
-(shift "$n"; exec "$@")
-rc=$? o=0
-[ "$rc" -eq 0 ] || exit "$rc"
-"""
-    + _STATUS
-)
-"""In an exec: the engine reports the exit code and OOM kills, so a failure is just exited."""
-OWN_SCRIPT = (
-    """IFS= read -r m
-{ sleep "$1" && kill -KILL -1; } </dev/null >/dev/null 2>&1 &
-n=$2
-shift 2
-(shift "$n"; e=; while IFS= read -r l; do e="$e$l
-"; done; eval "$e"; exec "$@" </dev/null)
-rc=$? o=0
-[ "$rc" -ne 137 ] || for f in /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control
-do [ -r "$f" ] && while read -r k v; do [ "$k" != oom_kill ] || o=$v; done <"$f"; done
-"""
-    + _STATUS
-)
-"""As the container's process (PID 1: it reaps orphans, and the code cannot kill it). The
-marker and the environment come on stdin; the environment is evaluated in the subshell that
-becomes the program, so no name it sets (``n``, ``IFS``, ``PATH``) reaches the script's own
-lines. A background ``sleep`` kills the run at the container's `_pool.lifetime`, should both
-the kernel and its watchdog be gone. After a SIGKILL the line carries the OOM kills counted
-by the memory cgroup (v2 or v1): the engine's ``OOMKilled`` would come only after teardown."""
 
 
 def verdict(marker: bytes) -> bytes:
@@ -160,17 +105,6 @@ class _Collect:
     deadline: float
 
 
-def exec_command(command: list[str], names: Collection[str], marker: bytes) -> list[str]:
-    """``command`` wrapped in `EXEC_SCRIPT`: when it exits 0, ``marker``, a status line and a
-    tar of ``names`` under ``/var/outputs`` follow its output on stdout; the exit code is the
-    command's.
-
-    Arguments, not string building: the names (then the command) are ``sh``'s positional
-    parameters; the command runs in a subshell that drops the names, the tar gets only them.
-    """
-    return ["sh", "-c", EXEC_SCRIPT, WRAPPER, marker.decode(), str(len(names)), *names, *command]
-
-
 def own_command(command: list[str], names: Collection[str], limits: ContainerLimits) -> list[str]:
     """``command`` wrapped in `OWN_SCRIPT`, as a container's own process (`script_input`
     gives it the marker and the environment)."""
@@ -185,7 +119,7 @@ def script_input(marker: bytes, env: Mapping[str, str]) -> bytes:
     return marker + b"\n" + "".join(exports).encode()
 
 
-class _Reader(threading.Thread):
+class _Reader:
     """Drains a run's output stream into events and a capped transcript, secrets masked, and
     reads what follows the marker on stdout: the status line, then the outputs' tar.
 
@@ -205,7 +139,6 @@ class _Reader(threading.Thread):
         marker: bytes = b"",
         collect: _Collect | None = None,
     ) -> None:
-        super().__init__(daemon=True)
         self.stream = stream
         self.on_event = on_event
         self.cap = cap
@@ -232,6 +165,11 @@ class _Reader(threading.Thread):
         """Set when the marker came on stderr (the program's stderr is all in) or the stream
         ended: stdout and stderr are two pipes, and the program's last stderr may come after
         the status line on stdout."""
+
+    def start(self) -> None:
+        """Read on a thread of its own (a bare one: `threading.Thread.start` waits for it to
+        run, ~1-3 ms of a warm run on a loaded host)."""
+        _thread.start_new_thread(self.run, ())
 
     def run(self) -> None:
         try:
@@ -382,21 +320,6 @@ def _link_tree(source: Path, dest: Path) -> None:
     shutil.copytree(source, dest, copy_function=link, symlinks=True, dirs_exist_ok=True)
 
 
-def _exec_stream(
-    client: DockerClient, slot: Slot, cmd: list[str], env: Mapping[str, str]
-) -> tuple[str, Any]:
-    exec_id = client.api.exec_create(
-        slot.container.id,
-        cmd,
-        stdout=True,
-        stderr=True,
-        environment=dict(env),
-        user=slot.user,
-        workdir="/tmp",
-    )["Id"]
-    return exec_id, client.api.exec_start(exec_id, stream=True, demux=True)
-
-
 def _until(event: threading.Event, until: float, cancel: threading.Event | None) -> bool:
     """Wait for ``event`` up to ``until``; `SandboxCancelled` once ``cancel`` is set."""
     while not event.is_set():
@@ -414,65 +337,6 @@ _Ended = tuple[bool, int | None, bool]
 killed for memory); the exit code is None when the output cap stopped it."""
 
 
-def _wait_exec(
-    client: DockerClient,
-    slot: Slot,
-    exec_id: str,
-    reader: _Reader,
-    deadline: float,
-    cancel: threading.Event | None,
-) -> _Ended:
-    """Wait for the exec to end (or the output cap).
-
-    Waits on the stream, and asks the engine too (`_ASK`): a background child that keeps
-    stdout open must not keep the run alive after the main process exited.
-    """
-    from docker.errors import NotFound
-
-    poll = _ASK
-    try:
-        while not _until(reader.done, min(time.monotonic() + poll, deadline), cancel):
-            if time.monotonic() >= deadline:
-                return False, None, False
-            state = client.api.exec_inspect(exec_id)
-            if not state["Running"]:
-                if not _exited(reader, state["ExitCode"], deadline, cancel):
-                    return False, None, False
-                return _killed(client, slot, state["ExitCode"], deadline, cancel)
-            poll = min(2 * poll, _MAX_ASK)
-        if reader.flooded:
-            return True, None, False
-        code = client.api.exec_inspect(exec_id)["ExitCode"]
-        return _killed(client, slot, code, deadline, cancel)
-    except NotFound:  # the container died (gVisor: a memory bomb kills the whole sandbox)
-        return _died(client, slot, deadline, cancel)
-
-
-def _killed(
-    client: DockerClient,
-    slot: Slot,
-    code: int,
-    deadline: float,
-    cancel: threading.Event | None,
-) -> _Ended:
-    """How an exec that exited with ``code`` ended. After a SIGKILL, the memory cgroup's
-    OOM kills, asked from inside the container; if the container died with the exec (under
-    gVisor an OOM kill takes the whole sandbox), how it died (`_died`). On a loaded host the
-    engine reported the exec's 137 while the container was still dying: the question then
-    failed (or found a counter that was no longer the sandbox's), and the run was a
-    `ContainerError` or an exit 137 instead of `OutOfMemory`."""
-    from docker.errors import APIError
-
-    if code != SIGKILLED:
-        return True, code, False
-    with contextlib.suppress(APIError):  # NotFound too: the container is gone
-        if _oom_kills(client, slot) > 0:
-            return True, code, True
-        if _running(client, slot):
-            return True, code, False
-    return _died(client, slot, deadline, cancel)
-
-
 def _died(
     client: DockerClient, slot: Slot, deadline: float, cancel: threading.Event | None
 ) -> _Ended:
@@ -486,17 +350,7 @@ def _died(
     return (True, *death(client, slot.container.id or "", slot.born))
 
 
-def _exited(reader: _Reader, code: int, deadline: float, cancel: threading.Event | None) -> bool:
-    """The program exited and something still holds its stream: trailing output gets a
-    moment; after exit 0, the outputs' tar is read to its end (it is all written by then).
-    False if that ran past the deadline."""
-    if reader.collect is not None and code == 0:
-        return _until(reader.collected, deadline, cancel)
-    _until(reader.done, time.monotonic() + _POLL, cancel)
-    return True
-
-
-def _wait_own(
+def _wait(
     client: DockerClient,
     slot: Slot,
     reader: _Reader,
@@ -509,7 +363,7 @@ def _wait_own(
     gone): the engine's events say how, once it is gone.
 
     Asks the engine too (`_ASK`): a container that died while its stream stays open (under
-    gVisor an exec's did) must not keep the run waiting until the timeout.
+    gVisor an exec's stream did) must not keep the run waiting until the timeout.
     """
     poll = _ASK
     while not _until(reader.collected, min(time.monotonic() + poll, deadline), cancel):
@@ -546,36 +400,6 @@ def _stage(slot: Slot, inputs_dir: Path, program_dir: Path) -> None:
     _link_tree(program_dir, slot.program)
 
 
-def _start_exec(
-    client: DockerClient,
-    slot: Slot,
-    image: str,
-    command: list[str],
-    env: Mapping[str, str],
-    staged: tuple[Path, Path],
-) -> tuple[Slot, str, Any]:
-    """Stage the run into ``slot`` and start the code.
-
-    A spare that died while it waited (``docker rm -f``, engine restart, OOM) fails the exec:
-    it is replaced once by a fresh container, staged again from ``staged`` (inputs, program),
-    since what was staged lives in the dead container's mounts. If the fresh one fails too, the
-    engine error propagates: a clear failure, never a run without its files.
-    """
-    from docker.errors import APIError
-
-    _stage(slot, *staged)
-    try:
-        return (slot, *_exec_stream(client, slot, command, env))
-    except APIError:
-        fresh = _pool.replace(client, slot, image)
-    try:
-        _stage(fresh, *staged)
-        return (fresh, *_exec_stream(client, fresh, command, env))
-    except BaseException:
-        _pool.release(client, fresh, now=True)
-        raise
-
-
 def _start_own(client: DockerClient, slot: Slot, stdin: bytes, staged: tuple[Path, Path]) -> Any:
     """Stage the run into ``slot``, attach, write the script's stdin, start: the stream."""
     _stage(slot, *staged)
@@ -586,6 +410,16 @@ def _start_own(client: DockerClient, slot: Slot, stdin: bytes, staged: tuple[Pat
     except BaseException:
         attached.close()
         raise
+    return attached
+
+
+def _start_warm(slot: Slot, header: bytes, staged: tuple[Path, Path]) -> Any:
+    """Stage the run into a ready spare (`_pool.acquire` probed it) and hand its waiter the
+    program (`_warm.header`): the stream, which is the run's from now on."""
+    attached = slot.attached
+    assert attached is not None  # a spare's
+    _stage(slot, *staged)
+    attached.send(header)
     return attached
 
 
@@ -615,8 +449,8 @@ def run_container(
     """
     raw = RawRun()
     names = tuple(output_names) if outputs_dir is not None else ()
-    marker = f"\x1e{WRAPPER} outputs {secrets.token_hex(16)}\x1e".encode()
-    limits = dataclasses.replace(limits, engine=engine_of(client).url)
+    marker = f"{MARKER_START}{secrets.token_hex(16)}\x1e".encode()
+    limits = _pool.keyed(client, limits)
     slot = _pool.acquire(client, image, limits, own_command(command, names, limits), asked)
     annotate({"container.id": slot.container.id})  # on the attempt's span, if traced
     staged = (inputs_dir, program_dir)
@@ -627,11 +461,7 @@ def run_container(
         if slot.own:
             stream = _start_own(client, slot, script_input(marker, env), staged)
         else:
-            if outputs_dir is None:
-                marker = b""  # the program runs as the exec itself
-            else:
-                command = exec_command(command, names, marker)
-            slot, exec_id, stream = _start_exec(client, slot, image, command, env, staged)
+            stream = _start_warm(slot, _warm.header(command, env, marker, names), staged)
         start = time.monotonic()
         deadline = start + limits.timeout
         collect = None
@@ -641,10 +471,7 @@ def run_container(
         cap = parse_size(limits.resources.output)
         reader = _Reader(stream, on_event, cap, scrub, marker, collect)
         reader.start()
-        if slot.own:
-            finished, exit_code, oom = _wait_own(client, slot, reader, deadline, cancel)
-        else:
-            finished, exit_code, oom = _wait_exec(client, slot, exec_id, reader, deadline, cancel)
+        finished, exit_code, oom = _wait(client, slot, reader, deadline, cancel)
         raw.seconds = time.monotonic() - start
         raw.timed_out = not finished
         reader.close()
@@ -668,30 +495,12 @@ def run_container(
         raw.stderr = "".join(reader.parts["stderr"])
         clean = True
     finally:
-        if stream is not None and not (
-            clean and not slot.own and reader is not None and reader.done.is_set()
-        ):
-            # a background child may hold it open (removal ends it anyway), and an attached
-            # stream is the run's alone. An exec's that ended is left alone: its connection
-            # may be back in the client's pool, serving another call
+        if stream is not None:  # an attached stream is the run's alone
             _close(stream)
         # timeout, Ctrl-C, engine error: gone before control returns
         _pool.release(client, slot, now=not clean)
     annotate({"container.oom_killed": raw.oom_killed, "container.timed_out": raw.timed_out})
     return raw
-
-
-def _oom_kills(client: DockerClient, slot: Slot) -> int:
-    """OOM kills counted by the container's memory cgroup (v2 or v1).
-
-    Docker's ``State.OOMKilled`` only tracks the container's main process, and here the code
-    runs as an exec, so ask the kernel's counter from inside instead.
-    """
-    files = ["/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"]
-    _, stream = _exec_stream(client, slot, ["cat", *files], {})
-    text = b"".join(out for out, _err in stream if out).decode(errors="replace")
-    match = re.search(r"^oom_kill (\d+)$", text, re.MULTILINE)
-    return int(match.group(1)) if match else 0
 
 
 def _close(stream: Any) -> None:

@@ -61,7 +61,10 @@ def main() -> None:
         except TypeError as exc:
             sys.exit(f"output {name!r}: {exc}")
         _write(name, data)
-    _write(codec.INFERRED_TYPES, _json(inferred) if inferred else b"{}")
+    if inferred:
+        _write(codec.INFERRED_TYPES, _json(inferred))
+    else:  # none needed: with no output declared, nothing is left to collect and no tar runs
+        _clear(os.path.join(OUTPUTS, codec.INFERRED_TYPES))
 
 
 class _CellSource:
@@ -116,13 +119,18 @@ def _read(path: str) -> bytes:
 
 
 def _write(name: str, data: bytes) -> None:
-    """Write a fresh file, replacing whatever the code left under that name: a FIFO would
-    block the write and a link would send it elsewhere (a folder stays, and fails loudly)."""
+    """Write a fresh file, replacing whatever the code left under that name."""
     path = os.path.join(OUTPUTS, name)
-    if os.path.islink(path) or (os.path.exists(path) and not os.path.isdir(path)):
-        os.unlink(path)
+    _clear(path)
     with open(path, "wb") as file:
         file.write(data)
+
+
+def _clear(path: str) -> None:
+    """Remove what the code left at ``path``: a FIFO would block a write and a link would send
+    it elsewhere (a folder stays, and fails loudly)."""
+    if os.path.islink(path) or (os.path.exists(path) and not os.path.isdir(path)):
+        os.unlink(path)
 
 
 def _report(exc: BaseException) -> None:

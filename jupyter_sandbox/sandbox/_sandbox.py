@@ -53,7 +53,8 @@ from ._isolation import Isolation, isolation_level
 from ._otel import traced
 from ._pool import ContainerLimits
 from ._record import SandboxRun
-from ._run import WRAPPER, RawRun, run_container
+from ._run import RawRun, run_container
+from ._scripts import WRAPPER
 from ._spec import (
     CacheMode,
     ImageSpec,
@@ -66,6 +67,7 @@ from ._spec import (
     parse_size,
 )
 from ._types import infer_tag
+from ._warm import START_ENV
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -248,6 +250,8 @@ class Sandbox:
             run.image, run.build = ensure_image(docker, self.image_spec, emit, build_network)
             if run.build is not None and run.build.error is not None:
                 raise build_error(self.image_spec, run.build)
+            if run.build is not None and not run.build.cached:  # its first spare starts now
+                _pool.prestart(docker, run.image, self._limits())
         else:
             image_id(docker, self.image)  # present, or pulled, or a clear error
         with tempfile.TemporaryDirectory(prefix=temp_prefix("run")) as tmp:
@@ -363,14 +367,9 @@ class Sandbox:
         return True
 
     def _environment(self) -> dict[str, str]:
-        """Only what was asked for: env_vars, and secrets read from the host right now.
-
-        ``LOGNAME``/``USER`` name the user: the container's uid has no ``/etc/passwd`` entry (it
-        is drawn per container, see `_pool.fresh_uid`), and ``getpass.getuser()``, which some
-        libraries call for cache folders, reads these first.
-        """
-        user = {"LOGNAME": "sandbox", "USER": "sandbox"}
-        env = {"HOME": "/tmp", "PYTHONUNBUFFERED": "1", **user, **self.env_vars}
+        """Only what was asked for: env_vars, and secrets read from the host right now, after
+        what every run starts with (`START_ENV`: a spare's interpreter starts with it)."""
+        env = {**START_ENV, **self.env_vars}
         for secret in self.secrets:
             if secret not in os.environ:
                 raise SandboxConfigError(f"secret {secret!r} is not set in the host environment")
@@ -480,7 +479,7 @@ _CANNOT_START = (
     # runsc (gVisor): error finding executable "python3" in PATH [...]: no such file or ...
     re.compile(r'error finding executable "([^"\n]+)" in PATH [^\n]*: (no such file or directory)'),
     re.compile(r"failed to load ([^:\n]+): (no such file or directory)"),  # runsc, a path
-    # the run's script (`_run.EXEC_SCRIPT`, `_run.OWN_SCRIPT`), as sh says it
+    # the run's script (`_scripts`) or a spare's waiter (`_warm`), as sh says it
     re.compile(
         rf"^{re.escape(WRAPPER)}: \d+: exec: ([^\n]+): (not found|Permission denied)$", re.MULTILINE
     ),
@@ -489,7 +488,7 @@ _CANNOT_START = (
 
 def _cannot_start(raw: RawRun) -> tuple[str, str] | None:
     """(program, why) when the runtime could not start the program at all. The runtime says so
-    with exit 126/127 and its own line in the exec's output, where otherwise a bare
+    with exit 126/127 and its own line in the run's output, where otherwise a bare
     "NonZeroExit 126" blamed the code for an image without python3."""
     if raw.exit_code not in (126, 127):
         return None
