@@ -3,10 +3,14 @@ the cost of a durable run (a store) against today's path, and the latency of an 
 Prints tables; medians over repeated interleaved rounds, with the machine's load.
 
     .venv/bin/python benchmarks/bench_orchestrate.py [--calls 1000] [--rounds 15] [--durable|--hot]
+        [--profile]
 
 ``--durable`` prints only the durable table (store on vs off, sync and async tools); ``--hot``
 only the three tool-call rows issue 12 sets goals for (sync call, awaited async call, gather),
-each against its own baseline measured in the same rounds.
+each against its own baseline measured in the same rounds, in wall time and in the CPU time
+of this process (the host's side: it moves much less with the machine's load). ``--profile``
+adds where each row's time goes: the host's CPU, the worker processes' CPU, and the crossing
+(the rest of the wall time: the pipe both ways and waiting for a core).
 
 Baselines: the bare ``feed_start``/``resume`` loop, the fastest way to drive Monty by hand;
 for an async call the same loop answering ``{"future": ...}`` and settling it with the
@@ -32,7 +36,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 import pydantic_monty as pm
-from _timing import measure, print_table
+from _timing import measure, measure_split, print_table
 from IPython.core.interactiveshell import InteractiveShell
 from jupyter_client.manager import KernelManager
 
@@ -151,7 +155,7 @@ def cpython_gather(n: int) -> None:
     asyncio.run(main())
 
 
-def hot_table(n: int, rounds: int) -> None:
+def hot_table(n: int, rounds: int, profile: bool = False) -> None:
     """The rows issue 12 sets goals for, each with its baseline in the same interleaved rounds:
     a sync call through the API (<= 1.1x the bare loop), an awaited async call (<= 1.2x the
     bare future + settle loop), a gather of ``n`` tools sleeping `NAP` s (<= 1.15x CPython).
@@ -194,15 +198,33 @@ def hot_table(n: int, rounds: int) -> None:
     ]  # fmt: skip
     load = os.getloadavg()[0]
     rows = [row for *_, table_rows in tables for row in table_rows]
-    timed = iter(measure(rows, rounds))
+    timed = iter(measure_split(rows, rounds))
     after = os.getloadavg()[0]
     for title, per, unit, table_rows in tables:
+        split = [next(timed) for _ in table_rows]
+        head = f"{title}, median of {rounds} interleaved rounds (load {load:.2f} -> {after:.2f})"
+        print_table(head, [(label, wall) for label, wall, _, _ in split], per=per, unit=unit)
         print_table(
-            f"{title}, median of {rounds} interleaved rounds (load {load:.2f} -> {after:.2f})",
-            [next(timed) for _ in table_rows],
+            f"{title}: CPU time of this process (the host's side, every thread), median of "
+            f"{rounds} rounds",
+            [(label, host) for label, _, host, _ in split],
             per=per,
             unit=unit,
         )
+        if profile:
+            print_split(title, split, per)
+
+
+def print_split(title: str, split: list[tuple[str, float, float, float]], per: int) -> None:
+    """Where each row's time goes: the host's CPU (this process), the worker's CPU (Monty's
+    processes), and the crossing (the rest of the wall time: the hand-over through the pipe
+    both ways and waiting for a core, which is what the machine's load moves)."""
+    print(f"\nwhere the time goes: {title} (us per {'call' if per > 1 else 'cell'})")
+    print(f"{'':44} {'wall':>8} {'host':>8} {'worker':>8} {'crossing':>9}")
+    for label, wall, host, worker in split:
+        cross = wall - host - worker
+        cells = (f"{x / per * 1e6:8.1f}" for x in (wall, host, worker))
+        print(f"{label:44} {' '.join(cells)} {cross / per * 1e6:9.1f}")
 
 
 def durable_table(n: int, rounds: int) -> None:
@@ -248,10 +270,15 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--durable", action="store_true", help="only the durable-run table")
     parser.add_argument("--hot", action="store_true", help="only issue 12's tool-call rows")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="also print where a tool call's time goes (host, worker, crossing)",
+    )
     args = parser.parse_args()
     n, rounds = args.calls, args.rounds
     if not args.durable:
-        hot_table(n, rounds)
+        hot_table(n, rounds, args.profile)
     if args.hot:
         return
     durable_table(n, rounds)
