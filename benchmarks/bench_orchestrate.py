@@ -42,7 +42,7 @@ from _timing import descendants_cpu, measure, measure_split, print_table
 from IPython.core.interactiveshell import InteractiveShell
 from jupyter_client.manager import KernelManager
 
-from jupyter_sandbox import Interrupted, Limits, Store, orchestrate, tool
+from jupyter_sandbox import Interrupted, Store, orchestrate, tool
 from jupyter_sandbox.orchestration._runtime import pool, tool_loop
 
 
@@ -110,19 +110,12 @@ def bare_monty_async(code: str) -> None:
             snap = snap.resume({"future": ...})
 
 
-def bare_monty_on_loop(
-    code: str, loop: asyncio.AbstractEventLoop, time_limit: float | None = None
-) -> None:
+def bare_monty_on_loop(code: str, loop: asyncio.AbstractEventLoop) -> None:
     """The async baseline with each coroutine run as a task of ``loop``: in another thread, as
     any host whose async tools share one event loop must (the floor for `orchestrate`'s
     awaited call; handed over as the call is answered with a future, waited for at the
-    FutureSnapshot), or, for a loop not running, on this thread (no hand-over at all).
-    ``time_limit`` is Monty's ``max_feed_duration_secs``, which every run sets (its
-    ``timeout``): in pydantic-monty 1.4 it costs each FutureSnapshot's resume ~10-20 us."""
-    limits: dict[str, Any] = {"max_suspensions": 10**7}
-    if time_limit is not None:
-        limits["max_feed_duration_secs"] = time_limit
-    with pool().checkout(limits=limits) as session:
+    FutureSnapshot), or, for a loop not running, on this thread (no hand-over at all)."""
+    with pool().checkout(limits={"max_suspensions": 10**7}) as session:
         snap = session.feed_start(code)
         waiting: dict[int, Any] = {}
         here = not loop.is_running()
@@ -195,8 +188,6 @@ def hot_table(n: int, rounds: int, profile: bool = False) -> None:
               lambda: bare_monty_on_loop(async_code, loop)),
              ("floor: the same, on this thread's own loop",
               lambda: bare_monty_on_loop(async_code, own)),
-             ("floor: loop thread, with a run's time limit",
-              lambda: bare_monty_on_loop(async_code, loop, Limits().timeout)),
              ("orchestrate() API, awaited async tool", api(async_code))],
         ),
         (
