@@ -124,3 +124,53 @@ def measure_prepared(
             if round_:
                 times.append(time.perf_counter() - start)
     return [(label, statistics.median(t)) for (label, _, _), t in zip(rows, samples, strict=True)]
+
+
+def descendants_cpu() -> float:
+    """CPU seconds (user + system) the live descendants of this process have used: the
+    worker processes of the pools. ``/proc`` counts in clock ticks (10 ms), so take the
+    difference over many calls and average, never a median of short samples."""
+    parents: dict[int, tuple[int, int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    text = stat.read()
+            except OSError:
+                continue
+            fields = text[text.rindex(")") + 2 :].split()
+            parents[int(entry)] = (int(fields[1]), int(fields[11]) + int(fields[12]))
+    ours, grown = {os.getpid()}, True
+    while grown:
+        grown = False
+        for pid, (parent, _) in parents.items():
+            if parent in ours and pid not in ours:
+                ours.add(pid)
+                grown = True
+    ours.discard(os.getpid())
+    return sum(parents[pid][1] for pid in ours) / os.sysconf("SC_CLK_TCK")
+
+
+def measure_split(
+    rows: list[tuple[str, Callable[[], object]]], rounds: int
+) -> list[tuple[str, float, float, float]]:
+    """`measure` with where each row's time went: (label, median wall seconds, median CPU
+    seconds of this process (every thread: the host side), mean CPU seconds of the worker
+    processes). CPU time moves much less with the machine's load than wall time."""
+    for _, fn in rows:
+        fn()  # warm-up
+    walls: list[list[float]] = [[] for _ in rows]
+    hosts: list[list[float]] = [[] for _ in rows]
+    workers = [0.0 for _ in rows]
+    for _ in range(rounds):
+        for i, (_, fn) in enumerate(rows):
+            worker = descendants_cpu()
+            start, used = time.perf_counter(), time.process_time()
+            fn()
+            walls[i].append(time.perf_counter() - start)
+            hosts[i].append(time.process_time() - used)
+            workers[i] += descendants_cpu() - worker
+    return [
+        (label, statistics.median(walls[i]), statistics.median(hosts[i]), workers[i] / rounds)
+        for i, (label, _) in enumerate(rows)
+    ]

@@ -3,10 +3,15 @@ the cost of a durable run (a store) against today's path, and the latency of an 
 Prints tables; medians over repeated interleaved rounds, with the machine's load.
 
     .venv/bin/python benchmarks/bench_orchestrate.py [--calls 1000] [--rounds 15] [--durable|--hot]
+        [--profile] [--beside]
 
 ``--durable`` prints only the durable table (store on vs off, sync and async tools); ``--hot``
 only the three tool-call rows issue 12 sets goals for (sync call, awaited async call, gather),
-each against its own baseline measured in the same rounds.
+each against its own baseline measured in the same rounds, in wall time and in the CPU time
+of this process (the host's side: it moves much less with the machine's load). ``--profile``
+adds where each row's time goes: the host's CPU, the worker processes' CPU, and the crossing
+(the rest of the wall time: the pipe both ways and waiting for a core). ``--beside`` prints
+only issue 24's oddity: the sync row alone, beside a second worker pool, and beside its loop.
 
 Baselines: the bare ``feed_start``/``resume`` loop, the fastest way to drive Monty by hand;
 for an async call the same loop answering ``{"future": ...}`` and settling it with the
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import signal
 import statistics
@@ -32,7 +38,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 import pydantic_monty as pm
-from _timing import measure, print_table
+from _timing import descendants_cpu, measure, measure_split, print_table
 from IPython.core.interactiveshell import InteractiveShell
 from jupyter_client.manager import KernelManager
 
@@ -48,9 +54,10 @@ def loop_code(n: int) -> str:
     return f"acc = 0\nfor i in range({n}):\n    acc = add(acc, i)\nacc"
 
 
-def bare_monty(code: str) -> None:
-    """The baseline: one session, answer each FunctionSnapshot by calling the function."""
-    with pool().checkout(limits={"max_suspensions": 10**7}) as session:
+def bare_monty(code: str, workers: pm.Monty | None = None) -> None:
+    """The baseline: one session (of ``workers``, else our pool), answer each FunctionSnapshot
+    by calling the function."""
+    with (workers or pool()).checkout(limits={"max_suspensions": 10**7}) as session:
         snap = session.feed_start(code)
         while not isinstance(snap, pm.MontyComplete):
             assert isinstance(snap, pm.FunctionSnapshot)
@@ -151,7 +158,7 @@ def cpython_gather(n: int) -> None:
     asyncio.run(main())
 
 
-def hot_table(n: int, rounds: int) -> None:
+def hot_table(n: int, rounds: int, profile: bool = False) -> None:
     """The rows issue 12 sets goals for, each with its baseline in the same interleaved rounds:
     a sync call through the API (<= 1.1x the bare loop), an awaited async call (<= 1.2x the
     bare future + settle loop), a gather of ``n`` tools sleeping `NAP` s (<= 1.15x CPython).
@@ -194,15 +201,73 @@ def hot_table(n: int, rounds: int) -> None:
     ]  # fmt: skip
     load = os.getloadavg()[0]
     rows = [row for *_, table_rows in tables for row in table_rows]
-    timed = iter(measure(rows, rounds))
+    timed = iter(measure_split(rows, rounds))
     after = os.getloadavg()[0]
     for title, per, unit, table_rows in tables:
+        split = [next(timed) for _ in table_rows]
+        head = f"{title}, median of {rounds} interleaved rounds (load {load:.2f} -> {after:.2f})"
+        print_table(head, [(label, wall) for label, wall, _, _ in split], per=per, unit=unit)
         print_table(
-            f"{title}, median of {rounds} interleaved rounds (load {load:.2f} -> {after:.2f})",
-            [next(timed) for _ in table_rows],
+            f"{title}: CPU time of this process (the host's side, every thread), median of "
+            f"{rounds} rounds",
+            [(label, host) for label, _, host, _ in split],
             per=per,
             unit=unit,
         )
+        if profile:
+            print_split(title, split, per)
+
+
+def print_split(title: str, split: list[tuple[str, float, float, float]], per: int) -> None:
+    """Where each row's time goes: the host's CPU (this process), the worker's CPU (Monty's
+    processes), and the crossing (the rest of the wall time: the hand-over through the pipe
+    both ways and waiting for a core, which is what the machine's load moves)."""
+    print(f"\nwhere the time goes: {title} (us per {'call' if per > 1 else 'cell'})")
+    print(f"{'':44} {'wall':>8} {'host':>8} {'worker':>8} {'crossing':>9}")
+    for label, wall, host, worker in split:
+        cross = wall - host - worker
+        cells = (f"{x / per * 1e6:8.1f}" for x in (wall, host, worker))
+        print(f"{label:44} {' '.join(cells)} {cross / per * 1e6:9.1f}")
+
+
+def beside_table(n: int, rounds: int) -> None:
+    """Issue 24's oddity (our sync call 55 us beside one benchmark, 87 us beside a bare Monty
+    loop with a worker pool of its own): the sync row alone, beside a second
+    ``pydantic_monty.Monty`` pool left idle, and with that pool's own loop interleaved; with
+    what idle workers burn, and the full garbage collections the rounds triggered."""
+    code = loop_code(n)
+
+    def ours() -> None:
+        orchestrate(code, tools=[add], type_check=False)
+
+    def ours_pool() -> None:
+        bare_monty(code)
+
+    rows: list[tuple[str, Callable[[], object]]] = [
+        ("orchestrate() API, sync tool", ours),
+        ("bare loop, our pool", ours_pool),
+    ]
+    other = pm.Monty()
+    print(f"\nissue 24's oddity: sync call, {n} per cell, median of {rounds} interleaved rounds")
+    print(f"{'us per call':44} {'wall':>8} {'host':>8} {'worker':>8}")
+    for condition in ("alone", "a second pool idle", "a second pool's loop interleaved"):
+        if condition == "a second pool idle":
+            other.__enter__()
+            bare_monty(code, other)  # its worker started and warm, then left alone
+            before = descendants_cpu()
+            time.sleep(2)
+            print(f"(idle workers of both pools: {descendants_cpu() - before:.2f} s CPU in 2 s)")
+        if condition.endswith("interleaved"):
+            rows.append(("bare loop, the second pool", lambda: bare_monty(code, other)))
+        print(f"{condition} (load {os.getloadavg()[0]:.2f})")
+        collected = gc.get_stats()[2]["collections"]
+        split = measure_split(rows, rounds)
+        full = gc.get_stats()[2]["collections"] - collected
+        for label, wall, host, worker in split:
+            cells = " ".join(f"{x / n * 1e6:8.1f}" for x in (wall, host, worker))
+            print(f"  {label:42} {cells}")
+        print(f"  (full garbage collections in these rounds: {full})")
+    other.__exit__(None, None, None)
 
 
 def durable_table(n: int, rounds: int) -> None:
@@ -248,10 +313,21 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--durable", action="store_true", help="only the durable-run table")
     parser.add_argument("--hot", action="store_true", help="only issue 12's tool-call rows")
+    parser.add_argument(
+        "--beside", action="store_true", help="only issue 24's oddity: the sync row beside a pool"
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="also print where a tool call's time goes (host, worker, crossing)",
+    )
     args = parser.parse_args()
     n, rounds = args.calls, args.rounds
+    if args.beside:
+        beside_table(n, rounds)
+        return
     if not args.durable:
-        hot_table(n, rounds)
+        hot_table(n, rounds, args.profile)
     if args.hot:
         return
     durable_table(n, rounds)

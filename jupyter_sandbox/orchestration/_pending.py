@@ -72,7 +72,9 @@ class Pending:
         # The batch, ``_armed`` and ``_stopped`` are shared by the driver's thread, the
         # loop's and whichever thread calls `stop`.
         self._lock = threading.Lock()
-        self._batch: list[tuple[Entry, int, Coroutine[Any, Any, Any]]] = []
+        self.waiting: list[tuple[Entry, int, Coroutine[Any, Any, Any]]] = []
+        """The batch: calls started but not yet handed to the loop (`flush`). Read without
+        the lock by the driver's thread, the only one that adds to it."""
         self._armed = False
         """Whether the loop's timer will take the batch (`_take`) within `BATCH_FOR`."""
         self._stopped = False
@@ -84,7 +86,7 @@ class Pending:
         the answer that tells Monty to wait for it."""
         entry = self.entries[call_id] = Entry(call)
         with self._lock:
-            self._batch.append((entry, call_id, coro))
+            self.waiting.append((entry, call_id, coro))
             now = not self._out or not self._armed
         self._out += 1
         if now:
@@ -102,10 +104,10 @@ class Pending:
 
     def flush(self) -> None:
         """Hand the batch to the loop now: the driver is about to wait, or to block."""
-        if not self._batch:  # read without the lock: only the driver's thread adds to it
+        if not self.waiting:  # read without the lock: only the driver's thread adds to it
             return
         with self._lock:
-            batch, self._batch = self._batch, []
+            batch, self.waiting = self.waiting, []
         if batch:
             self.loop.call_soon_threadsafe(self._begin, batch)
 
@@ -128,7 +130,7 @@ class Pending:
         """On the loop, `BATCH_FOR` after a batch began: begin what was batched since (the
         driver may be busy in Monty for long), or stop the timer when nothing was."""
         with self._lock:
-            batch, self._batch = self._batch, []
+            batch, self.waiting = self.waiting, []
             self._armed = False
         if batch:
             self._begin(batch)
@@ -176,7 +178,7 @@ class Pending:
         `CLEANUP_WAIT`) for them to end."""
         with self._lock:
             self._stopped = True
-            batch, self._batch = self._batch, []
+            batch, self.waiting = self.waiting, []
         for _, _, coro in batch:
             coro.close()
         if not self._tasks and all(e.done for e in self.entries.values()):

@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic_monty import ClassInstance
 
-_SCALARS: frozenset[type] = frozenset(
+SCALARS: frozenset[type] = frozenset(
     {
         type(None),
         bool,
@@ -42,7 +42,7 @@ _SCALARS: frozenset[type] = frozenset(
     }
 )
 _CONTAINERS: frozenset[type] = frozenset({list, tuple, set, frozenset})
-_WRITTEN_BY_REPR: frozenset[type] = _SCALARS - {type(None), bool, int, str, bytes}
+_WRITTEN_BY_REPR: frozenset[type] = SCALARS - {type(None), bool, int, str, bytes}
 """Data whose written-out size `data_size` takes from its repr (each is short to compute, and
 the walk stops at the limit, so ``[d] * 10**6`` costs at most the limit's worth)."""
 MAX_DEPTH = 64
@@ -56,7 +56,7 @@ def is_plain(value: object) -> bool:
     """True when Monty can hold ``value`` as data (exact types only: a dict subclass would
     silently lose its class on the way in, so it travels as a handle instead). Containers
     nested deeper than `MAX_DEPTH`, or holding themselves, are not."""
-    return type(value) in _SCALARS or _plain(value, 0, {})
+    return type(value) in SCALARS or _plain(value, 0, {})
 
 
 def _plain(value: object, depth: int, seen: dict[int, bool]) -> bool:
@@ -65,7 +65,7 @@ def _plain(value: object, depth: int, seen: dict[int, bool]) -> bool:
     object, not once per path, and a container met again while it is being checked (a
     cycle) is not plain."""
     kind = type(value)
-    if kind in _SCALARS:
+    if kind in SCALARS:
         return True
     if depth >= MAX_DEPTH or not (kind is dict or kind in _CONTAINERS or _is_namedtuple(value)):
         return False
@@ -100,7 +100,7 @@ def to_sandbox(value: Any) -> Any:
     object, and whatever sits deeper than `MAX_DEPTH`. A container that holds itself crosses
     with a handle where the cycle closes.
     """
-    if type(value) in _SCALARS:  # the common case first: once per call
+    if type(value) in SCALARS:  # the common case first: once per call
         return value
     return _to_sandbox(value, 0, {}, {})
 
@@ -162,7 +162,7 @@ def data_size(value: object, limit: int) -> int:
                 if kind is dict
                 else item  # type: ignore[arg-type]
             )
-        elif kind not in _SCALARS:  # a handle: displays write its host repr each time
+        elif kind not in SCALARS:  # a handle: displays write its host repr each time
             size = reprs.get(id(item))  # the value holds the item, so its id stays its own
             if size is None:
                 size = reprs[id(item)] = _repr_size(item, limit)
@@ -214,7 +214,7 @@ def too_deep(value: object) -> bool:
 def type_name(value: object) -> str:
     """The stub type the type checker should see for an input value."""
     kind = type(value)
-    if kind in _SCALARS:
+    if kind in SCALARS:
         if kind is type(None):
             return "None"
         return (
