@@ -200,7 +200,7 @@ def _started_spare(docker_engine):
     from jupyter_sandbox.sandbox._baseimage import DEFAULT_BASE_IMAGE
     from jupyter_sandbox.sandbox._spec import Resources
 
-    limits = _pool.ContainerLimits(5.0, Resources())
+    limits = _pool.ContainerSetup(5.0, Resources())
     slot = _pool._create(docker_engine, DEFAULT_BASE_IMAGE, limits, None)
     slot.container.start()
     return slot

@@ -192,7 +192,7 @@ def test_the_script_ends_a_run_nobody_removes_at_its_lifetime(
     ``sleep`` kills the run at `_pool.lifetime` (here the timeout: no grace), and the script
     still says so on its status line."""
     monkeypatch.setattr(_pool, "_GRACE", 0.0)
-    limits = _pool.ContainerLimits(1.0, Resources(), isolation=isolation)
+    limits = _pool.ContainerSetup(1.0, Resources(), isolation=isolation)
     image = default_base_image()
     command = _run.own_command(["sleep", "30"], (), limits)
     slot = _pool.acquire(docker_engine, image, limits, command)

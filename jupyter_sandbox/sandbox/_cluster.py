@@ -32,7 +32,7 @@ from .._events import Event, EventCallback
 from ._image import build_error
 from ._io import extract_outputs
 from ._on_worker import REMOTE_EVENTS, Job, JobResult, pack, run_job
-from ._pool import ContainerLimits
+from ._pool import ContainerSetup
 from ._record import SandboxRun
 from ._run import RawRun
 from ._spec import ImageSpec, parse_size
@@ -179,7 +179,7 @@ def _run_remote(
     inputs_dir: Path,
     program_dir: Path,
     outputs_dir: Path | None,
-    limits: ContainerLimits,
+    limits: ContainerSetup,
     on_event: EventCallback,
     scrub: tuple[str, ...] = (),
     cancel: threading.Event | None = None,
@@ -325,7 +325,7 @@ def _outcome(
     spec: ImageSpec,
     outputs_dir: Path | None,
     output_names: Collection[str],
-    limits: ContainerLimits,
+    limits: ContainerSetup,
 ) -> RawRun:
     """The `RawRun` a local run would have given; the worker's outputs unpacked here."""
     if result.lost:

@@ -30,7 +30,7 @@ from .._owner import temp_prefix
 from ._build import BuildInfo
 from ._client import client, engine_error_message, is_engine_error
 from ._image import ensure_image, image_id
-from ._pool import ContainerLimits
+from ._pool import ContainerSetup
 from ._run import RawRun, run_container
 from ._spec import ImageSpec
 
@@ -58,7 +58,7 @@ class Job:
     program: bytes
     output_names: tuple[str, ...]
     want_outputs: bool
-    limits: ContainerLimits
+    limits: ContainerSetup
     scrub: tuple[str, ...]
 
     @property

@@ -111,9 +111,9 @@ _GRACE = 30.0
 
 
 @dataclass(frozen=True)
-class ContainerLimits:
-    """What a container is started with; a spare serves only a run of the same image and
-    limits. Not `jupyter_sandbox.Limits`, which bounds an orchestration."""
+class ContainerSetup:
+    """What a container is started with (its resources, timeout, network, runtime and
+    engine); a spare serves only a run of the same image and setup."""
 
     timeout: float
     resources: Resources
@@ -134,11 +134,11 @@ class Slot:
     container: Container
     work: Path
     born: float
-    limits: ContainerLimits
+    limits: ContainerSetup
     uid: int
     expiry: threading.Timer | None = None
     """Removes the slot as a spare nobody took within `_IDLE` (cancelled when it is taken)."""
-    key: tuple[str, ContainerLimits] | None = None
+    key: tuple[str, ContainerSetup] | None = None
     """Set while a run holds the slot (`acquire`): it counts in its key's demand."""
     own: bool = False
     """The run is the container's own process (no spare waited): the caller starts it."""
@@ -161,7 +161,7 @@ class Slot:
 
 _lock = threading.Lock()
 _live: dict[str, Slot] = {}
-_Key = tuple[str, ContainerLimits]
+_Key = tuple[str, ContainerSetup]
 _spares: dict[_Key, list[Slot]] = {}
 """Waiting spares per key, oldest first; a key without spares has no entry."""
 _ready = threading.Condition(_lock)
@@ -309,7 +309,7 @@ def _host_uids(client: DockerClient) -> bool:
     return not any(o.startswith(("name=rootless", "name=userns")) for o in options)
 
 
-def lifetime(limits: ContainerLimits, *, spare: bool = True) -> int:
+def lifetime(limits: ContainerSetup, *, spare: bool = True) -> int:
     """Seconds a container lasts at most: the longest it can be needed (waiting as a spare,
     then running for up to the timeout; a container made for its run does not wait), plus a
     grace period. Past it the container is gone even if neither its kernel nor the kernel's
@@ -318,7 +318,7 @@ def lifetime(limits: ContainerLimits, *, spare: bool = True) -> int:
 
 
 def _create(
-    client: DockerClient, image: str, limits: ContainerLimits, own: list[str] | None
+    client: DockerClient, image: str, limits: ContainerSetup, own: list[str] | None
 ) -> Slot:
     """A confined container, created and not started: a spare's (`_warm.spare_command`), or
     with ``own`` as its process; either way attached to (stdin open once, for `_attach`)
@@ -380,7 +380,7 @@ def _create(
     return slot
 
 
-def _start(client: DockerClient, image: str, limits: ContainerLimits) -> Slot:
+def _start(client: DockerClient, image: str, limits: ContainerSetup) -> Slot:
     """A started spare whose waiter is up (`_warm.up`)."""
     slot = _create(client, image, limits, None)
     try:
@@ -405,7 +405,7 @@ def _target(key: _Key) -> int:
     return 1 if demand is None else demand.target(time.monotonic())
 
 
-def _refill(client: DockerClient, image: str, limits: ContainerLimits) -> None:
+def _refill(client: DockerClient, image: str, limits: ContainerSetup) -> None:
     """Start spares for the key, one at a time, until it has `_target` of them. Not while
     several runs of the key go on: a burst needs the CPU more (its last `release` refills).
     Nor beside a run of the key (`_Demand.hold`): a start costs ~0.3 CPU-s, and starts beside
@@ -543,7 +543,7 @@ def _claim(key: _Key) -> Slot | None:
 def acquire(
     client: DockerClient,
     image: str,
-    limits: ContainerLimits,
+    limits: ContainerSetup,
     own: list[str],
     asked: float | None = None,
 ) -> Slot:
@@ -582,12 +582,12 @@ def acquire(
     return slot
 
 
-def keyed(client: DockerClient, limits: ContainerLimits) -> ContainerLimits:
+def keyed(client: DockerClient, limits: ContainerSetup) -> ContainerSetup:
     """``limits`` with ``client``'s engine: what a spare of it is kept under."""
     return dataclasses.replace(limits, engine=engine_of(client).url)
 
 
-def prestart(client: DockerClient, image: str, limits: ContainerLimits) -> None:
+def prestart(client: DockerClient, image: str, limits: ContainerSetup) -> None:
     """Start a spare of ``image`` and ``limits`` now, in the background: an image just built
     has none, and its first run is on its way. It counts as starting before this returns, so
     that run waits for it (`_claim`) rather than starting a container of its own."""
@@ -613,7 +613,7 @@ def _start_one(client: DockerClient, key: _Key) -> None:
             _ready.notify_all()
 
 
-def _refill_later(client: DockerClient, image: str, limits: ContainerLimits) -> None:
+def _refill_later(client: DockerClient, image: str, limits: ContainerSetup) -> None:
     """Start the key's refill thread, unless it runs."""
     key = (image, limits)
     with _lock:

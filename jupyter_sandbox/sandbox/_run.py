@@ -54,7 +54,7 @@ from . import _pool, _warm
 from ._attach import Attached
 from ._death import SIGKILLED, death
 from ._io import extract_outputs, overlap
-from ._pool import ContainerLimits, Slot
+from ._pool import ContainerSetup, Slot
 from ._scripts import MARKER_START, OWN_SCRIPT, WRAPPER
 from ._spec import parse_size
 
@@ -105,7 +105,7 @@ class _Collect:
     deadline: float
 
 
-def own_command(command: list[str], names: Collection[str], limits: ContainerLimits) -> list[str]:
+def own_command(command: list[str], names: Collection[str], limits: ContainerSetup) -> list[str]:
     """``command`` wrapped in `OWN_SCRIPT`, as a container's own process (`script_input`
     gives it the marker and the environment)."""
     lifetime = str(_pool.lifetime(limits, spare=False))
@@ -432,7 +432,7 @@ def run_container(
     inputs_dir: Path,
     program_dir: Path,
     outputs_dir: Path | None,
-    limits: ContainerLimits,
+    limits: ContainerSetup,
     on_event: EventCallback,
     scrub: tuple[str, ...] = (),
     cancel: threading.Event | None = None,

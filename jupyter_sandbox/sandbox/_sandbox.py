@@ -51,7 +51,7 @@ from ._io import (
 )
 from ._isolation import Isolation, isolation_level
 from ._otel import traced
-from ._pool import ContainerLimits
+from ._pool import ContainerSetup
 from ._record import SandboxRun
 from ._run import RawRun, run_container
 from ._scripts import WRAPPER
@@ -344,12 +344,12 @@ class Sandbox:
                 run.uncached = _cache.NOT_KEPT
             return
 
-    def _limits(self, egress: str | None = None) -> ContainerLimits:
+    def _limits(self, egress: str | None = None) -> ContainerSetup:
         """What each container of a run is started with (a spare's key, with the image); an
         allow-list's runs join its ``egress`` network."""
         network = egress or self.network
         assert isinstance(network, str)
-        return ContainerLimits(self.timeout, self.resources, network, self.isolation)
+        return ContainerSetup(self.timeout, self.resources, network, self.isolation)
 
     def _replay(self, run: SandboxRun, key: str, emit: EventCallback) -> bool:
         hit = _cache.load(key)
