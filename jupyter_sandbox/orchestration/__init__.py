@@ -40,7 +40,7 @@ from ._registry import Tools as Tools  # codemode reads it here
 from ._replay import Answers
 from ._result import OrchestrationResult
 from ._result import answered as answered
-from ._runs import begin, driven, fork_run, resume_run, start, wait
+from ._runs import start, wait
 from ._runtime import confinement as confinement
 from ._runtime import tool_loop
 from ._sandbox_tool import bind_inputs as bind_inputs
@@ -50,7 +50,16 @@ from ._values import is_plain as is_plain
 from .durable import KEY_BYTES as KEY_BYTES
 from .durable import CallNow as CallNow
 from .durable import PausedRun as PausedRun
-from .durable import Store, default_store_path, open_store, sessions
+from .durable import (
+    Store,
+    begin,
+    default_store_path,
+    driven,
+    fork_run,
+    open_store,
+    resume_run,
+    sessions,
+)
 from .durable import call_now as call_now
 from .durable import check_private_file as check_private_file
 from .durable import check_private_folder as check_private_folder

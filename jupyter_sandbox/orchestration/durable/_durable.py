@@ -183,7 +183,7 @@ class Durable:
         self.store = store
         self.run_id = run_id
         self.was = was
-        """The run's status and owner when this process took it up (`_runs`); None: a new
+        """The run's status and owner when this process took it up (`_resume`); None: a new
         run."""
         self._saved = float("-inf")
         """When the last checkpoint was written (monotonic)."""
