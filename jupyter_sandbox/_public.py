@@ -59,9 +59,9 @@ def publish(module: str, namespace: Mapping[str, object], names: Iterable[str]) 
 
 
 def publish_top_level(package: str, namespace: Mapping[str, object]) -> None:
-    """Called last in each engine's ``__init__`` (and by `lazy` for a name it loads later):
-    its names the top level hands on get ``jupyter_sandbox`` as their home, however they
-    were first imported."""
+    """Called last in each engine's ``__init__`` (and in a subpackage whose names it hands on
+    lazily, `lazy`): its names the top level hands on get ``jupyter_sandbox`` as their home,
+    however they were first imported."""
     names = TOP_LEVEL.get(package.rpartition(".")[2], ())
     publish("jupyter_sandbox", namespace, [name for name in names if name in namespace])
 
@@ -71,7 +71,8 @@ def lazy(
 ) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
     """A package's ``__getattr__`` and ``__dir__`` (PEP 562) for names imported on first use:
     ``where`` maps a submodule (relative to ``package``) to the names it gives. A name loaded
-    is kept in ``namespace`` (the next lookup is a plain one) and published (`publish_top_level`).
+    is kept in ``namespace`` (the next lookup is a plain one); the submodule publishes its
+    own names (`publish_top_level`) when it loads.
     """
     homes = {name: module for module, names in where.items() for name in names}
 
@@ -81,7 +82,6 @@ def lazy(
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         value = getattr(import_module(f".{module}", package), name)
         namespace[name] = value
-        publish_top_level(package, {name: value})
         return value
 
     def __dir__() -> list[str]:

@@ -20,6 +20,7 @@ The rest of ``orchestration`` imports these names from here, the package's front
 
 from __future__ import annotations
 
+from ..._public import publish_top_level
 from ._durable import CHECKPOINT_EVERY as CHECKPOINT_EVERY
 from ._durable import INPUTS as INPUTS
 from ._durable import Durable as Durable
@@ -62,3 +63,7 @@ from ._store import default_store_path as default_store_path
 from ._store import this_process as this_process
 
 __all__ = ["Store", "default_store_path"]
+
+# `Store` is `jupyter_sandbox.Store` however the subsystem was first loaded (`orchestration`
+# hands these names on lazily, and the magics reach `open_store` before anyone names `Store`).
+publish_top_level("jupyter_sandbox.orchestration", globals())
