@@ -77,7 +77,8 @@ def runtime() -> Iterator[Any]:
 @pytest.fixture
 def durable_process() -> Iterator[Any]:
     """Fresh durable state (open stores, paused runs' objects) for one test: a kernel
-    restart's view of the store, the process's put back after."""
+    restart's view of the store, the process's put back after. Its ``forget()`` is a restart
+    in the middle of a test (the paused runs' objects gone)."""
     from jupyter_sandbox.orchestration.durable import _durable
 
     previous = _durable.install(_durable.Process())

@@ -28,7 +28,6 @@ from ._durable import DurableFeature as DurableFeature
 from ._durable import Restore as Restore
 from ._durable import Restored as Restored
 from ._durable import changed_inputs as changed_inputs
-from ._durable import forget_held as forget_held
 from ._durable import held as held
 from ._durable import inputs_changed as inputs_changed
 from ._durable import inputs_record as inputs_record
