@@ -21,6 +21,9 @@ from _timing import measure, print_table
 ROWS = {
     "bare python (baseline)": "pass",
     "import IPython": "import IPython",
+    "IPython shell, no extension": (
+        "from IPython.testing.globalipapp import start_ipython\nstart_ipython()"
+    ),  # what %load_ext adds to: the shell's own history already loads sqlite3
     "import jupyter_sandbox": "import jupyter_sandbox",
     "%load_ext jupyter_sandbox": (
         "from IPython.testing.globalipapp import start_ipython\n"

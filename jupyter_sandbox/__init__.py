@@ -16,12 +16,11 @@ back to it until the code works (``%%codemode``).
 
 from __future__ import annotations
 
-from importlib import import_module
 from importlib.metadata import version
 from typing import TYPE_CHECKING
 
 from . import errors, events
-from ._public import TOP_LEVEL, publish
+from ._public import TOP_LEVEL, lazy, publish
 from .errors import (
     CodeModeError,
     ContainerError,
@@ -151,19 +150,8 @@ def unload_ipython_extension(ipython: InteractiveShell) -> None:
     unload(ipython)
 
 
-def __getattr__(name: str) -> object:
-    """An engine's name on first use (PEP 562): ``import jupyter_sandbox`` alone loads neither
-    Monty's driver and store nor the Docker side (`_public.TOP_LEVEL` says which is where)."""
-    for package, names in TOP_LEVEL.items():
-        if name in names:
-            value = getattr(import_module(f".{package}", __name__), name)
-            globals()[name] = value
-            return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
-
+__getattr__, __dir__ = lazy(__name__, globals(), TOP_LEVEL)
+"""An engine's name on first use (PEP 562): ``import jupyter_sandbox`` alone loads neither
+Monty's driver and store nor the Docker side (`_public.TOP_LEVEL` says which is where)."""
 
 publish(__name__, globals(), [name for name in __all__ if name in globals()])

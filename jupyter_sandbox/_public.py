@@ -3,7 +3,8 @@ subpackage each name the top-level package hands on comes from (it imports them 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from importlib import import_module
 
 TOP_LEVEL: dict[str, tuple[str, ...]] = {
     "codemode": (
@@ -58,9 +59,35 @@ def publish(module: str, namespace: Mapping[str, object], names: Iterable[str]) 
 
 
 def publish_top_level(package: str, namespace: Mapping[str, object]) -> None:
-    """Called last in each engine's ``__init__``: its names the top level hands on get
-    ``jupyter_sandbox`` as their home, however they were first imported."""
-    publish("jupyter_sandbox", namespace, TOP_LEVEL[package.rpartition(".")[2]])
+    """Called last in each engine's ``__init__`` (and in a subpackage whose names it hands on
+    lazily, `lazy`): its names the top level hands on get ``jupyter_sandbox`` as their home,
+    however they were first imported."""
+    names = TOP_LEVEL.get(package.rpartition(".")[2], ())
+    publish("jupyter_sandbox", namespace, [name for name in names if name in namespace])
+
+
+def lazy(
+    package: str, namespace: dict[str, object], where: Mapping[str, Iterable[str]]
+) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
+    """A package's ``__getattr__`` and ``__dir__`` (PEP 562) for names imported on first use:
+    ``where`` maps a submodule (relative to ``package``) to the names it gives. A name loaded
+    is kept in ``namespace`` (the next lookup is a plain one); the submodule publishes its
+    own names (`publish_top_level`) when it loads.
+    """
+    homes = {name: module for module, names in where.items() for name in names}
+
+    def __getattr__(name: str) -> object:
+        module = homes.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(import_module(f".{module}", package), name)
+        namespace[name] = value
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted(set(namespace) | set(homes))
+
+    return __getattr__, __dir__
 
 
 def _private(module: str) -> bool:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-from jupyter_sandbox.orchestration import registry
+from jupyter_sandbox.orchestration import ToolRegistry
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -36,14 +36,27 @@ def forget_returned_secrets() -> Iterator[None]:
 
 
 @pytest.fixture
-def shell() -> Iterator[InteractiveShell]:
-    """A real IPython shell with the extension loaded; tools registered by a test are removed."""
+def tool_registry() -> Iterator[ToolRegistry]:
+    """A registry of the test's own for ``@tool`` (a copy of the process's, so tools defined
+    at import stay found), the process's put back after: a tool one test registers is gone
+    for the next, whatever the test did with `registry` meanwhile."""
+    from jupyter_sandbox.orchestration import _registry
+
+    fresh = ToolRegistry(_registry.current())
+    previous = _registry.install(fresh)
+    try:
+        yield fresh
+    finally:
+        _registry.install(previous)
+
+
+@pytest.fixture
+def shell(tool_registry: ToolRegistry) -> InteractiveShell:
+    """A real IPython shell with the extension loaded; the tools its cells register are the
+    test's own (`tool_registry`)."""
     ip = InteractiveShell.instance()
     ip.run_line_magic("load_ext", "jupyter_sandbox")
-    before = set(registry)
-    yield ip
-    for name in set(registry) - before:
-        registry.unregister(name)
+    return ip
 
 
 @pytest.fixture
@@ -64,7 +77,8 @@ def runtime() -> Iterator[Any]:
 @pytest.fixture
 def durable_process() -> Iterator[Any]:
     """Fresh durable state (open stores, paused runs' objects) for one test: a kernel
-    restart's view of the store, the process's put back after."""
+    restart's view of the store, the process's put back after. Its ``forget()`` is a restart
+    in the middle of a test (the paused runs' objects gone)."""
     from jupyter_sandbox.orchestration.durable import _durable
 
     previous = _durable.install(_durable.Process())

@@ -44,7 +44,6 @@ from jupyter_sandbox import (
     tool,
 )
 from jupyter_sandbox.events import RunFinished
-from jupyter_sandbox.orchestration import registry
 from jupyter_sandbox.sandbox import _client
 
 pytestmark = pytest.mark.docker
@@ -254,7 +253,7 @@ def test_a_worker_with_its_own_engine_and_folders_takes_files_and_dirs_and_build
             cluster.docker("own", "rmi", "-f", run.image)
 
 
-def test_a_fan_out_of_16_sandbox_tool_calls_spreads_over_both_workers(cluster):
+def test_a_fan_out_of_16_sandbox_tool_calls_spreads_over_both_workers(cluster, tool_registry):
     """``asyncio.gather`` of 16 calls of a sandbox tool: every answer right, both workers used,
     each call's run record naming the worker that ran it."""
     double = create(
@@ -262,13 +261,9 @@ def test_a_fan_out_of_16_sandbox_tool_calls_spreads_over_both_workers(cluster):
         cluster=cluster.client,
     )  # fmt: skip
     as_tool = tool(double, concurrency=16)
-    try:
-        result = orchestrate(
-            "import asyncio\nawait asyncio.gather(*[double(i) for i in range(16)])",
-            tools=[as_tool],
-        )
-    finally:
-        registry.unregister(as_tool.name)
+    result = orchestrate(
+        "import asyncio\nawait asyncio.gather(*[double(i) for i in range(16)])", tools=[as_tool]
+    )
     assert result.value == [i * 2 for i in range(16)]
     workers = [call.children[0]["worker"] for call in result.trace]
     assert len(workers) == 16

@@ -18,7 +18,7 @@ import pytest
 from jupyter_sandbox import Store, fork_run, orchestrate, resume_run
 from jupyter_sandbox.errors import OrchestrationError, SandboxConfigError, StoreError
 from jupyter_sandbox.orchestration import Tool
-from jupyter_sandbox.orchestration.durable._durable import CHECKPOINT_EVERY, forget_held
+from jupyter_sandbox.orchestration.durable._durable import CHECKPOINT_EVERY
 
 # The tools live in a module of their own so a second process can import the same ones. Each
 # call appends its name to the file $COUNTS; `die` kills its process with SIGKILL when
@@ -334,7 +334,7 @@ def test_resume_run_says_what_is_missing(env):
         resume_run(done.run_id, store=store, tools=tools(mod))
 
 
-def test_an_object_held_across_a_restore_is_named_not_handed_over(env):
+def test_an_object_held_across_a_restore_is_named_not_handed_over(env, durable_process):
     """Not given again, the input the handle came from is named (`test_durable_handles`)."""
     tmp_path, mod = env
 
@@ -348,7 +348,7 @@ def test_an_object_held_across_a_restore_is_named_not_handed_over(env):
     code = "delete('/tmp/d')\nuse(df)"
     listed = [*tools(mod), Tool(use)]
     paused = orchestrate(code, tools=listed, inputs={"df": Frame()}, store=store)
-    forget_held()  # a kernel restart: in the process that paused, the object is bound
+    durable_process.forget()  # a kernel restart: in the process that paused, the object is bound
     with pytest.raises(StoreError, match=r"needs notebook variable `df` \(a .*Frame handle\)"):
         resume_run(paused.run_id, approve=True, store=store, tools=listed)
 

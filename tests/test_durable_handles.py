@@ -7,6 +7,7 @@ what was made again and what was not."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,6 @@ from test_durable_kernels import alive, counted, descendants, the_run, wait_for
 from jupyter_sandbox import Store, fork_run, orchestrate, resume_run
 from jupyter_sandbox.errors import OrchestrationError, StoreError
 from jupyter_sandbox.orchestration import Tool
-from jupyter_sandbox.orchestration.durable._durable import forget_held
 
 
 class Frame:
@@ -61,15 +61,21 @@ def calls() -> Calls:
     return Calls()
 
 
-def paused(code: str, calls: Calls, store: Path, **inputs: Any) -> str:
-    """Run ``code`` durably until its gated call ``ask`` pauses it (a checkpoint); its id. The
-    objects it was given are then forgotten, as a kernel restart does: in the process that
-    paused, an approval gets those objects, whatever is given (`_durable.held`)."""
-    result = orchestrate(code, tools=calls.tools(), inputs=inputs, store=store)
-    assert result.status == "paused", result.error
-    assert result.run_id is not None
-    forget_held()
-    return result.run_id
+@pytest.fixture
+def paused(durable_process: Any) -> Callable[..., str]:
+    """``paused(code, calls, store, **inputs)``: run ``code`` durably until its gated call
+    ``ask`` pauses it (a checkpoint); its id. The objects it was given are then forgotten, as
+    a kernel restart does (`durable_process`): in the process that paused, an approval gets
+    those objects, whatever is given (`_durable.held`)."""
+
+    def run(code: str, calls: Calls, store: Path, **inputs: Any) -> str:
+        result = orchestrate(code, tools=calls.tools(), inputs=inputs, store=store)
+        assert result.status == "paused", result.error
+        assert result.run_id is not None
+        durable_process.forget()
+        return result.run_id
+
+    return run
 
 
 def test_monty_keeps_a_handles_uuid_across_a_dump():
@@ -93,7 +99,7 @@ def test_monty_keeps_a_handles_uuid_across_a_dump():
     assert {p.name for p in proxies} == {"Frame"}
 
 
-def test_an_input_handle_is_bound_again_to_the_object_given_on_resume(tmp_path, calls):
+def test_an_input_handle_is_bound_again_to_the_object_given_on_resume(tmp_path, calls, paused):
     store = tmp_path / "store.sqlite"
     run_id = paused("ask(1)\nuse(df)", calls, store, df=Frame("before"))
     given = Frame("after")
@@ -105,7 +111,7 @@ def test_an_input_handle_is_bound_again_to_the_object_given_on_resume(tmp_path, 
     assert calls.made == {"ask": 1, "use": 1}
 
 
-def test_a_missing_input_is_named_and_the_paused_run_stays_paused(tmp_path, calls):
+def test_a_missing_input_is_named_and_the_paused_run_stays_paused(tmp_path, calls, paused):
     store = tmp_path / "store.sqlite"
     run_id = paused("ask(1)\nuse(df)", calls, store, df=Frame("before"))
     with pytest.raises(StoreError) as raised:
@@ -122,7 +128,7 @@ def test_a_missing_input_is_named_and_the_paused_run_stays_paused(tmp_path, call
     assert calls.made == {"ask": 1, "use": 1}
 
 
-def test_a_failed_run_is_not_taken_up_again_without_its_input(tmp_path, calls):
+def test_a_failed_run_is_not_taken_up_again_without_its_input(tmp_path, calls, paused):
     """Resuming a run that failed after its restore checks its inputs first too: nothing is
     made again, and the run is left as it was, for want of one."""
     store = tmp_path / "store.sqlite"
@@ -136,7 +142,7 @@ def test_a_failed_run_is_not_taken_up_again_without_its_input(tmp_path, calls):
     assert Store(store).run(run_id).status == "error"
 
 
-def test_an_input_of_another_type_is_refused_naming_both_types(tmp_path, calls):
+def test_an_input_of_another_type_is_refused_naming_both_types(tmp_path, calls, paused):
     store = tmp_path / "store.sqlite"
     run_id = paused("ask(1)\nuse(df)", calls, store, df=Frame("before"))
     with pytest.raises(StoreError) as raised:
@@ -149,7 +155,7 @@ def test_an_input_of_another_type_is_refused_naming_both_types(tmp_path, calls):
     assert Store(store).run(run_id).status == "paused"
 
 
-def test_a_handle_inside_a_container_input_is_bound_from_the_same_place(tmp_path, calls):
+def test_a_handle_inside_a_container_input_is_bound_from_the_same_place(tmp_path, calls, paused):
     store = tmp_path / "store.sqlite"
     code = "ask(1)\nuse(frames['b'][1])"
     run_id = paused(code, calls, store, frames={"a": 1, "b": [2, Frame("before")]})
@@ -163,7 +169,7 @@ def test_a_handle_inside_a_container_input_is_bound_from_the_same_place(tmp_path
     assert result.value == "after" and calls.seen == [given]
 
 
-def test_a_handle_a_tool_returned_is_named_by_its_call_and_not_made_again(tmp_path, calls):
+def test_a_handle_a_tool_returned_is_named_by_its_call_and_not_made_again(tmp_path, calls, paused):
     store = tmp_path / "store.sqlite"
     run_id = paused("m = make()\nask(1)\nuse(m)", calls, store)
     with pytest.raises(StoreError) as raised:
@@ -183,7 +189,7 @@ def test_a_handle_a_tool_returned_is_named_by_its_call_and_not_made_again(tmp_pa
     assert calls.made == {"make": 1, "ask": 2, "use": 1}
 
 
-def test_a_class_named_only_in_a_string_does_not_pass_a_lost_handle_on(tmp_path, calls):
+def test_a_class_named_only_in_a_string_does_not_pass_a_lost_handle_on(tmp_path, calls, paused):
     """Only classes the code defines come back as its own stand-ins: the word ``class`` at a
     line's start inside a string defines nothing, so the lost ``Frame`` is still refused."""
     store = tmp_path / "store.sqlite"
@@ -193,7 +199,7 @@ def test_a_class_named_only_in_a_string_does_not_pass_a_lost_handle_on(tmp_path,
     assert calls.made == {"make": 1, "ask": 1}
 
 
-def test_a_run_without_handles_stores_no_names(tmp_path, calls):
+def test_a_run_without_handles_stores_no_names(tmp_path, calls, paused):
     """Plain data crosses as data: nothing to name, and the inputs' record is written once."""
     store = tmp_path / "store.sqlite"
     run_id = paused("ask(1)\nuse(x)", calls, store, x=[1, "a"])
@@ -302,7 +308,9 @@ def test_a_killed_kernel_resumes_with_the_handle_bound_to_the_new_kernels_variab
     assert store.run(run.run_id).status == "ok"
 
 
-def test_the_uuid_names_survive_a_resume_that_checkpoints_again(tmp_path, calls):
+def test_the_uuid_names_survive_a_resume_that_checkpoints_again(
+    tmp_path, calls, paused, durable_process
+):
     """A resumed run that writes a new checkpoint and is restored again still binds its
     input's handle: the names are in the records, not in the checkpoint that is replaced."""
     store = tmp_path / "store.sqlite"
@@ -311,7 +319,7 @@ def test_the_uuid_names_survive_a_resume_that_checkpoints_again(tmp_path, calls)
     middle = {"df": Frame("middle")}
     again = resume_run(run_id, approve=True, store=store, tools=calls.tools(), inputs=middle)
     assert again.status == "paused"  # at ask(2): a new checkpoint
-    forget_held()
+    durable_process.forget()
     given = Frame("after")
     result = resume_run(
         run_id, approve=True, store=store, tools=calls.tools(), inputs={"df": given}
@@ -319,7 +327,7 @@ def test_the_uuid_names_survive_a_resume_that_checkpoints_again(tmp_path, calls)
     assert result.value == "after" and calls.seen == [given]
 
 
-def test_a_handle_the_code_returns_after_a_restore_is_the_object_given(tmp_path, calls):
+def test_a_handle_the_code_returns_after_a_restore_is_the_object_given(tmp_path, calls, paused):
     store = tmp_path / "store.sqlite"
     run_id = paused("ask(1)\n[df, 2]", calls, store, df=Frame("before"))
     given = Frame("after")

@@ -288,18 +288,33 @@ def test_orchestrate_local_keeps_flytes_signature():
     )
 
 
-def test_tool_decorator_registers_and_stays_callable():
+def test_tool_decorator_registers_and_stays_callable(tool_registry):
     @tool
     def triple(x: int) -> int:
         return 3 * x
 
+    assert isinstance(triple, Tool)
+    assert triple(2) == 6
+    assert registry["triple"] is triple is tool_registry["triple"]
+    assert orchestrate("triple(2)").value == 6  # default: every registered tool
+
+
+def test_a_fresh_registry_forgets_the_tools_a_test_registered(tool_registry):
+    """The fixture's registry is a copy: what a test registers never reaches the process's
+    registry, which is back in place after (the next test sees none of it)."""
+    from jupyter_sandbox.orchestration import ToolRegistry, _registry, resolve_tools
+
+    @tool
+    def only_here(x: int) -> int:
+        return x
+
+    assert _registry.current() is tool_registry and orchestrate("only_here(1)").value == 1
+    previous = _registry.install(ToolRegistry())
     try:
-        assert isinstance(triple, Tool)
-        assert triple(2) == 6
-        assert registry["triple"] is triple
-        assert orchestrate("triple(2)").value == 6  # default: every registered tool
+        assert "only_here" not in registry and resolve_tools(None) == {}
     finally:
-        registry.unregister("triple")
+        _registry.install(previous)
+    assert registry["only_here"] is only_here
 
 
 def test_tool_names_must_be_identifiers():

@@ -17,7 +17,7 @@ from jupyter_sandbox import (
     orchestrate,
     tool,
 )
-from jupyter_sandbox.orchestration import build_stubs, registry
+from jupyter_sandbox.orchestration import build_stubs
 from jupyter_sandbox.orchestration._sandbox_tool import SandboxTool
 
 pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("no_leaked_containers")]
@@ -33,12 +33,7 @@ def double():
     )
 
 
-@pytest.fixture(autouse=True)
-def _unregister():
-    before = set(registry)
-    yield
-    for name in set(registry) - before:
-        registry.unregister(name)
+pytestmark = pytest.mark.usefixtures("tool_registry")  # the tools each test registers are its own
 
 
 def test_a_sandbox_tool_has_the_sandbox_signature_in_its_stub(double):

@@ -44,25 +44,7 @@ from .._grammar import (
 )
 from .._grammar import shown as refused_text
 from .._preview import preview
-from ..orchestration import (
-    CallNow,
-    OrchestrationResult,
-    Orchestrator,
-    PausedRun,
-    Store,
-    answered,
-    call_now,
-    fork_run,
-    full_repr,
-    mcp_outcomes,
-    paused_runs,
-    read_whole,
-    resume_run,
-    run_status,
-    sessions,
-    unkept_inputs,
-    unseen,
-)
+from ..orchestration import OrchestrationResult, Orchestrator, answered, full_repr, mcp_outcomes
 from ._cells import naming_cells
 from ._common import (
     CellMagics,
@@ -73,7 +55,9 @@ from ._common import (
     usage_error,
 )
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the durable names are imported where a magic needs them: %load_ext
+    # loads no store, no SQLite (a cell that runs with a store loads them)
+    from ..orchestration import CallNow, PausedRun, Store
     from ._orchestrate import OrchestrateMagics
 
 _ARGUMENTS = 60
@@ -189,6 +173,8 @@ class DurableMagics(CellMagics):
     @no_var_expand
     def orchestrate_sessions(self, line: str) -> None:
         """List this notebook's sessions: name, variables (with their types) and size."""
+        from ..orchestration import sessions
+
         if parse_options(self.orchestrate_sessions, line) is None:
             return
         scope = notebook_scope(self.shell)
@@ -215,6 +201,8 @@ class DurableMagics(CellMagics):
     @no_var_expand
     def orchestrate_reset(self, line: str) -> None:
         """Drop the session NAME of this notebook (here and in the store)."""
+        from ..orchestration import sessions
+
         args = parse_options(self.orchestrate_reset, line)
         if args is None:
             return
@@ -235,6 +223,8 @@ class DurableMagics(CellMagics):
     def orchestrate_pending(self, line: str) -> None:
         """List the paused runs in the store: run id, cell, pending tool and arguments (cut
         to one line; ``--full``: whole, as the call will get them), age."""
+        from ..orchestration import call_now, paused_runs, read_whole
+
         args = parse_options(self.orchestrate_pending, line)
         if args is None:
             return
@@ -354,6 +344,8 @@ class DurableMagics(CellMagics):
     def orchestrate_fork(self, line: str) -> Any:
         """Run a stored run again with call N answered by --value: the calls before it are
         answered from the store, the later ones are made."""
+        from ..orchestration import fork_run, unkept_inputs
+
         args = parse_options(self.orchestrate_fork, line)
         if args is None:
             return None
@@ -384,6 +376,8 @@ class DurableMagics(CellMagics):
         client of the kernel): a message of another shape is asked about no run, and the
         reply names the run only when it is a run id, so it never sends back what it was
         sent (a megabyte string, markup) nor leaves a traceback on the kernel's stderr."""
+        from ..orchestration import run_status
+
         content = opened.get("content") if isinstance(opened, dict) else None
         data = content.get("data") if isinstance(content, dict) else None
         asked = data.get("run_id") if isinstance(data, dict) else None
@@ -399,6 +393,8 @@ class DurableMagics(CellMagics):
     def _continue(
         self, run_id: str, *, approve: bool, reason: str | None, expect: str | None = None
     ) -> Any:
+        from ..orchestration import resume_run, unkept_inputs, unseen
+
         store = self._store("%orchestrate_approve" if approve else "%orchestrate_reject")
         run = _stored(lambda: store.run(run_id))
         if run.status != "paused":  # e.g. interrupted while its approved call ran
@@ -470,6 +466,8 @@ class DurableMagics(CellMagics):
 
     def _given(self, store: Store, run_id: str) -> dict[str, Any]:
         """The notebook variables stored run ``run_id`` needs again (`unkept_inputs`)."""
+        from ..orchestration import unkept_inputs
+
         return unkept_inputs(_stored(lambda: store.run(run_id)), self.shell.user_ns)
 
     def _store(self, magic: str) -> Store:

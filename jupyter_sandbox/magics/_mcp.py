@@ -18,7 +18,6 @@ from ..orchestration import (
     build_stubs,
     orchestrate,
     registry,
-    run_status,
     serve_mcp,
 )
 from ._common import CellMagics, help_option, parse_options
@@ -102,5 +101,7 @@ class MCPMagics(CellMagics):
         return build_stubs(dict(registry), {})
 
     def _status(self, run_id: str) -> str | None:
+        from ..orchestration import run_status
+
         store = self.cells.open_store()
         return None if store is None else run_status(store, run_id)

@@ -6,7 +6,7 @@ import ast
 import hashlib
 import importlib.util
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
@@ -19,17 +19,7 @@ from .. import _otel
 from .._errors import OrchestrationError, SandboxConfigError, StoreError
 from .._events import EventCallback
 from .._scrub import shown_value
-from ..orchestration import (
-    MB,
-    Journals,
-    Keep,
-    Limits,
-    OrchestrationResult,
-    Store,
-    ToolCache,
-    open_store,
-    orchestrate,
-)
+from ..orchestration import MB, Journals, Keep, Limits, OrchestrationResult, ToolCache, orchestrate
 from ._common import (
     CellMagics,
     check_out,
@@ -44,6 +34,9 @@ from ._common import (
     tools_option,
 )
 from ._durable import notebook_scope, show_run
+
+if TYPE_CHECKING:  # the store is imported when a cell first opens one (`open_store`)
+    from ..orchestration import Store
 
 _DEFAULTS = Limits()
 """Where the ``%config`` settings and the options' help read their defaults."""
@@ -297,6 +290,8 @@ class OrchestrateMagics(CellMagics):
     def open_store(self) -> Store | None:
         """The store runs and sessions are kept in (``%config OrchestrateMagics.store``; one
         per path and process); None when that setting is empty."""
+        from ..orchestration import open_store  # the durable subsystem: loaded here, once
+
         path = default.store_or_default(self.store, needed=True)  # a cell is resumable
         if path is None:
             return None

@@ -10,10 +10,10 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._events import EventCallback, Output, ToolCall, ignore
-from .._public import publish_top_level
+from .._public import lazy, publish_top_level
 
 # The front door for the other packages (not public API: not in __all__).
 from ._approval import full_repr as full_repr
@@ -40,25 +40,54 @@ from ._registry import Tools as Tools  # codemode reads it here
 from ._replay import Answers
 from ._result import OrchestrationResult
 from ._result import answered as answered
-from ._runs import begin, driven, fork_run, resume_run, start, wait
+from ._runs import start, wait
 from ._runtime import confinement as confinement
 from ._runtime import tool_loop
 from ._sandbox_tool import bind_inputs as bind_inputs
 from ._stubs import build_stubs
 from ._stubs import stubs as stubs
 from ._values import is_plain as is_plain
-from .durable import KEY_BYTES as KEY_BYTES
-from .durable import CallNow as CallNow
-from .durable import PausedRun as PausedRun
-from .durable import Store, default_store_path, open_store, sessions
-from .durable import call_now as call_now
-from .durable import check_private_file as check_private_file
-from .durable import check_private_folder as check_private_folder
-from .durable import paused_runs as paused_runs
-from .durable import read_whole as read_whole
-from .durable import run_status as run_status
-from .durable import unkept_inputs as unkept_inputs
-from .durable import unseen as unseen
+
+_DURABLE = (
+    "KEY_BYTES",
+    "CallNow",
+    "PausedRun",
+    "Store",
+    "call_now",
+    "check_private_file",
+    "check_private_folder",
+    "default_store_path",
+    "fork_run",
+    "open_store",
+    "paused_runs",
+    "read_whole",
+    "resume_run",
+    "run_status",
+    "sessions",
+    "unkept_inputs",
+    "unseen",
+)
+"""The durable subsystem's names handed on here, imported on first use (`__getattr__`): a
+run without a store, and ``%load_ext``, load neither it nor SQLite."""
+
+if TYPE_CHECKING:  # what __getattr__ imports on first use (_DURABLE)
+    from .durable import KEY_BYTES as KEY_BYTES
+    from .durable import CallNow as CallNow
+    from .durable import PausedRun as PausedRun
+    from .durable import Store as Store
+    from .durable import call_now as call_now
+    from .durable import check_private_file as check_private_file
+    from .durable import check_private_folder as check_private_folder
+    from .durable import default_store_path as default_store_path
+    from .durable import fork_run as fork_run
+    from .durable import open_store as open_store
+    from .durable import paused_runs as paused_runs
+    from .durable import read_whole as read_whole
+    from .durable import resume_run as resume_run
+    from .durable import run_status as run_status
+    from .durable import sessions as sessions
+    from .durable import unkept_inputs as unkept_inputs
+    from .durable import unseen as unseen
 
 __all__ = [
     "MAX_NESTING",
@@ -93,6 +122,8 @@ def _driver(loop: asyncio.AbstractEventLoop, o: RunOptions) -> Driver:
     the same: see `RunOptions`), its async tools on ``loop``."""
     code, tools, inputs = o.code, resolve_tools(o.tools), o.inputs or {}
     journal, resume = o.journal, o.resume
+    if o.store is not None or o.session is not None:  # only then: the durable subsystem
+        from .durable import begin, driven, open_store, sessions
     store = None if o.store is None else open_store(o.store)
     keep = o.keep or Keep()
     if store is not None and o.keep is not None:
@@ -137,9 +168,9 @@ def _driver(loop: asyncio.AbstractEventLoop, o: RunOptions) -> Driver:
         restore=restore,
         approver=o.approver,
     )
-    driver = driven(
-        durable,
-        lambda: Driver(
+
+    def make() -> Driver:
+        return Driver(
             code,
             tools,
             inputs,
@@ -149,8 +180,9 @@ def _driver(loop: asyncio.AbstractEventLoop, o: RunOptions) -> Driver:
             loop=loop,
             features=features,
             keep=keep,
-        ),
-    )
+        )
+
+    driver = make() if durable is None else driven(durable, make)
     driver.result.run_id = None if durable is None else durable.run_id
     driver.result.session = o.session
     return driver
@@ -287,4 +319,5 @@ async def orchestrate_local(
     return result.value
 
 
+__getattr__, __dir__ = lazy(__name__, globals(), {"durable": _DURABLE})
 publish_top_level(__name__, globals())

@@ -16,6 +16,11 @@ Approve sends) is refused when they differ, so what runs is what was shown, what
 happened in between (a handle bound after a restart to a notebook variable that now holds
 something else). A call too big to show whole, or one binding notebook variables after a
 restart (not what the record showed), is approved only with its digest (`needs_digest`).
+
+Why this module is not in ``durable/``: approvals are not durable runs' alone. A run without
+a store gates its calls too, answered inline by ``approver=`` (`Gate` fails such a run
+without one); only pausing needs the store, and `Gate` reaches it through the run
+(``run.checkpoint``), never by import, so a gated run without a store loads no SQLite.
 """
 
 from __future__ import annotations

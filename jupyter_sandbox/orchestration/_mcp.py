@@ -31,8 +31,8 @@ from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from .._errors import SandboxConfigError
+from . import _registry
 from ._json_schema import UNSET, annotation, signature, wrapped_result
-from ._registry import registry
 from ._tool import Approve, Tool
 
 if TYPE_CHECKING:
@@ -289,8 +289,8 @@ class MCPTools(Mapping[str, MCPTool]):
     def close(self) -> None:
         if self.registered:
             for name, tool in self._tools.items():
-                if registry.get(name) is tool:
-                    registry.unregister(name)
+                if _registry.current().get(name) is tool:
+                    _registry.current().unregister(name)
             self.registered = False
         self.connection.close()
 
@@ -377,7 +377,7 @@ def tools_from_mcp(
         )
     if register:
         for tool in tools.values():
-            registry.register(tool)
+            _registry.current().register(tool)
         made.registered = True
     return made
 

@@ -11,14 +11,16 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._events import EventCallback, ToolCall
 from ._keep import Keep
 from ._limits import Limits
 from ._memo import Journal, ToolCache
 from ._registry import Tools
-from .durable import Store
+
+if TYPE_CHECKING:  # named only: the durable subsystem loads when a run has a store
+    from .durable import Store
 
 
 @dataclass(frozen=True, slots=True)

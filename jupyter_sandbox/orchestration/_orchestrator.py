@@ -48,7 +48,8 @@ from ._conforms import conforms
 from ._driver import _CHECKED_STUB, _SCRIPT, Driver, _running, check_apart, parent_loop
 from ._failures import translate
 from ._limits import Limits, megabytes_from_bytes, seconds_from_ms
-from ._registry import Tools, registry, resolve_tools
+from ._registry import Tools, resolve_tools
+from ._registry import current as current_registry
 from ._result import OrchestrationResult
 from ._runs import start, wait
 from ._runtime import current, tool_loop
@@ -651,7 +652,7 @@ def _named_tools(func: Callable[..., Any]) -> dict[str, Tool]:
     )
     found: dict[str, Tool] = {}
     for name in sorted(_free_names(func.__code__)):
-        value = scope.get(name, registry.get(name))
+        value = scope.get(name, current_registry().get(name))
         if isinstance(value, Tool):
             found[name] = resolve_tools({name: value})[name]
     return found

@@ -10,6 +10,7 @@ restored run's snapshot holds it already); the journal is written last.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from .._events import ToolCall
 from ._approval import Gate
@@ -17,7 +18,9 @@ from ._hooks import Feature
 from ._memo import Journal
 from ._replay import Answers, Journaling, Replay
 from ._tool import Tool
-from .durable import Durable, DurableFeature, Restore, Restored, SessionLink
+
+if TYPE_CHECKING:  # a run without a store never loads the durable subsystem (nor sqlite3)
+    from .durable import Durable, Restore, SessionLink
 
 
 def plug(
@@ -43,6 +46,8 @@ def plug(
     if decision or any(tool.approve is not False for tool in tools.values()):
         features.append(Gate(approver, restore, durable=durable is not None))
     if durable is not None:
+        from .durable import DurableFeature, Restored
+
         features.append(DurableFeature(durable) if restore is None else Restored(durable, restore))
     if session is not None:
         features.append(session)

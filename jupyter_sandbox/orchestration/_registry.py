@@ -3,6 +3,11 @@
 `@tool` wraps a function (sync or ``async def``) in a `Tool` and registers it in the
 notebook-wide `registry`, so ``%%orchestrate`` finds it by name. The wrapped function stays
 callable as before: registering a tool never changes how the notebook itself uses it.
+
+The process has one `ToolRegistry`, held like the `Runtime` (`_instances.Default`): the engine
+asks `current()` each time, and `registry` (the public name) forwards to it, so a test that
+`install` s a fresh one (the ``tool_registry`` fixture in tests/conftest.py) leaves no tool
+behind for the next test, with no module global to poke.
 """
 
 from __future__ import annotations
@@ -10,10 +15,21 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, overload
 
+from .._instances import Default
 from ._sandbox_tool import SandboxTool, is_sandbox
 from ._tool import Approve, Tool
 
-__all__ = ["Tool", "ToolRegistry", "Tools", "as_tool", "registry", "resolve_tools", "tool"]
+__all__ = [
+    "Tool",
+    "ToolRegistry",
+    "Tools",
+    "as_tool",
+    "current",
+    "install",
+    "registry",
+    "resolve_tools",
+    "tool",
+]
 
 Tools = Iterable[Callable[..., Any]] | Mapping[str, Callable[..., Any]] | None
 """What ``tools=`` takes: functions and `Tool` s, a name -> function mapping, or None (every
@@ -21,10 +37,11 @@ registered tool)."""
 
 
 class ToolRegistry(Mapping[str, Tool]):
-    """Tools by name. The notebook has one (`registry`); tests and APIs may build their own."""
+    """Tools by name. The notebook has one (`registry`); tests and APIs may build their own,
+    empty or holding ``tools`` (a copy: registering in one never changes the other)."""
 
-    def __init__(self) -> None:
-        self._tools: dict[str, Tool] = {}
+    def __init__(self, tools: Mapping[str, Tool] | None = None) -> None:
+        self._tools: dict[str, Tool] = dict(tools or {})
 
     def register(self, item: Tool) -> Tool:
         """Add or replace a tool: re-running a notebook cell redefines it, as Python would."""
@@ -44,7 +61,39 @@ class ToolRegistry(Mapping[str, Tool]):
         return len(self._tools)
 
 
-registry = ToolRegistry()
+_default: Default[ToolRegistry] = Default(ToolRegistry)
+current = _default.get
+"""The process's registry now (made empty on first use)."""
+install = _default.install
+"""Put a registry in the process's place; returns the one it replaces (tests put it back)."""
+
+
+class _Current(ToolRegistry):
+    """`registry`: whichever registry is `current()`, under the one name users import.
+
+    Forwarding (not rebinding a global) keeps ``from jupyter_sandbox import registry`` taken
+    before a test installs a fresh registry pointing at the fresh one."""
+
+    def __init__(self) -> None:
+        super().__init__()  # holds nothing itself: every method asks current()
+
+    def register(self, item: Tool) -> Tool:
+        return current().register(item)
+
+    def unregister(self, name: str) -> None:
+        current().unregister(name)
+
+    def __getitem__(self, name: str) -> Tool:
+        return current()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(current())
+
+    def __len__(self) -> int:
+        return len(current())
+
+
+registry: ToolRegistry = _Current()
 """The notebook-wide registry that ``@tool`` fills and ``%%orchestrate`` reads."""
 
 
@@ -100,7 +149,7 @@ def tool(
     """
 
     def register(f: Any) -> Tool:
-        return registry.register(as_tool(f, name, concurrency=concurrency, approve=approve))
+        return current().register(as_tool(f, name, concurrency=concurrency, approve=approve))
 
     return register if obj is None else register(obj)
 
@@ -108,7 +157,7 @@ def tool(
 def resolve_tools(tools: Tools) -> dict[str, Tool]:
     """Normalise the ``tools=`` argument: None means every registered tool."""
     if tools is None:
-        return dict(registry)
+        return dict(current())
     if isinstance(tools, Mapping):
         return {n: as_tool(f, n) for n, f in tools.items()}
     resolved = [as_tool(t) for t in tools]

@@ -9,6 +9,8 @@ a restart, paused at a gated call until a person answers, listed and forked. Its
   and the caps that evict old runs (``_caps``);
 - ``_durable``: what a run writes, when, and what a resumed run starts from (`Restore`);
 - ``_paused``: the listing of paused runs and the call an approval will make;
+- ``_resume``: a durable run begun (`begin`), taken up again (`resume_run`) or forked
+  (`fork_run`), run by the runner every run uses (``.._runs``);
 - ``_sessions``: ``--session`` state, kept in memory and in the store (`SessionLink` is the
   run's feature); ``_rebind``: handles bound again after a restore, by name; ``_cbor``: the
   few fields of a Monty dump we edit (limits, the type checker's state).
@@ -18,6 +20,7 @@ The rest of ``orchestration`` imports these names from here, the package's front
 
 from __future__ import annotations
 
+from ..._public import publish_top_level
 from ._durable import CHECKPOINT_EVERY as CHECKPOINT_EVERY
 from ._durable import INPUTS as INPUTS
 from ._durable import Durable as Durable
@@ -25,7 +28,6 @@ from ._durable import DurableFeature as DurableFeature
 from ._durable import Restore as Restore
 from ._durable import Restored as Restored
 from ._durable import changed_inputs as changed_inputs
-from ._durable import forget_held as forget_held
 from ._durable import held as held
 from ._durable import inputs_changed as inputs_changed
 from ._durable import inputs_record as inputs_record
@@ -42,6 +44,10 @@ from ._paused import run_status as run_status
 from ._paused import unseen as unseen
 from ._rebind import defined_classes as defined_classes
 from ._rebind import stored_origins as stored_origins
+from ._resume import begin as begin
+from ._resume import driven as driven
+from ._resume import fork_run as fork_run
+from ._resume import resume_run as resume_run
 from ._sessions import SessionLink as SessionLink
 from ._sessions import sessions as sessions
 from ._sessions import with_limits as with_limits
@@ -56,3 +62,7 @@ from ._store import default_store_path as default_store_path
 from ._store import this_process as this_process
 
 __all__ = ["Store", "default_store_path"]
+
+# `Store` is `jupyter_sandbox.Store` however the subsystem was first loaded (`orchestration`
+# hands these names on lazily, and the magics reach `open_store` before anyone names `Store`).
+publish_top_level("jupyter_sandbox.orchestration", globals())

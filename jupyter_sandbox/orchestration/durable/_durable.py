@@ -167,11 +167,6 @@ def open_store(store: Store | str | os.PathLike[str]) -> Store:
     return current().open_store(store)
 
 
-def forget_held() -> None:
-    """Forget every paused run's objects, as a kernel restart does (tests stand in for one)."""
-    current().forget()
-
-
 class Durable:
     """A run's link to its store: buffers its records, writes them with its checkpoints (or
     on their own once a second), and its end. `record` and `flush` may be called from any
@@ -183,7 +178,7 @@ class Durable:
         self.store = store
         self.run_id = run_id
         self.was = was
-        """The run's status and owner when this process took it up (`_runs`); None: a new
+        """The run's status and owner when this process took it up (`_resume`); None: a new
         run."""
         self._saved = float("-inf")
         """When the last checkpoint was written (monotonic)."""

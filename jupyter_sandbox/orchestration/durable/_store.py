@@ -35,7 +35,7 @@ One SQLite file (standard library), shared by every kernel of the user:
   held is reused; `prune` also gives it back to the file system.
 - **Owners.** A run records the process running it (`_owner.Owner`: pid, start time, boot
   id, PID namespace, and the host), set when it starts and when a process claims it: a run
-  left ``running`` is taken up only once that process is gone (see `_runs`).
+  left ``running`` is taken up only once that process is gone (see `_resume`).
 - **Schema version.** The ``meta`` table holds the schema version; a store from a newer
   release is refused, not guessed at. Version 2 added the runs' owner and the checkpoint's
   waiting call; a version 1 store is migrated when first opened (its checkpoints have no call
