@@ -36,8 +36,11 @@ def forget_returned_secrets() -> Iterator[None]:
 
 
 @pytest.fixture
-def shell() -> Iterator[InteractiveShell]:
-    """A real IPython shell with the extension loaded; tools registered by a test are removed."""
+def shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[InteractiveShell]:
+    """A real IPython shell with the extension loaded; tools registered by a test are removed.
+    Its working directory is the test's own folder, as a notebook's kernel runs in the
+    notebook's: ``%%sandbox`` links File outputs into ``sandbox-outputs/`` there."""
+    monkeypatch.chdir(tmp_path)
     ip = InteractiveShell.instance()
     ip.run_line_magic("load_ext", "jupyter_sandbox")
     before = set(registry)
