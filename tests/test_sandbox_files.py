@@ -10,8 +10,13 @@ in artifacts/screenshots/), and an nbconvert HTML export's download link.
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import stat
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -173,10 +178,17 @@ def test_the_fallbacks_link_relatively_and_a_crafted_path_stays_relative():
 
 # ---- real runs ----------------------------------------------------------------------------
 
-WRITE = """%%sandbox --out report:File --out chart:File --out tree:Dir
+CHART = (
+    "iVBORw0KGgoAAAANSUhEUgAAADAAAAAYCAIAAAAzn+mLAAAALElEQVR42u3OAQkAAAgDsCcxpxGNZQ3BwQIs1XNKhI"
+    "SEhISEhISEhISEfoUWl8gnWxiqodsAAAAASUVORK5CYII="
+)
+"""A real 48x24 PNG (a blue band), so JupyterLab's image viewer has something to draw."""
+WRITE = f"""%%sandbox --out report:File --out chart:File --out tree:Dir
+CHART = "{CHART}"
 import os
 open("/var/outputs/report", "w").write("total: 42\\n")
-open("/var/outputs/chart", "wb").write(b"\\x89PNG\\r\\n\\x1a\\n" + bytes(40))
+import base64
+open("/var/outputs/chart", "wb").write(base64.b64decode(CHART))
 os.makedirs("/var/outputs/tree/sub")
 open("/var/outputs/tree/sub/a.txt", "w").write("a")
 os.symlink("sub/a.txt", "/var/outputs/tree/to-a")"""
@@ -268,23 +280,43 @@ def saved(tmp_path_factory, docker_engine) -> Path:
 
 @pytest.mark.docker
 def test_the_html_export_links_the_file_for_download(saved, browser):
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with _served(
+        saved
+    ) as url:  # as a site serves an export (Chromium downloads nothing from file:)
+        for theme in ("light", "dark"):
+            _check_export(saved, url, theme, browser)
+
+
+@contextmanager
+def _served(folder: Path) -> Iterator[str]:
+    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(folder))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _check_export(saved: Path, url: str, theme: str, browser: Any) -> None:
     from nbconvert import HTMLExporter
 
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    for theme in ("light", "dark"):
-        html, _ = HTMLExporter(theme=theme).from_filename(str(saved / "files.ipynb"))
-        path = saved / f"files-{theme}.html"  # beside the notebook, as nbconvert writes it
-        path.write_text(html)
-        page = browser.new_page(viewport={"width": 1000, "height": 700})
-        page.goto(path.as_uri())
-        link = page.locator("a.jsb-file[download='report.txt']")
-        assert link.count() == 1
-        assert (saved / str(link.get_attribute("href"))).read_text() == "total: 42\n"
-        with page.expect_download() as download:
-            link.click()
-        assert Path(download.value.path()).read_text() == "total: 42\n"
-        page.screenshot(path=SHOTS / f"export-sandbox-files-{theme}.png", full_page=True)
-        page.close()
+    html, _ = HTMLExporter(theme=theme).from_filename(str(saved / "files.ipynb"))
+    path = saved / f"files-{theme}.html"  # beside the notebook, as nbconvert writes it
+    path.write_text(html)
+    page = browser.new_page(viewport={"width": 1000, "height": 700})
+    page.goto(f"{url}/{path.name}")
+    link = page.locator("a.jsb-file[download='report.txt']")
+    assert link.count() == 1
+    assert (saved / str(link.get_attribute("href"))).read_text() == "total: 42\n"
+    with page.expect_download() as download:
+        link.click()
+    assert Path(download.value.path()).read_text() == "total: 42\n"
+    page.screenshot(path=SHOTS / f"export-sandbox-files-{theme}.png", full_page=True)
+    page.close()
 
 
 @pytest.mark.docker
@@ -299,6 +331,12 @@ def test_jupyterlab_opens_the_file_in_a_tab(saved, tmp_home, browser):
         link = page.locator("a.jsb-file", has_text="report.txt")
         link.wait_for(timeout=60_000)
         assert "10 B" in page.locator(".jsb-outputs").inner_text()
+        looks = "(a) => [getComputedStyle(a).textDecorationLine, getComputedStyle(a).color]"
+        underline, colour = link.evaluate(looks)
+        assert underline == "underline"  # it reads as a link, not as the text beside it
+        assert colour != page.locator(".jsb-outputs .jsb-name").first.evaluate(
+            "(n) => getComputedStyle(n).color"
+        )
         for theme, name in (("JupyterLab Light", "light"), ("JupyterLab Dark", "dark")):
             notebook_js(
                 page, "return app.commands.execute('apputils:change-theme', arg);", {"theme": theme}
@@ -312,12 +350,21 @@ def test_jupyterlab_opens_the_file_in_a_tab(saved, tmp_home, browser):
             "() => window.jupyterapp.shell.currentWidget.title.label === 'report.txt'",
             timeout=30_000,
         )
-        assert "total: 42" in page.locator(".jp-FileEditor").inner_text()
+        page.wait_for_selector(".jp-FileEditor .cm-content:has-text('total: 42')", timeout=30_000)
         notebook_js(page, "return app.commands.execute('docmanager:open', {path: 'files.ipynb'});")
         page.locator("a.jsb-file", has_text="chart.png").click()
         page.wait_for_function(
             "() => window.jupyterapp.shell.currentWidget.title.label === 'chart.png'",
             timeout=30_000,
         )
-        page.wait_for_selector(".jp-ImageViewer img", timeout=30_000)
+        page.wait_for_function(
+            "() => { const i = document.querySelector('.jp-ImageViewer img');"
+            " return i && i.complete && i.naturalWidth === 48; }",
+            timeout=30_000,
+        )
+        notebook_js(page, "return app.commands.execute('docmanager:open', {path: 'files.ipynb'});")
+        page.locator("a.jsb-file", has_text="tree").click()  # a Dir: shown in the file browser
+        page.wait_for_selector(
+            ".jp-FileBrowser .jp-DirListing-item:has-text('to-a')", timeout=30_000
+        )
         page.screenshot(path=SHOTS / "lab-sandbox-files-opened.png")
