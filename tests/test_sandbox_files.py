@@ -106,6 +106,7 @@ def test_over_the_limit_it_stays_where_it_is_with_a_one_line_note(made, nb_dir):
     assert "200.0 MB" in note and "100.0 MB" in note and "link_limit" in note and str(big) in note
     assert not isinstance(links["small"], str)  # the next one still fits
     assert not list((nb_dir / FOLDER).rglob("big*"))
+    assert link_outputs(outputs, root=nb_dir, cell=3, limit=0) == {}  # 0: link nothing
 
 
 def test_a_sandbox_outputs_link_is_never_written_through(made, nb_dir, tmp_path):

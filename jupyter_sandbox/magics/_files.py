@@ -12,8 +12,10 @@ checked on the way out (`sandbox._io.extract_outputs`: no ``..``, no special fil
 inside the output) and are checked again here (regular files, folders and links only). A
 folder is new for every run (``mkdtemp``: never a user's file overwritten, two cells writing
 the same name keep both), private (0700) like every folder the package writes, and hard links
-cost no disk when the temp folder is on the same file system (else a copy). Past `LIMIT`
-bytes for one run the file stays where it is and the record says so in one line.
+cost no disk when the temp folder is on the same file system (else a copy). Past
+``SandboxMagics.link_limit`` (`_defaults.LINK_LIMIT`) bytes for one run the file stays where
+it is and the record says so in one line; a limit of 0 links nothing (the records show the temp
+paths, as before).
 """
 
 from __future__ import annotations
@@ -33,9 +35,6 @@ from ..sandbox import Dir, File
 
 FOLDER = "sandbox-outputs"
 """The folder beside the notebook that holds the cells' linked outputs."""
-LIMIT = 100 * 2**20
-"""Bytes of `File`/`Dir` outputs one run links beside the notebook by default
-(``%config SandboxMagics.link_limit``): a notebook folder is often synced or committed."""
 
 
 class _Refused(Exception):
@@ -48,7 +47,7 @@ def link_outputs(
     """Link each `File`/`Dir` of ``outputs`` into a new folder under ``root / FOLDER``, in
     declaration order until ``limit`` bytes: its `FileLink`, or a one-line note why not."""
     paths = {name: value for name, value in outputs.items() if isinstance(value, File | Dir)}
-    if not paths:
+    if not paths or limit <= 0:
         return {}
     done: dict[str, FileLink | str] = {}
     folder: Path | None = None

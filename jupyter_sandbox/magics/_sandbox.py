@@ -36,7 +36,7 @@ from ._common import (
     split_names,
     usage_error,
 )
-from ._files import LIMIT, link_outputs
+from ._files import link_outputs
 
 
 def _declarations(values: list[str] | None, option: str) -> dict[str, str | None]:
@@ -105,7 +105,7 @@ class SandboxMagics(CellMagics):
     ).tag(config=True)
 
     link_limit = Unicode(
-        f"{LIMIT // 2**20}m",
+        default.LINK_LIMIT,
         help="Bytes of File/Dir outputs one run links into sandbox-outputs/ beside the notebook"
         " (e.g. 100m, 1g; 0: none): bigger ones stay in their temp folder, with a note.",
     ).tag(config=True)
