@@ -66,8 +66,7 @@ class FileLink(TypedDict):
     name: str
     size: int
     """Bytes (a `Dir`: of its files)."""
-    kind: str
-    """``file`` or ``dir``."""
+    kind: Literal["file", "dir"]
 
 
 class TypedValue(TypedDict):

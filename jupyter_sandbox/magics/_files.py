@@ -28,7 +28,7 @@ import stat
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ..records import FileLink
 from ..sandbox import Dir, File
@@ -112,7 +112,7 @@ def _extension(path: Path) -> str:
     return ".svg" if svg else ".txt"
 
 
-def _kind(value: File | Dir) -> str:
+def _kind(value: File | Dir) -> Literal["file", "dir"]:
     return "dir" if isinstance(value, Dir) else "file"
 
 
