@@ -11,8 +11,8 @@ identifier the user wrote, never one the container chose), a `Dir`'s entries wer
 checked on the way out (`sandbox._io.extract_outputs`: no ``..``, no special files, links only
 inside the output) and are checked again here (regular files, folders and links only). A
 folder is new for every run (``mkdtemp``: never a user's file overwritten, two cells writing
-the same name keep both), private (0700) like every folder the package writes, and hard links
-cost no disk when the temp folder is on the same file system (else a copy). Past
+the same name keep both), private (0700) like every folder the package writes, and each file
+is a copy of its own (`_copy` says why not a hard link). Past
 ``SandboxMagics.link_limit`` (`_defaults.LINK_LIMIT`) bytes for one run the file stays where
 it is and the record says so in one line; a limit of 0 links nothing (the records show the temp
 paths, as before).
@@ -64,9 +64,9 @@ def link_outputs(
             folder = folder or _new_folder(root, cell)
             target = folder / (name if isinstance(value, Dir) else name + _extension(source))
             if isinstance(value, Dir):
-                shutil.copytree(source, target, symlinks=True, copy_function=_link_or_copy)
+                shutil.copytree(source, target, symlinks=True, copy_function=_copy)
             else:
-                _link_or_copy(source, target)
+                _copy(source, target)
         except (_Refused, OSError) as exc:
             why = str(exc) if isinstance(exc, _Refused) else f"could not be linked ({exc})"
             done[name] = f"{name} {why}: it stays at {source}"
@@ -150,22 +150,36 @@ def _new_folder(root: Path, cell: int) -> Path:
     return Path(tempfile.mkdtemp(prefix=f"cell{cell}-", dir=base))
 
 
-def _link_or_copy(source: str | Path, target: str | Path) -> None:
-    """Hard-link a regular file (no disk spent), or copy it to a new file across file
-    systems; never through a link, never over an existing file."""
+def _copy(source: str | Path, target: str | Path) -> None:
+    """Copy a regular file to a new file, never through a link nor over an existing file.
+
+    A copy, not a hard link: Jupyter's contents API saves an edited file in place, so editing
+    a hard-linked file in JupyterLab would change the run's own `File` (and a ``--cache``
+    entry replaying it). ``copy_file_range`` lets the file system share the blocks where it
+    can (a reflink on btrfs and XFS: no disk spent until one side changes); elsewhere it is a
+    kernel-side copy, and a plain read/write loop where even that is missing.
+    """
     _regular(source)
-    try:
-        os.link(source, target, follow_symlinks=False)
-        return
-    except OSError as exc:
-        if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.EACCES):
-            raise
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     with (
         open(os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as src,
         open(os.open(target, flags, 0o600), "wb") as out,
     ):
+        try:
+            while os.copy_file_range(src.fileno(), out.fileno(), _CHUNK):
+                pass
+            return
+        except OSError as exc:
+            if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL):
+                raise
+        src.seek(0)
+        out.seek(0)
+        out.truncate()
         shutil.copyfileobj(src, out)
+
+
+_CHUNK = 1 << 30
+"""Bytes one ``copy_file_range`` call may copy (it returns 0 at the end of the file)."""
 
 
 def _human(size: int) -> str:
