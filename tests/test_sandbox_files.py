@@ -370,3 +370,45 @@ def test_jupyterlab_opens_the_file_in_a_tab(saved, tmp_home, browser):
             ".jp-FileBrowser .jp-DirListing-item:has-text('to-a')", timeout=30_000
         )
         page.screenshot(path=SHOTS / "lab-sandbox-files-opened.png")
+
+
+@pytest.mark.docker
+@pytest.mark.browser
+def test_live_in_jupyterlab_a_notebook_in_a_folder_opens_its_own_file(tmp_home, browser):
+    """Typed into a live JupyterLab and run there: the kernel runs in the notebook's folder
+    (``work/``), the link opens ``work/sandbox-outputs/...``; a crafted saved row whose path
+    leaves ``sandbox-outputs/`` (an untrusted notebook) opens nothing."""
+    from _jupyterlab import notebook_js, opened, run_all, wait_all_executed, write_notebook
+
+    root = tmp_home / "root"
+    (root / "secret.txt").parent.mkdir(parents=True)
+    (root / "secret.txt").write_text("not for a crafted link")
+    crafted = nbformat.v4.new_code_cell("# saved by someone else")
+    link = {"path": "sandbox-outputs/../../secret.txt", "name": "x.txt", "size": 1, "kind": "file"}
+    row = {"type": "file", "preview": "x", "link": link}
+    forged = {**_record(link), "outputs": {"x": row}, "summary": {"headline": "forged"}}
+    crafted.outputs = [nbformat.v4.new_output("display_data", data={RUN_MIME: forged})]
+    write_notebook(
+        root / "work" / "live.ipynb",
+        [
+            "%load_ext jupyter_sandbox",
+            "%%sandbox --out notes:File\n"
+            "open('/var/outputs/notes', 'w').write('written in the sandbox\\n')",
+            crafted,
+        ],
+    )
+    with opened(browser, root, tmp_home / "home", "work/live.ipynb") as (_lab, page):
+        page.locator("a.jsb-file", has_text="x.txt").click()  # before run-all clears it
+        run_all(page)
+        wait_all_executed(page, timeout_ms=300_000)
+        page.locator("a.jsb-file", has_text="notes.txt").click()
+        page.wait_for_function(
+            "() => window.jupyterapp.shell.currentWidget.title.label === 'notes.txt'",
+            timeout=30_000,
+        )
+        opened_path = notebook_js(page, "return panel.context.path;")
+        assert opened_path.startswith("work/sandbox-outputs/cell2-")
+        assert opened_path.endswith("/notes.txt")
+        assert (root / opened_path).read_text() == "written in the sandbox\n"
+        labels = notebook_js(page, "return [...app.shell.widgets('main')].map(w => w.title.label);")
+        assert "secret.txt" not in labels and "x.txt" not in labels
