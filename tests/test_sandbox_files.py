@@ -173,7 +173,9 @@ def test_the_fallbacks_link_relatively_and_a_crafted_path_stays_relative():
     assert '<a class="jsb-file" href="sandbox-outputs/cell2-ab/report.txt"' in html
     assert 'download="report.txt"' in html and "2.0 KB" in html
     assert "report.txt (2.0 KB) at sandbox-outputs/cell2-ab/report.txt" in text
-    crafted = bundle(_record({**link, "path": "javascript:alert(1)", "name": "<b>x</b>"}))
+    crafted = bundle(
+        _record({**link, "path": "javascript:alert(1)", "name": "<b>x</b>", "size": "big"})
+    )
     assert 'href="javascript%3Aalert%281%29"' in crafted["text/html"]
     assert "<b>x</b>" not in crafted["text/html"]
 

@@ -12,6 +12,7 @@ from jupyter_sandbox.records import (
     Answered,
     BuildRecord,
     CallRecord,
+    FileLink,
     Record,
     RunRecord,
     RunSummary,
@@ -67,12 +68,18 @@ def size_text(size: int) -> str:
     raise AssertionError  # the loop returns at GB
 
 
+def link_size(link: FileLink) -> str:
+    """A linked output's size in words; ``?`` for a saved record's size that is no number."""
+    size = link.get("size")
+    return size_text(size) if isinstance(size, int) else "?"
+
+
 def file_label(value: TypedValue) -> str:
     """An output as a person reads it: a linked file's name, size and path beside the
     notebook, else its preview (and the note saying why it was not linked)."""
     link = value.get("link")
     if link:
-        return f"{link['name']} ({size_text(link['size'])}) at {link['path']}"
+        return f"{link.get('name')} ({link_size(link)}) at {link.get('path')}"
     note = value.get("note")
     return f"{value.get('preview')} ({note})" if note else str(value.get("preview"))
 

@@ -253,10 +253,9 @@ def _value(value: TypedValue) -> str:
     href = escape(quote(str(link.get("path", ""))))
     name = escape(str(link.get("name", "")))
     download = f' download="{name}"' if link.get("kind") == "file" else ""
-    size = escape(fmt.size_text(int(link.get("size", 0))))
     return (
         f'<a class="jsb-file" href="{href}"{download}>{name}</a> '
-        f'<span class="jsb-muted">{size}</span>'
+        f'<span class="jsb-muted">{escape(fmt.link_size(link))}</span>'
     )
 
 
