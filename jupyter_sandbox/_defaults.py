@@ -97,6 +97,10 @@ RETRIES = 0
 """``create(retries=...)``: re-runs of a failed container before its error surfaces."""
 NETWORK: Final = "none"
 """``create(network=...)``: no network for the code unless asked (``"bridge"``)."""
+LINK_LIMIT = "100m"
+"""``%config SandboxMagics.link_limit``: bytes of `File`/`Dir` outputs one ``%%sandbox`` cell
+links into ``sandbox-outputs/`` beside the notebook (a notebook's folder is often synced or
+committed); a bigger one stays in its temp folder, with a one-line note."""
 TOOL_CONCURRENCY = 4
 """``tool(sandbox, concurrency=...)``: containers one sandbox tool runs at once when the code
 fans out."""

@@ -58,11 +58,27 @@ class ToolRow(TypedDict):
     p95: float | None
 
 
+class FileLink(TypedDict):
+    """A `File` or `Dir` output a ``%%sandbox`` cell linked beside the notebook: ``path``
+    relative to the kernel's working directory (the notebook's folder), forward slashes."""
+
+    path: str
+    name: str
+    size: int
+    """Bytes (a `Dir`: of its files)."""
+    kind: Literal["file", "dir"]
+
+
 class TypedValue(TypedDict):
     """A sandbox input or output: its type tag and a short preview (``<hidden>`` for a secret)."""
 
     type: str
     preview: str
+    link: NotRequired[FileLink]
+    """Where the magic linked a `File`/`Dir` output for JupyterLab to open (absent from the
+    Python API's records, and when it was not linked: see ``note``)."""
+    note: NotRequired[str]
+    """Why a `File`/`Dir` output was not linked (too big, ...), in one line."""
 
 
 class CallRecord(TypedDict):
@@ -289,6 +305,7 @@ __all__ = [
     "BuildRecord",
     "CallRecord",
     "DisplayRecord",
+    "FileLink",
     "ForkedFrom",
     "LiveInfo",
     "Record",

@@ -51,9 +51,14 @@ def tool_registry() -> Iterator[ToolRegistry]:
 
 
 @pytest.fixture
-def shell(tool_registry: ToolRegistry) -> InteractiveShell:
+def shell(
+    tool_registry: ToolRegistry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> InteractiveShell:
     """A real IPython shell with the extension loaded; the tools its cells register are the
-    test's own (`tool_registry`)."""
+    test's own (`tool_registry`). Its working directory is the test's own folder, as a
+    notebook's kernel runs in the notebook's: ``%%sandbox`` links File outputs into
+    ``sandbox-outputs/`` there."""
+    monkeypatch.chdir(tmp_path)
     ip = InteractiveShell.instance()
     ip.run_line_magic("load_ext", "jupyter_sandbox")
     return ip

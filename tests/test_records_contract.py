@@ -37,6 +37,7 @@ INTERFACES = {
     "IAnswered": records.Answered,
     "ITraceRecord": records.TraceRecord,
     "IBuildRecord": records.BuildRecord,
+    "IFileLink": records.FileLink,
     "ITypedValue": records.TypedValue,
     "IRunRecord": records.RunRecord,
     "ITraceSummary": records.TraceSummary,

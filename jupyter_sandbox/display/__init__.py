@@ -15,6 +15,7 @@ from __future__ import annotations
 from jupyter_sandbox.records import RUN_MIME, TRACE_MIME
 
 from ._codemode import CodeModeView
+from ._format import size_text
 from ._mime import bundle
 from ._rich import display_bundle, show_displays
 from ._views import OrchestrateView, SandboxView, shown_pause
@@ -29,4 +30,5 @@ __all__ = [
     "display_bundle",
     "show_displays",
     "shown_pause",
+    "size_text",
 ]

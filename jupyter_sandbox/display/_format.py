@@ -12,12 +12,14 @@ from jupyter_sandbox.records import (
     Answered,
     BuildRecord,
     CallRecord,
+    FileLink,
     Record,
     RunRecord,
     RunSummary,
     ToolRow,
     TraceRecord,
     TraceSummary,
+    TypedValue,
 )
 
 MAX_ROWS = 40
@@ -53,6 +55,33 @@ def seconds(value: float | None) -> str:
         return f"{value:.2f} s"
     minutes, rest = divmod(value, 60)
     return f"{minutes:.0f}m{rest:02.0f}s"
+
+
+def size_text(size: int) -> str:
+    """Bytes people read at a glance: ``512 B``, ``12.3 KB``, ``4.0 MB``, ``1.2 GB`` (powers
+    of 1024, as JupyterLab's file browser counts them; ``sizeText`` in format.ts)."""
+    value = float(size)
+    for unit in ("B", "KB", "MB", "GB"):
+        if value < 1024 or unit == "GB":
+            return f"{size} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError  # the loop returns at GB
+
+
+def link_size(link: FileLink) -> str:
+    """A linked output's size in words; ``?`` for a saved record's size that is no number."""
+    size = link.get("size")
+    return size_text(size) if isinstance(size, int) else "?"
+
+
+def file_label(value: TypedValue) -> str:
+    """An output as a person reads it: a linked file's name, size and path beside the
+    notebook, else its preview (and the note saying why it was not linked)."""
+    link = value.get("link")
+    if link:
+        return f"{link.get('name')} ({link_size(link)}) at {link.get('path')}"
+    note = value.get("note")
+    return f"{value.get('preview')} ({note})" if note else str(value.get("preview"))
 
 
 def plain(text: str) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from html import escape
 from typing import cast
+from urllib.parse import quote
 
 from jupyter_sandbox.records import (
     BuildRecord,
@@ -21,6 +22,7 @@ from jupyter_sandbox.records import (
     ToolRow,
     TraceRecord,
     TraceSummary,
+    TypedValue,
 )
 
 from . import _format as fmt
@@ -230,7 +232,7 @@ def _sandbox(record: RunRecord) -> str:
         if values:
             rows = "".join(
                 f"<tr><td>{escape(name)}</td><td>{escape(str(v.get('type')))}</td>"
-                f"<td><code>{escape(str(v.get('preview')))}</code></td></tr>"
+                f"<td>{_value(v)}</td></tr>"
                 for name, v in values.items()
             )
             parts.append(f'<div>{label}</div><table class="jsb-{label}">{rows}</table>')
@@ -240,6 +242,21 @@ def _sandbox(record: RunRecord) -> str:
     if build and build.get("error"):
         parts.append(log)  # collapsed below the one-line error: the log once, when wanted
     return "".join(parts)  # no stdout/stderr: the cell's stream outputs show them, once
+
+
+def _value(value: TypedValue) -> str:
+    """An input's or output's preview; a linked `File` as a relative link that downloads it
+    (an export beside the notebook's ``sandbox-outputs`` folder), a `Dir` as a plain link."""
+    link = value.get("link")
+    if not link:
+        return f"<code>{escape(fmt.file_label(value))}</code>"
+    href = escape(quote(str(link.get("path", ""))))
+    name = escape(str(link.get("name", "")))
+    download = f' download="{name}"' if link.get("kind") == "file" else ""
+    return (
+        f'<a class="jsb-file" href="{href}"{download}>{name}</a> '
+        f'<span class="jsb-muted">{escape(fmt.link_size(link))}</span>'
+    )
 
 
 def _build(build: BuildRecord, line: str) -> str:

@@ -100,7 +100,7 @@ def _sandbox(record: RunRecord) -> str:
         ("outputs", record.get("outputs", {})),
     ):
         for name, value in values.items():
-            lines.append(f"{label[:-1]} {name}: {value.get('type')} = {value.get('preview')}")
+            lines.append(f"{label[:-1]} {name}: {value.get('type')} = {fmt.file_label(value)}")
     error = summary["error"]
     if error:
         lines.append(f"error: {fmt.plain(error)}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any, ClassVar, get_args
 
 from IPython.core.error import UsageError
@@ -13,6 +14,7 @@ from traitlets import Float, List, TraitError, Unicode, observe, validate
 from .. import _defaults as default
 from .._errors import ContainerError, NonZeroExit, SandboxConfigError
 from ..orchestration import bind_inputs
+from ..records import RunRecord
 from ..sandbox import (
     Isolation,
     Resources,
@@ -23,6 +25,7 @@ from ..sandbox import (
     create,
     engine_choice,
     isolation_level,
+    parse_size,
 )
 from ._common import (
     CellMagics,
@@ -33,6 +36,7 @@ from ._common import (
     split_names,
     usage_error,
 )
+from ._files import link_outputs
 
 
 def _declarations(values: list[str] | None, option: str) -> dict[str, str | None]:
@@ -99,6 +103,20 @@ class SandboxMagics(CellMagics):
         help="Container engine of every run: docker, podman (rootless Podman's Docker API) or"
         " auto (Docker, else Podman) (default: $JUPYTER_SANDBOX_ENGINE or auto).",
     ).tag(config=True)
+
+    link_limit = Unicode(
+        default.LINK_LIMIT,
+        help="Bytes of File/Dir outputs one run links into sandbox-outputs/ beside the notebook"
+        " (e.g. 100m, 1g; 0: none): bigger ones stay in their temp folder, with a note.",
+    ).tag(config=True)
+
+    @validate("link_limit")
+    def _link_limit_checked(self, proposal: Any) -> str:
+        try:
+            parse_size(proposal["value"])
+        except SandboxConfigError as exc:
+            raise TraitError(str(exc)) from None
+        return str(proposal["value"])
 
     allow_net = List(
         Unicode(),
@@ -279,13 +297,18 @@ class SandboxMagics(CellMagics):
             if args.allow_net is not None and exc.parameter == "network":
                 raise usage_error(exc, {"network": "--allow-net"}) from None
             raise self.usage_error(exc) from None
+        limit = parse_size(self.link_limit)
         if args.name:
-            shell.user_ns[args.name] = ShownSandbox(sandbox, quiet=args.quiet)
-        shell.user_ns.update(run_shown(sandbox, values, quiet=args.quiet).outputs)
+            shell.user_ns[args.name] = ShownSandbox(sandbox, quiet=args.quiet, link_limit=limit)
+        run = run_shown(sandbox, values, quiet=args.quiet, link_limit=limit)
+        shell.user_ns.update(run.outputs)
 
 
-def run_shown(sandbox: Sandbox, values: dict[str, Any], *, quiet: bool) -> SandboxRun:
-    """One run with its live view and final record in the current cell."""
+def run_shown(
+    sandbox: Sandbox, values: dict[str, Any], *, quiet: bool, link_limit: int
+) -> SandboxRun:
+    """One run with its live view and final record in the current cell; its `File`/`Dir`
+    outputs linked beside the notebook (`_files`) for the record to link to."""
     try:
         sandbox.check(values)  # bad input: one line, before any progress is shown
     except SandboxConfigError as exc:
@@ -301,9 +324,27 @@ def run_shown(sandbox: Sandbox, values: dict[str, Any], *, quiet: bool) -> Sandb
         if isinstance(exc, NonZeroExit) and exc.stderr_tail:
             exc.streamed = True  # the cell shows its stderr: show_error says the rest once
         raise
-    view.finish(run.to_record())
+    record = run.to_record()
+    _link_files(record, run.outputs, link_limit)
+    view.finish(record)
     show_displays(run.displays)  # figures, tables, the last value: after the record, as Out[n]
     return run
+
+
+def _link_files(record: RunRecord, outputs: dict[str, Any], limit: int) -> None:
+    """Link the run's `File`/`Dir` outputs into ``sandbox-outputs/`` of the kernel's working
+    directory (the notebook's folder in JupyterLab); each record row gets its link or note."""
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    cell = int(shell.execution_count) - 1 if shell is not None else 0  # counted before it runs
+    for name, linked in link_outputs(outputs, root=Path.cwd(), cell=cell, limit=limit).items():
+        row = record["outputs"][name]
+        if isinstance(linked, str):
+            row["note"] = linked
+        else:
+            row["link"] = linked
+            row["preview"] = linked["path"]  # older renderers: the path a person can find
 
 
 class ShownSandbox:
@@ -311,9 +352,10 @@ class ShownSandbox:
     all work), except that calling it in a later cell shows the run there like the magic
     did: live output, then the record."""
 
-    def __init__(self, sandbox: Sandbox, *, quiet: bool) -> None:
+    def __init__(self, sandbox: Sandbox, *, quiet: bool, link_limit: int) -> None:
         self._sandbox = sandbox
         self._quiet = quiet
+        self._link_limit = link_limit
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._sandbox, name)
@@ -325,7 +367,9 @@ class ShownSandbox:
             inputs = bind_inputs(self._sandbox.name, list(self._sandbox.inputs), args, kwargs)
         except TypeError as exc:
             raise UsageError(str(exc)) from None
-        return run_shown(self._sandbox, inputs, quiet=self._quiet).value
+        return run_shown(
+            self._sandbox, inputs, quiet=self._quiet, link_limit=self._link_limit
+        ).value
 
     def __repr__(self) -> str:
         return repr(self._sandbox)

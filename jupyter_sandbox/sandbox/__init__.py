@@ -42,6 +42,7 @@ from ._manage import reap_folders as reap_folders
 from ._record import SandboxRun
 from ._sandbox import DEFAULT_TIMEOUT, Sandbox, create
 from ._spec import ImageSpec, Resources
+from ._spec import parse_size as parse_size
 from ._types import Dir, File
 
 MIME_TYPE = RUN_MIME

@@ -20,6 +20,18 @@ export function seconds(value: number | null | undefined): string {
   return `${minutes}m${String(Math.round(value - minutes * 60)).padStart(2, '0')}s`;
 }
 
+/** Bytes people read at a glance, as `size_text` in jupyter_sandbox/display/_format.py. */
+export function sizeText(size: number): string {
+  let value = size;
+  for (const unit of ['B', 'KB', 'MB', 'GB']) {
+    if (value < 1024 || unit === 'GB') {
+      return unit === 'B' ? `${size} B` : `${value.toFixed(1)} ${unit}`;
+    }
+    value /= 1024;
+  }
+  return `${size} B`;
+}
+
 /** Create an element with a class and optional text: keeps the renderers declarative. */
 export function el<K extends keyof HTMLElementTagNameMap>(
   tag: K,

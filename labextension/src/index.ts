@@ -9,6 +9,7 @@ import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application'
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 
 import answerPausedRuns from './answer';
+import fileLinks from './files';
 import cellLinks from './goto';
 import codemodeInsert from './insert';
 
@@ -57,4 +58,4 @@ const plugin: JupyterFrontEndPlugin<void> = {
   }
 };
 
-export default [plugin, codemodeInsert, answerPausedRuns, cellLinks];
+export default [plugin, codemodeInsert, answerPausedRuns, cellLinks, fileLinks];

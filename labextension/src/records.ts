@@ -153,9 +153,22 @@ export interface IBuildRecord {
   line?: string;
 }
 
+/** A `File`/`Dir` output the magic linked beside the notebook (`FileLink` in records.py). */
+export interface IFileLink {
+  /** Relative to the notebook's folder, under `sandbox-outputs/`. */
+  path: string;
+  name: string;
+  size: number;
+  kind: 'file' | 'dir';
+}
+
 export interface ITypedValue {
   type: string;
   preview: string;
+  /** Where the magic linked a `File`/`Dir` output (absent from the Python API's records). */
+  link?: IFileLink;
+  /** Why a `File`/`Dir` output was not linked, in one line. */
+  note?: string;
 }
 
 export interface IRunRecord {

@@ -4,7 +4,7 @@
  * failure), typed inputs and outputs. The container's stdout/stderr are the cell's streams.
  */
 
-import { details, el, plain, seconds } from './format';
+import { details, el, plain, seconds, sizeText } from './format';
 import { IBuildRecord, IRunRecord, IRunSummary, ITypedValue } from './records';
 
 /** Docker's step count (`m` of `Step n/m`); records from before it was kept: the steps reached. */
@@ -108,8 +108,29 @@ function valuesTable(values: Record<string, ITypedValue>, className: string): HT
     const tr = el('tr');
     tr.appendChild(el('td', 'jsb-name', name));
     tr.appendChild(el('td', 'jsb-type', value.type));
-    tr.appendChild(el('td', 'jsb-preview')).appendChild(el('code', '', value.preview));
+    tr.appendChild(valueCell(value));
     table.appendChild(tr);
   }
   return table;
+}
+
+/** A value's preview; a linked `File`/`Dir` as its name (a link files.ts follows) and size,
+ * or the preview and the one-line note saying why it was not linked. */
+function valueCell(value: ITypedValue): HTMLElement {
+  const cell = el('td', 'jsb-preview');
+  const link = value.link;
+  if (!link) {
+    cell.appendChild(el('code', '', value.preview));
+    if (value.note) {
+      cell.appendChild(el('div', 'jsb-muted', value.note));
+    }
+    return cell;
+  }
+  const anchor = cell.appendChild(el('a', 'jsb-file', String(link.name)));
+  anchor.dataset.jsbPath = String(link.path);
+  anchor.dataset.jsbKind = link.kind === 'dir' ? 'dir' : 'file';
+  anchor.tabIndex = 0;
+  anchor.title = `open ${link.path}`;
+  cell.appendChild(el('span', 'jsb-muted', ` ${sizeText(Number(link.size) || 0)}`));
+  return cell;
 }
