@@ -177,8 +177,9 @@ def test_durable_notebook(tmp_path):
     assert cells["check-not-yet"]["result"] == "['draft-1.tmp', 'draft-2.tmp', 'notes.txt']"
 
     assert cells["check-pending"]["execution_count"] == 2  # a new kernel: setup, then this
-    assert run_id in cells["check-pending"]["stdout"]
-    assert "delete_files(['draft-1.tmp', 'draft-2.tmp'])" in cells["check-pending"]["stdout"]
+    listing = cells["check-pending"]["text/plain"]  # in a kernel: text, and HTML with links
+    assert run_id in listing
+    assert "delete_files(['draft-1.tmp', 'draft-2.tmp'])" in listing
     assert cells["check-session-after-restart"]["result"] == "['draft-1.tmp', 'draft-2.tmp']"
     approved = cells["check-approved"]
     assert approved["stdout"] == "removed 2 files\n"  # not "looked at": that ran before the gate
