@@ -92,7 +92,7 @@ def _waiting(sandbox: Any) -> int:
     """Spares waiting for ``sandbox``'s runs (its timeout and level are its own)."""
     return sum(
         len(slots)
-        for (_, limits), slots in list(_pool._spares.items())
+        for (_, limits), slots in list(_pool.current().spares.items())
         if limits.timeout == sandbox.timeout and limits.isolation == sandbox.isolation
     )
 
@@ -345,14 +345,15 @@ def profile(rounds: int, level: Isolation) -> None:
     wrap(_run, "_stage", None, "staged")
     wrap(_attach.Attached, "send", None, "sent")
     wrap(_run, "_wait", None, "waited")
-    remove = _pool.remove
+    pool = _pool.current()  # its removals off the run's path call its own `remove`
+    remove = pool.remove
 
     def timed_remove(slot: object) -> None:
         start = time.perf_counter()
         remove(slot)  # type: ignore[arg-type]
         removals.append(time.perf_counter() - start)
 
-    _pool.remove = timed_remove  # type: ignore[assignment]
+    pool.remove = timed_remove  # type: ignore[method-assign]
     code = "import time\na = time.time()\nprint(42)\nb = time.time()\nprint(a, b)"
     sandbox = create("profile", code=code, isolation=level)
     steps: dict[str, list[float]] = {}

@@ -93,6 +93,24 @@ def durable_process() -> Iterator[Any]:
         _durable.install(previous)
 
 
+@pytest.fixture
+def sandbox_pool() -> Iterator[Any]:
+    """A fresh container `Pool` (spares, demand, live containers) for one test: one that
+    shrinks its bound (``max_spares``) or counts its spares sees no other test's. The fresh
+    pool is closed after (its containers removed) and the process's put back, settled."""
+    from jupyter_sandbox.sandbox import _pool
+
+    fresh = _pool.Pool()
+    previous = _pool.install(fresh)
+    previous.settle()  # the test starts with no spare of another pool waiting beside its own
+    try:
+        yield fresh
+    finally:
+        _pool.install(previous)
+        fresh.close()
+        previous.settle()
+
+
 @pytest.fixture(scope="session")
 def docker_engine() -> object:
     """The Docker client. No engine is a failure, not a skip: the README's test command starts

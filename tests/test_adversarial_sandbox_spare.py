@@ -48,7 +48,7 @@ def _waiting_spares(engine) -> list[str]:
     the count came out 1 or 2 with the machine's load. The attacks below take them all."""
     _pool.quiesce()
     found = _spares(engine)
-    pooled = {slot.container.id for slots in _pool._spares.values() for slot in slots}
+    pooled = {slot.container.id for slots in _pool.current().spares.values() for slot in slots}
     assert found and set(found) == pooled, f"expected the pool's spares {pooled}, found {found}"
     return found
 
@@ -141,7 +141,7 @@ def test_a_spare_whose_attach_stream_broke_is_never_used(how, no_leaked_containe
     for sandbox, expected in ((command, "42"), (auto, None)):
         run = sandbox.execute({"x": 1})
         _waiting_spares(engine)
-        for slots in list(_pool._spares.values()):
+        for slots in list(_pool.current().spares.values()):
             for slot in slots:
                 if how == "closed":
                     slot.attached.close()

@@ -219,7 +219,7 @@ def test_a_spare_nobody_takes_is_removed_when_its_wait_is_over(docker_engine, mo
     monkeypatch.setattr(_pool, "_IDLE", 3.0)  # the README's 5 min, shortened for the test
     row = spare_after_a_run(docker_engine)
     wait_until(lambda: not containers_of(docker_engine, os.getpid()), "the idle spare went")
-    assert not _pool._spares
+    assert not _pool.current().spares
     with pytest.raises(docker.errors.NotFound):
         docker_engine.api.inspect_container(row["Id"])
 

@@ -69,7 +69,7 @@ def test_create_the_pool_and_the_agent_read_theirs_here() -> None:
         default.NETWORK,
     )
     assert _sandbox.DEFAULT_TIMEOUT == default.SANDBOX_TIMEOUT
-    assert (_pool._IDLE, _pool._MAX_SPARES) == (default.SPARE_IDLE, default.MAX_SPARES)
+    assert (_pool._IDLE, _pool.Pool().max_spares) == (default.SPARE_IDLE, default.MAX_SPARES)
     assert _sandbox_tool.DEFAULT_CONCURRENCY == default.TOOL_CONCURRENCY
     agent = inspect.signature(CodeModeAgent).parameters
     assert agent["max_attempts"].default == default.MAX_ATTEMPTS

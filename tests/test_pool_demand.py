@@ -34,7 +34,7 @@ def _created(engine: Any, since: float, until: float) -> int:
 
 def _spares() -> int:
     _pool.quiesce()
-    (slots,) = _pool._spares.values()
+    (slots,) = _pool.current().spares.values()
     return len(slots)
 
 
@@ -85,13 +85,13 @@ def test_a_loop_on_a_loaded_host_is_still_a_row(docker_engine, monkeypatch):
     assert _spares() == 3
 
 
-def test_a_fan_out_filling_the_pool_leaves_the_other_sandbox_its_spare(monkeypatch):
+def test_a_fan_out_filling_the_pool_leaves_the_other_sandbox_its_spare(sandbox_pool):
     """A full pool makes room by taking a spare of the sandbox that has the most, not the
     oldest spare: that was the other sandbox's only one, so every run of it after a fan-out
     was a cold start (bench_isolation's warm rows came out as slow as a ``docker run``)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    monkeypatch.setattr(_pool, "_MAX_SPARES", 3)
+    sandbox_pool.max_spares = 3
     cell = create("cell", code="y = x + 1", inputs={"x": int}, outputs={"y": int}, timeout=61)
     wide = create("wide", code="y = x * 2", inputs={"x": int}, outputs={"y": int}, timeout=63)
     _pool.settle()
@@ -100,5 +100,5 @@ def test_a_fan_out_filling_the_pool_leaves_the_other_sandbox_its_spare(monkeypat
     with ThreadPoolExecutor(3) as threads:  # three runs at once: `wide` wants 3 spares
         assert list(threads.map(lambda i: wide.run(x=i), range(3))) == [0, 2, 4]
     _pool.quiesce()
-    spares = {key[1].timeout: len(slots) for key, slots in _pool._spares.items()}
+    spares = {key[1].timeout: len(slots) for key, slots in _pool.current().spares.items()}
     assert spares == {61: 1, 63: 2}

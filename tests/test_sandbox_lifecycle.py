@@ -152,17 +152,17 @@ def test_cancel_event_stops_a_run(docker_engine, isolation):
     assert info.value.record["status"] == "error"
 
 
-def test_a_spare_waits_per_image_and_limits_and_their_number_is_bounded(docker_engine, monkeypatch):
-    from jupyter_sandbox.sandbox import _pool
-
-    monkeypatch.setattr(_pool, "_MAX_SPARES", 3)  # the bound, smaller: fewer containers to start
-    for seconds in range(100, 100 + _pool._MAX_SPARES + 2):  # a different limit each time
+def test_a_spare_waits_per_image_and_limits_and_their_number_is_bounded(
+    docker_engine, sandbox_pool
+):
+    sandbox_pool.max_spares = 3  # the bound, smaller: fewer containers to start
+    for seconds in range(100, 100 + sandbox_pool.max_spares + 2):  # a different limit each time
         create("spare", code="", timeout=seconds).run()
-    _pool.quiesce()
-    assert len(_pool._spares) == _pool._MAX_SPARES
-    assert all(len(slots) == 1 for slots in _pool._spares.values())  # one each: no fan-out
+    sandbox_pool.quiesce()
+    assert len(sandbox_pool.spares) == sandbox_pool.max_spares
+    assert all(len(slots) == 1 for slots in sandbox_pool.spares.values())  # one each: no fan-out
     running = _containers_of(docker_engine, os.getpid())
-    spares = {s.container.id for slots in _pool._spares.values() for s in slots}
+    spares = {s.container.id for slots in sandbox_pool.spares.values() for s in slots}
     assert spares == {c.id for c in running}
 
 
@@ -201,7 +201,7 @@ def _started_spare(docker_engine):
     from jupyter_sandbox.sandbox._spec import Resources
 
     limits = _pool.ContainerSetup(5.0, Resources())
-    slot = _pool._create(docker_engine, DEFAULT_BASE_IMAGE, limits, None)
+    slot = _pool.current()._create(docker_engine, DEFAULT_BASE_IMAGE, limits, None)
     slot.container.start()
     return slot
 
@@ -222,7 +222,7 @@ def test_removal_racing_the_engines_own_leaves_nothing(docker_engine, monkeypatc
     with pytest.raises(docker.errors.NotFound):
         docker_engine.containers.get(slot.container.id)
     assert not slot.work.exists()
-    assert slot.container.id not in _pool._live
+    assert slot.container.id not in _pool.current().live
 
 
 def test_removal_finishes_the_job_when_the_engines_own_never_comes(docker_engine, monkeypatch):

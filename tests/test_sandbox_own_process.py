@@ -280,7 +280,7 @@ def test_an_on_event_that_raises_ends_a_cold_run_at_once_not_at_the_programs_end
 
     def on_event(event: object) -> None:
         if isinstance(event, Output):
-            running.extend(cid for cid, slot in _pool._live.items() if slot.own)
+            running.extend(cid for cid, slot in _pool.current().live.items() if slot.own)
             raise _Broken("the view broke")
 
     code = "import time\nprint('hi', flush=True)\ntime.sleep(30)\ny = 1"

@@ -60,7 +60,7 @@ def test_a_warm_run_takes_no_exec_and_its_outputs_come_on_its_stream(docker_engi
     results, warm = [], []
     for x in (1, 2):
         _pool.quiesce()  # the spare started after the previous run is up
-        warm += [slot.container.id for slots in _pool._spares.values() for slot in slots]
+        warm += [slot.container.id for slots in _pool.current().spares.values() for slot in slots]
         results.append(sandbox.run(x=x))
     assert results == [2, 4]
     assert len(warm) == 2
@@ -193,7 +193,7 @@ def test_spares_follow_demand_and_still_expire(docker_engine, monkeypatch):
     assert orchestrate(code, tools=[double]).value == [0, 2, 4, 6]
     _pool.quiesce()
     assert len(_ours(docker_engine)) == 4
-    (slots,) = _pool._spares.values()
+    (slots,) = _pool.current().spares.values()
     assert len(slots) == 4
 
     _pool.settle()
@@ -208,7 +208,7 @@ def test_spares_follow_demand_and_still_expire(docker_engine, monkeypatch):
     while _ours(docker_engine) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not _ours(docker_engine)
-    assert not _pool._spares
+    assert not _pool.current().spares
 
 
 def test_in_thread_runs_each_call_on_a_thread_of_its_own():

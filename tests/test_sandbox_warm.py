@@ -36,7 +36,7 @@ def _cold_then_warm(sandbox: Any, inputs: dict[str, Any] | None = None) -> tuple
     _pool.settle()
     cold = _run(sandbox, inputs)
     _pool.quiesce()
-    assert _pool._spares, "no spare waited for the warm run"
+    assert _pool.current().spares, "no spare waited for the warm run"
     return cold, _run(sandbox, inputs)
 
 
@@ -109,12 +109,12 @@ def test_each_warm_container_runs_one_program_and_is_gone():
     hosts = []
     for _ in range(3):
         _pool.quiesce()
-        (spare,) = [slot for slots in _pool._spares.values() for slot in slots]
+        (spare,) = [slot for slots in _pool.current().spares.values() for slot in slots]
         hosts.append(sandbox.execute({}).stdout.strip())
         assert spare.container.id.startswith(hosts[-1])
     assert len(set(hosts)) == 3
     _pool.quiesce()
-    live = {cid[:12] for cid in _pool._live}
+    live = {cid[:12] for cid in _pool.current().live}
     assert not live & set(hosts)
 
 
@@ -135,7 +135,7 @@ def test_the_first_run_after_a_build_takes_the_spare_started_after_it(docker_eng
         docker_engine.images.remove(run.image, force=True)
 
 
-def test_an_image_without_python3_runs_cold_and_keeps_no_spare(docker_engine):
+def test_an_image_without_python3_runs_cold_and_keeps_no_spare(docker_engine, sandbox_pool):
     """Its spare's waiter cannot start: the pool stops starting spares of it (each would
     cost a container start for nothing), and its runs, cold, are right."""
     import io
@@ -151,9 +151,8 @@ def test_an_image_without_python3_runs_cold_and_keeps_no_spare(docker_engine):
         for _ in range(3):
             assert sandbox.execute({}).stdout == "7\n"
             _pool.quiesce()
-        assert tag in _pool._no_waiter
-        assert not [key for key in _pool._spares if key[0] == tag]
+        assert tag in sandbox_pool.no_waiter  # a fresh pool's: no other test's runs go cold
+        assert not [key for key in sandbox_pool.spares if key[0] == tag]
     finally:
-        _pool.settle()
-        _pool._no_waiter.discard(tag)
+        sandbox_pool.settle()
         docker_engine.images.remove(tag, force=True)

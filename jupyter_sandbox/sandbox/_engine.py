@@ -43,7 +43,7 @@ Choice = Literal["auto", "docker", "podman"]
 ENGINE_ENV = "JUPYTER_SANDBOX_ENGINE"
 UNENFORCED_ENV = "JUPYTER_SANDBOX_UNENFORCED_LIMITS"
 LIMITS = ("memory", "pids", "cpu")
-"""The limits every container is started with (`_pool._create`)."""
+"""The limits every container is started with (`_pool.Pool._create`)."""
 DOCKER_SOCKET = "unix:///var/run/docker.sock"
 PODMAN_ROOT_SOCKET = "unix:///run/podman/podman.sock"
 

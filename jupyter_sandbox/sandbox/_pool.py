@@ -34,6 +34,10 @@ run's script kills the run after its timeout + 30 s. Then the container removes 
 (``auto_remove``), even if no kernel ever loads the extension again to reap it. A spare whose
 kernel is gone ends sooner: the engine closes its stdin with the kernel's connection.
 
+All of this state (live containers, spares, demand, background jobs) is one `Pool` object under
+one Condition; the process has one (`current`), which the module's functions use, and a test may
+install a fresh one (`install`; the ``sandbox_pool`` fixture in tests/conftest.py).
+
 Each container runs as a uid of its own, drawn from a range no host account has (`fresh_uid`):
 a process's environment (secrets included) is readable in ``/proc/<pid>/environ`` by every
 host process of the same uid, and the image's uid 1000 is the first human user on most desktops.
@@ -65,6 +69,7 @@ from typing import TYPE_CHECKING
 from .. import _defaults as default
 from .._accounts import account_lines
 from .._errors import ContainerError
+from .._instances import Default
 from .._owner import temp_prefix
 from . import _warm, _watchdog
 from ._attach import Attached
@@ -91,9 +96,9 @@ _UID_TRIES = 1000
 _IDLE = default.SPARE_IDLE
 """Seconds a spare container waits for a run; then it is removed."""
 _MAX_SPARES = default.MAX_SPARES
-"""Spares kept at most, all keys together: a full pool makes room by taking a spare of the key
-that has the most (`_crowding`). Each is a sleeping process (~1 MB) and cost ~0.3 CPU-s to
-start."""
+"""Spares kept at most, all keys together (`Pool.max_spares`): a full pool makes room by taking
+a spare of the key that has the most (`Pool._crowding`). Each is a sleeping process (~1 MB)
+and cost ~0.3 CPU-s to start."""
 _IN_A_ROW = 0.25
 """Seconds between a run's return to its caller and the call of the next one that make them a
 row (`_Demand`): a loop's or a run-all's gap (milliseconds), never a person's between cells.
@@ -159,28 +164,76 @@ class Slot:
         return self.work / "program"
 
 
-_lock = threading.Lock()
-_live: dict[str, Slot] = {}
+def fresh_uid() -> int:
+    """A random uid (and gid) of the reserved range that no host account has: no user or group
+    (asked through the name service, so LDAP counts), and no subordinate range of
+    ``/etc/subuid``/``/etc/subgid`` (its owner can become those ids in a user namespace)."""
+    delegated = [ids for _, _, ranges in account_lines(SUBORDINATE_FILES) for ids in ranges]
+    for _ in range(_UID_TRIES):
+        uid = UID_BASE + secrets.randbelow(UID_SPAN)
+        if any(uid in ids for ids in delegated) or _account(pwd.getpwuid, uid):
+            continue
+        if not _account(grp.getgrgid, uid):
+            return uid
+    raise ContainerError(
+        f"no free uid in {UID_BASE}..{UID_BASE + UID_SPAN - 1}: host accounts or subordinate "
+        "ranges cover it; free part of that range for sandbox containers"
+    )
+
+
+def _account(lookup: Callable[[int], object], uid: int) -> bool:
+    """True when the name service knows ``uid`` (``pwd.getpwuid``) or the gid (``grp``)."""
+    try:
+        lookup(uid)
+    except KeyError:
+        return False
+    return True
+
+
+@cache
+def _host_uids(client: DockerClient) -> bool:
+    """True when the container's uids are the host's (a rootful engine without user-namespace
+    remapping): only there must the uid be one no host account has. Asked once per engine."""
+    if engine_of(client).rootless:  # Podman's info does not say so (`_engine`)
+        return False
+    options = client.info().get("SecurityOptions") or []
+    return not any(o.startswith(("name=rootless", "name=userns")) for o in options)
+
+
+def lifetime(limits: ContainerSetup, *, spare: bool = True) -> int:
+    """Seconds a container lasts at most: the longest it can be needed (waiting as a spare,
+    then running for up to the timeout; a container made for its run does not wait), plus a
+    grace period. Past it the container is gone even if neither its kernel nor the kernel's
+    watchdog is left to remove it: a spare's ``sleep`` ends, a run's script kills the run."""
+    return int((_IDLE if spare else 0) + limits.timeout + _GRACE)
+
+
+def keyed(client: DockerClient, limits: ContainerSetup) -> ContainerSetup:
+    """``limits`` with ``client``'s engine: what a spare of it is kept under."""
+    return dataclasses.replace(limits, engine=engine_of(client).url)
+
+
+def wait_gone(container: Container, until: float, cancel: threading.Event | None = None) -> bool:
+    """Wait for the engine's own removal (``auto_remove``), until the monotonic time
+    ``until`` or ``cancel``, so "removed" means gone (and its events are all written) when
+    this returns; whether it is gone."""
+    from docker.errors import NotFound
+
+    while time.monotonic() < until and not (cancel is not None and cancel.is_set()):
+        try:
+            container.reload()
+        except NotFound:
+            return True
+        time.sleep(0.05)
+    return False
+
+
 _Key = tuple[str, ContainerSetup]
-_spares: dict[_Key, list[Slot]] = {}
-"""Waiting spares per key, oldest first; a key without spares has no entry."""
-_ready = threading.Condition(_lock)
-"""Notified when a spare is added or a refill ends: runs waiting for one (`acquire`) look; and
-when a run took a key's last spare or ended: its refill, if it waits (`_Demand.hold`), looks."""
-_starting: dict[_Key, int] = {}
-"""Spares being started per key: a run waits for one rather than starting its own container."""
-_waiting: dict[_Key, int] = {}
-"""Runs waiting for a spare being started, per key: never more than are starting."""
-_refilling: set[_Key] = set()
-"""Keys whose refill thread runs (one each)."""
-_no_waiter: set[str] = set()
-"""Images whose spare's waiter never came up (`_warm.up`: no ``python3``, or one that warns as
-it starts): no spare of them is started again in this process; their runs are cold."""
 
 
 @dataclass
 class _Demand:
-    """A key's recent runs, which size its spares (`_target`)."""
+    """A key's recent runs, which size its spares (`Pool._target`)."""
 
     running: int = 0
     peak: int = 0
@@ -227,317 +280,493 @@ class _Demand:
             return _IN_A_ROW
         return max(self.ended + _IN_A_ROW - now, 0.0) if spares else 0.0
 
-    def target(self, now: float) -> int:
+    def target(self, now: float, most: int) -> int:
+        """Spares to keep: the peak or the longest row of the last `_IDLE` s, at least 1, at
+        most ``most`` (the pool's `Pool.max_spares`)."""
         peak = self.peak if now - self.peak_at < _IDLE else 0
         longest = self.longest if now - self.longest_at < _IDLE else 0
-        return min(max(peak, longest, 1), _MAX_SPARES)
+        return min(max(peak, longest, 1), most)
 
     def forget(self) -> None:
-        """Only the runs going on now count (`settle`)."""
+        """Only the runs going on now count (`Pool.settle`)."""
         self.peak, self.peak_at = self.running, -_IDLE
         self.ended, self.row, self.longest, self.longest_at = -_IDLE, 0, 0, -_IDLE
 
 
-_demand: dict[_Key, _Demand] = {}
-_called = 0
-"""Runs called for in this process that have not returned (`call`); those not holding a
-container (`_Demand.running`) are being prepared or collected (`_preparing`)."""
-_jobs = 0
-"""Background jobs (`_background`) started and not ended: `quiesce` waits for none."""
-_closing = False
+_call_keys: contextvars.ContextVar[list[_Key] | None] = contextvars.ContextVar(
+    "_call_keys", default=None
+)
+"""The keys `Pool.acquire` took containers under inside the current `Pool.call` (its
+thread's)."""
 
 
-def _background(target: Callable[..., object], *args: object) -> None:
-    """Run ``target(*args)`` on a thread of its own, counted until it ends (`quiesce`). A bare
-    thread: `threading.Thread.start` waits until the new thread runs, and a run's two (its
-    removal, its refill) cost ~6 ms of a warm run on a loaded host."""
-    global _jobs
+class Pool:
+    """The process's containers: the live ones, the waiting spares and the demand that sizes
+    them, under one Condition. The process has one, `current()`; a test may put a fresh one in
+    its place (`install`, the ``sandbox_pool`` fixture) and `close` it after. Background jobs
+    (refills, removals) act on the pool that started them."""
 
-    def job() -> None:
-        global _jobs
-        try:
-            target(*args)
-        finally:
-            with _lock:
-                _jobs -= 1
-                _ready.notify_all()
+    def __init__(self, max_spares: int = _MAX_SPARES) -> None:
+        self.max_spares = max_spares
+        """Spares kept at most, all keys together (see `_MAX_SPARES`)."""
+        self.lock = threading.Lock()
+        self.live: dict[str, Slot] = {}
+        """Every container this pool created and has not removed, by id."""
+        self.spares: dict[_Key, list[Slot]] = {}
+        """Waiting spares per key, oldest first; a key without spares has no entry."""
+        self.ready = threading.Condition(self.lock)
+        """Notified when a spare is added or a refill ends: runs waiting for one (`acquire`)
+        look; and when a run took a key's last spare or ended: its refill, if it waits
+        (`_Demand.hold`), looks."""
+        self.starting: dict[_Key, int] = {}
+        """Spares being started per key: a run waits for one rather than starting its own
+        container."""
+        self.waiting: dict[_Key, int] = {}
+        """Runs waiting for a spare being started, per key: never more than are starting."""
+        self.refilling: set[_Key] = set()
+        """Keys whose refill thread runs (one each)."""
+        self.no_waiter: set[str] = set()
+        """Images whose spare's waiter never came up (`_warm.up`: no ``python3``, or one that
+        warns as it starts): no spare of them is started again by this pool; their runs are
+        cold."""
+        self.demand: dict[_Key, _Demand] = {}
+        self.called = 0
+        """Runs called for that have not returned (`call`); those not holding a container
+        (`_Demand.running`) are being prepared or collected (`_preparing`)."""
+        self.jobs = 0
+        """Background jobs (`_background`) started and not ended: `quiesce` waits for none."""
+        self.closing = False
 
-    with _lock:
-        _jobs += 1
-    try:
-        _thread.start_new_thread(job, ())
-    except BaseException:  # never started: `quiesce` must not wait for it
-        with _lock:
-            _jobs -= 1
-            _ready.notify_all()
-        raise
+    def _background(self, target: Callable[..., object], *args: object) -> None:
+        """Run ``target(*args)`` on a thread of its own, counted until it ends (`quiesce`). A
+        bare thread: `threading.Thread.start` waits until the new thread runs, and a run's two
+        (its removal, its refill) cost ~6 ms of a warm run on a loaded host."""
 
-
-def fresh_uid() -> int:
-    """A random uid (and gid) of the reserved range that no host account has: no user or group
-    (asked through the name service, so LDAP counts), and no subordinate range of
-    ``/etc/subuid``/``/etc/subgid`` (its owner can become those ids in a user namespace)."""
-    delegated = [ids for _, _, ranges in account_lines(SUBORDINATE_FILES) for ids in ranges]
-    for _ in range(_UID_TRIES):
-        uid = UID_BASE + secrets.randbelow(UID_SPAN)
-        if any(uid in ids for ids in delegated) or _account(pwd.getpwuid, uid):
-            continue
-        if not _account(grp.getgrgid, uid):
-            return uid
-    raise ContainerError(
-        f"no free uid in {UID_BASE}..{UID_BASE + UID_SPAN - 1}: host accounts or subordinate "
-        "ranges cover it; free part of that range for sandbox containers"
-    )
-
-
-def _account(lookup: Callable[[int], object], uid: int) -> bool:
-    """True when the name service knows ``uid`` (``pwd.getpwuid``) or the gid (``grp``)."""
-    try:
-        lookup(uid)
-    except KeyError:
-        return False
-    return True
-
-
-@cache
-def _host_uids(client: DockerClient) -> bool:
-    """True when the container's uids are the host's (a rootful engine without user-namespace
-    remapping): only there must the uid be one no host account has. Asked once per engine."""
-    if engine_of(client).rootless:  # Podman's info does not say so (`_engine`)
-        return False
-    options = client.info().get("SecurityOptions") or []
-    return not any(o.startswith(("name=rootless", "name=userns")) for o in options)
-
-
-def lifetime(limits: ContainerSetup, *, spare: bool = True) -> int:
-    """Seconds a container lasts at most: the longest it can be needed (waiting as a spare,
-    then running for up to the timeout; a container made for its run does not wait), plus a
-    grace period. Past it the container is gone even if neither its kernel nor the kernel's
-    watchdog is left to remove it: a spare's ``sleep`` ends, a run's script kills the run."""
-    return int((_IDLE if spare else 0) + limits.timeout + _GRACE)
-
-
-def _create(
-    client: DockerClient, image: str, limits: ContainerSetup, own: list[str] | None
-) -> Slot:
-    """A confined container, created and not started: a spare's (`_warm.spare_command`), or
-    with ``own`` as its process; either way attached to (stdin open once, for `_attach`)
-    and not logged."""
-    _watchdog.ensure_started()
-    engine = engine_of(client)
-    require_limits(engine)  # never a container whose limits the engine would drop
-    res = limits.resources
-    uid = fresh_uid() if _host_uids(client) else SANDBOX_UID
-    memory = parse_size(res.memory)
-    tmpfs = f"rw,nosuid,nodev,size={parse_size(res.disk)}"
-    work = Path(tempfile.mkdtemp(prefix=temp_prefix("run")))
-    for mount in ("inputs", "program"):
-        (work / mount).mkdir(mode=0o755)
-        os.chmod(work / mount, 0o755)
-    if engine.owner_uid not in (None, 0, os.geteuid()) and os.geteuid() == 0:
-        # root driving a user's rootless engine: the engine runs as that user and must
-        # reach the mounts through the work folder (mkdtemp's 0700, root's)
-        os.chown(work, engine.owner_uid, -1)
-    from docker.types import LogConfig
-
-    attached = {"stdin_open": True, "detach": False, "log_config": LogConfig(type="none")}
-    try:
-        container = client.containers.create(
-            image,
-            command=own or _warm.spare_command(lifetime(limits)),
-            runtime=runtime(client, limits.isolation),
-            user=f"{uid}:{uid}",
-            working_dir="/tmp",
-            network_mode=limits.network,
-            read_only=True,
-            tmpfs={
-                "/tmp": f"{tmpfs},mode=1777",
-                OUTPUTS: f"{tmpfs},mode=0755,{tmpfs_owner(engine, uid)}",
-            },
-            volumes={
-                str(work / "inputs"): {"bind": INPUTS, "mode": "ro"},
-                str(work / "program"): {"bind": PROGRAM, "mode": "ro"},
-            },
-            cap_drop=["ALL"],
-            security_opt=["no-new-privileges"],
-            pids_limit=res.pids,
-            mem_limit=memory,
-            memswap_limit=memory,
-            nano_cpus=int(float(res.cpu) * 1e9),
-            labels={LABEL: "1", KIND: "run", **owner_labels()},
-            auto_remove=True,
-            # a sleep has nothing to wind down: a stop (an engine shutdown stops every
-            # container) need not wait 10 s for it to ignore SIGTERM; nor has a run
-            stop_signal="SIGKILL",
-            **attached,
-        )
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
-    slot = Slot(container, work, time.monotonic(), limits, uid, own=own is not None)
-    with _lock:
-        _live[container.id or ""] = slot
-    return slot
-
-
-def _start(client: DockerClient, image: str, limits: ContainerSetup) -> Slot:
-    """A started spare whose waiter is up (`_warm.up`)."""
-    slot = _create(client, image, limits, None)
-    try:
-        slot.attached = Attached(client, slot.container.id or "")
-        slot.container.start()
-        is_up = _warm.up(slot.attached, time.monotonic() + _UP_WAIT)
-        if is_up is None:
-            with _lock:
-                _no_waiter.add(image)
-        if not is_up:
-            raise ContainerError(f"a spare of {image} did not start its interpreter")
-    except BaseException:
-        remove(slot)
-        raise
-    return slot
-
-
-def _target(key: _Key) -> int:
-    """Spares to keep for ``key``: its peak of runs at once in the last `_IDLE` s, at least 1
-    (2 after runs back to back found none waiting), at most `_MAX_SPARES`."""
-    demand = _demand.get(key)
-    return 1 if demand is None else demand.target(time.monotonic())
-
-
-def _refill(client: DockerClient, image: str, limits: ContainerSetup) -> None:
-    """Start spares for the key, one at a time, until it has `_target` of them. Not while
-    several runs of the key go on: a burst needs the CPU more (its last `release` refills).
-    Nor beside a run of the key (`_Demand.hold`): a start costs ~0.3 CPU-s, and starts beside
-    a row of 4 runs on 2 cores made each run ~100 ms slower (measured: 0.75x the CLI, 0.45x
-    without). It waits for the run's end, and while spares are left, for the row's end; only
-    a row that used up its spares gets one started beside its runs (the next run would
-    otherwise wait for a whole start).
-
-    Deciding to stop and leaving `_refilling` happen under one hold of `_lock`: a `release`
-    that found this thread still running (so started none) is never left without a refill.
-    """
-    key = (image, limits)
-    stopped = False
-    try:
-        while True:
-            with _lock:
-                demand = _demand.get(key)
-                busy = demand is not None and demand.running > 1
-                full = not _room(key) or image in _no_waiter
-                if _closing or busy or full or len(_spares.get(key, ())) >= _target(key):
-                    stopped = True
-                    _refilling.discard(key)
-                    _ready.notify_all()
-                    return
-                hold = (
-                    demand.hold(time.monotonic(), key in _spares, _preparing()) if demand else 0.0
-                )
-                if hold:
-                    _ready.wait(hold)
-                    continue
-                _starting[key] = _starting.get(key, 0) + 1
+        def job() -> None:
             try:
-                slot = _start(client, image, limits)
-            except Exception:  # a spare is an optimisation: never an error
-                return
+                target(*args)
             finally:
-                with _lock:
-                    _starting[key] -= 1
-                    if not _starting[key]:
-                        del _starting[key]
-            if not _keep(key, slot):
-                return
-    finally:
-        if not stopped:  # a failed start, or closing
-            with _lock:
-                _refilling.discard(key)
-                _ready.notify_all()
+                with self.lock:
+                    self.jobs -= 1
+                    self.ready.notify_all()
 
-
-def _crowding(key: _Key) -> _Key | None:
-    """The key whose spare goes to make room for one of ``key`` in a full pool: the one with
-    the most spares, if it has more than ``key`` (call with `_lock` held). A fan-out of one
-    sandbox fills the pool, yet the sandbox of the cell before keeps its one spare: evicting
-    the oldest spare, its own, made every run of it after a fan-out of another a cold one."""
-    others = [k for k in _spares if k != key]
-    crowded = max(others, key=lambda k: (len(_spares[k]), -_spares[k][0].born), default=None)
-    if crowded is None or len(_spares[crowded]) <= len(_spares.get(key, ())):
-        return None
-    return crowded
-
-
-def _preparing() -> bool:
-    """Whether a run called for holds no container: before its own, or after it, while its
-    outputs are collected (call with `_lock` held)."""
-    return _called > sum(demand.running for demand in _demand.values())
-
-
-def _spare_count() -> int:
-    """Spares waiting, all keys together (call with `_lock` held)."""
-    return sum(map(len, _spares.values()))
-
-
-def _room(key: _Key) -> bool:
-    """Whether a spare of ``key`` may be added (call with `_lock` held)."""
-    return _spare_count() < _MAX_SPARES or _crowding(key) is not None
-
-
-def _keep(key: _Key, slot: Slot) -> bool:
-    """Make ``slot`` a waiting spare (evicting beyond `_MAX_SPARES`: see `_crowding`); False
-    if the pool is closing or holds its share of spares for ``key`` already, and then
-    ``slot`` is removed."""
-    evicted: list[Slot] = []
-    with _lock:
-        keep = not _closing
-        while keep and _spare_count() >= _MAX_SPARES:
-            crowded = _crowding(key)
-            if crowded is None:
-                keep = False
-            else:
-                evicted.append(_take(crowded))
-        if keep:
-            _spares.setdefault(key, []).append(slot)
-            slot.expiry = threading.Timer(_IDLE, _expire, (key, slot))
-            slot.expiry.daemon = True
-            slot.expiry.start()
-            _ready.notify_all()
-    for extra in evicted if keep else [*evicted, slot]:
-        remove(extra)
-    return keep
-
-
-def _take(key: _Key, slot: Slot | None = None) -> Slot:
-    """Pop ``slot`` (default: the key's oldest spare) and cancel its expiry (call with
-    `_lock` held)."""
-    slots = _spares[key]
-    slot = slots.pop(0) if slot is None else slots.pop(slots.index(slot))
-    if not slots:
-        del _spares[key]
-    if slot.expiry is not None:
-        slot.expiry.cancel()
-    return slot
-
-
-def _expire(key: _Key, slot: Slot) -> None:
-    """An idle spare's time is up: remove it, unless a run took it meanwhile."""
-    with _lock:
-        if slot not in _spares.get(key, ()):
-            return
-        _take(key, slot)
-    remove_later(slot)  # tracked, so `quiesce` waits for it
-
-
-def _claim(key: _Key) -> Slot | None:
-    """A waiting spare for ``key``, or one being started if no other run waits for it
-    (up to `_START_WAIT`); None if there is neither. Call with `_lock` held."""
-    if key not in _spares and _starting.get(key, 0) > _waiting.get(key, 0):
-        _waiting[key] = _waiting.get(key, 0) + 1
+        with self.lock:
+            self.jobs += 1
         try:
-            _ready.wait_for(lambda: key in _spares or key not in _starting, _START_WAIT)
+            _thread.start_new_thread(job, ())
+        except BaseException:  # never started: `quiesce` must not wait for it
+            with self.lock:
+                self.jobs -= 1
+                self.ready.notify_all()
+            raise
+
+    def _create(
+        self, client: DockerClient, image: str, limits: ContainerSetup, own: list[str] | None
+    ) -> Slot:
+        """A confined container, created and not started: a spare's (`_warm.spare_command`), or
+        with ``own`` as its process; either way attached to (stdin open once, for `_attach`)
+        and not logged."""
+        _watchdog.ensure_started()
+        engine = engine_of(client)
+        require_limits(engine)  # never a container whose limits the engine would drop
+        res = limits.resources
+        uid = fresh_uid() if _host_uids(client) else SANDBOX_UID
+        memory = parse_size(res.memory)
+        tmpfs = f"rw,nosuid,nodev,size={parse_size(res.disk)}"
+        work = Path(tempfile.mkdtemp(prefix=temp_prefix("run")))
+        for mount in ("inputs", "program"):
+            (work / mount).mkdir(mode=0o755)
+            os.chmod(work / mount, 0o755)
+        if engine.owner_uid not in (None, 0, os.geteuid()) and os.geteuid() == 0:
+            # root driving a user's rootless engine: the engine runs as that user and must
+            # reach the mounts through the work folder (mkdtemp's 0700, root's)
+            os.chown(work, engine.owner_uid, -1)
+        from docker.types import LogConfig
+
+        attached = {"stdin_open": True, "detach": False, "log_config": LogConfig(type="none")}
+        try:
+            container = client.containers.create(
+                image,
+                command=own or _warm.spare_command(lifetime(limits)),
+                runtime=runtime(client, limits.isolation),
+                user=f"{uid}:{uid}",
+                working_dir="/tmp",
+                network_mode=limits.network,
+                read_only=True,
+                tmpfs={
+                    "/tmp": f"{tmpfs},mode=1777",
+                    OUTPUTS: f"{tmpfs},mode=0755,{tmpfs_owner(engine, uid)}",
+                },
+                volumes={
+                    str(work / "inputs"): {"bind": INPUTS, "mode": "ro"},
+                    str(work / "program"): {"bind": PROGRAM, "mode": "ro"},
+                },
+                cap_drop=["ALL"],
+                security_opt=["no-new-privileges"],
+                pids_limit=res.pids,
+                mem_limit=memory,
+                memswap_limit=memory,
+                nano_cpus=int(float(res.cpu) * 1e9),
+                labels={LABEL: "1", KIND: "run", **owner_labels()},
+                auto_remove=True,
+                # a sleep has nothing to wind down: a stop (an engine shutdown stops every
+                # container) need not wait 10 s for it to ignore SIGTERM; nor has a run
+                stop_signal="SIGKILL",
+                **attached,
+            )
+        except BaseException:
+            shutil.rmtree(work, ignore_errors=True)
+            raise
+        slot = Slot(container, work, time.monotonic(), limits, uid, own=own is not None)
+        with self.lock:
+            self.live[container.id or ""] = slot
+        return slot
+
+    def _start(self, client: DockerClient, image: str, limits: ContainerSetup) -> Slot:
+        """A started spare whose waiter is up (`_warm.up`)."""
+        slot = self._create(client, image, limits, None)
+        try:
+            slot.attached = Attached(client, slot.container.id or "")
+            slot.container.start()
+            is_up = _warm.up(slot.attached, time.monotonic() + _UP_WAIT)
+            if is_up is None:
+                with self.lock:
+                    self.no_waiter.add(image)
+            if not is_up:
+                raise ContainerError(f"a spare of {image} did not start its interpreter")
+        except BaseException:
+            self.remove(slot)
+            raise
+        return slot
+
+    def _target(self, key: _Key) -> int:
+        """Spares to keep for ``key``: its peak of runs at once in the last `_IDLE` s, at least 1
+        (2 after runs back to back found none waiting), at most `max_spares`."""
+        demand = self.demand.get(key)
+        return 1 if demand is None else demand.target(time.monotonic(), self.max_spares)
+
+    def _refill(self, client: DockerClient, image: str, limits: ContainerSetup) -> None:
+        """Start spares for the key, one at a time, until it has `_target` of them. Not while
+        several runs of the key go on: a burst needs the CPU more (its last `release` refills).
+        Nor beside a run of the key (`_Demand.hold`): a start costs ~0.3 CPU-s, and starts beside
+        a row of 4 runs on 2 cores made each run ~100 ms slower (measured: 0.75x the CLI, 0.45x
+        without). It waits for the run's end, and while spares are left, for the row's end; only
+        a row that used up its spares gets one started beside its runs (the next run would
+        otherwise wait for a whole start).
+
+        Deciding to stop and leaving `refilling` happen under one hold of `lock`: a `release`
+        that found this thread still running (so started none) is never left without a refill.
+        """
+        key = (image, limits)
+        stopped = False
+        try:
+            while True:
+                with self.lock:
+                    demand = self.demand.get(key)
+                    busy = demand is not None and demand.running > 1
+                    full = not self._room(key) or image in self.no_waiter
+                    if (
+                        self.closing
+                        or busy
+                        or full
+                        or len(self.spares.get(key, ())) >= self._target(key)
+                    ):
+                        stopped = True
+                        self.refilling.discard(key)
+                        self.ready.notify_all()
+                        return
+                    hold = (
+                        demand.hold(time.monotonic(), key in self.spares, self._preparing())
+                        if demand
+                        else 0.0
+                    )
+                    if hold:
+                        self.ready.wait(hold)
+                        continue
+                    self.starting[key] = self.starting.get(key, 0) + 1
+                try:
+                    slot = self._start(client, image, limits)
+                except Exception:  # a spare is an optimisation: never an error
+                    return
+                finally:
+                    with self.lock:
+                        self.starting[key] -= 1
+                        if not self.starting[key]:
+                            del self.starting[key]
+                if not self._keep(key, slot):
+                    return
         finally:
-            _waiting[key] -= 1
-    return _take(key) if key in _spares else None
+            if not stopped:  # a failed start, or closing
+                with self.lock:
+                    self.refilling.discard(key)
+                    self.ready.notify_all()
+
+    def _crowding(self, key: _Key) -> _Key | None:
+        """The key whose spare goes to make room for one of ``key`` in a full pool: the one with
+        the most spares, if it has more than ``key`` (call with `lock` held). A fan-out of one
+        sandbox fills the pool, yet the sandbox of the cell before keeps its one spare: evicting
+        the oldest spare, its own, made every run of it after a fan-out of another a cold one."""
+        others = [k for k in self.spares if k != key]
+        crowded = max(
+            others, key=lambda k: (len(self.spares[k]), -self.spares[k][0].born), default=None
+        )
+        if crowded is None or len(self.spares[crowded]) <= len(self.spares.get(key, ())):
+            return None
+        return crowded
+
+    def _preparing(self) -> bool:
+        """Whether a run called for holds no container: before its own, or after it, while its
+        outputs are collected (call with `lock` held)."""
+        return self.called > sum(demand.running for demand in self.demand.values())
+
+    def _spare_count(self) -> int:
+        """Spares waiting, all keys together (call with `lock` held)."""
+        return sum(map(len, self.spares.values()))
+
+    def _room(self, key: _Key) -> bool:
+        """Whether a spare of ``key`` may be added (call with `lock` held)."""
+        return self._spare_count() < self.max_spares or self._crowding(key) is not None
+
+    def _keep(self, key: _Key, slot: Slot) -> bool:
+        """Make ``slot`` a waiting spare (evicting beyond `max_spares`: see `_crowding`); False
+        if the pool is closing or holds its share of spares for ``key`` already, and then
+        ``slot`` is removed."""
+        evicted: list[Slot] = []
+        with self.lock:
+            keep = not self.closing
+            while keep and self._spare_count() >= self.max_spares:
+                crowded = self._crowding(key)
+                if crowded is None:
+                    keep = False
+                else:
+                    evicted.append(self._take(crowded))
+            if keep:
+                self.spares.setdefault(key, []).append(slot)
+                slot.expiry = threading.Timer(_IDLE, self._expire, (key, slot))
+                slot.expiry.daemon = True
+                slot.expiry.start()
+                self.ready.notify_all()
+        for extra in evicted if keep else [*evicted, slot]:
+            self.remove(extra)
+        return keep
+
+    def _take(self, key: _Key, slot: Slot | None = None) -> Slot:
+        """Pop ``slot`` (default: the key's oldest spare) and cancel its expiry (call with
+        `lock` held)."""
+        slots = self.spares[key]
+        slot = slots.pop(0) if slot is None else slots.pop(slots.index(slot))
+        if not slots:
+            del self.spares[key]
+        if slot.expiry is not None:
+            slot.expiry.cancel()
+        return slot
+
+    def _expire(self, key: _Key, slot: Slot) -> None:
+        """An idle spare's time is up: remove it, unless a run took it meanwhile."""
+        with self.lock:
+            if slot not in self.spares.get(key, ()):
+                return
+            self._take(key, slot)
+        self.remove_later(slot)  # tracked, so `quiesce` waits for it
+
+    def _claim(self, key: _Key) -> Slot | None:
+        """A waiting spare for ``key``, or one being started if no other run waits for it
+        (up to `_START_WAIT`); None if there is neither. Call with `lock` held."""
+        if key not in self.spares and self.starting.get(key, 0) > self.waiting.get(key, 0):
+            self.waiting[key] = self.waiting.get(key, 0) + 1
+            try:
+                self.ready.wait_for(
+                    lambda: key in self.spares or key not in self.starting, _START_WAIT
+                )
+            finally:
+                self.waiting[key] -= 1
+        return self._take(key) if key in self.spares else None
+
+    def acquire(
+        self,
+        client: DockerClient,
+        image: str,
+        limits: ContainerSetup,
+        own: list[str],
+        asked: float | None = None,
+    ) -> Slot:
+        """An unused container for one run: a waiting spare if there is one whose waiter is
+        ready (`_warm.probe`; one that is not is removed and the next tried), else a new
+        container created with ``own`` as its process, for the caller to start. ``asked``: when
+        the run was called for (`time.monotonic`; default now), for its key's demand."""
+        key = (image, limits)
+        taken = _call_keys.get()
+        if taken is not None:  # inside a caller's `call`: its row is counted under this key
+            taken.append(key)
+        with self.lock:
+            now = time.monotonic()
+            self.demand.setdefault(key, _Demand()).take(now, now if asked is None else asked)
+            slot = self._claim(key)
+            if key not in self.spares:
+                self.ready.notify_all()  # a refill waiting for the row's end starts now (`_refill`)
+        while slot is not None and (
+            time.monotonic() - slot.born > _IDLE
+            or slot.attached is None
+            or not _warm.probe(slot.attached)
+        ):
+            self.remove_later(slot)  # never used: it died, was tampered with, or its stream broke
+            with self.lock:
+                slot = self._take(key) if key in self.spares else None
+        warm = slot is not None
+        try:
+            if slot is None:
+                slot = self._create(client, image, limits, own)
+        except BaseException:
+            self._done(key)
+            raise
+        slot.key = key
+        if warm:  # else the refill waits for this run's end (`remove`): a burst runs first
+            self._refill_later(client, image, limits)
+        return slot
+
+    def prestart(self, client: DockerClient, image: str, limits: ContainerSetup) -> None:
+        """Start a spare of ``image`` and ``limits`` now, in the background: an image just built
+        has none, and its first run is on its way. It counts as starting before this returns, so
+        that run waits for it (`_claim`) rather than starting a container of its own."""
+        key = (image, keyed(client, limits))
+        with self.lock:
+            if (
+                self.closing
+                or image in self.no_waiter
+                or key in self.spares
+                or key in self.starting
+            ):
+                return
+            self.starting[key] = 1
+        self._background(self._start_one, client, key)
+
+    def _start_one(self, client: DockerClient, key: _Key) -> None:
+        """Start a spare of ``key`` counted as starting by the caller (`prestart`); kept, then no
+        longer counted, so a run waiting for it finds it."""
+        try:
+            with contextlib.suppress(Exception):  # a spare is an optimisation: never an error
+                self._keep(key, self._start(client, *key))
+        finally:
+            with self.lock:
+                self.starting[key] -= 1
+                if not self.starting[key]:
+                    del self.starting[key]
+                self.ready.notify_all()
+
+    def _refill_later(self, client: DockerClient, image: str, limits: ContainerSetup) -> None:
+        """Start the key's refill thread, unless it runs."""
+        key = (image, limits)
+        with self.lock:
+            if self.closing or key in self.refilling:
+                return
+            self.refilling.add(key)
+        self._background(self._refill, client, image, limits)
+
+    @contextlib.contextmanager
+    def call(self) -> Iterator[None]:
+        """Around a whole run as its caller sees it (`Sandbox.execute`): while it is prepared, a
+        refill with spares left waits for it (`_Demand.hold`); when it returns, the next run of
+        the key its container was taken under (`acquire` notes it: the engine is part of it) is
+        part of its row if called within `_IN_A_ROW` s (`_Demand.returned`). Our own work between
+        two containers is no gap in a row. Nothing here can fail before the count goes down: a
+        count left up would hold every refill (`_preparing`) for good."""
+        taken: list[_Key] = []
+        token = _call_keys.set(taken)
+        with self.lock:
+            self.called += 1
+        try:
+            yield
+        finally:
+            _call_keys.reset(token)
+            with self.lock:
+                self.called -= 1
+                demand = self.demand.get(taken[-1]) if taken else None
+                if demand is not None:
+                    demand.returned(time.monotonic())
+                self.ready.notify_all()
+
+    def _done(self, key: _Key) -> None:
+        with self.lock:
+            self.demand[key].done(time.monotonic())
+            self.ready.notify_all()  # a refill waiting for the run's end looks
+
+    def release(self, client: DockerClient, slot: Slot, *, now: bool) -> None:
+        """A run is over with ``slot``: remove it (``now``, or off the caller's path) and top up
+        the key's spares."""
+        key, slot.key = slot.key, None
+        if key is not None:
+            self._done(key)
+        if now:
+            self.remove(slot)
+        else:
+            self.remove_later(slot)
+        if key is not None:
+            self._refill_later(client, *key)
+
+    def remove(self, slot: Slot) -> None:
+        from docker.errors import APIError, NotFound
+
+        if slot.attached is not None:
+            slot.attached.close()
+        try:
+            slot.container.remove(force=True)
+        except NotFound:
+            pass
+        except APIError:
+            # auto_remove raced us: "removal already in progress" (409), or "could not kill
+            # running container ... is not running" (500, the process had just exited; seen in
+            # CI). Wait for the engine's own removal, then remove what is left ourselves.
+            if not wait_gone(slot.container, time.monotonic() + _GONE_WAIT):
+                with contextlib.suppress(NotFound):
+                    slot.container.remove(force=True)
+        finally:
+            if slot.limits.isolation == "gvisor":  # a failed start can leave its sandbox running
+                purge(slot.container.id or "")
+            shutil.rmtree(slot.work, ignore_errors=True)
+            with self.lock:
+                self.live.pop(slot.container.id or "", None)
+
+    def remove_later(self, slot: Slot) -> None:
+        """Remove off the caller's path (a clean run's results are ready before teardown ends)."""
+        self._background(self.remove, slot)
+
+    def quiesce(self) -> None:
+        """Wait for background starts and removals: afterwards the spares are up and waiting, and
+        used containers are gone. A job may start another while it is waited for (a removal
+        after a refill's eviction...): it is counted before the first one ends."""
+        with self.lock:
+            self.ready.wait_for(lambda: not self.jobs)
+
+    def settle(self) -> None:
+        """`quiesce`, then remove the spares: afterwards this process has no container left (tests
+        check that; so does kernel exit)."""
+        self.quiesce()
+        with self.lock:
+            spares = [
+                self._take(key) for key in list(self.spares) for _ in range(len(self.spares[key]))
+            ]
+            for demand in self.demand.values():  # a clean slate
+                demand.forget()
+        for slot in spares:
+            self.remove(slot)
+
+    def close(self) -> None:
+        """No container of this pool outlives it (kernel exit, the end of a test's pool):
+        nothing new starts, then `settle`, then what is left goes."""
+        with self.lock:
+            self.closing = True
+        self.settle()
+        with self.lock:
+            left = list(self.live.values())
+        for slot in left:
+            self.remove(slot)
+
+
+_default: Default[Pool] = Default(Pool)
+current = _default.get
+"""The process's pool (made on first use)."""
+install = _default.install
+"""Put a pool in the current one's place (a test's fresh one); returns the one it replaces."""
 
 
 def acquire(
@@ -547,205 +776,46 @@ def acquire(
     own: list[str],
     asked: float | None = None,
 ) -> Slot:
-    """An unused container for one run: a waiting spare if there is one whose waiter is
-    ready (`_warm.probe`; one that is not is removed and the next tried), else a new
-    container created with ``own`` as its process, for the caller to start. ``asked``: when
-    the run was called for (`time.monotonic`; default now), for its key's demand."""
-    key = (image, limits)
-    taken = _call_keys.get()
-    if taken is not None:  # inside a caller's `call`: its row is counted under this key
-        taken.append(key)
-    with _lock:
-        now = time.monotonic()
-        _demand.setdefault(key, _Demand()).take(now, now if asked is None else asked)
-        slot = _claim(key)
-        if key not in _spares:
-            _ready.notify_all()  # a refill waiting for the row's end starts now (`_refill`)
-    while slot is not None and (
-        time.monotonic() - slot.born > _IDLE
-        or slot.attached is None
-        or not _warm.probe(slot.attached)
-    ):
-        remove_later(slot)  # never used: it died, was tampered with, or its stream broke
-        with _lock:
-            slot = _take(key) if key in _spares else None
-    warm = slot is not None
-    try:
-        if slot is None:
-            slot = _create(client, image, limits, own)
-    except BaseException:
-        _done(key)
-        raise
-    slot.key = key
-    if warm:  # else the refill waits for this run's end (`remove`): a burst runs first
-        _refill_later(client, image, limits)
-    return slot
-
-
-def keyed(client: DockerClient, limits: ContainerSetup) -> ContainerSetup:
-    """``limits`` with ``client``'s engine: what a spare of it is kept under."""
-    return dataclasses.replace(limits, engine=engine_of(client).url)
+    """`Pool.acquire` of the current pool."""
+    return current().acquire(client, image, limits, own, asked)
 
 
 def prestart(client: DockerClient, image: str, limits: ContainerSetup) -> None:
-    """Start a spare of ``image`` and ``limits`` now, in the background: an image just built
-    has none, and its first run is on its way. It counts as starting before this returns, so
-    that run waits for it (`_claim`) rather than starting a container of its own."""
-    key = (image, keyed(client, limits))
-    with _lock:
-        if _closing or image in _no_waiter or key in _spares or key in _starting:
-            return
-        _starting[key] = 1
-    _background(_start_one, client, key)
+    """`Pool.prestart` of the current pool."""
+    current().prestart(client, image, limits)
 
 
-def _start_one(client: DockerClient, key: _Key) -> None:
-    """Start a spare of ``key`` counted as starting by the caller (`prestart`); kept, then no
-    longer counted, so a run waiting for it finds it."""
-    try:
-        with contextlib.suppress(Exception):  # a spare is an optimisation: never an error
-            _keep(key, _start(client, *key))
-    finally:
-        with _lock:
-            _starting[key] -= 1
-            if not _starting[key]:
-                del _starting[key]
-            _ready.notify_all()
-
-
-def _refill_later(client: DockerClient, image: str, limits: ContainerSetup) -> None:
-    """Start the key's refill thread, unless it runs."""
-    key = (image, limits)
-    with _lock:
-        if _closing or key in _refilling:
-            return
-        _refilling.add(key)
-    _background(_refill, client, image, limits)
-
-
-_call_keys: contextvars.ContextVar[list[_Key] | None] = contextvars.ContextVar(
-    "_call_keys", default=None
-)
-"""The keys `acquire` took containers under inside the current `call` (its thread's)."""
-
-
-@contextlib.contextmanager
-def call() -> Iterator[None]:
-    """Around a whole run as its caller sees it (`Sandbox.execute`): while it is prepared, a
-    refill with spares left waits for it (`_Demand.hold`); when it returns, the next run of
-    the key its container was taken under (`acquire` notes it: the engine is part of it) is
-    part of its row if called within `_IN_A_ROW` s (`_Demand.returned`). Our own work between
-    two containers is no gap in a row. Nothing here can fail before the count goes down: a
-    count left up would hold every refill (`_preparing`) for good."""
-    global _called
-    taken: list[_Key] = []
-    token = _call_keys.set(taken)
-    with _lock:
-        _called += 1
-    try:
-        yield
-    finally:
-        _call_keys.reset(token)
-        with _lock:
-            _called -= 1
-            demand = _demand.get(taken[-1]) if taken else None
-            if demand is not None:
-                demand.returned(time.monotonic())
-            _ready.notify_all()
-
-
-def _done(key: _Key) -> None:
-    with _lock:
-        _demand[key].done(time.monotonic())
-        _ready.notify_all()  # a refill waiting for the run's end looks
+def call() -> contextlib.AbstractContextManager[None]:
+    """`Pool.call` of the current pool."""
+    return current().call()
 
 
 def release(client: DockerClient, slot: Slot, *, now: bool) -> None:
-    """A run is over with ``slot``: remove it (``now``, or off the caller's path) and top up
-    the key's spares."""
-    key, slot.key = slot.key, None
-    if key is not None:
-        _done(key)
-    if now:
-        remove(slot)
-    else:
-        remove_later(slot)
-    if key is not None:
-        _refill_later(client, *key)
+    """`Pool.release` of the current pool."""
+    current().release(client, slot, now=now)
 
 
 def remove(slot: Slot) -> None:
-    from docker.errors import APIError, NotFound
-
-    if slot.attached is not None:
-        slot.attached.close()
-    try:
-        slot.container.remove(force=True)
-    except NotFound:
-        pass
-    except APIError:
-        # auto_remove raced us: "removal already in progress" (409), or "could not kill
-        # running container ... is not running" (500, the process had just exited; seen in
-        # CI). Wait for the engine's own removal, then remove what is left ourselves.
-        if not wait_gone(slot.container, time.monotonic() + _GONE_WAIT):
-            with contextlib.suppress(NotFound):
-                slot.container.remove(force=True)
-    finally:
-        if slot.limits.isolation == "gvisor":  # a failed start can leave its sandbox running
-            purge(slot.container.id or "")
-        shutil.rmtree(slot.work, ignore_errors=True)
-        with _lock:
-            _live.pop(slot.container.id or "", None)
-
-
-def wait_gone(container: Container, until: float, cancel: threading.Event | None = None) -> bool:
-    """Wait for the engine's own removal (``auto_remove``), until the monotonic time
-    ``until`` or ``cancel``, so "removed" means gone (and its events are all written) when
-    this returns; whether it is gone."""
-    from docker.errors import NotFound
-
-    while time.monotonic() < until and not (cancel is not None and cancel.is_set()):
-        try:
-            container.reload()
-        except NotFound:
-            return True
-        time.sleep(0.05)
-    return False
+    """`Pool.remove` of the current pool."""
+    current().remove(slot)
 
 
 def remove_later(slot: Slot) -> None:
-    """Remove off the caller's path (a clean run's results are ready before teardown ends)."""
-    _background(remove, slot)
+    """`Pool.remove_later` of the current pool."""
+    current().remove_later(slot)
 
 
 def quiesce() -> None:
-    """Wait for background starts and removals: afterwards the spares are up and waiting, and
-    used containers are gone. A job may start another while it is waited for (a removal
-    after a refill's eviction...): it is counted before the first one ends."""
-    with _lock:
-        _ready.wait_for(lambda: not _jobs)
+    """`Pool.quiesce` of the current pool."""
+    current().quiesce()
 
 
 def settle() -> None:
-    """`quiesce`, then remove the spares: afterwards this process has no container left (tests
-    check that; so does kernel exit)."""
-    quiesce()
-    with _lock:
-        spares = [_take(key) for key in list(_spares) for _ in range(len(_spares[key]))]
-        for demand in _demand.values():  # a clean slate
-            demand.forget()
-    for slot in spares:
-        remove(slot)
+    """`Pool.settle` of the current pool."""
+    current().settle()
 
 
 @atexit.register
 def _shutdown() -> None:
-    """Kernel exit: no container outlives the process that started it."""
-    global _closing
-    with _lock:
-        _closing = True
-    settle()
-    with _lock:
-        left = list(_live.values())
-    for slot in left:
-        remove(slot)
+    """Kernel exit: no container of the process's pool outlives the process."""
+    current().close()
