@@ -509,6 +509,24 @@ def test_other_bad_uses_are_refused_before_anything_runs(shell, caplog):
     assert shell.magics_manager.registry["SandboxMagics"].allow_net == []  # unchanged
 
 
+def test_a_refused_config_value_does_not_break_the_next_load(shell, capsys):
+    """IPython's ``%config`` merges a value into the shell's config before the trait refuses
+    it: the refused value stayed there and every later ``%load_ext`` raised TraitError, with
+    no magics left. Now the load drops that class's settings and says so in one line."""
+    shell.run_line_magic("config", 'SandboxMagics.allow_net = ["0.0.0.0/0"]')  # logged, refused
+    assert shell.magics_manager.registry["SandboxMagics"].allow_net == []
+    assert shell.config.SandboxMagics.allow_net == ["0.0.0.0/0"]  # IPython kept it
+    shell.run_line_magic("unload_ext", "jupyter_sandbox")
+    capsys.readouterr()
+    shell.run_line_magic("load_ext", "jupyter_sandbox")
+    said = capsys.readouterr().err.strip().splitlines()
+    assert len(said) == 1 and "SandboxMagics settings" in said[0] and "dropped" in said[0]
+    assert "allow_net" not in shell.config.SandboxMagics
+    result = shell.run_cell("%%sandbox --quiet --out y\ny = 6 * 7")
+    assert result.success, result.error_in_exec
+    assert shell.user_ns["y"] == 42
+
+
 def test_an_allow_listed_sandboxs_build_reaches_the_package_index_only(docker_engine, monkeypatch):
     """``packages`` install through a proxy that allows only the index; a build step that
     reaches for another host is refused (the step's own output says so)."""

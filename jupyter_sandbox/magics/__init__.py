@@ -3,8 +3,12 @@ hand its events to a view and store results. Logic that grows here belongs in an
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import sys
+from typing import TYPE_CHECKING, Any, TypeVar
 from weakref import WeakKeyDictionary
+
+from IPython.core.magic import Magics
+from traitlets import TraitError
 
 from .._errors import SandboxError
 
@@ -32,6 +36,9 @@ _previous_handlers: WeakKeyDictionary[InteractiveShell, tuple[tuple[type, ...], 
 `unload` puts it back instead of leaving the shell with none."""
 
 
+M = TypeVar("M", bound=Magics)
+
+
 def load(ipython: InteractiveShell) -> None:
     """Register the magics, unless they are live already (the sandbox kernel loads them at
     start): registering them again would drop their state (the ``--resume`` journals, the
@@ -48,7 +55,7 @@ def load(ipython: InteractiveShell) -> None:
     live = ipython.magics_manager.magics["cell"].get("orchestrate")
     if isinstance(getattr(live, "__self__", None), OrchestrateMagics):
         return
-    cells = OrchestrateMagics(shell=ipython)
+    cells = _configured(OrchestrateMagics, ipython)
     ipython.register_magics(cells)
     durable = DurableMagics(ipython, cells)
     ipython.register_magics(durable)
@@ -56,7 +63,7 @@ def load(ipython: InteractiveShell) -> None:
         import comm
 
         comm.get_comm_manager().register_target(RUN_STATE, durable.run_state)
-    sandbox = SandboxMagics(shell=ipython)
+    sandbox = _configured(SandboxMagics, ipython)
     ipython.register_magics(sandbox)
     ipython.register_magics(CodeModeMagics(ipython, cells))
     ipython.register_magics(DoctorMagics(ipython, cells, sandbox))
@@ -68,6 +75,24 @@ def load(ipython: InteractiveShell) -> None:
     _reap_in_background()
     _previous_handlers.setdefault(ipython, (ipython.custom_exceptions, ipython.CustomTB))
     ipython.set_custom_exc((SandboxError,), show_error)
+
+
+def _configured(cls: type[M], ipython: InteractiveShell) -> M:
+    """``cls(shell=ipython)``, even when the shell's config holds a value of ours its
+    validator refused: IPython's ``%config`` merges a value into the shell's config before
+    the trait refuses it, so the refused value stayed there and every later ``%load_ext``
+    raised TraitError, leaving no magics. That class's settings are dropped, said in one
+    line."""
+    try:
+        return cls(shell=ipython)
+    except TraitError as error:
+        dropped = ipython.config.pop(cls.__name__, None)
+        print(
+            f"jupyter-sandbox: %config {cls.__name__} settings {dict(dropped or {})!r} were "
+            f"dropped ({error}); set the ones you need again",
+            file=sys.stderr,
+        )
+        return cls(shell=ipython)
 
 
 def _reap_in_background() -> None:

@@ -36,7 +36,6 @@ from ._common import (
     split_names,
     usage_error,
 )
-from ._files import link_outputs
 
 
 def _declarations(values: list[str] | None, option: str) -> dict[str, str | None]:
@@ -335,6 +334,8 @@ def _link_files(record: RunRecord, outputs: dict[str, Any], limit: int) -> None:
     """Link the run's `File`/`Dir` outputs into ``sandbox-outputs/`` of the kernel's working
     directory (the notebook's folder in JupyterLab); each record row gets its link or note."""
     from IPython import get_ipython
+
+    from ._files import link_outputs  # loaded by the first run with file outputs
 
     shell = get_ipython()
     cell = int(shell.execution_count) - 1 if shell is not None else 0  # counted before it runs

@@ -250,7 +250,10 @@ class Sandbox:
             run.image, run.build = ensure_image(docker, self.image_spec, emit, build_network)
             if run.build is not None and run.build.error is not None:
                 raise build_error(self.image_spec, run.build)
-            if run.build is not None and not run.build.cached:  # its first spare starts now
+            # its first spare starts now; an allow-list's joins its proxy's network, which
+            # the first run starts (`_attempts`), so its runs start theirs then
+            fresh = run.build is not None and not run.build.cached
+            if fresh and isinstance(self.network, str):
                 _pool.prestart(docker, run.image, self._limits())
         else:
             image_id(docker, self.image)  # present, or pulled, or a clear error
