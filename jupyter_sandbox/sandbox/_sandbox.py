@@ -298,12 +298,12 @@ class Sandbox:
 
             egress = _egress.ensure(docker, self.network, emit)
             env = {**env, **egress.environment()}
+        # auto-IO: the cell's displays come back with the outputs, declared or not
+        displays = self.mode == "auto" and _displays.possible(self.code or "")
         for attempt in range(1, self.retries + 2):
             began = time.time()
             run.attempts = attempt
             emit(RunStarted(self.name, run.image, attempt, run.described_inputs()))
-            # auto-IO: the cell's displays come back with the outputs, declared or not
-            displays = self.mode == "auto" and _displays.possible(self.code or "")
             archive = work / f"outputs-{attempt}" if self.outputs or displays else None
             run_one = run_container
             if self.cluster is not None:  # Dask's side: loaded only when a cluster is named
