@@ -16,7 +16,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from .._errors import DockerUnavailable
-from .._owner import me
+from .._owner import me, parse_token
 from ._engine import Engine, candidates, engine_choice, how_to_start, identify
 
 if TYPE_CHECKING:
@@ -164,3 +164,13 @@ def owner_labels() -> dict[str, str]:
     """Labels naming this process, so a later kernel can tell our orphans from live runs."""
     owner = me()
     return {OWNER_PID: str(owner.pid), OWNER_START: owner.token, OWNER_HOST: socket.gethostname()}
+
+
+def orphaned(labels: dict[str, Any]) -> bool:
+    """Whether ``labels`` (`owner_labels` of a container or network) name a process of this
+    host that is provably gone: a zombie, or a pid now another process's (see `_owner`).
+    Another host's, or unreadable labels: not ours to remove."""
+    owner = parse_token(labels.get(OWNER_PID, ""), labels.get(OWNER_START, ""))
+    return (
+        labels.get(OWNER_HOST) == socket.gethostname() and owner is not None and not owner.alive()
+    )

@@ -56,7 +56,7 @@ from urllib.parse import urlsplit
 from .._errors import ContainerError, SandboxConfigError
 from .._events import EventCallback
 from ._allowlist import Destination, allow_list, describe
-from ._client import KIND, LABEL, engine_of, owner_labels
+from ._client import KIND, LABEL, engine_of, orphaned, owner_labels
 from ._hostcfg import debian_mirror, index_settings
 from ._image import default_base_image, ensure_image
 from ._spec import ImageSpec
@@ -419,21 +419,14 @@ def remove_network(client: DockerClient, name: str) -> None:
 def remove_owned(client: DockerClient, owner: dict[str, str] | None = None) -> list[str]:
     """Remove the egress networks (and proxies) of ``owner``'s labels, or, without one, of
     owners no longer alive on this host; their names. For the watchdog and the reaper."""
-    from .._owner import parse_token
-    from ._client import OWNER_HOST, OWNER_PID, OWNER_START
-
     removed = []
     for net in client.api.networks(filters={"label": f"{KIND}={EGRESS}"}):
         labels: dict[str, Any] = net.get("Labels") or {}
         if owner is not None:
             if any(labels.get(k) != v for k, v in owner.items()):
                 continue
-        else:
-            found = parse_token(labels.get(OWNER_PID, ""), labels.get(OWNER_START, ""))
-            import socket
-
-            if labels.get(OWNER_HOST) != socket.gethostname() or found is None or found.alive():
-                continue
+        elif not orphaned(labels):
+            continue
         remove_network(client, str(net["Name"]))
         removed.append(str(net["Name"]))
     return removed

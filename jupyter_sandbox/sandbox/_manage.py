@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import stat
 import subprocess
 import tempfile
 from typing import Any
 
-from .._owner import folder_owner, parse_token
+from .._owner import folder_owner
 from . import _egress
-from ._client import KIND, LABEL, OWNER_HOST, OWNER_PID, OWNER_START, client
+from ._client import KIND, LABEL, client, orphaned
 from ._pool import settle
 
 KEPT_FOLDERS = frozenset({"out"})
@@ -30,13 +29,10 @@ def reap_orphans() -> list[str]:
     engine = client()  # first: it imports the SDK safely
     from docker.errors import APIError
 
-    host = socket.gethostname()
     reaped = []
     # the plain list call: containers may vanish meanwhile (inspecting each one would race)
     for row in engine.api.containers(all=True, filters={"label": f"{KIND}=run"}):
-        labels = row.get("Labels") or {}
-        owner = parse_token(labels.get(OWNER_PID, ""), labels.get(OWNER_START, ""))
-        if labels.get(OWNER_HOST) != host or owner is None or owner.alive():
+        if not orphaned(row.get("Labels") or {}):
             continue
         try:
             engine.api.remove_container(row["Id"], force=True)
