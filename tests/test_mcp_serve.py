@@ -196,3 +196,15 @@ def test_a_sandbox_tools_secret_never_reaches_the_client():
     failed = ToolError("tool 'token' raised ValueError: tok-s3cret-42 is bad")
     failed.result = ran
     assert "tok-s3cret-42" not in json.dumps(answer(failed))
+
+
+def test_a_value_json_cannot_carry_is_answered_as_its_repr():
+    """A run's value is whatever the code returned: nan, infinities and tuple keys made
+    ``json.dumps`` raise, so the client's call failed instead of getting the answer."""
+    from jupyter_sandbox.orchestration import OrchestrationResult
+    from jupyter_sandbox.orchestration._mcp_serve import answer
+
+    value = [float("nan"), 1.5, {"a": float("-inf"), (1, 2): "pair", 3: {4.0}}]
+    found = answer(OrchestrationResult(code="x", value=value))
+    assert found["value"] == ["nan", 1.5, {"a": "-inf", "(1, 2)": "pair", "3": "{4.0}"}]
+    json.dumps(found, allow_nan=False)  # what the client is sent encodes

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import math
 import secrets
 import socket
 import threading
@@ -102,8 +103,25 @@ def answer(ended: OrchestrationResult | OrchestrationError) -> dict[str, Any]:
 
 
 def _data(value: Any) -> Any:
-    """``value`` as JSON data: what is not (a handle, a set) as its ``repr``."""
-    return json.loads(json.dumps(value, default=repr, allow_nan=False, ensure_ascii=False))
+    """``value`` as JSON data: what is not (a handle, a set, a float that is nan or infinite,
+    a dict key that is not a string or a number) as its ``repr``: a run's value is whatever
+    the code returned, and an answer that cannot be encoded would fail the client's call."""
+    return json.loads(json.dumps(_json_safe(value), default=repr, allow_nan=False))
+
+
+def _json_safe(value: Any) -> Any:
+    """``value`` with what `json.dumps` refuses before ``default`` is asked (non-finite
+    floats, tuple or other keys) replaced by its ``repr``; containers copied, the rest as is."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if isinstance(value, dict):
+        return {
+            (k if isinstance(k, str | int | bool) or k is None else repr(k)): _json_safe(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [_json_safe(item) for item in value]
+    return value
 
 
 @dataclass
