@@ -27,6 +27,8 @@ command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
 # runs the container-side tests on it as a non-root user).
 command -v podman >/dev/null 2>&1 || missing+=(podman uidmap slirp4netns fuse-overlayfs)
 command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
+# the tests' podman fixture stops a service a killed run left (pkill/pgrep)
+command -v pkill >/dev/null 2>&1 || missing+=(procps)
 # tests/test_allownet.py puts its servers in network namespaces of their own (`ip netns`)
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 # tests/test_install.py gives a non-root user a venv of Debian's Python (root's may be private).

@@ -204,9 +204,18 @@ class PodmanService:
         )
 
     def start(self) -> None:
+        """Start the service, after stopping one of this user's left by a run that was killed
+        (its fixture never stopped it): a stale service answers the first tests and then stops
+        answering, and they fail with "no Podman answered"."""
         import subprocess
         import time
 
+        stale = ["-u", str(self.uid), "-f", "podman system service"]
+        subprocess.run(["pkill", "-TERM", *stale], check=False)
+        for _ in range(100):
+            if subprocess.run(["pgrep", *stale], capture_output=True).returncode:
+                break
+            time.sleep(0.1)
         self.process = subprocess.Popen(
             self.command("podman", "system", "service", "--time=0"),
             cwd="/",

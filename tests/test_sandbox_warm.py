@@ -159,3 +159,37 @@ def test_an_image_without_python3_runs_cold_and_keeps_no_spare(docker_engine, sa
     finally:
         sandbox_pool.settle()
         docker_engine.images.remove(tag, force=True)
+
+
+def test_a_spare_that_ends_silently_as_it_starts_leaves_its_image_warm(sandbox_pool, monkeypatch):
+    """A spare killed, or its engine restarted, from outside while it started ends its stream
+    having said nothing: that says nothing of the image, whose later runs stay warm. One such
+    start made every run of the image cold for the kernel's life (CI: the adversarial spare
+    tests kill spares). Only `_pool._NOT_UP_MAX` of them in a row stop the starts."""
+    from jupyter_sandbox.sandbox import _warm
+
+    real = _warm.spare_command
+    silent = [_pool._NOT_UP_MAX - 1]  # the spare starts that end at once, saying nothing
+
+    def command(lifetime: int) -> list[str]:
+        if silent[0]:
+            silent[0] -= 1
+            return ["sh", "-c", "exit 0"]
+        return real(lifetime)
+
+    monkeypatch.setattr(_warm, "spare_command", command)
+    sandbox = create("silent", code="print(6 * 7)", auto_io=False)
+    key_spares = lambda: [s for key, slots in sandbox_pool.spares.items() for s in slots]  # noqa: E731
+    for _ in range(_pool._NOT_UP_MAX):
+        assert sandbox.execute({}).stdout == "42\n"
+        sandbox_pool.quiesce()
+    assert not silent[0] and not sandbox_pool.no_waiter
+    assert key_spares(), "no spare waited after the silent starts"
+    # and so many in a row as `_NOT_UP_MAX` do stop them
+    sandbox_pool.settle()
+    sandbox_pool.not_up.clear()
+    silent[0] = _pool._NOT_UP_MAX
+    for _ in range(_pool._NOT_UP_MAX + 1):
+        assert sandbox.execute({}).stdout == "42\n"
+        sandbox_pool.quiesce()
+    assert sandbox_pool.no_waiter and not key_spares()

@@ -111,6 +111,12 @@ _START_WAIT = 5.0
 _GONE_WAIT = 10.0
 _UP_WAIT = 60.0
 """Seconds a spare's waiter may take to say it is up (a loaded host: it is in the background)."""
+_NOT_UP_MAX = 3
+"""Spare starts in a row whose waiter said nothing (the stream ended, or `_UP_WAIT` passed)
+before the pool starts no more of that image. Not one: a spare killed, or its engine restarted,
+from outside during its start says nothing about its image, and one such start made every run
+of the image cold for the kernel's life (CI found it: the adversarial spare tests had killed one
+being started)."""
 _GRACE = 30.0
 """Seconds the container's sleep outlives idle time plus timeout (see `lifetime`)."""
 
@@ -327,8 +333,10 @@ class Pool:
         """Keys whose refill thread runs (one each)."""
         self.no_waiter: set[str] = set()
         """Images whose spare's waiter never came up (`_warm.up`: no ``python3``, or one that
-        warns as it starts): no spare of them is started again by this pool; their runs are
-        cold."""
+        warns as it starts; or `_NOT_UP_MAX` starts in a row said nothing): no spare of them is
+        started again by this pool; their runs are cold."""
+        self.not_up: dict[str, int] = {}
+        """Starts in a row, per image, whose waiter did not come up (`_NOT_UP_MAX`)."""
         self.demand: dict[_Key, _Demand] = {}
         self.called = 0
         """Runs called for that have not returned (`call`); those not holding a container
@@ -429,8 +437,10 @@ class Pool:
             slot.attached = Attached(client, slot.container.id or "")
             slot.container.start()
             is_up = _warm.up(slot.attached, time.monotonic() + _UP_WAIT)
-            if is_up is None:
-                with self.lock:
+            with self.lock:
+                failed = 0 if is_up else self.not_up.get(image, 0) + 1
+                self.not_up[image] = failed
+                if is_up is None or failed >= _NOT_UP_MAX:
                     self.no_waiter.add(image)
             if not is_up:
                 raise ContainerError(f"a spare of {image} did not start its interpreter")

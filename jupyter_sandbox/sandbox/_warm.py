@@ -160,13 +160,17 @@ def spare_command(lifetime: int) -> list[str]:
 
 
 def up(attached: Attached, deadline: float) -> bool | None:
-    """Whether the spare's waiter said it is up by ``deadline``; None if something else came
-    first (the stream's end, anything on stderr, another line: an image without ``python3``,
-    or whose ``python3`` warns as it starts), and no spare of its image will ever be up."""
+    """Whether the spare's waiter said it is up by ``deadline``; None if the image answered
+    something else (anything on stderr, another line: an image without ``python3``, or whose
+    ``python3`` warns as it starts), and no spare of it will ever be up. False, not None, for
+    a stream that ended with nothing said: a container killed or an engine restarted from
+    outside during the start says nothing about the image."""
     line = attached.line(deadline)
     if line == UP:
         return True
-    return False if time.monotonic() >= deadline else None
+    if line is None and (attached.ended or time.monotonic() >= deadline):
+        return False
+    return None
 
 
 def probe(attached: Attached) -> bool:
