@@ -207,13 +207,17 @@ class PodmanService:
         """Start the service, after stopping one of this user's left by a run that was killed
         (its fixture never stopped it): a stale service answers the first tests and then stops
         answering, and they fail with "no Podman answered"."""
+        import contextlib
+        import os
+        import signal
         import subprocess
         import time
 
-        stale = ["-u", str(self.uid), "-f", "podman system service"]
-        subprocess.run(["pkill", "-TERM", *stale], check=False)
+        for pid in self._stale():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
         for _ in range(100):
-            if subprocess.run(["pgrep", *stale], capture_output=True).returncode:
+            if not self._stale():
                 break
             time.sleep(0.1)
         self.process = subprocess.Popen(
@@ -230,6 +234,18 @@ class PodmanService:
             time.sleep(0.1)
         raise RuntimeError(f"podman service of {self.user} did not answer on {path}")
 
+    def _stale(self) -> list[int]:
+        """This user's ``podman system service`` processes that no process of this run started
+        (another fixture, e.g. a second engine's, may run one of the same user)."""
+        import subprocess
+
+        found = subprocess.run(
+            ["pgrep", "-u", str(self.uid), "-f", "podman system service"],
+            capture_output=True,
+            text=True,
+        )
+        return [int(pid) for pid in found.stdout.split() if not _descends_from_us(int(pid))]
+
     def stop(self) -> None:
         import os
         import signal
@@ -238,6 +254,21 @@ class PodmanService:
             os.killpg(self.process.pid, signal.SIGTERM)
             self.process.wait(30)
         self.process = None
+
+
+def _descends_from_us(pid: int) -> bool:
+    """Whether ``pid`` is this process or one of its descendants (its parents, from /proc)."""
+    import os
+
+    while pid > 1:
+        if pid == os.getpid():
+            return True
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return False
+        pid = int(stat.rpartition(")")[2].split()[1])  # the field after the state: its parent
+    return False
 
 
 def _provision_podman(user: str) -> PodmanService:

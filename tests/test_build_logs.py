@@ -39,6 +39,9 @@ class _RecordingAPI:
         self._api = api
         self._chunks = chunks
 
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._api, name)  # everything but the build: the real client's
+
     def build(self, **kwargs: Any) -> Iterator[dict[str, Any]]:
         for chunk in self._api.build(**kwargs):
             self._chunks.append(chunk)
@@ -83,7 +86,7 @@ def six_build(docker_engine) -> tuple[ImageSpec, BuildInfo, list[Event], list[di
     spec = _six_from_scratch(docker_engine)
     spy = _RecordingClient(docker_engine)
     events: list[Event] = []
-    _, info = ensure_image(spy, spec, events.append)
+    _, _, info = ensure_image(spy, spec, events.append)
     assert info is not None and info.error is None, info and info.log
     return spec, info, events, spy.chunks
 
@@ -95,6 +98,26 @@ def bad_package(docker_engine) -> tuple[InvalidPackageError, list[Event]]:
     with pytest.raises(InvalidPackageError) as info:
         sandbox.execute({}, on_event=events.append)
     return info.value, events
+
+
+def test_a_live_record_is_a_snapshot_its_later_steps_do_not_change():
+    """A live record is worded (its ``summary``) when made and sent later: the steps that came
+    meanwhile must not slip into it. They did (the list was shared), and JupyterLab drew
+    "building: step 1 of 6" beside "step 4 of 6: installing six" (CI's browser test)."""
+    from jupyter_sandbox.display._format import summarised
+
+    live = LiveRun()
+    live.on_event(BuildStarted("jupyter-sandbox/env:0123456789ab", total_steps=6))
+    live.on_event(BuildStep(1, 6, "FROM the base"))
+    shown = summarised(live.record())
+    for index in (2, 3, 4):
+        live.on_event(BuildStep(index, 6, f"step {index}"))
+    build = shown["build"]
+    assert build is not None and build["steps"] == ["FROM the base"]
+    assert (
+        shown["summary"]["build"] == "image jupyter-sandbox/env:0123456789ab: building: step 1 of 6"
+    )
+    assert "step 4" not in _html.render(shown)
 
 
 def test_splitter_joins_chunks_cut_mid_line():

@@ -14,6 +14,7 @@ import os
 import pwd
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -24,6 +25,7 @@ from typing import Any
 
 import pytest
 
+import jupyter_sandbox
 from jupyter_sandbox import __version__, _doctor
 from jupyter_sandbox._doctor import Check, report, run_checks
 
@@ -314,6 +316,15 @@ def test_the_kernelspec_is_found_once_installed(tmp_path: Path, monkeypatch: pyt
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "share" / "jupyter"))
     monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setattr(sys, "prefix", str(tmp_path / "empty-prefix"))
+    # and the paths Jupyter worked out at import: a kernelspec installed in this checkout's
+    # venv (the README's first command does) or system-wide would be found there
+    import site
+
+    import jupyter_core.paths
+
+    monkeypatch.setattr(jupyter_core.paths, "ENV_JUPYTER_PATH", [f"{sys.prefix}/share/jupyter"])
+    monkeypatch.setattr(jupyter_core.paths, "SYSTEM_JUPYTER_PATH", [])
+    monkeypatch.setattr(site, "ENABLE_USER_SITE", False)
     missing = _doctor.check_kernelspec()
     assert (missing.state, missing.required) == ("warn", False)
     assert missing.fix == f"{sys.executable} -m jupyter_sandbox install-kernel"
@@ -390,8 +401,30 @@ def user_python() -> Iterator[Path]:
     (python_lib / "site-packages" / "checkout.pth").write_text(
         f"import site; site.addsitedir({str(ours)!r})\n"
     )
-    yield venv / "bin" / "python"
-    shutil.rmtree(venv)
+    opened = _open_to_others(ours, Path(jupyter_sandbox.__file__).parent.parent)
+    try:
+        yield venv / "bin" / "python"
+    finally:
+        for folder, mode in opened:
+            folder.chmod(mode)
+        shutil.rmtree(venv)
+
+
+def _open_to_others(site_packages: Path, checkout: Path) -> list[tuple[Path, int]]:
+    """Let other users reach this checkout's packages for the test, as CI's clone in a
+    ``mktemp -d`` (0700) does not: every folder above them searchable, and the editable
+    install's folder readable too (Python lists a folder on ``sys.path`` before it finds a
+    module in it: searchable alone, ``import jupyter_sandbox`` failed). The modes changed, to
+    put back."""
+    wanted = {folder: stat.S_IXOTH for folder in [*site_packages.parents, *checkout.parents]}
+    wanted[checkout] = stat.S_IXOTH | stat.S_IROTH
+    opened = []
+    for folder, bits in wanted.items():
+        mode = stat.S_IMODE(folder.stat().st_mode)
+        if mode & bits != bits:
+            opened.append((folder, mode))
+            folder.chmod(mode | bits)
+    return opened
 
 
 def as_user(

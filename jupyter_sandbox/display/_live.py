@@ -248,6 +248,9 @@ class LiveRun:
         with self._lock:
             build = None if self._build is None else self._build.copy()
             if build is not None:
+                # its own list: a record is worded (`summarised`) and sent later, and steps
+                # appended meanwhile made its build line say "step 1 of 6" beside step 4
+                build["steps"] = list(build["steps"])
                 build["log"] = "\n".join(self._log)
             run = self._run.copy()
             headline = self._headline
