@@ -213,7 +213,7 @@ def first_after_build(level: Isolation) -> tuple[Callable[[], None], Callable[[]
         step = f"echo bench-{os.getpid()}-{level}-{next(rounds)}"
         sandbox[0] = create("built", code="print(42)", additional_commands=[step], isolation=level)
         docker = _client.client()
-        image, info = ensure_image(docker, sandbox[0].image_spec, ignore)
+        image, _, info = ensure_image(docker, sandbox[0].image_spec, ignore)
         assert info is not None
         assert info.error is None
         assert not info.cached

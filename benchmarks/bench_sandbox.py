@@ -157,7 +157,7 @@ def build_seconds(packages: list[str], installer: str) -> float:
     with contextlib.suppress(ImageNotFound):  # not built yet
         docker.images.remove(tag, force=True)
     start = time.perf_counter()
-    _, info = ensure_image(docker, spec, ignore)
+    _, _, info = ensure_image(docker, spec, ignore)
     assert info is not None
     assert info.error is None, info.error
     return time.perf_counter() - start

@@ -100,13 +100,17 @@ class BuildInfo:
 
 
 def image_exists(client: DockerClient, tag: str) -> bool:
+    return local_id(client, tag) is not None
+
+
+def local_id(client: DockerClient, tag: str) -> str | None:
+    """The id of the local image ``tag``, None if there is none (nothing is pulled)."""
     from docker.errors import ImageNotFound
 
     try:
-        client.images.get(tag)
+        return str(client.api.inspect_image(tag)["Id"])
     except ImageNotFound:
-        return False
-    return True
+        return None
 
 
 def step_count(dockerfile: str) -> int:

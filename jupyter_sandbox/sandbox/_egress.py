@@ -251,7 +251,7 @@ def proxy_image(client: DockerClient, emit: EventCallback) -> str:
     """The proxy's image: Debian's squid on the base image, built once (`scripts/bootstrap.sh`
     builds it ahead; otherwise the first allow-listed run does, ~10 s)."""
     spec = ImageSpec.normalise(default_base_image(), system_packages=PROXY_PACKAGES)
-    image, info = ensure_image(client, spec, emit)
+    image, _, info = ensure_image(client, spec, emit)
     if info is not None and info.error is not None:
         from ._image import build_error
 

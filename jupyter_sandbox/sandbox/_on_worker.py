@@ -174,7 +174,7 @@ def _run(job: Job, result: JobResult, emit: Any, cancel: threading.Event) -> Non
                 raise SandboxCancelled("the image build was stopped")
             emit(event)
 
-        result.image, result.build = ensure_image(docker, job.spec, building)
+        result.image, _, result.build = ensure_image(docker, job.spec, building)
         if result.build is not None and result.build.error is not None:
             return  # the kernel raises the build's error from the record
     else:

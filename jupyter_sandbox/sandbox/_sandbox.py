@@ -239,6 +239,7 @@ class Sandbox:
         asked: float,
     ) -> None:
         docker = None if self.cluster is not None else client()
+        run_id = None  # the image's id, for the cache key
         if docker is None:
             pass  # each run's worker builds or finds the image itself (`_cluster`)
         elif self.image is None:
@@ -247,7 +248,9 @@ class Sandbox:
                 from . import _egress
 
                 build_network = _egress.for_build(docker, self.image_spec, emit)
-            run.image, run.build = ensure_image(docker, self.image_spec, emit, build_network)
+            run.image, run_id, run.build = ensure_image(
+                docker, self.image_spec, emit, build_network
+            )
             if run.build is not None and run.build.error is not None:
                 raise build_error(self.image_spec, run.build)
             # its first spare starts now; an allow-list's joins its proxy's network, which
@@ -256,7 +259,7 @@ class Sandbox:
             if fresh and isinstance(self.network, str):
                 _pool.prestart(docker, run.image, self._limits())
         else:
-            image_id(docker, self.image)  # present, or pulled, or a clear error
+            run_id = image_id(docker, self.image)  # present, or pulled, or a clear error
         with tempfile.TemporaryDirectory(prefix=temp_prefix("run")) as tmp:
             work = Path(tmp)
             stage_inputs(work / "inputs", tags, run.inputs)
@@ -266,11 +269,8 @@ class Sandbox:
             key = None
             if self.cache != "disable":
                 # on a cluster each worker has its own image ids: the spec names the image
-                image = (
-                    image_id(docker, run.image) if docker else repr(self.image or self.image_spec)
-                )
                 key = _cache.cache_key(
-                    image_id=image,
+                    image_id=run_id or repr(self.image or self.image_spec),
                     program=self._fingerprint(tags),
                     inputs_dir=work / "inputs",
                     secrets={name: env[name] for name in self.secrets},
