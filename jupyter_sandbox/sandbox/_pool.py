@@ -740,6 +740,17 @@ class Pool:
         """Remove off the caller's path (a clean run's results are ready before teardown ends)."""
         self._background(self.remove, slot)
 
+    @contextlib.contextmanager
+    def scratch(self) -> Iterator[Path]:
+        """A private folder for one run's staging (inputs, program, outputs), removed off the
+        caller's path after: ~6 ms of a ~22 ms warm run went to deleting it (`rmdir` on this
+        host's /tmp), and `quiesce` (so kernel exit) still waits for it."""
+        folder = Path(tempfile.mkdtemp(prefix=temp_prefix("run")))
+        try:
+            yield folder
+        finally:
+            self._background(shutil.rmtree, folder, True)
+
     def quiesce(self) -> None:
         """Wait for background starts and removals: afterwards the spares are up and waiting, and
         used containers are gone. A job may start another while it is waited for (a removal
@@ -813,6 +824,11 @@ def remove(slot: Slot) -> None:
 def remove_later(slot: Slot) -> None:
     """`Pool.remove_later` of the current pool."""
     current().remove_later(slot)
+
+
+def scratch() -> contextlib.AbstractContextManager[Path]:
+    """`Pool.scratch` of the current pool."""
+    return current().scratch()
 
 
 def quiesce() -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -34,7 +33,6 @@ from .._errors import (
     UnusableImage,
 )
 from .._events import EventCallback, Output, RunFinished, RunStarted, ignore
-from .._owner import temp_prefix
 from .._secrets import hide_values, mask_error
 from .._threads import in_thread
 from . import _cache, _displays, _pool
@@ -260,8 +258,7 @@ class Sandbox:
                 _pool.prestart(docker, run.image, self._limits())
         else:
             run_id = image_id(docker, self.image)  # present, or pulled, or a clear error
-        with tempfile.TemporaryDirectory(prefix=temp_prefix("run")) as tmp:
-            work = Path(tmp)
+        with _pool.scratch() as work:
             stage_inputs(work / "inputs", tags, run.inputs)
             stage_program(
                 work / "program", mode=self.mode, code=self.code, inputs=tags, outputs=self.outputs
