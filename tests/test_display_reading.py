@@ -184,3 +184,20 @@ def test_pending_runs_name_a_cell_a_person_can_find(lab: Kernel) -> None:
     (line,) = [ln for ln in lab.ok("%orchestrate_pending").text.splitlines() if run_id in ln]
     assert f"{run_id}  cell [{paused.execution_count}] `add(1, 2)`  #1 remove(" in line
     assert lab.run(f"%orchestrate_reject {run_id}").status == "error"  # PermissionError
+
+
+def test_after_a_restart_a_pending_run_is_named_by_the_prompt_its_cell_had(
+    tmp_path: Path,
+) -> None:
+    """A kernel started after a restart names a run paused by the one before by the prompt
+    number the saved notebook shows (kept in the store), not by a bare ``cell``."""
+    store = tmp_path / "store.sqlite"
+    with kernel(store) as before:
+        before.ok(FAIL)
+        before.ok("1 + 1")
+        paused = before.ok("%%orchestrate\n# tidy up\nadd(1, 2)\nremove('scratch.txt')")
+        run_id = paused.records(TRACE_MIME)[-1]["run_id"]
+    with kernel(store) as after:  # the same store, a new kernel: its prompts start again
+        (line,) = [ln for ln in after.ok("%orchestrate_pending").text.splitlines() if run_id in ln]
+        assert paused.execution_count > 2
+        assert f"{run_id}  cell [{paused.execution_count}] `add(1, 2)`  #1 remove(" in line

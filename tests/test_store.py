@@ -42,6 +42,24 @@ def tamper(path: Path, sql: str) -> None:
 # --- what it keeps ---
 
 
+def test_a_runs_prompt_number_is_kept_and_only_a_number_is_read_back(
+    store: Store, tmp_path: Path
+) -> None:
+    """The prompt number (``In [n]``) a run's cell had is kept for a later kernel to name the
+    cell by. The column is not sealed: only a plain int in range is kept or read back, so an
+    edited store shows no cell number rather than its text."""
+    run_id = store.new_run(scope="nb.ipynb", cell="c1", code="1", tools=[])
+    assert store.prompt(run_id) is None
+    for refused in (0, -3, True, 10**9, "7", 7.0):
+        store.note_prompt(run_id, refused)  # type: ignore[arg-type]
+        assert store.prompt(run_id) is None, refused
+    store.note_prompt(run_id, 7)
+    assert store.prompt(run_id) == 7 and store.prompt("0123456789ab") is None
+    for forged in ("'7; rm -rf /'", "x'07'", "7.5", str(10**12)):
+        tamper(tmp_path / "store.sqlite", f"UPDATE runs SET prompt = {forged}")
+        assert store.prompt(run_id) is None, forged
+
+
 def test_a_run_keeps_its_code_calls_checkpoint_and_status(store: Store) -> None:
     run_id = store.new_run(scope="nb.ipynb", cell="c1", code="f(1)\nf(2)", tools=["f", "g"])
     assert len(run_id) == 12 and int(run_id, 16) >= 0

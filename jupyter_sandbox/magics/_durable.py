@@ -453,16 +453,16 @@ class DurableMagics(CellMagics):
                 shown.keep()
 
     def _cell_name(self, store: Store, run_id: str) -> str:
-        """The cell a paused run was started in, as a person finds it: its prompt number when
-        this kernel ran it, and its first line (``cell [5] `data = fetch(url)` ``); the
-        store's cell key meant nothing to anyone."""
-        number = self.cells.prompts.get(run_id)
-        prompt = f"cell [{number}]" if number is not None else "cell"
+        """The cell a paused run was started in, as a person finds it: its prompt number (this
+        kernel's, else the one the store kept: the saved notebook's) and its first line
+        (``cell [5] `data = fetch(url)` ``); the store's cell key meant nothing to anyone."""
         try:
+            number = self.cells.prompts.get(run_id) or store.prompt(run_id)
             code = store.run(run_id).code
         except (StoreError, SandboxConfigError):
-            return prompt
-        return f"{prompt} `{first_line(code)}`"
+            number, code = self.cells.prompts.get(run_id), None
+        prompt = f"cell [{number}]" if number is not None else "cell"
+        return prompt if code is None else f"{prompt} `{first_line(code)}`"
 
     def _given(self, store: Store, run_id: str) -> dict[str, Any]:
         """The notebook variables stored run ``run_id`` needs again (`unkept_inputs`)."""

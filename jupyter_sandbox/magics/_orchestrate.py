@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import hashlib
 import importlib.util
 import sys
@@ -254,7 +255,7 @@ class OrchestrateMagics(CellMagics):
         try:
             result = show_run(run, quiet=args.quiet, code=cell, resumable=True)
         except OrchestrationError as exc:
-            self._remember(exc.result)
+            self._remember(exc.result, store)
             raise
         except SandboxConfigError as exc:
             raise self.usage_error(exc) from None
@@ -262,17 +263,21 @@ class OrchestrateMagics(CellMagics):
             raise UsageError(in_options(exc)) from None
         finally:
             self._journals.finished(cell, journal)
-        self._remember(result)
+        self._remember(result, store)
         if args.out:
             shell.user_ns[args.out] = result.value
         return shown_value(result.value, result.secrets)  # a sandbox tool's secret: hidden
 
-    def _remember(self, result: OrchestrationResult | None) -> None:
-        """Note the prompt number of a stored run's cell (see ``prompts``)."""
+    def _remember(self, result: OrchestrationResult | None, store: Store | None) -> None:
+        """Note the prompt number of a stored run's cell (see ``prompts``), in the store too:
+        a later kernel (after a restart) names the cell by it, as the saved notebook shows."""
         if result is not None and result.run_id is not None:
             self.prompts[result.run_id] = self.prompt_number()
             while len(self.prompts) > PROMPTS:
                 del self.prompts[next(iter(self.prompts))]
+            if store is not None:
+                with contextlib.suppress(StoreError):  # a name's detail: never the cell's error
+                    store.note_prompt(result.run_id, self.prompt_number())
 
     def limits(self, max_stack_depth: int | None = None, max_transfer: int | None = None) -> Limits:
         """The configured limits (``%config OrchestrateMagics.timeout`` ...), the two given

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..._errors import StoreError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -22,7 +22,7 @@ CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY, scope TEXT NOT NULL, cell TEXT NOT NULL, status TEXT NOT NULL,
     created REAL NOT NULL, updated REAL NOT NULL, forked_run TEXT, forked_call INTEGER,
     monty TEXT NOT NULL, mac BLOB NOT NULL, payload BLOB NOT NULL, owner TEXT,
-    size INTEGER NOT NULL DEFAULT 0);
+    size INTEGER NOT NULL DEFAULT 0, prompt INTEGER);
 CREATE INDEX IF NOT EXISTS runs_by_cell ON runs (scope, cell, created);
 CREATE INDEX IF NOT EXISTS runs_by_age ON runs (created);
 CREATE TABLE IF NOT EXISTS calls (
@@ -51,6 +51,7 @@ MIGRATIONS = {
         "ALTER TABLE runs ADD COLUMN size INTEGER NOT NULL DEFAULT 0",
         f"UPDATE runs SET size = {RUN_SIZE}",
     ),
+    3: ("ALTER TABLE runs ADD COLUMN prompt INTEGER",),
 }
 """The statements that take a store from each schema version to the next."""
 

@@ -99,6 +99,8 @@ _held: dict[Path, int] = {}
 _held_lock = threading.Lock()
 
 _SEALED = "CAST(monty AS TEXT), CAST(mac AS BLOB), CAST(payload AS BLOB)"
+PROMPT_MAX = 10**9
+"""Prompt numbers a store keeps (`Store.note_prompt`) are below this."""
 """A sealed blob's columns, as the seal check takes them whatever another program stored."""
 
 
@@ -476,6 +478,22 @@ class Store:
                 f"SELECT saved, {_SEALED} FROM checkpoints WHERE run_id = ?", (run_id,)
             ).fetchone()
         return None if saved is None else self._checkpoint(run_id, saved)
+
+    def note_prompt(self, run_id: str, prompt: int) -> None:
+        """Keep the prompt number (``In [n]``) of the cell run ``run_id`` ran in: after a kernel
+        restart, the saved notebook still shows it, and ``%orchestrate_pending`` names the cell
+        by it (`prompt`). Not sealed: a number shown, never acted on."""
+        if type(prompt) is int and 0 < prompt < PROMPT_MAX:
+            with self._write() as db:
+                db.execute("UPDATE runs SET prompt = ? WHERE run_id = ?", (prompt, run_id))
+
+    def prompt(self, run_id: str) -> int | None:
+        """The prompt number `note_prompt` kept for run ``run_id``; None if none was, or the
+        store holds something else there (an edited store is untrusted input)."""
+        with self._read() as db:
+            row = db.execute("SELECT prompt FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        found = None if row is None else row[0]
+        return found if type(found) is int and 0 < found < PROMPT_MAX else None
 
     def runs(self, *, scope: str | None = None, status: RunStatus | None = None) -> list[RunInfo]:
         """Runs, newest first, optionally of one scope and/or one status."""
