@@ -193,6 +193,8 @@ class PodmanService:
         self.process: Any = None
 
     def command(self, *argv: str) -> list[str]:
+        """``argv`` as this user, with a login's bare environment. Run it from a folder the
+        user can enter (``cwd="/"``): from CI's checkout (``mktemp -d``, 0700) podman fails."""
         env = [f"XDG_RUNTIME_DIR={self.runtime_dir}", f"HOME={self.home}", "PATH=/usr/bin:/bin"]
         return ["runuser", "-u", self.user, "--", "env", "-i", *env, *argv]
 

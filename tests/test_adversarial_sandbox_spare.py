@@ -73,9 +73,9 @@ def test_a_spare_removed_from_outside_never_gives_a_wrong_answer(
     if _client.engine_of(engine).name == "podman":  # its user's own CLI, through its service
         cli = request.getfixturevalue("podman_engine").command("podman", "--remote")
     command.run(x=1)  # leaves a spare for the next run with the same limits
-    subprocess.run([*cli, *how, *_waiting_spares(engine)], check=True, capture_output=True)
+    subprocess.run([*cli, *how, *_waiting_spares(engine)], check=True, capture_output=True, cwd="/")
     assert command.execute({"x": 42}).stdout == "42"
-    subprocess.run([*cli, *how, *_waiting_spares(engine)], check=True, capture_output=True)
+    subprocess.run([*cli, *how, *_waiting_spares(engine)], check=True, capture_output=True, cwd="/")
     assert auto.run(x=41) == 42
 
 
@@ -123,7 +123,7 @@ def test_a_spare_tampered_with_is_never_used(how, request, no_leaked_containers,
     assert sandbox.execute({"x": 0}).outputs == {"y": 1}
     tampered = _waiting_spares(engine)
     for spare in tampered:
-        subprocess.run([*cli, "exec", "-d", spare, "sh", "-c", _TAMPER[how]], check=True)
+        subprocess.run([*cli, "exec", "-d", spare, "sh", "-c", _TAMPER[how]], check=True, cwd="/")
     time.sleep(0.5)  # `exec -d` returns before its command ran
     run = sandbox.execute({"x": 41})
     assert (run.stdout, run.outputs) == ("[] []\n", {"y": 42})

@@ -276,20 +276,21 @@ def stage_program(
     outputs: Mapping[str, str | None],
 ) -> None:
     """Write what the container runs: the cell, plus the runner and codec in auto-IO mode."""
-    dest.mkdir(parents=True, exist_ok=True)
-    if code is not None:
-        (dest / "main.py").write_text(code)
-    if mode == "auto":
-        shutil.copyfile(_HERE / "_runner.py", dest / "runner.py")
-        (dest / "__pycache__").mkdir(exist_ok=True)
-        for source, module in _RUNNER_MODULES:
-            shutil.copyfile(_HERE / source, dest / f"{module}.py")
-            pyc = dest / "__pycache__" / f"{module}.{sys.implementation.cache_tag}.pyc"
-            pyc.write_bytes(_bytecode(source, module))
-        lines = [f"in\t{name}\t{tag}\n" for name, tag in inputs.items()]
-        lines += [f"out\t{name}\t{tag or ''}\n" for name, tag in outputs.items()]
-        (dest / "manifest.tsv").write_text("".join(lines))
-    _readable(dest)
+    with _host_space("staging the program"):
+        dest.mkdir(parents=True, exist_ok=True)
+        if code is not None:
+            (dest / "main.py").write_text(code)
+        if mode == "auto":
+            shutil.copyfile(_HERE / "_runner.py", dest / "runner.py")
+            (dest / "__pycache__").mkdir(exist_ok=True)
+            for source, module in _RUNNER_MODULES:
+                shutil.copyfile(_HERE / source, dest / f"{module}.py")
+                pyc = dest / "__pycache__" / f"{module}.{sys.implementation.cache_tag}.pyc"
+                pyc.write_bytes(_bytecode(source, module))
+            lines = [f"in\t{name}\t{tag}\n" for name, tag in inputs.items()]
+            lines += [f"out\t{name}\t{tag or ''}\n" for name, tag in outputs.items()]
+            (dest / "manifest.tsv").write_text("".join(lines))
+        _readable(dest)
 
 
 _RUNNER_MODULES = (("_codec.py", "jsbx_codec"), ("_display_shim.py", "jsbx_display"))

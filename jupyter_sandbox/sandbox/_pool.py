@@ -743,13 +743,17 @@ class Pool:
     @contextlib.contextmanager
     def scratch(self) -> Iterator[Path]:
         """A private folder for one run's staging (inputs, program, outputs), removed off the
-        caller's path after: ~6 ms of a ~22 ms warm run went to deleting it (`rmdir` on this
-        host's /tmp), and `quiesce` (so kernel exit) still waits for it."""
+        caller's path after a run that returned: ~6 ms of a ~22 ms warm run went to deleting
+        it (`rmdir` on this host's /tmp), and `quiesce` (so kernel exit) still waits for it.
+        After a failure, at once: the space is back before the error is (a full disk's run,
+        retried at once, found the half-staged folder still there)."""
         folder = Path(tempfile.mkdtemp(prefix=temp_prefix("run")))
         try:
             yield folder
-        finally:
-            self._background(shutil.rmtree, folder, True)
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        self._background(shutil.rmtree, folder, True)
 
     def quiesce(self) -> None:
         """Wait for background starts and removals: afterwards the spares are up and waiting, and
