@@ -269,13 +269,14 @@ class OrchestrateMagics(CellMagics):
         return shown_value(result.value, result.secrets)  # a sandbox tool's secret: hidden
 
     def _remember(self, result: OrchestrationResult | None, store: Store | None) -> None:
-        """Note the prompt number of a stored run's cell (see ``prompts``), in the store too:
-        a later kernel (after a restart) names the cell by it, as the saved notebook shows."""
+        """Note the prompt number of a stored run's cell (see ``prompts``); a paused run's in
+        the store too, where a later kernel (after a restart) finds it to name the cell as the
+        saved notebook does (only paused runs are listed: a write per cell would cost)."""
         if result is not None and result.run_id is not None:
             self.prompts[result.run_id] = self.prompt_number()
             while len(self.prompts) > PROMPTS:
                 del self.prompts[next(iter(self.prompts))]
-            if store is not None:
+            if store is not None and result.pending:
                 with contextlib.suppress(StoreError):  # a name's detail: never the cell's error
                     store.note_prompt(result.run_id, self.prompt_number())
 
