@@ -307,6 +307,9 @@ def test_jupyterlab_stopped_with_sigterm_leaves_no_container(docker_engine) -> N
             )
             client.load_connection_file()
             client.start_channels()
+            # iopub connected before the first execute: else its idle can be missed (a slow
+            # joiner) and `execute_interactive` waits out its timeout (CI, 1 run in 4)
+            client.wait_for_ready(timeout=120)
             try:
                 pid = run_a_sandbox_cell(client, docker_engine)
                 assert watchdog_of(pid) is not None
