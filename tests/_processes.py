@@ -1,8 +1,31 @@
-"""Finding the watchdog a process started (`jupyter_sandbox.sandbox._watchdog`)."""
+"""Processes as ``/proc`` shows them: a process's state and parent, the watchdog a process
+started (`jupyter_sandbox.sandbox._watchdog`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+
+
+def stat_fields(pid: int) -> list[str] | None:
+    """``/proc/<pid>/stat`` after the command's name (state, parent, ...); None if there is no
+    such process. The name may hold spaces and parentheses: split after the last ")"."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return raw.rsplit(")", 1)[1].split()
+
+
+def descends_from(pid: int, ancestor: int) -> bool:
+    """Whether ``pid`` is ``ancestor`` or one of its descendants (parent by parent)."""
+    while pid > 1:
+        if pid == ancestor:
+            return True
+        fields = stat_fields(pid)
+        if fields is None:
+            return False
+        pid = int(fields[1])
+    return False
 
 
 def watchdog_of(pid: int) -> int | None:
@@ -10,9 +33,12 @@ def watchdog_of(pid: int) -> int | None:
     for entry in Path("/proc").iterdir():
         try:
             args = (entry / "cmdline").read_bytes().split(b"\0")
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
+        except OSError:
             continue
+        fields = stat_fields(int(entry.name)) if entry.name.isdigit() else None
+        if fields is None:
+            continue
+        state = fields[0]
         ours = any(b"jupyter_sandbox.sandbox._watchdog" in a for a in args) and (
             str(pid).encode() in args
         )

@@ -239,14 +239,19 @@ class PodmanService:
     def _stale(self) -> list[int]:
         """This user's ``podman system service`` processes that no process of this run started
         (another fixture, e.g. a second engine's, may run one of the same user)."""
+        import os
         import subprocess
+
+        from _processes import descends_from
 
         found = subprocess.run(
             ["pgrep", "-u", str(self.uid), "-f", "podman system service"],
             capture_output=True,
             text=True,
         )
-        return [int(pid) for pid in found.stdout.split() if not _descends_from_us(int(pid))]
+        return [
+            int(pid) for pid in found.stdout.split() if not descends_from(int(pid), os.getpid())
+        ]
 
     def stop(self) -> None:
         import os
@@ -256,21 +261,6 @@ class PodmanService:
             os.killpg(self.process.pid, signal.SIGTERM)
             self.process.wait(30)
         self.process = None
-
-
-def _descends_from_us(pid: int) -> bool:
-    """Whether ``pid`` is this process or one of its descendants (its parents, from /proc)."""
-    import os
-
-    while pid > 1:
-        if pid == os.getpid():
-            return True
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except OSError:
-            return False
-        pid = int(stat.rpartition(")")[2].split()[1])  # the field after the state: its parent
-    return False
 
 
 def _provision_podman(user: str) -> PodmanService:

@@ -21,7 +21,7 @@ from typing import Any
 
 import docker.errors
 import pytest
-from _processes import watchdog_of
+from _processes import stat_fields, watchdog_of
 
 from jupyter_sandbox._owner import Owner, me, temp_prefix
 from jupyter_sandbox.sandbox import _client, reap_orphans
@@ -61,8 +61,9 @@ threading.Event().wait()
 
 
 def _state(pid: int) -> str:
-    raw = Path(f"/proc/{pid}/stat").read_text()
-    return raw[raw.rfind(")") + 2]
+    fields = stat_fields(pid)
+    assert fields is not None, f"process {pid} is gone"
+    return fields[0]
 
 
 def _containers_of(engine: Any, pid: int) -> list[str]:
