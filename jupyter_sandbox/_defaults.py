@@ -95,6 +95,10 @@ SANDBOX_TIMEOUT = 600.0
 """``create(timeout=...)``: seconds a container may run before it is stopped."""
 RETRIES = 0
 """``create(retries=...)``: re-runs of a failed container before its error surfaces."""
+MAX_DISPLAYS = 200
+"""Displays (figures, tables, ``display()`` calls) one sandbox run shows: each is an output of
+the cell, saved in the notebook, so a loop that displays 10,000 times would make it unusable;
+past this many, one line says how many were left out."""
 NETWORK: Final = "none"
 """``create(network=...)``: no network for the code unless asked (``"bridge"``)."""
 LINK_LIMIT = "100m"

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from jupyter_sandbox import _defaults
 from jupyter_sandbox.display import display_bundle
 from jupyter_sandbox.records import DISPLAY_MIME
 from jupyter_sandbox.sandbox import _displays
@@ -87,6 +88,18 @@ def test_displays_past_the_output_limit_are_left_out_and_counted(tmp_path: Path)
     assert shown[-1]["text/plain"].startswith("3 displays not shown: the run's displays passed")
 
 
+def test_a_run_shows_at_most_so_many_displays_and_says_how_many_it_left_out(
+    tmp_path: Path,
+) -> None:
+    cap = _defaults.MAX_DISPLAYS
+    root = _folder(tmp_path, *({"data": {"text/plain": str(n)}} for n in range(cap + 7)))
+    shown = _displays.collect(root, limit=1 << 20, secrets=())
+    assert [d["text/plain"] for d in shown[:cap]] == [str(n) for n in range(cap)]
+    assert shown[cap:] == [
+        {"text/plain": f"7 displays not shown: a run shows at most {cap} displays"}
+    ]
+
+
 def test_a_link_or_a_folder_where_a_display_should_be_is_skipped(tmp_path: Path) -> None:
     root = _folder(tmp_path, {"data": {"text/plain": "kept"}})
     (root / _displays.FOLDER / "000002.json").mkdir()
@@ -113,17 +126,96 @@ def test_the_html_fallback_runs_nothing(markup: str) -> None:
     assert shown[DISPLAY_MIME]["data"]["text/html"] == markup  # JupyterLab's sanitiser's job
 
 
-def test_an_svg_is_only_an_image_and_markdown_keeps_its_syntax() -> None:
+def test_an_svg_is_only_an_image() -> None:
     svg = '<svg xmlns="http://www.w3.org/2000/svg" onload="alert(1)"><script>1</script></svg>'
     shown = display_bundle({"image/svg+xml": svg})
     assert "image/svg+xml" not in shown  # nbconvert would inline it, scripts and all
     assert shown["text/html"].startswith('<img alt="SVG image" src="data:image/svg+xml;base64,')
     assert shown["text/plain"] == "<display: image/svg+xml>"
-    markup = "# T\n<img src=x onerror=alert(1)>[x](javascript:1)"
-    raw_html = display_bundle({"text/markdown": markup})
-    assert raw_html["text/markdown"] == '# T\n<img src="x">[x](#1)'
-    plain = display_bundle({"text/markdown": "# T\n\n`a*b` [x](https://example.com)"})
-    assert plain["text/markdown"] == "# T\n\n`a*b` [x](https://example.com)"
+
+
+def test_markdown_is_drawn_as_sanitised_html() -> None:
+    markup = "# T\n\n<img src=x onerror=alert(1)> `a<b` [x](https://example.com)"
+    shown = display_bundle({"text/markdown": markup})
+    assert "text/markdown" not in shown  # an export would render it unchecked
+    assert shown["text/html"] == (
+        '<h1>T</h1>\n<p><img> <code>a&lt;b</code> <a href="https://example.com" '
+        'rel="noopener noreferrer">x</a></p>\n'
+    )
+    assert shown[DISPLAY_MIME]["data"]["text/markdown"] == markup  # JupyterLab's to draw
+
+
+SCRIPT_LINKS = [
+    "[x](jav&#x61;script:alert(1))",
+    "[x](&#106;avascript:alert(1))",
+    "[x](javascript&colon;alert(1))",
+    "[x](javascript\\:alert(1))",
+    "[x][r]\n\n[r]: javascript:alert(1)",
+    "[x][r]\n\n[r]: jav&#x61;script:alert(1)",
+    "<javascript:alert(1)>",
+    "[x](<javascript:alert(1)>)",
+    "[x]( JaVaScRiPt:alert(1) 'title')",
+    "[x](vbscript:msgbox(1))",
+    "[x](data:text/html,<script>alert(1)</script>)",
+    '<a href="jav&#x61;script:alert(1)">x</a>',
+    '<a href="java\tscript:alert(1)">x</a>',
+]
+"""Markdown links that run code on a click once CommonMark (or HTML) has decoded them."""
+
+
+def attribute_values(markup: str) -> list[str]:
+    """Every attribute value of ``markup``, decoded and spelled as a browser reads a URL
+    (ASCII tab and newline removed, surrounding spaces and controls stripped, lower case)."""
+    from html.parser import HTMLParser
+
+    found: list[str] = []
+
+    class Parser(HTMLParser):
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            for _, value in attrs:
+                spelled = (value or "").translate({9: None, 10: None, 13: None})
+                found.append(spelled.strip(" " + "".join(map(chr, range(32)))).lower())
+
+    Parser().feed(markup)
+    return found
+
+
+@pytest.mark.parametrize("markdown", SCRIPT_LINKS)
+def test_no_markdown_link_runs_code_however_it_is_spelled(markdown: str) -> None:
+    html = display_bundle({"text/markdown": markdown})["text/html"]
+    found = attribute_values(html)
+    assert not [v for v in found if v.startswith(("javascript:", "vbscript:", "data:"))]
+
+
+LOADERS = {
+    "img": '<img src="{u}/img">',
+    "markdown image": "![x]({u}/md)",
+    "css url": '<div style="background-image:url({u}/css)">c</div>',
+    "video poster": '<video poster="{u}/poster"></video>',
+    "audio": '<audio src="{u}/audio" autoplay></audio>',
+    "input image": '<input type="image" src="{u}/input">',
+    "srcset": '<img srcset="{u}/srcset 1x">',
+    "picture": '<picture><source srcset="{u}/source"><img alt="p"></picture>',
+    "link": '<link rel="stylesheet" href="{u}/link">',
+    "object": '<object data="{u}/object"></object>',
+    "background": '<table background="{u}/background"><tr><td>t</td></tr></table>',
+    "svg image": '<svg><image href="{u}/svg" /><image xlink:href="{u}/xlink" /></svg>',
+    "import": "<style>@import url({u}/import);</style>",
+    "refresh": '<meta http-equiv="refresh" content="0;url={u}/refresh">',
+    "iframe": '<iframe src="{u}/iframe"></iframe>',
+}
+"""One display of each kind that makes a browser fetch an address (``{u}``) when drawn."""
+
+
+@pytest.mark.parametrize("mime", ["text/html", "text/markdown"])
+def test_the_fallbacks_load_nothing_but_their_own_images(mime: str) -> None:
+    own = "data:image/png;base64," + base64.b64encode(PNG).decode()
+    markup = "\n\n".join(LOADERS.values()).format(u="http://127.0.0.1:9") + f'<img src="{own}">'
+    html = display_bundle({mime: markup})["text/html"]
+    assert not [v for v in attribute_values(html) if "127.0.0.1" in v]
+    for element in ("<style", "<link", "<meta", "<iframe", "<object"):
+        assert element not in html
+    assert f'<img src="{own}">' in html  # the display's own image is shown
 
 
 # -- the in-container shim, run by a real interpreter --------------------------------------

@@ -10,13 +10,8 @@ in artifacts/screenshots/), and an nbconvert HTML export's download link.
 from __future__ import annotations
 
 import errno
-import functools
 import os
 import stat
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -285,24 +280,11 @@ def saved(tmp_path_factory, docker_engine) -> Path:
 @pytest.mark.docker
 def test_the_html_export_links_the_file_for_download(saved, browser):
     SHOTS.mkdir(parents=True, exist_ok=True)
-    with _served(
-        saved
-    ) as url:  # as a site serves an export (Chromium downloads nothing from file:)
+    from _served import served
+
+    with served(saved) as site:  # as a site serves an export
         for theme in ("light", "dark"):
-            _check_export(saved, url, theme, browser)
-
-
-@contextmanager
-def _served(folder: Path) -> Iterator[str]:
-    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(folder))
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+            _check_export(saved, site.url, theme, browser)
 
 
 def _check_export(saved: Path, url: str, theme: str, browser: Any) -> None:

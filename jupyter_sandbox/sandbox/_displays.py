@@ -6,9 +6,10 @@ by the run's own code, so nothing in them is trusted. Each is kept only as a MIM
 the types a notebook can show without running anything of it (`SHOWN`), each value of the
 type it must be (text as text, a PNG or JPEG as base64 that decodes to one, JSON as data),
 with the run's secrets masked in every text, and an image that holds a secret's bytes left
-out. Together they are bounded by the run's output limit (what the cell's stdout may be):
-the displays past it are left out with one line saying how many. The HTML and SVG are still
-untrusted markup after this: the display layer sanitises them (`display._rich`).
+out. Together they are bounded by the run's output limit (what the cell's stdout may be) and
+in number (`_defaults.MAX_DISPLAYS`): the displays past either are left out with one line
+saying how many and why. The HTML and SVG are still untrusted markup after this: the display
+layer sanitises them (`display._rich`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from .. import _defaults as default
 from .._secrets import forms, mask
 from . import _codec
 from ._display_shim import DISPLAYS
@@ -42,8 +44,6 @@ SHOWN = (
 """What a display may carry (anything else, JavaScript first, is dropped)."""
 _TEXT = ("text/plain", "text/html", "text/markdown", "image/svg+xml")
 _IMAGES = {"image/png": b"\x89PNG\r\n\x1a\n", "image/jpeg": b"\xff\xd8\xff"}
-_FILES = 10_000
-"""Display files looked at, at most (each costs a file read even when empty)."""
 
 Display = dict[str, Any]
 """One display: MIME type -> data (text, base64 text, or JSON data)."""
@@ -76,39 +76,47 @@ def possible(code: str) -> bool:
 
 def collect(folder: Path | None, *, limit: int, secrets: tuple[str, ...]) -> list[Display]:
     """The displays in ``folder`` (the run's unpacked outputs), in the order they were made,
-    checked and masked; past ``limit`` bytes, a last text display says how many were left
-    out."""
+    checked and masked, at most `_defaults.MAX_DISPLAYS` of them; past that many or past
+    ``limit`` bytes, a last text display says how many were left out and why."""
     root = folder / FOLDER if folder is not None else None
     if root is None or not root.is_dir() or root.is_symlink():
         return []
-    names = sorted(n for n in os.listdir(root) if n.endswith(".json"))[:_FILES]
+    names = sorted(n for n in os.listdir(root) if n.endswith(".json"))
     displays: list[Display] = []
-    spent = left_out = 0
-    for name in names:
+    spent = too_big = 0
+    for name in names[: default.MAX_DISPLAYS]:  # the rest are not read: each costs a file read
         path = root / name
         info = os.lstat(path)
         if not stat.S_ISREG(info.st_mode):
             continue
         spent += info.st_size
         if spent > limit:
-            left_out += 1
+            too_big += 1
             continue
         data = path.read_bytes()
         if _codec.json_size(data, limit) > 4 * limit:  # [[],[],...]: objects ~21x the text
-            left_out += 1
+            too_big += 1
             continue
         display = _checked(data, secrets)
         if display:
             displays.append(display)
-    if left_out:
+    too_many = max(len(names) - default.MAX_DISPLAYS, 0)
+    if too_big:
         displays.append(
-            {
-                "text/plain": f"{left_out} display{'s' if left_out > 1 else ''} not shown: "
+            _note(
+                too_big,
                 f"the run's displays passed its output limit ({limit / 2**20:g} MiB; raise "
-                "resources output)"
-            }
+                "resources output)",
+            )
         )
+    if too_many:
+        displays.append(_note(too_many, f"a run shows at most {default.MAX_DISPLAYS} displays"))
     return displays
+
+
+def _note(count: int, why: str) -> Display:
+    """The line saying that ``count`` displays were left out, and ``why``."""
+    return {"text/plain": f"{count} display{'s' if count > 1 else ''} not shown: {why}"}
 
 
 def _checked(data: bytes, secrets: tuple[str, ...]) -> Display:
