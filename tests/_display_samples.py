@@ -1,4 +1,5 @@
-"""Hand-written records in the engines' shapes, for renderer and browser tests."""
+"""Hand-written records in the engines' shapes, and hostile displays, for renderer and browser
+tests."""
 
 from __future__ import annotations
 
@@ -128,3 +129,81 @@ def bare(record: dict[str, Any]) -> dict[str, Any]:
     calls = [{k: v for k, v in c.items() if k != "printed"} for c in record.get("calls", [])]
     kept = {k: v for k, v in record.items() if k not in ("summary", "printed")}
     return {**kept, "calls": calls} if "calls" in record else kept
+
+
+# -- hostile displays: what a sandbox's code may display to get out or to pass for the notebook
+
+LOADERS = {
+    "img": '<img src="{u}">',
+    "markdown-image": "![x]({u})",
+    "css-url": '<div style="background-image:url({u});width:20px;height:20px">c</div>',
+    "video-poster": '<video poster="{u}" width="20"></video>',
+    "audio": '<audio src="{u}" controls></audio>',
+    "input-image": '<input type="image" src="{u}">',
+    "srcset": '<img srcset="{u} 1x" alt="s">',
+    "picture": '<picture><source srcset="{u}"><img alt="p"></picture>',
+    "video-source": '<video width="20"><source src="{u}"></video>',
+    "link": '<link rel="stylesheet" href="{u}">',
+    "object": '<object data="{u}"></object>',
+    "embed": '<embed src="{u}">',
+    "background": '<table background="{u}"><tr><td>t</td></tr></table>',
+    "svg-image": '<svg width="20" height="20"><image href="{u}" width="20" height="20"/></svg>',
+    "svg-xlink": '<svg width="20" height="20"><image xlink:href="{u}" width="20"/></svg>',
+    "import": "<style>@import url({u});</style>",
+    "style-block": "<style>.jsb-display{{background:url({u})}}</style>",
+    "refresh": '<meta http-equiv="refresh" content="1;url={u}">',
+    "iframe": '<iframe src="{u}"></iframe>',
+}
+"""One display of each kind that makes a browser fetch an address (``{u}``) when it is drawn."""
+
+
+def loading_markup(url: str) -> str:
+    """Every one of `LOADERS` in one piece of markup (HTML, or Markdown with raw HTML), each
+    fetching ``url/<its name>``."""
+    return "\n\n".join(m.format(u=f"{url}/{name}") for name, m in LOADERS.items())
+
+
+SCRIPT_LINKS = [
+    "[x](jav&#x61;script:alert(1))",
+    "[x](&#106;avascript:alert(1))",
+    "[x](javascript&colon;alert(1))",
+    "[x](javascript\\:alert(1))",
+    "[x][r]\n\n[r]: javascript:alert(1)",
+    "[x][r]\n\n[r]: jav&#x61;script:alert(1)",
+    "<javascript:alert(1)>",
+    "[x](<javascript:alert(1)>)",
+    "[x]( JaVaScRiPt:alert(1) 'title')",
+    "[x](vbscript:msgbox(1))",
+    "[x](data:text/html,<script>alert(1)</script>)",
+    '<a href="jav&#x61;script:alert(1)">x</a>',
+    '<a href="java\tscript:alert(1)">x</a>',
+]
+"""Markdown links that run code on a click once CommonMark (or HTML) has decoded them."""
+
+RUNS_CODE = ("javascript:", "vbscript:", "data:")
+
+
+def attribute_values(markup: str) -> list[str]:
+    """Every attribute value of ``markup``, decoded and spelled as a browser reads a URL
+    (ASCII tab and newline removed, surrounding spaces and controls stripped, lower case)."""
+    from html.parser import HTMLParser
+
+    found: list[str] = []
+
+    class Parser(HTMLParser):
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            for _, value in attrs:
+                spelled = (value or "").translate({9: None, 10: None, 13: None})
+                found.append(spelled.strip(" " + "".join(map(chr, range(32)))).lower())
+
+    Parser().feed(markup)
+    return found
+
+
+HOVER_BOX = (
+    '<div class="jp-HoverBox jsb-approval" style="position:fixed;top:0;left:0;right:0;'
+    'bottom:0;z-index:100000;background:#b00020;color:#fff;font-size:20px">'
+    "<b>Approve this run?</b> <button>Approve</button></div>"
+)
+"""A fake approval panel over the whole notebook: JupyterLab's own ``.jp-HoverBox`` rule
+(``position: fixed``) and a large ``z-index``."""

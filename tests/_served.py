@@ -16,8 +16,9 @@ from typing import Any
 
 @dataclass
 class Served:
-    """Where the folder is served (``url``, no trailing slash) and the paths asked for."""
+    """The folder served, where (``url``, no trailing slash) and the paths asked for."""
 
+    folder: Path
     url: str
     paths: list[str] = field(default_factory=list)
 
@@ -38,7 +39,7 @@ class _Handler(SimpleHTTPRequestHandler):
 @contextmanager
 def served(folder: Path) -> Iterator[Served]:
     """``folder`` served on a free loopback port until the block ends."""
-    record = Served("")
+    record = Served(folder, "")
     handler = functools.partial(_Handler, directory=str(folder), served=record)
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     record.url = f"http://127.0.0.1:{server.server_address[1]}"

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _display_samples import RUNS_CODE, SCRIPT_LINKS, attribute_values, loading_markup
 
 from jupyter_sandbox import _defaults
 from jupyter_sandbox.display import display_bundle
@@ -145,72 +146,17 @@ def test_markdown_is_drawn_as_sanitised_html() -> None:
     assert shown[DISPLAY_MIME]["data"]["text/markdown"] == markup  # JupyterLab's to draw
 
 
-SCRIPT_LINKS = [
-    "[x](jav&#x61;script:alert(1))",
-    "[x](&#106;avascript:alert(1))",
-    "[x](javascript&colon;alert(1))",
-    "[x](javascript\\:alert(1))",
-    "[x][r]\n\n[r]: javascript:alert(1)",
-    "[x][r]\n\n[r]: jav&#x61;script:alert(1)",
-    "<javascript:alert(1)>",
-    "[x](<javascript:alert(1)>)",
-    "[x]( JaVaScRiPt:alert(1) 'title')",
-    "[x](vbscript:msgbox(1))",
-    "[x](data:text/html,<script>alert(1)</script>)",
-    '<a href="jav&#x61;script:alert(1)">x</a>',
-    '<a href="java\tscript:alert(1)">x</a>',
-]
-"""Markdown links that run code on a click once CommonMark (or HTML) has decoded them."""
-
-
-def attribute_values(markup: str) -> list[str]:
-    """Every attribute value of ``markup``, decoded and spelled as a browser reads a URL
-    (ASCII tab and newline removed, surrounding spaces and controls stripped, lower case)."""
-    from html.parser import HTMLParser
-
-    found: list[str] = []
-
-    class Parser(HTMLParser):
-        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-            for _, value in attrs:
-                spelled = (value or "").translate({9: None, 10: None, 13: None})
-                found.append(spelled.strip(" " + "".join(map(chr, range(32)))).lower())
-
-    Parser().feed(markup)
-    return found
-
-
 @pytest.mark.parametrize("markdown", SCRIPT_LINKS)
 def test_no_markdown_link_runs_code_however_it_is_spelled(markdown: str) -> None:
     html = display_bundle({"text/markdown": markdown})["text/html"]
     found = attribute_values(html)
-    assert not [v for v in found if v.startswith(("javascript:", "vbscript:", "data:"))]
-
-
-LOADERS = {
-    "img": '<img src="{u}/img">',
-    "markdown image": "![x]({u}/md)",
-    "css url": '<div style="background-image:url({u}/css)">c</div>',
-    "video poster": '<video poster="{u}/poster"></video>',
-    "audio": '<audio src="{u}/audio" autoplay></audio>',
-    "input image": '<input type="image" src="{u}/input">',
-    "srcset": '<img srcset="{u}/srcset 1x">',
-    "picture": '<picture><source srcset="{u}/source"><img alt="p"></picture>',
-    "link": '<link rel="stylesheet" href="{u}/link">',
-    "object": '<object data="{u}/object"></object>',
-    "background": '<table background="{u}/background"><tr><td>t</td></tr></table>',
-    "svg image": '<svg><image href="{u}/svg" /><image xlink:href="{u}/xlink" /></svg>',
-    "import": "<style>@import url({u}/import);</style>",
-    "refresh": '<meta http-equiv="refresh" content="0;url={u}/refresh">',
-    "iframe": '<iframe src="{u}/iframe"></iframe>',
-}
-"""One display of each kind that makes a browser fetch an address (``{u}``) when drawn."""
+    assert not [v for v in found if v.startswith(RUNS_CODE)]
 
 
 @pytest.mark.parametrize("mime", ["text/html", "text/markdown"])
 def test_the_fallbacks_load_nothing_but_their_own_images(mime: str) -> None:
     own = "data:image/png;base64," + base64.b64encode(PNG).decode()
-    markup = "\n\n".join(LOADERS.values()).format(u="http://127.0.0.1:9") + f'<img src="{own}">'
+    markup = loading_markup("http://127.0.0.1:9") + f'<img src="{own}">'
     html = display_bundle({mime: markup})["text/html"]
     assert not [v for v in attribute_values(html) if "127.0.0.1" in v]
     for element in ("<style", "<link", "<meta", "<iframe", "<object"):

@@ -7,11 +7,14 @@ keeps), the notebook's HTML export, and the saved notebook reopened in JupyterLa
 from __future__ import annotations
 
 import base64
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import nbformat
 import pytest
+from _served import Served, served
 from nbclient import NotebookClient
 
 from jupyter_sandbox.records import DISPLAY_MIME, RUN_MIME
@@ -207,3 +210,179 @@ def test_a_cached_run_shows_its_displays_again(docker_engine: Any) -> None:
     first, again = sandbox.execute({}), sandbox.execute({})
     assert (first.cached, again.cached) == (False, True)
     assert first.displays == again.displays == [{"text/plain": "42"}]
+
+
+# -- hostile displays: a sandbox without network tries to get its data out through what it
+# -- displays, to run a link in the export, and to pass for the notebook
+
+
+@pytest.fixture(scope="module")
+def site() -> Iterator[Served]:
+    """A loopback server the hostile displays point at (and the export is served from): every
+    request it sees is a display that loaded something."""
+    with (
+        tempfile.TemporaryDirectory(prefix="jupyter-sandbox-site-") as folder,
+        served(Path(folder)) as record,
+    ):
+        yield record
+
+
+def _hostile_cells(url: str) -> list[str]:
+    """What a sandbox's code displays: each of `LOADERS` (as HTML, the Markdown image as
+    Markdown) and all of them again in one Markdown display, each fetching ``url/<name>`` with
+    a secret in the query; the links that run code; a fake approval panel."""
+    from _display_samples import HOVER_BOX, LOADERS, SCRIPT_LINKS
+
+    return [
+        "%load_ext jupyter_sandbox",
+        f"""%%sandbox --network none
+import base64
+from IPython.display import HTML, Markdown, display
+secret = base64.urlsafe_b64encode(b"what only the sandbox knows").decode()
+for name, markup in {LOADERS!r}.items():
+    shown = markup.format(u=f"{url}/{{name}}?d={{secret}}")
+    display(Markdown(shown) if name.startswith("markdown") else HTML(shown))
+display(Markdown("\\n\\n".join(
+    m.format(u=f"{url}/markdown-{{n}}?d={{secret}}") for n, m in {LOADERS!r}.items())))""",
+        f"""%%sandbox
+from IPython.display import Markdown, display
+for link in {SCRIPT_LINKS!r}:
+    display(Markdown(link))""",
+        f"%%sandbox\nfrom IPython.display import HTML\nHTML({HOVER_BOX!r})",
+    ]
+
+
+@pytest.fixture(scope="module")
+def hostile(site: Served, docker_engine: Any) -> nbformat.NotebookNode:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(source) for source in _hostile_cells(site.url)]
+    NotebookClient(nb, timeout=600, kernel_name="python3").execute()
+    return nb
+
+
+def _drawn(page: Any, site: Served, ignored: tuple[str, ...]) -> list[str]:
+    """What the page asked ``site`` for, once it has drawn everything: the network idle, then
+    a request of the test's own answered (the displays' requests were made before it)."""
+    page.wait_for_load_state("networkidle")
+    page.evaluate("(u) => fetch(u, {mode: 'no-cors'}).then(() => true)", f"{site.url}/drawn")
+    return [p for p in site.paths if p.split("?")[0] not in (*ignored, "/drawn")]
+
+
+def _export(notebook: nbformat.NotebookNode) -> str:
+    from nbconvert import HTMLExporter
+
+    html, _ = HTMLExporter().from_notebook_node(notebook)
+    return str(html)
+
+
+def test_the_html_export_of_a_display_loads_nothing(hostile, site: Served, browser) -> None:
+    from _display_samples import attribute_values
+
+    html = _export(hostile)
+    assert [v for v in attribute_values(html) if site.url in v] == []
+    (site.folder / "hostile.html").write_text(html)
+    page = browser.new_page()
+    # the template's own scripts (from a CDN) stay off the network: only loopback is reached
+    page.route(
+        "**/*",
+        lambda route: (
+            route.continue_()
+            if route.request.url.startswith("http://127.0.0.1:")
+            else route.abort()
+        ),
+    )
+    try:
+        page.goto(f"{site.url}/hostile.html")
+        assert _drawn(page, site, ignored=("/hostile.html",)) == []
+    finally:
+        page.close()
+
+
+def test_no_link_in_the_html_export_runs_code(hostile) -> None:
+    from _display_samples import RUNS_CODE, SCRIPT_LINKS, attribute_values
+
+    links = [o for o in hostile.cells[2].outputs if DISPLAY_MIME in o.get("data", {})]
+    assert len(links) == len(SCRIPT_LINKS)
+    found = attribute_values(_export(hostile))
+    assert [v for v in found if v.startswith(RUNS_CODE) and not v.startswith("data:image/")] == []
+
+
+@pytest.mark.browser
+def test_jupyterlab_draws_a_display_that_loads_nothing(hostile, site: Served, tmp_home, browser):
+    """The saved notebook opened (untrusted, no kernel): our renderer, not the kernel's
+    fallbacks, draws each display, so it is the renderer that must load nothing."""
+    from _display_samples import LOADERS
+    from _jupyterlab import opened
+
+    root = tmp_home / "root"
+    root.mkdir()
+    nbformat.write(hostile, root / "hostile.ipynb")
+    with opened(browser, root, tmp_home / "home", "hostile.ipynb", starts_kernel=False) as (
+        _,
+        page,
+    ):
+        shown = page.locator(".jp-Notebook .jp-Cell").nth(1).locator(".jsb-display")
+        page.wait_for_function(
+            "(n) => { const c = document.querySelectorAll('.jp-Notebook .jp-Cell')[1];"
+            " return !!c && c.querySelectorAll('.jsb-display').length === n; }",
+            arg=len(LOADERS) + 1,
+            timeout=60_000,
+        )
+        assert shown.count() == len(LOADERS) + 1
+        assert _drawn(page, site, ignored=()) == []
+
+
+@pytest.mark.browser
+def test_a_display_stays_inside_its_output_area(hostile, tmp_home: Path, browser) -> None:
+    """A fake approval panel (JupyterLab's ``jp-HoverBox``, ``position: fixed``, a large
+    ``z-index``) stays in its own output, in both themes: the cell above it is not covered."""
+    from _jupyterlab import notebook_js, opened
+
+    root = tmp_home / "root"
+    root.mkdir()
+    nbformat.write(hostile, root / "hostile.ipynb")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with opened(browser, root, tmp_home / "home", "hostile.ipynb", starts_kernel=False) as (
+        _,
+        page,
+    ):
+        panel = page.locator(".jsb-display div:has(> b:text('Approve this run?'))")
+        panel.wait_for(timeout=60_000)
+        for theme, name in (("JupyterLab Light", "light"), ("JupyterLab Dark", "dark")):
+            notebook_js(
+                page, "return app.commands.execute('apputils:change-theme', arg);", {"theme": theme}
+            )
+            page.wait_for_function(
+                "(t) => document.body.dataset.jpThemeName === t", arg=theme, timeout=30_000
+            )
+            panel.scroll_into_view_if_needed()
+            placed = panel.evaluate(
+                """(e) => {
+                  const box = e.getBoundingClientRect();
+                  const area = e.closest('.jp-OutputArea-output').getBoundingClientRect();
+                  const covered = (place) => {
+                    const r = place.getBoundingClientRect();
+                    const at = document.elementFromPoint(r.x + r.width / 2, r.y + r.height / 2);
+                    return !!(at && at.closest('.jsb-display'));
+                  };
+                  const input = e.closest('.jp-Cell').querySelector('.jp-InputArea-editor');
+                  const toolbar = document.querySelector('.jp-NotebookPanel-toolbar');
+                  const style = getComputedStyle(e);
+                  return {
+                    inside: box.left >= area.left - 0.5 && box.right <= area.right + 0.5
+                      && box.top >= area.top - 0.5 && box.bottom <= area.bottom + 0.5,
+                    covers: covered(input) || covered(toolbar),
+                    position: style.position,
+                    zIndex: style.zIndex,
+                    classes: e.className
+                  };
+                }"""
+            )
+            page.screenshot(path=SHOTS / f"lab-sandbox-display-contained-{name}.png")
+            assert placed == {
+                "inside": True,
+                "covers": False,
+                "position": "static",
+                "zIndex": "auto",
+                "classes": "",
+            }

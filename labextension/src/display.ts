@@ -3,10 +3,18 @@
  * `application/vnd.jupyter-sandbox.display+json` (`DisplayRecord`, records.py). Its HTML,
  * Markdown and SVG were written by the code in the container, so they are drawn as untrusted
  * output whatever the notebook's trust: HTML and Markdown through JupyterLab's own sanitiser
- * (no script, no event handler, no style that escapes the output), an SVG only as an `<img>`
- * (scripts in an image never run), a PNG/JPEG from its base64, JSON and text as text. The
- * bundle's own `text/html` beside it (sanitised by the kernel with nh3) is for frontends
- * without this extension and for exports.
+ * (no script, no event handler) and then `clean`, an SVG only as an `<img>` (scripts in an
+ * image never run), a PNG/JPEG from its base64, JSON and text as text. The bundle's own
+ * `text/html` beside it (sanitised by the kernel with nh3) is for frontends without this
+ * extension and for exports.
+ *
+ * JupyterLab's sanitiser keeps what a notebook's own outputs need and a display must not have:
+ * images, media and styles from any address (a sandbox without network sends its data out as
+ * `<img src=http://host/?d=...>`, fetched when the notebook is opened, trusted or not), and
+ * positioning, `z-index` and JupyterLab's own classes (a `jp-HoverBox` is `position: fixed`
+ * over every cell, where a fake panel can ask for an approval). `clean` takes those out, in a
+ * document of its own that loads nothing, before any of it joins the page; the display's box
+ * (`.jsb-display`, style/index.css) contains its layout and paint besides.
  */
 
 import { IRenderMime } from '@jupyterlab/rendermime-interfaces';
@@ -38,10 +46,91 @@ function text(body: string, className: string): HTMLElement {
   return pre;
 }
 
+/** Elements a display never keeps: each loads, embeds, refreshes or restyles something. */
+const DROPPED =
+  'script, style, link, meta, base, iframe, frame, frameset, object, embed, applet, portal, ' +
+  'noscript, template, source, track';
+
+/** Attributes naming something a browser may fetch (or send to): only an image the display
+ * holds (`data:image/...`) stays, except a link's address, which is followed on a click only
+ * (JupyterLab's sanitiser checked its scheme). */
+const SOURCES = new Set([
+  'src',
+  'href',
+  'xlink:href',
+  'poster',
+  'background',
+  'data',
+  'action',
+  'formaction',
+  'lowsrc',
+  'dynsrc',
+  'longdesc',
+  'ping',
+  'cite',
+  'codebase',
+  'archive',
+  'classid',
+  'manifest',
+  'icon',
+  'profile',
+  'srcset',
+  'imagesrcset'
+]);
+const LINKS = new Set(['a', 'area']);
+const OWN_IMAGE = /^\s*data:image\//i;
+
+/** A CSS value that loads something (`url()`, `image-set()`...), as the browser spells it
+ * back (escapes resolved), or an attribute value that could be one. */
+const LOADS = /(?:url|image|image-set|cross-fade|element|paint|src)\s*\(|\\/i;
+
+/** Style properties that take a display out of its place in the output. */
+const PLACED = new Set(['position', 'z-index', 'inset', 'top', 'right', 'bottom', 'left']);
+
+/** Classes a display may not borrow: JupyterLab's, Lumino's and ours carry their rules. */
+const BORROWED = /^(?:jp|lm|jsb)-/i;
+
+/** `root` without anything that loads, embeds or places itself outside its output. */
+function clean(root: Element): void {
+  root.querySelectorAll(DROPPED).forEach(e => e.remove());
+  for (const element of Array.from(root.querySelectorAll('*'))) {
+    const tag = element.localName.toLowerCase();
+    for (const { name, value } of Array.from(element.attributes)) {
+      const key = name.toLowerCase();
+      const link = LINKS.has(tag) && (key === 'href' || key === 'xlink:href');
+      const own = key !== 'srcset' && OWN_IMAGE.test(value);
+      const words = key === 'alt' || key === 'title' || key.startsWith('aria-');
+      const loads = key !== 'style' && !words && !link && LOADS.test(value);
+      if ((SOURCES.has(key) && !link && !own) || loads) {
+        element.removeAttribute(name);
+      }
+    }
+    const style = (element as HTMLElement).style;
+    if (style) {
+      for (const property of Array.from(style)) {
+        if (PLACED.has(property) || LOADS.test(style.getPropertyValue(property))) {
+          style.removeProperty(property);
+        }
+      }
+      if (!style.length) {
+        element.removeAttribute('style');
+      }
+    }
+    for (const name of Array.from(element.classList)) {
+      if (BORROWED.test(name)) {
+        element.classList.remove(name);
+      }
+    }
+  }
+}
+
 function html(markup: string, sanitizer: IRenderMime.ISanitizer): HTMLElement {
   const div = document.createElement('div');
   div.className = 'jp-RenderedHTMLCommon jsb-display-html';
-  div.innerHTML = sanitizer.sanitize(markup);
+  // parsed where nothing loads (not innerHTML: a detached <img> of this page fetches at once)
+  const inert = new DOMParser().parseFromString(sanitizer.sanitize(markup), 'text/html');
+  clean(inert.body);
+  div.replaceChildren(...Array.from(inert.body.childNodes));
   return div;
 }
 
