@@ -27,6 +27,7 @@ from ._keep import Keep
 from ._limits import Limits, resolve_limits, seconds_from_ms
 from ._mcp import MCPTool, MCPTools, tools_from_mcp
 from ._mcp_serve import Serving as Serving
+from ._mcp_serve import mcp_cell as mcp_cell
 from ._mcp_serve import mcp_outcomes as mcp_outcomes
 from ._mcp_serve import serve_mcp as serve_mcp
 from ._memo import Journal, ToolCache
