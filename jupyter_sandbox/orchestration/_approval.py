@@ -18,21 +18,24 @@ something else). A call too big to show whole, or one binding notebook variables
 restart (not what the record showed), is approved only with its digest (`needs_digest`).
 
 A gate is the tool's wherever it is called from. A run nested in a tool (an `Orchestrator`'s
-body, a tool that calls ``orchestrate``, a sandbox tool's run) answers its gated calls by the
-`Policy` of the run whose tool it runs in when it has no approver of its own: it asks that
-run's approver; when that run would pause for a person instead, the nested call is refused
-(``PermissionError``: a run inside a tool cannot pause, the tool is waiting for it); with
-neither, it fails as any run does. The policy is found through the run whose tool is
-executing (`_driver.running`: a context variable the run's thread, and the tasks its async
-tools run in, carry), so concurrent runs never see each other's approver; a thread a tool
-starts on its own carries none, and its runs fail closed. An approver of the nested run's own
-(a tool author's) answers for its own tools, but never loosens a run above it: a tool that an
-enclosing run gates is asked there too (`Policy.answer`).
+body, a sync or async tool that calls ``orchestrate``/``orchestrate_async``) answers its gated
+calls by the `Policy` of the run whose tool it runs in when it has no approver of its own: it
+asks that run's approver; when that run would pause for a person instead, the nested call is
+refused (``PermissionError``, one line: a run inside a tool cannot pause, the tool is waiting
+for it; pausing the calling run at its tool call instead would need that call checkpointed
+before it started); with neither, it is refused the same way. The policy is found through
+the run whose tool is executing (`_driver.running`: a context variable the run's thread, and
+the tasks its async tools run in, carry), so concurrent runs never see each other's
+approver; a thread a tool starts on its own carries none, and its runs fail closed. An
+approver of the nested run's own (a tool author's) answers for its own tools, but never
+loosens a run above it: a tool that an enclosing run gates is asked there too
+(`Policy.answer`).
 
 Why this module is not in ``durable/``: approvals are not durable runs' alone. A run without
 a store gates its calls too, answered inline by ``approver=`` (`Gate` fails such a run
-without one); only pausing needs the store, and `Gate` reaches it through the run
-(``run.checkpoint``), never by import, so a gated run without a store loads no SQLite.
+without one, or refuses the call in a run nested in a tool); only pausing needs the store,
+and `Gate` reaches it through the run (``run.checkpoint``), never by import, so a gated run
+without a store loads no SQLite.
 """
 
 from __future__ import annotations
