@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from jupyter_sandbox import CodeModeAgent, Store, resume_run
+from jupyter_sandbox import CodeModeAgent, Store, orchestrator, resume_run
 from jupyter_sandbox.codemode import ScriptedLLM
 from jupyter_sandbox.errors import StoreError
 from jupyter_sandbox.orchestration import Tool, default_store_path
@@ -31,6 +31,57 @@ def tools(made: list[tuple[str, object]]) -> list[Tool]:
         return "deleted " + path
 
     return [Tool(count), Tool(delete, approve=True)]  # not registered: no test leaves a tool
+
+
+wiped: list[str] = []
+
+
+def _wipe(path: str) -> str:
+    wiped.append(path)
+    return "wiped " + path
+
+
+wipe = Tool(_wipe, "wipe", approve=True)
+
+
+@orchestrator(tools=[wipe])
+def cleanup(path: str) -> str:
+    return wipe(path)
+
+
+INJECTED = """```python
+try:
+    said = wipe("/home")
+except PermissionError:
+    try:
+        said = cleanup("/home")
+    except Exception as e:
+        said = "refused: " + str(e)
+said
+```"""
+"""A model told to wipe /home that, refused, tries the orchestrator that wipes for it."""
+
+
+def test_a_refused_call_stays_refused_when_the_model_calls_it_through_an_orchestrator(tmp_path):
+    asked: list[tuple[str, tuple[object, ...]]] = []
+
+    def approver(call):
+        asked.append((call.tool, call.args))
+        return False
+
+    wiped.clear()
+    agent = CodeModeAgent(ScriptedLLM([INJECTED]), [wipe, cleanup], approver=approver)
+    result = agent.run("wipe /home")
+    assert result.value.startswith("refused: ") and "wipe() was rejected" in result.value
+    assert asked == [("wipe", ("/home",))] * 2  # asked again for the nested call
+    # without an approver the run is durable: the nested call cannot pause, so it is refused
+    store = tmp_path / "store.sqlite"
+    paused = CodeModeAgent(ScriptedLLM([INJECTED]), [wipe, cleanup], store=store).run("wipe /home")
+    assert paused.result.status == "paused"  # at the direct call; answered with a refusal:
+    (run,) = Store(store).runs(status="paused")
+    rejected = resume_run(run.run_id, approve=False, store=store, tools=[wipe, cleanup])
+    assert "needs approval" in rejected.value and "cannot pause" in rejected.value
+    assert wiped == []
 
 
 def test_an_approver_answers_gated_calls_inline():

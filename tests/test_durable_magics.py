@@ -76,6 +76,25 @@ def test_a_gated_call_pauses_and_a_later_cell_approves_it(store):
         assert again.status == "error" and "is ok, not paused" in again.text
 
 
+def test_a_gated_call_a_cell_makes_through_an_orchestrator_is_refused_not_made(store):
+    """The cell's run would pause for a person at a gated call; the orchestrator's nested
+    run cannot, so its call is refused in one line saying it needs approval. The same call
+    made by the cell's own code still pauses for a person."""
+    with kernel(store) as k:
+        k.ok(GATED)
+        k.ok(
+            "from jupyter_sandbox import orchestrator\n"
+            "@tool\n@orchestrator\ndef tidy(path: str) -> str:\n    return delete(path)\n"
+        )
+        ran = k.run("%%orchestrate\ntidy('/data/old')")
+        assert ran.status == "error"
+        assert "delete() needs approval" in ran.text and "cannot pause" in ran.text
+        assert made(k) == "[]"
+        assert Store(store).runs(status="paused") == []
+        paused_run(k.ok(CELL))
+        assert made(k) == "[('count', 2)]"
+
+
 def test_a_rejected_call_raises_permission_error_with_the_reason(store):
     with kernel(store) as k:
         k.ok(GATED)
@@ -292,6 +311,29 @@ def test_a_fork_call_number_counts_only_the_calls_made(forkable, capsys):
             f"UsageError: N: run {run_id} has no call #{n}; it made calls #0 (the trace's # column)"
         ), shown
     assert shell.run_cell(f"%orchestrate_fork {run_id} 0 --value 5").result == 5
+
+
+def test_a_call_the_listing_cuts_is_approved_only_with_its_digest(forkable, store, capsys):
+    """%orchestrate_pending shows a call on one line, cut past it: a person who approves from
+    the listing has not seen the call whole, so approving without --expect is refused with
+    the digest to give; a call the line shows whole is approved without one."""
+    shell, _ = forkable
+    long_path = "/data/" + "x" * 80 + "/.ssh"
+    assert shell.run_cell(f"%%orchestrate --quiet\ndelete({long_path!r})").success
+    (run,) = Store(store).runs(status="paused")
+    shell.run_line_magic("orchestrate_pending", "")
+    assert "(arguments cut" in capsys.readouterr().out
+    refused = shell.run_cell(f"%orchestrate_approve {run.run_id}")
+    assert not refused.success
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "longer than %orchestrate_pending's line shows" in err
+    digest = re.search(r"--expect ([0-9a-f]{16})", err).group(1)
+    assert shell.user_ns["made"] == [("count", 1)]
+    approved = shell.run_cell(f"%orchestrate_approve {run.run_id} --expect {digest}")
+    assert approved.success and approved.result == "deleted " + long_path
+    assert shell.run_cell("%%orchestrate --quiet\ndelete('/tmp/a')").success
+    (short,) = Store(store).runs(status="paused")
+    assert shell.run_cell(f"%orchestrate_approve {short.run_id}").result == "deleted /tmp/a"
 
 
 # -- issue 20 item 12: --resume after a failure takes the inputs given now ------------------

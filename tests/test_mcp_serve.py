@@ -79,7 +79,7 @@ def test_run_code_runs_against_the_notebooks_tools(served):
     assert "TypeCheckError" in checked.content[0].text
 
 
-def test_a_gated_call_pauses_until_approved_in_the_notebook(served, shell):
+def test_a_gated_call_pauses_until_approved_in_the_notebook(served, shell, capsys):
     _, paused = ask(served, {"code": "delete('/data/old')"})
     found = paused.structured_content
     assert found["status"] == "paused"
@@ -87,7 +87,16 @@ def test_a_gated_call_pauses_until_approved_in_the_notebook(served, shell):
     assert f"paused, run id {run_id}" in paused.content[0].text
     _, still = ask(served, {"run_id": run_id})
     assert still.structured_content["status"] == "paused"
-    shell.run_line_magic("orchestrate_approve", run_id)
+    # no panel in the notebook showed the call: it is approved with the digest the
+    # listing shows beside it, not blind
+    capsys.readouterr()
+    assert not shell.run_cell(f"%orchestrate_approve {run_id}").success
+    err = capsys.readouterr().err
+    assert "MCP client's run_code paused it" in err and err.count("\n") == 1
+    shell.run_line_magic("orchestrate_pending", "")
+    digest = re.search(r"digest ([0-9a-f]{16})", capsys.readouterr().out).group(1)
+    assert f"--expect {digest}" in err
+    shell.run_line_magic("orchestrate_approve", f"{run_id} --expect {digest}")
     _, ended = ask(served, {"run_id": run_id})
     assert ended.structured_content == {
         "status": "ok",
@@ -95,6 +104,22 @@ def test_a_gated_call_pauses_until_approved_in_the_notebook(served, shell):
         "value": "deleted /data/old",
         "stdout": "",
     }
+
+
+def test_a_gated_call_made_through_an_orchestrator_is_refused_not_made(served, shell):
+    """The run is durable and would pause for a person; the orchestrator's nested run
+    cannot, so its gated call is refused (one line saying it needs approval), not made."""
+    assert shell.run_cell(
+        "from jupyter_sandbox import orchestrator\nwiped = []\n"
+        "@tool(approve=True)\ndef wipe(path: str) -> str:\n    wiped.append(path)\n"
+        "    return 'wiped ' + path\n"
+        "@tool\n@orchestrator\ndef cleanup(path: str) -> str:\n    return wipe(path)\n"
+    ).success
+    _, result = ask(served, {"code": "cleanup('/data')"})
+    assert result.is_error
+    assert "wipe() needs approval" in result.structured_content["error"]
+    assert "cannot pause" in result.structured_content["error"]
+    assert shell.user_ns["wiped"] == []
 
 
 def test_a_rejected_call_fails_the_run_the_client_asks_about(served, shell):

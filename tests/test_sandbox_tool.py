@@ -15,6 +15,7 @@ from jupyter_sandbox import (
     TypeCheckError,
     create,
     orchestrate,
+    orchestrator,
     tool,
 )
 from jupyter_sandbox.orchestration import build_stubs
@@ -100,6 +101,28 @@ def test_sandbox_magic_name_then_tool_in_orchestrate(shell):
     done = shell.run_cell("%%orchestrate --quiet\nawait triple(n=5)")
     assert done.success, done.error_in_exec
     assert done.result == 15
+
+
+def test_a_gated_sandbox_tool_an_orchestrator_calls_asks_the_calling_runs_approver():
+    """The orchestrator's nested run asks the approver of the run that called it: refused,
+    no container runs (the call holds no run); approved, it runs."""
+    triple = tool(
+        create("triple", code="result = x * 3", inputs={"x": int}, outputs={"result": int}),
+        approve=True,
+    )
+
+    @orchestrator(tools=[triple])
+    async def tripled(x: int) -> int:
+        return await triple(x)
+
+    with pytest.raises(ToolError, match=r"triple\(\) was rejected") as refused:
+        orchestrate("await tripled(2)", tools=[tripled], approver=lambda call: False)
+    assert refused.value.result is not None
+    (outer,) = refused.value.result.trace
+    (nested,) = outer.children
+    assert [child["children"] for child in nested["calls"]] == [[]]  # no container run
+    done = orchestrate("await tripled(2)", tools=[tripled], approver=lambda call: True)
+    assert done.value == 6
 
 
 def test_calling_without_await_is_a_type_error(double):

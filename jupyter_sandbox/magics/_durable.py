@@ -409,7 +409,7 @@ class DurableMagics(CellMagics):
             )
         given = unkept_inputs(run, self.shell.user_ns)  # its handles, bound again
         if approve and expect is None:
-            blind = _stored(lambda: unseen(store, run_id, given))
+            blind = _stored(lambda: unseen(store, run_id, given, _cut))
             if blind is not None:
                 why, digest = blind
                 raise UsageError(
@@ -530,6 +530,14 @@ def _notes(run: PausedRun, now: CallNow) -> list[str]:
     if now.problem is not None:
         notes.append(now.problem)
     return notes
+
+
+def _cut(run: PausedRun, now: CallNow) -> str | None:
+    """Why ``%orchestrate_pending``'s one line did not show ``run``'s call whole (None: it
+    did): approving it then takes the digest, as a call too big for its panel does."""
+    if _call_line(run, now) == _call_line(run, now, whole=True):
+        return None
+    return "its arguments are longer than %orchestrate_pending's line shows"
 
 
 def _call_line(run: PausedRun, now: CallNow, *, whole: bool = False) -> str:

@@ -16,6 +16,7 @@ from ..orchestration import (
     OrchestrationResult,
     Serving,
     build_stubs,
+    mcp_cell,
     orchestrate,
     registry,
     serve_mcp,
@@ -95,6 +96,7 @@ class MCPMagics(CellMagics):
             type_check=self.cells.type_check,
             store=store,
             scope=notebook_scope(self.shell),
+            cell=mcp_cell(code),  # approving its gated call asks for the digest
         )
 
     def _stubs(self) -> str:

@@ -17,6 +17,7 @@ from .._public import lazy, publish_top_level
 
 # The front door for the other packages (not public API: not in __all__).
 from ._approval import full_repr as full_repr
+from ._approval import govern, hand_down
 from ._confine import ACCOUNT_FILES as ACCOUNT_FILES
 from ._confine import ids_taken as ids_taken
 from ._confine import launcher_works as launcher_works
@@ -26,6 +27,7 @@ from ._keep import Keep
 from ._limits import Limits, resolve_limits, seconds_from_ms
 from ._mcp import MCPTool, MCPTools, tools_from_mcp
 from ._mcp_serve import Serving as Serving
+from ._mcp_serve import mcp_cell as mcp_cell
 from ._mcp_serve import mcp_outcomes as mcp_outcomes
 from ._mcp_serve import serve_mcp as serve_mcp
 from ._memo import Journal, ToolCache
@@ -159,6 +161,7 @@ def _driver(loop: asyncio.AbstractEventLoop, o: RunOptions) -> Driver:
     answers = None
     if o.cache is not None or records:
         answers = Answers(records, o.cache)
+    policy = govern(tools, o.approver, durable=durable is not None)
     features = plug(
         tools,
         journal=journal,
@@ -166,7 +169,7 @@ def _driver(loop: asyncio.AbstractEventLoop, o: RunOptions) -> Driver:
         session=session,
         durable=durable,
         restore=restore,
-        approver=o.approver,
+        policy=policy,
     )
 
     def make() -> Driver:
@@ -182,7 +185,7 @@ def _driver(loop: asyncio.AbstractEventLoop, o: RunOptions) -> Driver:
             keep=keep,
         )
 
-    driver = make() if durable is None else driven(durable, make)
+    driver = hand_down(make() if durable is None else driven(durable, make), policy)
     driver.result.run_id = None if durable is None else durable.run_id
     driver.result.session = o.session
     return driver

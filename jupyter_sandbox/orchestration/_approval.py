@@ -17,15 +17,31 @@ happened in between (a handle bound after a restart to a notebook variable that 
 something else). A call too big to show whole, or one binding notebook variables after a
 restart (not what the record showed), is approved only with its digest (`needs_digest`).
 
+A gate is the tool's wherever it is called from. A run nested in a tool (an `Orchestrator`'s
+body, a sync or async tool that calls ``orchestrate``/``orchestrate_async``) answers its gated
+calls by the `Policy` of the run whose tool it runs in when it has no approver of its own: it
+asks that run's approver; when that run would pause for a person instead, the nested call is
+refused (``PermissionError``, one line: a run inside a tool cannot pause, the tool is waiting
+for it; pausing the calling run at its tool call instead would need that call checkpointed
+before it started); with neither, it is refused the same way. The policy is found through
+the run whose tool is executing (`_driver.running`: a context variable the run's thread, and
+the tasks its async tools run in, carry), so concurrent runs never see each other's
+approver; a thread a tool starts on its own carries none, and its runs fail closed. An
+approver of the nested run's own (a tool author's) answers for its own tools, but never
+loosens a run above it: a tool that an enclosing run gates is asked there too
+(`Policy.answer`).
+
 Why this module is not in ``durable/``: approvals are not durable runs' alone. A run without
 a store gates its calls too, answered inline by ``approver=`` (`Gate` fails such a run
-without one); only pausing needs the store, and `Gate` reaches it through the run
-(``run.checkpoint``), never by import, so a gated run without a store loads no SQLite.
+without one, or refuses the call in a run nested in a tool); only pausing needs the store,
+and `Gate` reaches it through the run (``run.checkpoint``), never by import, so a gated run
+without a store loads no SQLite.
 """
 
 from __future__ import annotations
 
 import hashlib
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -170,6 +186,115 @@ def differs(run_id: str, call: Any, expected: str, now: str) -> str:
     )
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class Policy:
+    """How a run answers its gated calls, and what the runs nested in its tools inherit
+    (see the module): its ``approver``, whether it pauses for a person (``durable``: it has
+    a store), its ``tools`` (what it gates) and the ``outer`` policy of the run it is
+    nested in."""
+
+    approver: Callable[[ToolCall], bool] | None
+    durable: bool
+    tools: Mapping[str, Tool]
+    outer: Policy | None
+
+    @property
+    def gated(self) -> bool:
+        """Whether the run has a gated tool of its own (it needs a `Gate`)."""
+        return any(tool.approve is not False for tool in self.tools.values())
+
+    def _above(self) -> Iterator[Policy]:
+        outer = self.outer
+        while outer is not None:
+            yield outer
+            outer = outer.outer
+
+    def gates(self, tool: Tool, call: ToolCall) -> bool:
+        """Whether this run or one it is nested in gates ``call`` to ``tool`` itself (the same
+        function among its own gated tools)."""
+        return any(
+            own.func is tool.func and own.approve is not False and own.gated(call.args, call.kwargs)
+            for policy in (self, *self._above())
+            for own in policy.tools.values()
+        )
+
+    def answer(
+        self, run: Driver, call: ToolCall, tool: Tool, *, nested: bool = False
+    ) -> str | None:
+        """None when gated ``call`` may run, else why not (``PermissionError`` in the code);
+        raises `Paused` (the run waits for a person) or `OrchestrationError` (no one can
+        answer). In order: the run's own approver (then, if it approved, the runs above that
+        gate the tool too); else the nearest run above with an approver; else the run pauses
+        (a nested one, which cannot, is refused); else it fails. ``nested``: asked for a run
+        nested in this one's tool."""
+        if self.approver is not None:
+            run.pending.flush()  # the approver may take a while (a person)
+            try:
+                approved, reason = bool(self.approver(call)), None
+            except Exception as exc:
+                approved, reason = False, f"the approver failed: {describe(exc)}"
+            if not approved:
+                return reason or f"{call.tool}() was rejected"
+            outer = self.outer
+            if outer is None or not outer.gates(tool, call):
+                return None
+            return outer.answer(run, call, tool, nested=True)
+        asking = next((above for above in self._above() if above.approver is not None), None)
+        if asking is not None:
+            return asking.answer(run, call, tool, nested=True)
+        if self.durable and not nested:
+            raise Paused(call)
+        if nested or run.parent is not None:  # in a tool: refused, the calling run goes on
+            why = (
+                "cannot pause for a person inside a tool (the calling run waits for it)"
+                if self.durable or any(above.durable for above in self._above())
+                else "the run it is nested in has no approver"
+            )
+            return (
+                f"{call.tool}() needs approval (its tool has approve=) and {why}: call it from "
+                "the cell's own code, or pass approver=fn to the run that calls the tool"
+            )
+        raise OrchestrationError(
+            f"{call.tool}() needs approval (its tool has approve=): pass approver=fn to the "
+            "orchestrate() that runs it to answer it inline, or store= to pause the run until "
+            "resume_run answers it"
+        )
+
+
+_handed: weakref.WeakKeyDictionary[Driver, Policy] = weakref.WeakKeyDictionary()
+"""The policy of each live run that has one to hand down (`hand_down`)."""
+
+
+def govern(
+    tools: Mapping[str, Tool], approver: Callable[[ToolCall], bool] | None, *, durable: bool
+) -> Policy:
+    """The policy of a run about to be made here, nested under the run whose tool is
+    executing (if any)."""
+    return Policy(approver, durable, tools, enclosing())
+
+
+def enclosing() -> Policy | None:
+    """The policy of the nearest run this code runs under (in one of its tools) that has
+    one, else None."""
+    from ._driver import running  # here: the driver imports what imports this module
+
+    run = running()
+    while run is not None:
+        policy = _handed.get(run)
+        if policy is not None:
+            return policy
+        run = run.parent
+    return None
+
+
+def hand_down(run: Driver, policy: Policy) -> Driver:
+    """Make ``policy`` the one the runs nested in ``run``'s tools inherit (`enclosing`),
+    unless it says nothing the runs above it do not (no approver, store or gated tool)."""
+    if policy.approver is not None or policy.durable or policy.gated:
+        _handed[run] = policy
+    return run
+
+
 class Gate(Feature):
     """Approval gates, a feature of a run with a gated tool or a person's answer to carry
     (`_hooks`): a gated call checkpoints (a durable run), then runs, is refused
@@ -177,19 +302,13 @@ class Gate(Feature):
 
     The answer is, in order: the person's that a resumed run carries for the call it stopped
     at (it stands even if the tool registered now is not gated; a rejected call is never
-    made), the run's ``approver``'s (one that raises rejects); with neither, a durable run
-    pauses and any other run fails."""
+    made), else the run's `Policy` (its approver, one that raises rejects; the runs it is
+    nested in; a durable run pauses; any other run fails)."""
 
-    def __init__(
-        self,
-        approver: Callable[[ToolCall], bool] | None,
-        restore: Restore | None,
-        *,
-        durable: bool,
-    ) -> None:
-        self.approver = approver
+    def __init__(self, policy: Policy, restore: Restore | None) -> None:
+        self.policy = policy
         self.restore = restore
-        self.durable = durable
+        self.durable = policy.durable
         self._decision = restore.decision if restore is not None else None
         """A person's answer to the gated call a restored run stopped at (used once)."""
 
@@ -203,7 +322,7 @@ class Gate(Feature):
         if self.durable:  # a gated call waits for a person: worth a checkpoint
             approval = sealed(call.tool, call.args, call.kwargs, run.scrub.secrets)
             run.checkpoint(snap, number, required=True, approval=approval)
-        refusal = self._approval(run, call, answered)
+        refusal = self._approval(run, call, tool, answered)
         return None if refusal is None else Answer(error=PermissionError(refusal))
 
     def _answered(self, number: int) -> bool:
@@ -211,7 +330,7 @@ class Gate(Feature):
         restore = self.restore
         return self._decision is not None and restore is not None and number == restore.index
 
-    def _approval(self, run: Driver, call: ToolCall, answered: bool) -> str | None:
+    def _approval(self, run: Driver, call: ToolCall, tool: Tool, answered: bool) -> str | None:
         """None when the gated ``call`` may run, else why not (see the class)."""
         if answered and self._decision is not None and self.restore is not None:
             (approved, reason), self._decision = self._decision, None
@@ -221,17 +340,5 @@ class Gate(Feature):
                 if now != expect:  # not the call the person saw: it waits for them again
                     run.result.refused = differs(self.restore.run_id, call, expect, now)
                     raise Paused(call)
-        elif self.approver is not None:
-            run.pending.flush()  # the approver may take a while (a person)
-            try:
-                approved, reason = bool(self.approver(call)), None
-            except Exception as exc:
-                approved, reason = False, f"the approver failed: {describe(exc)}"
-        elif self.durable:
-            raise Paused(call)
-        else:
-            raise OrchestrationError(
-                f"{call.tool}() needs approval (its tool has approve=): pass approver=fn to "
-                "answer it inline, or store= to pause the run until resume_run answers it"
-            )
-        return None if approved else reason or f"{call.tool}() was rejected"
+            return None if approved else reason or f"{call.tool}() was rejected"
+        return self.policy.answer(run, call, tool)

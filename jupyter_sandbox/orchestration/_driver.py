@@ -75,6 +75,11 @@ _CHECKED = "jupyter_sandbox_type_checked"
 _CHECKED_STUB = f"\n\ndef {_CHECKED}() -> int: ...\n"
 
 
+def running() -> Driver | None:
+    """The run whose tool is executing here, if any (the runs above it are its ``parent``s)."""
+    return _running.get()
+
+
 def parent_loop() -> asyncio.AbstractEventLoop | None:
     """The tool loop of the run whose tool is executing here, if any (`_runtime.tool_loop`)."""
     parent = _running.get()

@@ -9,14 +9,17 @@ answered 401 before the SDK sees it. The tool's description is the header below 
 stubs of the notebook's tools as they are when a client lists its tools.
 
 A run that reaches a gated call with no approver pauses in the store: the answer is
-"paused, run id X" and the call waits for a person (``%orchestrate_approve X`` in the
-notebook). ``run_code(run_id=X)`` then answers how the run stands: still paused, or how it
-ended (its value, when the approval was given in this process: `mcp_outcomes`).
+"paused, run id X" and the call waits for a person (``%orchestrate_approve X --expect DIGEST``
+in the notebook: no panel there showed the call, so the person approves the digest that
+``%orchestrate_pending`` shows beside it; such runs are stored under an `mcp_cell` key).
+``run_code(run_id=X)`` then answers how the run stands: still paused, or how it ended (its
+value, when the approval was given in this process: `mcp_outcomes`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import hmac
 import json
 import math
@@ -47,6 +50,16 @@ HEADER = (
 _STOP_SECONDS = 10.0
 _KEPT = 64
 """Outcomes of approved runs kept for the clients that ask (least recently added out)."""
+
+MCP_CELL = "mcp:"
+"""How the cell key of a run an MCP client started begins (`mcp_cell`)."""
+
+
+def mcp_cell(code: str) -> str:
+    """The cell key a client's run of ``code`` is stored under: marked as a client's, so
+    approving its gated call asks for the digest (`durable.CallNow.needs_digest`)."""
+    return MCP_CELL + hashlib.sha256(code.encode()).hexdigest()[:16]
+
 
 Run = Callable[[str], OrchestrationResult]
 """Runs code the way the notebook would (its tools, limits, store); may raise an

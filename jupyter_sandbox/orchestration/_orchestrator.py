@@ -44,6 +44,7 @@ from .. import _defaults as default
 from .._errors import OrchestrationError, SandboxConfigError
 from .._events import Event, Output, ToolCall
 from . import _typecheck
+from ._approval import Gate, govern, hand_down
 from ._conforms import conforms
 from ._driver import _CHECKED_STUB, _SCRIPT, Driver, _running, check_apart, parent_loop
 from ._failures import translate
@@ -239,8 +240,10 @@ class Orchestrator(Tool):
         self, inputs: dict[str, Any], shown: Shown, loop: asyncio.AbstractEventLoop
     ) -> Driver:
         """One run of the body, as `orchestrate` makes it without a store, journal or session;
-        the type check was done when the orchestrator was defined."""
-        return Driver(
+        the type check was done when the orchestrator was defined. Its gated calls are asked
+        to the run it is nested in (`_approval`): with none, they fail it."""
+        policy = govern(self.tools, None, durable=False)
+        driver = Driver(
             self.code,
             self.tools,
             inputs,
@@ -248,7 +251,9 @@ class Orchestrator(Tool):
             type_check=False,
             on_event=shown.on_event,
             loop=loop,
+            features=[Gate(policy, None)] if policy.gated else (),
         )
+        return hand_down(driver, policy)
 
     def _inputs(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         """The call's arguments by parameter name, as Python binds them (defaults filled in),

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from .._events import ToolCall
-from ._approval import Gate
+from ._approval import Gate, Policy, govern
 from ._hooks import Feature
 from ._memo import Journal
 from ._replay import Answers, Journaling, Replay
@@ -32,19 +32,23 @@ def plug(
     durable: Durable | None = None,
     restore: Restore | None = None,
     approver: Callable[[ToolCall], bool] | None = None,
+    policy: Policy | None = None,
 ) -> list[Feature]:
     """The features of a run: ``answers`` (a previous run's calls, a cache) answer its calls
     for as long as it repeats them; a gate for its gated tools (or the person's answer a
     restored run carries); a durable run writes its calls and checkpoints to a store
     (`_durable`), a restored one starts from a snapshot; ``session`` is the session
     (``--session``) the cell continues and leaves its state in; its calls become
-    ``journal`` when it ends. None of them: a plain run."""
+    ``journal`` when it ends. None of them: a plain run. ``policy`` is how it answers gated
+    calls (`_approval.govern`, from ``approver`` and the run it is nested in, when not given):
+    its maker hands it down (`_approval.hand_down`) to the runs nested in its tools."""
     features: list[Feature] = []
     if answers is not None and answers.active:
         features.append(Replay(answers))
-    decision = restore is not None and restore.decision is not None
-    if decision or any(tool.approve is not False for tool in tools.values()):
-        features.append(Gate(approver, restore, durable=durable is not None))
+    if policy is None:
+        policy = govern(tools, approver, durable=durable is not None)
+    if (restore is not None and restore.decision is not None) or policy.gated:
+        features.append(Gate(policy, restore))
     if durable is not None:
         from .durable import DurableFeature, Restored
 

@@ -10,7 +10,7 @@ a worker checkout per run, and could wait on a pool a tool's nested run is using
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +20,7 @@ from ..._errors import StoreError
 from ..._grammar import is_run_id
 from ..._scrub import known
 from .._approval import APPROVAL_CHARS, digest, handles
+from .._mcp_serve import MCP_CELL
 from .._runtime import pool
 from ._durable import held
 from ._rebind import Origin, Rebinder, label, stored_origins
@@ -69,11 +70,14 @@ class CallNow:
 
     def needs_digest(self, run: PausedRun) -> str | None:
         """Why approving ``run`` needs its digest (``--expect``), else None: a call too big for
-        its record to show whole, one that is not what its record showed any more (an object
+        its record to show whole, one an MCP client's run paused (no panel in the notebook
+        showed it), one that is not what its record showed any more (an object
         it gets was changed in place), or one that binds notebook variables (the record showed
         the objects it was given; what the variables hold now may be something else)."""
         if run.chars > APPROVAL_CHARS:
             return f"its arguments are {run.chars:,} characters, more than its record shows"
+        if run.cell.startswith(MCP_CELL):
+            return "an MCP client's run_code paused it (%mcp_serve): no panel here showed it"
         if self.bindings:
             names = ", ".join(f"`{name}`" for name, _ in self.bindings)
             return f"it binds notebook variable {names} as it is now, not the object it paused with"
@@ -159,15 +163,20 @@ def paused_runs(store: Store) -> list[PausedRun]:
     return found
 
 
-def unseen(store: Store, run_id: str, given: Mapping[str, Any]) -> tuple[str, str] | None:
+def unseen(
+    store: Store,
+    run_id: str,
+    given: Mapping[str, Any],
+    cut: Callable[[PausedRun, CallNow], str | None] | None = None,
+) -> tuple[str, str] | None:
     """Why paused run ``run_id``'s call may not be approved without its digest (`needs_digest`:
-    the person cannot have seen it whole as it will be made), and the digest to approve it
-    with (``resume_run(..., expect=digest)``; the magic says its own words); None when it
-    may."""
+    the person cannot have seen it whole as it will be made; ``cut``: why the caller's own
+    view did not show it whole), and the digest to approve it with (``resume_run(...,
+    expect=digest)``; the magic says its own words); None when it may."""
     for run in paused_runs(store):
         if run.run_id == run_id and run.tool is not None:
             now = call_now(run, given)
-            why = now.needs_digest(run)
+            why = now.needs_digest(run) or (None if cut is None else cut(run, now))
             if why is not None:
                 return (
                     f"run {run_id}: call #{run.call_id} {run.tool}() is approved only with its "

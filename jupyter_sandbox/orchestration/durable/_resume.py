@@ -23,6 +23,7 @@ from typing import Any
 from ..._errors import SandboxConfigError, StoreError
 from ..._events import EventCallback, ToolCall, ignore
 from .. import _plug
+from .._approval import govern, hand_down
 from .._driver import Driver, parent_loop
 from .._limits import Limits, resolve_limits
 from .._memo import Recorded
@@ -179,16 +180,18 @@ def _stored_driver(
     session: SessionLink | None = None,
     restore: Restore | None = None,
 ) -> Driver:
-    """The driver of ``stored``'s code, continued or forked as ``durable`` (`driven`)."""
+    """The driver of ``stored``'s code, continued or forked as ``durable`` (`driven`); its
+    gates' policy is handed down to the runs nested in its tools (`_approval`)."""
+    policy = govern(tools, approver, durable=True)
     features = _plug.plug(
         tools,
         answers=answers,
         session=session,
         durable=durable,
         restore=restore,
-        approver=approver,
+        policy=policy,
     )
-    return driven(
+    driver = driven(
         durable,
         lambda: Driver(
             stored.code,
@@ -201,6 +204,7 @@ def _stored_driver(
             features=features,
         ),
     )
+    return hand_down(driver, policy)
 
 
 def _restore(
