@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import pwd
+import re
 import shutil
 import socket
 import stat
@@ -160,10 +161,13 @@ class FakeEngine:
             while b"\r\n\r\n" not in request and (chunk := conn.recv(4096)):
                 request += chunk
             path = request.split(b" ")[1].decode() if request.count(b" ") >= 2 else ""
-            found = path in self.answers
-            body = json.dumps(self.answers[path] if found else {"message": "no such"}).encode()
-            status = b"200 OK" if found else b"404 Not Found"
-            answer = b"HTTP/1.0 %s\r\nContent-Type: application/json\r\n" % status
+            path = re.sub(r"^/v\d+\.\d+/", "/", path)  # any API version, as the engines
+            found = self.answers.get(path, {"message": "no such"})
+            text = isinstance(found, str)  # ``/_ping``'s OK
+            body = found.encode() if text else json.dumps(found).encode()
+            status = b"200 OK" if path in self.answers else b"404 Not Found"
+            kind = b"text/plain" if text else b"application/json"
+            answer = b"HTTP/1.0 %s\r\nContent-Type: %s\r\n" % (status, kind)
             answer += b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
             if not self.trickle:
                 conn.sendall(answer)
@@ -193,6 +197,8 @@ def fake_engine(tmp_path: Path) -> Iterator[Callable[..., FakeEngine]]:
         engine.close()
 
 
+PING = {"/_ping": "OK"}
+"""What the SDK asks first (the doctor asks ``/version``)."""
 PODMAN_VERSION = {
     "Components": [{"Name": "Podman Engine", "Version": "4.3.1"}],
     "Version": "4.3.1",
@@ -213,7 +219,7 @@ def test_an_engine_that_trickles_its_answer_is_given_up_on_in_one_line(
     fake_engine: Callable[..., FakeEngine],
 ):
     """One byte a second never lets a per-read timeout fire: the deadline is the answer's."""
-    engine = fake_engine({"/version": PODMAN_VERSION}, trickle=True)
+    engine = fake_engine(PING | {"/version": PODMAN_VERSION}, trickle=True)
     code, checks = doctor(DOCKER_HOST=engine.url)
     assert code == 1
     assert checks["engine"].startswith(
@@ -229,7 +235,7 @@ def test_an_engine_that_trickles_its_answer_is_given_up_on_in_one_line(
 
 def test_an_engine_answer_past_the_cap_is_not_read(fake_engine: Callable[..., FakeEngine]):
     huge = PODMAN_VERSION | {"Padding": "x" * (_doctor.ANSWER_BYTES + 1)}
-    engine = fake_engine({"/version": huge})
+    engine = fake_engine(PING | {"/version": huge})
     code, checks = doctor(DOCKER_HOST=engine.url)
     assert code == 1
     cap = f"{_doctor.ANSWER_BYTES // 1024:,} KB"
@@ -243,7 +249,7 @@ def test_rootless_podman_on_cgroup_v1_is_not_usable(
     fake_engine: Callable[..., FakeEngine], monkeypatch: pytest.MonkeyPatch
 ):
     """It would drop every limit a container is started with, so every run is refused."""
-    answers = {"/version": PODMAN_VERSION, "/v1.41/libpod/info": podman_libpod_info("v1", [])}
+    answers = PING | {"/version": PODMAN_VERSION, "/libpod/info": podman_libpod_info("v1", [])}
     engine = fake_engine(answers)
     monkeypatch.setenv("DOCKER_HOST", engine.url)
     monkeypatch.delenv("JUPYTER_SANDBOX_UNENFORCED_LIMITS", raising=False)
@@ -269,7 +275,7 @@ def test_rootless_podman_on_cgroup_v2_needs_each_controller_delegated(
 ):
     monkeypatch.delenv("JUPYTER_SANDBOX_UNENFORCED_LIMITS", raising=False)
     delegated = podman_libpod_info("v2", ["cpuset", "cpu", "io", "memory", "pids"])
-    engine = fake_engine({"/version": PODMAN_VERSION, "/v1.41/libpod/info": delegated})
+    engine = fake_engine(PING | {"/version": PODMAN_VERSION, "/libpod/info": delegated})
     monkeypatch.setenv("DOCKER_HOST", engine.url)
     check = _doctor.check_engine(*_doctor._connect())
     assert (check.state, check.detail) == (
@@ -277,7 +283,7 @@ def test_rootless_podman_on_cgroup_v2_needs_each_controller_delegated(
         f"Podman 4.3.1 (API 1.41, rootless, cgroup v2) at {engine.url}",
     )
     no_cpu = podman_libpod_info("v2", ["memory", "pids"])
-    engine = fake_engine({"/version": PODMAN_VERSION, "/v1.41/libpod/info": no_cpu})
+    engine = fake_engine(PING | {"/version": PODMAN_VERSION, "/libpod/info": no_cpu})
     monkeypatch.setenv("DOCKER_HOST", engine.url)
     check = _doctor.check_engine(*_doctor._connect())
     assert check.state == "fail"
