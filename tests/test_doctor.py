@@ -197,14 +197,20 @@ def fake_engine(tmp_path: Path) -> Iterator[Callable[..., FakeEngine]]:
         engine.close()
 
 
-PING = {"/_ping": "OK"}
-"""What the SDK asks first (the doctor asks ``/version``)."""
 PODMAN_VERSION = {
     "Components": [{"Name": "Podman Engine", "Version": "4.3.1"}],
     "Version": "4.3.1",
     "ApiVersion": "1.41",
 }
 """Rootless Podman 4.3.1's ``/version`` on this host (Debian 12): the keys the doctor reads."""
+
+
+PODMAN = {
+    "/_ping": "OK",  # what the SDK asks first (the doctor asks /version)
+    "/version": PODMAN_VERSION,
+    "/info": {"SecurityOptions": ["name=seccomp,profile=default"], "Runtimes": {"crun": {}}},
+}
+"""Rootless Podman's answers but ``/libpod/info`` (its ``/info`` does not say rootless)."""
 
 
 def podman_libpod_info(cgroup: str, controllers: list[str]) -> dict[str, Any]:
@@ -219,7 +225,7 @@ def test_an_engine_that_trickles_its_answer_is_given_up_on_in_one_line(
     fake_engine: Callable[..., FakeEngine],
 ):
     """One byte a second never lets a per-read timeout fire: the deadline is the answer's."""
-    engine = fake_engine(PING | {"/version": PODMAN_VERSION}, trickle=True)
+    engine = fake_engine(PODMAN, trickle=True)
     code, checks = doctor(DOCKER_HOST=engine.url)
     assert code == 1
     assert checks["engine"].startswith(
@@ -235,7 +241,7 @@ def test_an_engine_that_trickles_its_answer_is_given_up_on_in_one_line(
 
 def test_an_engine_answer_past_the_cap_is_not_read(fake_engine: Callable[..., FakeEngine]):
     huge = PODMAN_VERSION | {"Padding": "x" * (_doctor.ANSWER_BYTES + 1)}
-    engine = fake_engine(PING | {"/version": huge})
+    engine = fake_engine(PODMAN | {"/version": huge})
     code, checks = doctor(DOCKER_HOST=engine.url)
     assert code == 1
     cap = f"{_doctor.ANSWER_BYTES // 1024:,} KB"
@@ -249,8 +255,7 @@ def test_rootless_podman_on_cgroup_v1_is_not_usable(
     fake_engine: Callable[..., FakeEngine], monkeypatch: pytest.MonkeyPatch
 ):
     """It would drop every limit a container is started with, so every run is refused."""
-    answers = PING | {"/version": PODMAN_VERSION, "/libpod/info": podman_libpod_info("v1", [])}
-    engine = fake_engine(answers)
+    engine = fake_engine(PODMAN | {"/libpod/info": podman_libpod_info("v1", [])})
     monkeypatch.setenv("DOCKER_HOST", engine.url)
     monkeypatch.delenv("JUPYTER_SANDBOX_UNENFORCED_LIMITS", raising=False)
     check = _doctor.check_engine(*_doctor._connect())
@@ -275,7 +280,7 @@ def test_rootless_podman_on_cgroup_v2_needs_each_controller_delegated(
 ):
     monkeypatch.delenv("JUPYTER_SANDBOX_UNENFORCED_LIMITS", raising=False)
     delegated = podman_libpod_info("v2", ["cpuset", "cpu", "io", "memory", "pids"])
-    engine = fake_engine(PING | {"/version": PODMAN_VERSION, "/libpod/info": delegated})
+    engine = fake_engine(PODMAN | {"/libpod/info": delegated})
     monkeypatch.setenv("DOCKER_HOST", engine.url)
     check = _doctor.check_engine(*_doctor._connect())
     assert (check.state, check.detail) == (
@@ -283,7 +288,7 @@ def test_rootless_podman_on_cgroup_v2_needs_each_controller_delegated(
         f"Podman 4.3.1 (API 1.41, rootless, cgroup v2) at {engine.url}",
     )
     no_cpu = podman_libpod_info("v2", ["memory", "pids"])
-    engine = fake_engine(PING | {"/version": PODMAN_VERSION, "/libpod/info": no_cpu})
+    engine = fake_engine(PODMAN | {"/libpod/info": no_cpu})
     monkeypatch.setenv("DOCKER_HOST", engine.url)
     check = _doctor.check_engine(*_doctor._connect())
     assert check.state == "fail"
