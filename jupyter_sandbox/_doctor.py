@@ -227,8 +227,10 @@ class EngineProbe:
         return body
 
     def _family(self) -> tuple[socket.AddressFamily, socket.SocketKind]:
-        unix = self.url.startswith("unix://")
-        return (socket.AF_UNIX if unix else socket.AF_INET, socket.SOCK_STREAM)
+        address = self._address()
+        if isinstance(address, str):
+            return socket.AF_UNIX, socket.SOCK_STREAM
+        return (socket.AF_INET6 if ":" in address[0] else socket.AF_INET), socket.SOCK_STREAM
 
     def _address(self) -> str | tuple[str, int]:
         if self.url.startswith("unix://"):
@@ -244,15 +246,15 @@ def _read_answer(conn: socket.socket, into: bytearray) -> bool:
     """Read into ``into`` until the engine closes the connection or has sent the
     ``Content-Length`` it announced; True (and stop) past `ANSWER_BYTES`."""
     length: int | None = None
+    start = 0
     while chunk := conn.recv(65536):
         into += chunk
         if len(into) > ANSWER_BYTES:
             return True
-        head, ended, body = into.partition(b"\r\n\r\n")
-        if ended and length is None:
-            found = _LENGTH.search(head)
-            length = int(found.group(1)) if found else -1
-        if length is not None and 0 <= length <= len(body):
+        if length is None and (end := into.find(b"\r\n\r\n")) >= 0:
+            found = _LENGTH.search(into, 0, end)
+            length, start = (int(found.group(1)) if found else -1), end + 4
+        if length is not None and 0 <= length <= len(into) - start:
             break
     return False
 
@@ -260,7 +262,7 @@ def _read_answer(conn: socket.socket, into: bytearray) -> bool:
 def _parsed(answer: bytes) -> tuple[int, Any]:
     """An HTTP answer's status and JSON body (`DockerUnavailable` for anything else)."""
     head, ended, body = answer.partition(b"\r\n\r\n")
-    status = re.match(rb"HTTP/1\.[01] (\d{3}) ", head)
+    status = re.match(rb"HTTP/1\.[01] (\d{3})\b", head)
     found = _LENGTH.search(head)
     if not ended or status is None or (found and len(body) < int(found.group(1))):
         raise DockerUnavailable(
@@ -283,6 +285,10 @@ def _connect() -> tuple[EngineProbe | None, str]:
     url = _engine_url()
     if not url.startswith(("unix://", "tcp://")):
         return None, "the doctor asks engines at unix:// or tcp:// only"
+    if url.startswith("tcp://") and (
+        os.environ.get("DOCKER_TLS_VERIFY") or os.environ.get("DOCKER_CERT_PATH")
+    ):  # a plain request would read the TLS handshake as a garbled answer
+        return None, "the doctor asks no TLS engine: `docker info` checks this one"
     probe = EngineProbe(url)
     try:
         probe.version()

@@ -251,6 +251,19 @@ def test_an_engine_answer_past_the_cap_is_not_read(fake_engine: Callable[..., Fa
     ), checks["engine"]
 
 
+def test_a_tls_engine_is_not_asked_in_plain_text(monkeypatch: pytest.MonkeyPatch):
+    """The doctor's requests are plain HTTP: to a TLS engine it says so, in one line, rather
+    than read the handshake as a garbled answer (nothing listens there: nothing is asked)."""
+    monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:9")
+    monkeypatch.setenv("DOCKER_TLS_VERIFY", "1")
+    check = _doctor.check_engine(*_doctor._connect())
+    assert (check.state, check.detail) == (
+        "fail",
+        "no engine answers at tcp://127.0.0.1:9: the doctor asks no TLS engine: `docker info` "
+        "checks this one",
+    )
+
+
 def test_rootless_podman_on_cgroup_v1_is_not_usable(
     fake_engine: Callable[..., FakeEngine], monkeypatch: pytest.MonkeyPatch
 ):
