@@ -18,6 +18,7 @@ looked at with the store's own checks instead.
 
 from __future__ import annotations
 
+import contextlib
 import grp
 import importlib.metadata
 import json
@@ -25,24 +26,31 @@ import os
 import pwd
 import re
 import shutil
+import socket
 import stat
 import sys
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, get_args
+from typing import Any, Literal, get_args
+from urllib.parse import quote
 
-from ._errors import SandboxConfigError, StoreError
-
-if TYPE_CHECKING:
-    from docker import DockerClient
+from ._errors import DockerUnavailable, SandboxConfigError, StoreError
 
 State = Literal["ok", "warn", "fail", "skip"]
 
 ENGINE_TIMEOUT = 5
-"""Seconds the doctor waits for the engine to answer one request (the product waits 900 s for
-a build step; a doctor that hangs on a wedged engine helps nobody)."""
+"""Seconds the doctor gives the engine to answer one request, whole (the product waits 900 s
+for a build step; a doctor that hangs on a wedged engine helps nobody)."""
+ANSWER_BYTES = 4 * 2**20
+"""The most the doctor reads of one answer: an engine's ``/info`` is a few KB, an image's
+inspect some tens; what sends more is no engine the doctor can judge."""
 DEFAULT_SOCKET = "/var/run/docker.sock"
+RESTART_ENGINE = (
+    "restart the engine as root: `systemctl restart docker` (or stop `dockerd` and start it "
+    "again); if something else listens there, point DOCKER_HOST at the engine"
+)
 START_ENGINE = (
     "start the engine as root: `systemctl start docker` (or `dockerd &` without systemd; "
     "`bash scripts/bootstrap.sh` in a checkout does it)"
@@ -132,70 +140,209 @@ def _user_name(uid: int) -> str:
         return str(uid)
 
 
-def _connect() -> tuple[DockerClient | None, str]:
-    """A client with a short timeout, or None and why not (in one line)."""
-    import docker
-    from docker.errors import DockerException
+class EngineProbe:
+    """The engine's API as the doctor asks it: a few GETs, each on a connection of its own,
+    answered whole within `ENGINE_TIMEOUT` seconds and `ANSWER_BYTES` or given up on
+    (`DockerUnavailable`, its message one line).
 
+    Not the SDK's client: its timeout is per read, so an engine that sends a byte a second
+    (wedged, or hostile) would hold the doctor forever, and it reads an answer of any size.
+    Here one deadline covers the whole exchange, kept by a timer that shuts the socket (so
+    it also ends a connect or a header that never finishes), and the answer is read to a
+    cap. HTTP/1.0: every Docker-API engine then closes the connection after one answer,
+    sent whole (never chunked)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        """``unix:///path`` or ``tcp://host:port`` (`_engine_url`)."""
+        self._answers: dict[str, dict[str, Any]] = {}
+        """The answers of ``/version`` and the infos, asked once for every check."""
+
+    def get(self, path: str) -> tuple[int, Any]:
+        """The status and the JSON body of ``GET path``."""
+        received = bytearray()
+        fired = threading.Event()
+        with socket.socket(*self._family()) as conn:
+
+            def cut() -> None:
+                fired.set()
+                with contextlib.suppress(OSError):  # a blocked connect or recv returns
+                    conn.shutdown(socket.SHUT_RDWR)
+
+            timer = threading.Timer(ENGINE_TIMEOUT, cut)
+            timer.daemon = True
+            timer.start()
+            try:
+                conn.connect(self._address())
+                conn.sendall(f"GET {path} HTTP/1.0\r\nHost: engine\r\n\r\n".encode())
+                capped = _read_answer(conn, received)
+            except OSError as error:
+                if not fired.is_set():
+                    raise DockerUnavailable(error.strerror or str(error)) from None
+            finally:
+                timer.cancel()
+        if fired.is_set():
+            came = f" ({len(received):,} bytes came)" if received else ""
+            raise DockerUnavailable(
+                f"no {'whole ' if received else ''}answer within {ENGINE_TIMEOUT} s{came}"
+            )
+        if capped:
+            raise DockerUnavailable(
+                f"an answer of more than {ANSWER_BYTES // 1024:,} KB: not a Docker-API engine"
+            )
+        return _parsed(bytes(received))
+
+    def version(self) -> dict[str, Any]:
+        return self._ok("/version")
+
+    def info(self) -> dict[str, Any]:
+        return self._ok(self._versioned("/info"))
+
+    def libpod_info(self) -> dict[str, Any]:
+        return self._ok(self._versioned("/libpod/info"))
+
+    def image(self, name: str) -> dict[str, Any] | None:
+        """The image's inspect; None when the engine has no such image."""
+        status, body = self.get(self._versioned(f"/images/{quote(name, safe='/:@')}/json"))
+        if status == 404:
+            return None
+        return self._checked("/images/.../json", status, body)
+
+    def _versioned(self, path: str) -> str:
+        """``path`` under the API version the engine gave (Podman's ``/libpod`` paths are
+        found only under one), as the SDK asks."""
+        api = str(self.version().get("ApiVersion", ""))
+        return f"/v{api}{path}" if re.fullmatch(r"\d+\.\d+", api) else path
+
+    def _ok(self, path: str) -> dict[str, Any]:
+        if path not in self._answers:
+            self._answers[path] = self._checked(path, *self.get(path))
+        return self._answers[path]
+
+    @staticmethod
+    def _checked(path: str, status: int, body: Any) -> dict[str, Any]:
+        if status != 200 or not isinstance(body, dict):
+            said = body.get("message") if isinstance(body, dict) else None
+            raise DockerUnavailable(f"{path} answered {status}: {str(said or body)[:200]}")
+        return body
+
+    def _family(self) -> tuple[socket.AddressFamily, socket.SocketKind]:
+        address = self._address()
+        if isinstance(address, str):
+            return socket.AF_UNIX, socket.SOCK_STREAM
+        return (socket.AF_INET6 if ":" in address[0] else socket.AF_INET), socket.SOCK_STREAM
+
+    def _address(self) -> str | tuple[str, int]:
+        if self.url.startswith("unix://"):
+            return self.url.removeprefix("unix://")
+        host, _, port = self.url.removeprefix("tcp://").rstrip("/").rpartition(":")
+        return (host.strip("[]") or "localhost", int(port or 2375))
+
+
+_LENGTH = re.compile(rb"(?im)^content-length:[ \t]*(\d+)[ \t]*\r?$")
+
+
+def _read_answer(conn: socket.socket, into: bytearray) -> bool:
+    """Read into ``into`` until the engine closes the connection or has sent the
+    ``Content-Length`` it announced; True (and stop) past `ANSWER_BYTES`."""
+    length: int | None = None
+    start = 0
+    while chunk := conn.recv(65536):
+        into += chunk
+        if len(into) > ANSWER_BYTES:
+            return True
+        if length is None and (end := into.find(b"\r\n\r\n")) >= 0:
+            found = _LENGTH.search(into, 0, end)
+            length, start = (int(found.group(1)) if found else -1), end + 4
+        if length is not None and 0 <= length <= len(into) - start:
+            break
+    return False
+
+
+def _parsed(answer: bytes) -> tuple[int, Any]:
+    """An HTTP answer's status and JSON body (`DockerUnavailable` for anything else)."""
+    head, ended, body = answer.partition(b"\r\n\r\n")
+    status = re.match(rb"HTTP/1\.[01] (\d{3})\b", head)
+    found = _LENGTH.search(head)
+    if not ended or status is None or (found and len(body) < int(found.group(1))):
+        raise DockerUnavailable(
+            f"a cut or garbled answer ({len(answer):,} bytes): not a Docker-API engine"
+        )
+    code = int(status.group(1))
+    body = body[: int(found.group(1))] if found else body
     try:
-        client = docker.from_env(timeout=ENGINE_TIMEOUT)
-    except DockerException as error:  # the SDK asks the engine's API version first
-        return None, _reason(error)
+        return code, json.loads(body)
+    except ValueError:
+        if code != 200:  # an error's text (Podman's 404 is plain text): `_checked` says it
+            return code, body[:200].decode(errors="replace").strip()
+        raise DockerUnavailable(
+            f"an answer that is not JSON ({len(answer):,} bytes): not a Docker-API engine"
+        ) from None
+
+
+def _connect() -> tuple[EngineProbe | None, str]:
+    """The engine's probe once it has answered ``/version``, or None and why not (one line)."""
+    url = _engine_url()
+    if not url.startswith(("unix://", "tcp://")):
+        return None, "the doctor asks engines at unix:// or tcp:// only"
+    if url.startswith("tcp://") and (
+        os.environ.get("DOCKER_TLS_VERIFY") or os.environ.get("DOCKER_CERT_PATH")
+    ):  # a plain request would read the TLS handshake as a garbled answer
+        return None, "the doctor asks no TLS engine: `docker info` checks this one"
+    probe = EngineProbe(url)
     try:
-        client.ping()
-    except Exception as error:  # the engine left in between: the HTTP layer's own errors
-        client.close()
-        return None, _reason(error)
-    return client, ""
+        probe.version()
+    except DockerUnavailable as error:
+        return None, str(error)
+    return probe, ""
 
 
-def _reason(error: BaseException) -> str:
-    """The cause at the bottom of the SDK's wrapped errors, e.g. ``No such file or directory``."""
-    text = str(error)
-    if "timed out" in text:
-        return f"no answer within {ENGINE_TIMEOUT} s"
-    for cause in ("No such file or directory", "Permission denied", "Connection refused"):
-        if cause in text:
-            return cause
-    return text.splitlines()[0][:200] if text else type(error).__name__
+def check_engine(probe: EngineProbe | None, why: str) -> Check:
+    """Which engine answers (Docker or Podman: the version's components say), its version,
+    its API version, and whether runs can work there: an engine that would drop the limits
+    every container is started with refuses every run (rootless Podman on cgroup v1), judged
+    as the runs judge it (`sandbox.engine_from`)."""
+    from .sandbox import UNENFORCED_ENV, engine_from, limits_accepted, limits_fix
 
-
-def check_engine(client: DockerClient | None, why: str) -> Check:
-    """Which engine answers (Docker or Podman: the version's components say), its version and
-    its API version; a rootless engine says so in its security options."""
     name = "engine"
-    if client is None:
+    if probe is None:
         if why == "Permission denied":
             return Check(name, "skip", f"{_engine_url()}: permission denied (see engine access)")
-        fix = START_ENGINE
+        fix = RESTART_ENGINE if "answer" in why else START_ENGINE
         if os.environ.get("DOCKER_HOST"):
             fix = f"unset DOCKER_HOST (it names {_engine_url()}), or {fix}"
         return Check(name, "fail", f"no engine answers at {_engine_url()}: {why}", fix)
-    version = client.version()
-    components = [str(c.get("Name", "")) for c in version.get("Components") or []]
-    kind = "Podman" if any("podman" in c.lower() for c in components) else "Docker"
-    options = client.info().get("SecurityOptions") or []
-    rootless = ", rootless" if any("rootless" in str(o) for o in options) else ""
+    version = probe.version()
+    engine = engine_from(probe.url, version, probe.info, probe.libpod_info)
+    kind = "Podman" if engine.name == "podman" else "Docker"
+    rootless = ", rootless" if engine.rootless else ""
     detail = (
-        f"{kind} {version.get('Version', '?')} (API {version.get('ApiVersion', '?')}{rootless}) "
-        f"at {_engine_url()}"
+        f"{kind} {engine.version} (API {version.get('ApiVersion', '?')}{rootless}, cgroup "
+        f"v{engine.cgroup_version}) at {probe.url}"
     )
-    return Check(name, "ok", detail)
+    if not engine.unenforced:
+        return Check(name, "ok", detail)
+    names = ", ".join(engine.unenforced)
+    if limits_accepted(engine):
+        detail += f": runs go without the {names} limits (${UNENFORCED_ENV} accepts it)"
+        return Check(name, "warn", detail, limits_fix(engine).partition("; or accept")[0])
+    detail += (
+        f": not usable: it would silently drop the {names} limits every container is started "
+        "with, so every run is refused"
+    )
+    return Check(name, "fail", detail, limits_fix(engine))
 
 
-def check_base_image(client: DockerClient | None, tag: str | None) -> Check:
+def check_base_image(probe: EngineProbe | None, tag: str | None) -> Check:
     """The image every environment builds on: on the engine now, never pulled or built here."""
     from .sandbox import BASE_IMAGE_ENV, DEFAULT_BASE_IMAGE, default_base_image
 
     name = "base image"
     image = tag or default_base_image()
-    if client is None:
+    if probe is None:
         return Check(name, "skip", f"{image}: not checked without an engine")
-    from docker.errors import ImageNotFound  # the SDK is imported by now (`_connect`)
-
-    try:
-        found = client.images.get(image)
-    except ImageNotFound:
+    found = probe.image(image)
+    if found is None:
         if image == DEFAULT_BASE_IMAGE:
             fix = "as root, once per engine: `python -m jupyter_sandbox base-image`"
         else:
@@ -205,11 +352,12 @@ def check_base_image(client: DockerClient | None, tag: str | None) -> Check:
                 f"(default: {DEFAULT_BASE_IMAGE})"
             )
         return Check(name, "fail", f"{image} is not on the engine", fix)
-    size = (found.attrs.get("Size") or 0) // 2**20
-    return Check(name, "ok", f"{image} ({found.short_id.removeprefix('sha256:')}, {size} MB)")
+    size = int(found.get("Size") or 0) // 2**20
+    short = str(found.get("Id", "?")).removeprefix("sha256:")[:12]
+    return Check(name, "ok", f"{image} ({short}, {size} MB)")
 
 
-def check_gvisor(client: DockerClient | None, isolation: str | None) -> Check:
+def check_gvisor(probe: EngineProbe | None, isolation: str | None) -> Check:
     """gVisor's ``runsc`` registered with the engine: optional, unless gVisor is the level
     runs get by default (``$JUPYTER_SANDBOX_ISOLATION`` or the magic's setting)."""
     from .sandbox import ISOLATION_ENV, REGISTER, RUNTIMES, isolation_level
@@ -220,9 +368,9 @@ def check_gvisor(client: DockerClient | None, isolation: str | None) -> Check:
     except SandboxConfigError as error:
         return Check(name, "fail", str(error), f"set ${ISOLATION_ENV} to container or gvisor")
     required = level == "gvisor"
-    if client is None:
+    if probe is None:
         return Check(name, "skip", "not checked without an engine", required=required)
-    runtimes = client.info().get("Runtimes") or {}
+    runtimes = probe.info().get("Runtimes") or {}
     runsc = RUNTIMES["gvisor"]
     if runsc in runtimes:
         path = runtimes[runsc].get("path", runsc)
@@ -501,17 +649,13 @@ def run_checks(
     A check that raises unexpectedly is reported as failed, never hides the others."""
     socket_path = _socket_path()
     access = _guarded("engine access", lambda: check_access(socket_path))
-    client, why = _connect()
-    try:
-        engine = [
-            _guarded("engine", lambda: check_engine(client, why)),
-            access,
-            _guarded("base image", lambda: check_base_image(client, base_image)),
-            _guarded("gvisor", lambda: check_gvisor(client, isolation)),
-        ]
-    finally:
-        if client is not None:
-            client.close()
+    probe, why = _connect()
+    engine = [
+        _guarded("engine", lambda: check_engine(probe, why)),
+        access,
+        _guarded("base image", lambda: check_base_image(probe, base_image)),
+        _guarded("gvisor", lambda: check_gvisor(probe, isolation)),
+    ]
     local = [
         _guarded("store", lambda: check_store(store)),
         _guarded("pydantic-monty", check_monty),
@@ -525,6 +669,8 @@ def run_checks(
 def _guarded(name: str, check: Callable[[], Check]) -> Check:
     try:
         return check()
+    except DockerUnavailable as error:  # it answered the first request, not this one
+        return Check(name, "fail", f"the engine stopped answering: {error}", RESTART_ENGINE)
     except Exception as error:  # a bug or an odd host: say so in the check's line
         return Check(name, "fail", f"the check itself failed: {type(error).__name__}: {error}")
 

@@ -110,6 +110,11 @@ class CallRecord(TypedDict):
     cut: NotRequired[dict[str, int]]
     """A pending call's arguments not shown whole (positionals by index, keywords by name):
     each one's whole length in characters."""
+    params: NotRequired[list[str]]
+    """A pending call's tool's parameters its positional arguments fill, in order (from the
+    tool's signature): the names its views label them by."""
+    doc: NotRequired[str]
+    """A pending call's tool's docstring, its first line."""
     bindings: NotRequired[list["Binding"]]
     """A pending call's handle arguments: the notebook variable each is bound to when the run
     is approved after a kernel restart."""

@@ -109,7 +109,8 @@ def paused_record() -> dict[str, Any]:
         duration=0.25,
         calls=[record["calls"][0], waiting],
         run_id="3f2a9c1d0b7e",
-        pending=[{**waiting, "digest": "5e1f0c2a9b8d7e6f"}],  # as the kernel seals it
+        # as the kernel seals it, naming its arguments from the tool's signature
+        pending=[{**waiting, "digest": "5e1f0c2a9b8d7e6f", "params": ["paths"]}],
         session="cleanup",
     )
     return record

@@ -8,6 +8,7 @@ from __future__ import annotations
 from _display_samples import forked_record, paused_record, trace_record
 
 from jupyter_sandbox.display import TRACE_MIME, bundle
+from jupyter_sandbox.display._format import PENDING_SHOWN
 
 
 def test_a_paused_run_shows_its_pending_call_run_id_and_the_magics_to_answer_it():
@@ -17,7 +18,8 @@ def test_a_paused_run_shows_its_pending_call_run_id_and_the_magics_to_answer_it(
         summary = "orchestrate paused in 250 ms: 2 tool calls, 1 waiting for approval"
         assert summary in text
         assert "run 3f2a9c1d0b7e waits for approval of 1 call:" in text
-        assert "delete(['a.txt', 'b.txt'])" in text and "line 3" in text
+        assert "#2" in text and "delete" in text and "line 3" in text
+        assert "paths=" in text and "['a.txt', 'b.txt']" in text
         assert "%orchestrate_approve 3f2a9c1d0b7e" in text
         assert "%orchestrate_reject 3f2a9c1d0b7e REASON" in text
         assert "PermissionError(REASON)" in text
@@ -44,9 +46,8 @@ def test_several_pending_calls_are_all_listed():
     data = bundle(record)
     assert "waits for approval of 2 calls:" in data["text/plain"]
     assert "2 waiting for approval" in data["text/plain"]
-    assert "delete(['c.txt'])" in data["text/plain"]
-    pending = data["text/html"].split('class="jsb-pending">')[1].split("</table>")[0]
-    assert pending.count("<tr>") == 2
+    assert "  #3 delete\n      paths=['c.txt']\n" in data["text/plain"]
+    assert data["text/html"].count('class="jsb-pending-call"') == 2
 
 
 def test_a_fork_says_where_it_came_from_and_its_own_run_id():
@@ -125,7 +126,8 @@ def test_a_live_view_ends_in_the_paused_state(tmp_path):
     assert text.splitlines()[0].endswith("1 tool call, 1 waiting for approval")
     assert "value:" not in text and "value:" not in html  # none yet
     assert f"%orchestrate_approve {result.run_id}" in text and "running" not in text
-    assert "delete([&#x27;a.txt&#x27;])" in html and "jsb-call jsb-running" not in html
+    assert "jsb-call jsb-running" not in html
+    assert '"jsb-arg-name">paths=</td>' in html and ">[&#x27;a.txt&#x27;]</pre>" in html
     assert {kind for kind, _ in shown.sent[1:]} == {"update"}  # one display, replaced
 
 
@@ -157,3 +159,46 @@ def test_an_export_of_a_sealed_call_says_the_magic_with_its_digest():
     data = bundle(record)
     for text in (data["text/plain"], data["text/html"]):
         assert "%orchestrate_approve 3f2a9c1d0b7e --expect 0123456789abcdef" in text
+
+
+def test_a_paused_call_shows_every_argument_by_name_whole_and_what_it_cut_in_words():
+    """13 paths, the dangerous one last: each view shows the list whole, labelled by the
+    tool's parameter, beside the tool's summary; an argument past `PENDING_SHOWN` is cut to
+    its share, the small one beside it is whole, and the cut is said with the magic that
+    shows it all."""
+    paths = [f"/data/tmp/cache-{i}" for i in range(12)] + ["/home/alice/.ssh"]
+    record = paused_record()
+    call = record["pending"][0]
+    call.update(args=[repr(paths)], kwargs={"force": "True"}, doc="Delete each of paths.")
+    data = bundle(record)
+    html = data["text/html"].replace("&#x27;", "'")
+    assert f"      paths={paths!r}\n      force=True\n" in data["text/plain"]
+    assert "  #2 delete  line 3  Delete each of paths.\n" in data["text/plain"]
+    assert '<td class="jsb-arg-name">paths=</td><td><pre class="jsb-arg-text"' in html
+    assert f">{paths!r}</pre>" in html and "Delete each of paths." in html
+    for text in (data["text/plain"], html):
+        assert "cut" not in text
+    body = "x" * 20_000
+    call.update(args=[repr(body)], cut={"0": 90_000})
+    data = bundle(record)
+    shown = PENDING_SHOWN - len("True")
+    note = (
+        f"... {90_000 - shown:,} more characters cut (of paths): run "
+        "`%orchestrate_pending 3f2a9c1d0b7e --full` to see them all"
+    )
+    for text in (data["text/plain"], data["text/html"]):
+        assert note in text.replace("&#x27;", "'")
+        assert "x" * (shown - 1) in text and "x" * (shown + 1) not in text
+    assert "      force=True\n" in data["text/plain"]
+
+
+def test_a_saved_records_argument_names_and_text_are_not_trusted():
+    """Names that are no identifiers are not used (the argument is numbered), a length that
+    is no number is not believed, and characters that reorder the text are shown escaped."""
+    record = paused_record()
+    call = record["pending"][0]
+    spoofed = "'/home/alice/\u202eharmless'"
+    call.update(args=[spoofed, "2"], params=["x=1, y", "n"], cut={"0": "many"})
+    text = bundle(record)["text/plain"]
+    assert "      1. '/home/alice/\\u202eharmless'\n      n=2\n" in text
+    assert "\u202e" not in text and "cut" not in text

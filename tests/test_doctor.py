@@ -9,17 +9,20 @@ with nothing of root's environment.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pwd
+import re
 import shutil
 import socket
 import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -126,18 +129,204 @@ def test_an_engine_that_never_answers_is_given_up_on_in_seconds(tmp_path: Path):
     assert took < _doctor.ENGINE_TIMEOUT + 10
 
 
-def test_podman_is_told_from_docker_by_the_versions_components():
-    class Podman:
-        def version(self) -> dict[str, Any]:
-            components = [{"Name": "Podman Engine", "Version": "4.3.1"}]
-            return {"Components": components, "Version": "4.3.1", "ApiVersion": "1.41"}
+class FakeEngine:
+    """A Docker-API engine on a unix socket the test made: ``answers`` maps a path to the JSON
+    it answers; ``trickle``: every answer comes one byte a second, forever (a wedged or
+    hostile engine that a per-read timeout never gives up on)."""
 
-        def info(self) -> dict[str, Any]:
-            return {"SecurityOptions": ["name=seccomp,profile=default", "name=rootless"]}
+    def __init__(self, path: Path, answers: dict[str, Any], *, trickle: bool = False) -> None:
+        self.path = path
+        self.url = f"unix://{self.path}"
+        self.answers, self.trickle = answers, trickle
+        self.stop = threading.Event()
+        self.listener = socket.socket(socket.AF_UNIX)
+        self.listener.bind(str(self.path))
+        self.listener.listen(8)
+        self.threads = [threading.Thread(target=self._accept, daemon=True)]
+        self.threads[0].start()
 
-    check = _doctor.check_engine(Podman(), "")  # type: ignore[arg-type]
-    assert check.state == "ok"
-    assert check.detail.startswith("Podman 4.3.1 (API 1.41, rootless) at ")
+    def _accept(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:  # closed by `close`
+                return
+            thread = threading.Thread(target=self._answer, args=(conn,), daemon=True)
+            self.threads.append(thread)
+            thread.start()
+
+    def _answer(self, conn: socket.socket) -> None:
+        with conn, contextlib.suppress(OSError):  # the doctor hung up
+            request = b""
+            while b"\r\n\r\n" not in request and (chunk := conn.recv(4096)):
+                request += chunk
+            path = request.split(b" ")[1].decode() if request.count(b" ") >= 2 else ""
+            path = re.sub(r"^/v\d+\.\d+/", "/", path)  # any API version, as the engines
+            found = self.answers.get(path, {"message": "no such"})
+            text = isinstance(found, str)  # ``/_ping``'s OK
+            body = found.encode() if text else json.dumps(found).encode()
+            status = b"200 OK" if path in self.answers else b"404 Not Found"
+            kind = b"text/plain" if text else b"application/json"
+            answer = b"HTTP/1.0 %s\r\nContent-Type: %s\r\n" % (status, kind)
+            answer += b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+            if not self.trickle:
+                conn.sendall(answer)
+                return
+            for byte in answer:
+                if self.stop.wait(1):
+                    return
+                conn.sendall(bytes([byte]))
+
+    def close(self) -> None:
+        self.stop.set()
+        self.listener.close()
+        for thread in self.threads:
+            thread.join(10)
+
+
+@pytest.fixture
+def fake_engine(tmp_path: Path) -> Iterator[Callable[..., FakeEngine]]:
+    made: list[FakeEngine] = []
+
+    def make(answers: dict[str, Any], *, trickle: bool = False) -> FakeEngine:
+        made.append(FakeEngine(tmp_path / f"engine{len(made)}.sock", answers, trickle=trickle))
+        return made[-1]
+
+    yield make
+    for engine in made:
+        engine.close()
+
+
+PODMAN_VERSION = {
+    "Components": [{"Name": "Podman Engine", "Version": "4.3.1"}],
+    "Version": "4.3.1",
+    "ApiVersion": "1.41",
+}
+"""Rootless Podman 4.3.1's ``/version`` on this host (Debian 12): the keys the doctor reads."""
+
+
+PODMAN = {
+    "/_ping": "OK",  # what the SDK asks first (the doctor asks /version)
+    "/version": PODMAN_VERSION,
+    "/info": {"SecurityOptions": ["name=seccomp,profile=default"], "Runtimes": {"crun": {}}},
+}
+"""Rootless Podman's answers but ``/libpod/info`` (its ``/info`` does not say rootless)."""
+
+
+def podman_libpod_info(cgroup: str, controllers: list[str]) -> dict[str, Any]:
+    """Its ``/libpod/info``, the keys the doctor reads as Podman 4.3.1 names them, for a host
+    of ``cgroup`` version (``v1``: Podman lists no controllers) and delegated ``controllers``."""
+    security = {"rootless": True, "seccompEnabled": True, "selinuxEnabled": False}
+    host = {"cgroupManager": "cgroupfs", "cgroupVersion": cgroup, "security": security}
+    return {"host": host | {"cgroupControllers": controllers}, "version": {"Version": "4.3.1"}}
+
+
+def test_an_engine_that_trickles_its_answer_is_given_up_on_in_one_line(
+    fake_engine: Callable[..., FakeEngine],
+):
+    """One byte a second never lets a per-read timeout fire: the deadline is the answer's."""
+    engine = fake_engine(PODMAN, trickle=True)
+    code, checks = doctor(DOCKER_HOST=engine.url)
+    assert code == 1
+    assert checks["engine"].startswith(
+        f"FAIL  engine          no engine answers at {engine.url}: no whole answer within "
+        f"{_doctor.ENGINE_TIMEOUT} s ("
+    ), checks["engine"]
+    assert checks["engine"].endswith(
+        f"; fix: unset DOCKER_HOST (it names {engine.url}), or {_doctor.RESTART_ENGINE}"
+    )
+    for name in ("base image", "gvisor"):
+        assert state(checks[name]) == "skip", checks[name]
+
+
+def test_an_engine_answer_past_the_cap_is_not_read(fake_engine: Callable[..., FakeEngine]):
+    huge = PODMAN_VERSION | {"Padding": "x" * (_doctor.ANSWER_BYTES + 1)}
+    engine = fake_engine(PODMAN | {"/version": huge})
+    code, checks = doctor(DOCKER_HOST=engine.url)
+    assert code == 1
+    cap = f"{_doctor.ANSWER_BYTES // 1024:,} KB"
+    assert checks["engine"].startswith(
+        f"FAIL  engine          no engine answers at {engine.url}: an answer of more than {cap}:"
+        " not a Docker-API engine; fix: "
+    ), checks["engine"]
+
+
+def test_a_tls_engine_is_not_asked_in_plain_text(monkeypatch: pytest.MonkeyPatch):
+    """The doctor's requests are plain HTTP: to a TLS engine it says so, in one line, rather
+    than read the handshake as a garbled answer (nothing listens there: nothing is asked)."""
+    monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:9")
+    monkeypatch.setenv("DOCKER_TLS_VERIFY", "1")
+    check = _doctor.check_engine(*_doctor._connect())
+    assert (check.state, check.detail) == (
+        "fail",
+        "no engine answers at tcp://127.0.0.1:9: the doctor asks no TLS engine: `docker info` "
+        "checks this one",
+    )
+
+
+def test_rootless_podman_on_cgroup_v1_is_not_usable(
+    fake_engine: Callable[..., FakeEngine], monkeypatch: pytest.MonkeyPatch
+):
+    """It would drop every limit a container is started with, so every run is refused."""
+    engine = fake_engine(PODMAN | {"/libpod/info": podman_libpod_info("v1", [])})
+    monkeypatch.setenv("DOCKER_HOST", engine.url)
+    monkeypatch.delenv("JUPYTER_SANDBOX_UNENFORCED_LIMITS", raising=False)
+    check = _doctor.check_engine(*_doctor._connect())
+    assert check.state == "fail"
+    assert check.detail == (
+        f"Podman 4.3.1 (API 1.41, rootless, cgroup v1) at {engine.url}: not usable: it would "
+        "silently drop the memory, pids, cpu limits every container is started with, so every "
+        "run is refused"
+    )
+    assert check.fix.startswith("use a cgroup v2 host with the memory, pids and cpu controllers")
+    assert check.fix.endswith(
+        "; or accept running without them: JUPYTER_SANDBOX_UNENFORCED_LIMITS=memory,pids,cpu"
+    )
+    monkeypatch.setenv("JUPYTER_SANDBOX_UNENFORCED_LIMITS", "memory,pids,cpu")
+    accepted = _doctor.check_engine(*_doctor._connect())
+    assert accepted.state == "warn"
+    assert "runs go without the memory, pids, cpu limits" in accepted.detail
+
+
+def test_rootless_podman_on_cgroup_v2_needs_each_controller_delegated(
+    fake_engine: Callable[..., FakeEngine], monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.delenv("JUPYTER_SANDBOX_UNENFORCED_LIMITS", raising=False)
+    delegated = podman_libpod_info("v2", ["cpuset", "cpu", "io", "memory", "pids"])
+    engine = fake_engine(PODMAN | {"/libpod/info": delegated})
+    monkeypatch.setenv("DOCKER_HOST", engine.url)
+    check = _doctor.check_engine(*_doctor._connect())
+    assert (check.state, check.detail) == (
+        "ok",
+        f"Podman 4.3.1 (API 1.41, rootless, cgroup v2) at {engine.url}",
+    )
+    no_cpu = podman_libpod_info("v2", ["memory", "pids"])
+    engine = fake_engine(PODMAN | {"/libpod/info": no_cpu})
+    monkeypatch.setenv("DOCKER_HOST", engine.url)
+    check = _doctor.check_engine(*_doctor._connect())
+    assert check.state == "fail"
+    assert "it would silently drop the cpu limits" in check.detail
+
+
+@pytest.mark.docker
+def test_the_real_rootless_podman_is_judged_as_its_runs_judge_it(
+    podman_engine: Any, monkeypatch: pytest.MonkeyPatch
+):
+    """The doctor's verdict is the one `require_limits` gives every run on this engine (here,
+    cgroup v1: not usable)."""
+    from jupyter_sandbox.sandbox import _client, _engine
+
+    monkeypatch.delenv(_engine.UNENFORCED_ENV, raising=False)
+    code, checks = doctor(DOCKER_HOST=podman_engine.socket)
+    engine = _client.engine_of(_client._connect(podman_engine.socket))
+    assert checks["engine"].startswith(
+        f"{'FAIL' if engine.unenforced else 'ok  '}  engine          Podman "
+    ), checks["engine"]
+    assert f"cgroup v{engine.cgroup_version}) at {podman_engine.socket}" in checks["engine"]
+    if engine.unenforced:
+        assert code == 1
+        assert f"drop the {', '.join(engine.unenforced)} limits" in checks["engine"]
+        assert "so every run is refused; fix: " in checks["engine"]
 
 
 @pytest.mark.docker
@@ -160,10 +349,9 @@ def test_the_default_base_image_missing_says_to_build_it(monkeypatch: pytest.Mon
     # patched where the doctor reads it: the sandbox package's front door
     monkeypatch.setattr("jupyter_sandbox.sandbox.DEFAULT_BASE_IMAGE", ABSENT)
     monkeypatch.setenv("JUPYTER_SANDBOX_BASE_IMAGE", ABSENT)
-    client, _ = _doctor._connect()
-    assert client is not None
-    check = _doctor.check_base_image(client, None)
-    client.close()
+    probe, _ = _doctor._connect()
+    assert probe is not None
+    check = _doctor.check_base_image(probe, None)
     assert check.state == "fail"
     assert check.fix == "as root, once per engine: `python -m jupyter_sandbox base-image`"
 

@@ -189,7 +189,8 @@ def test_bad_input_is_one_line_saying_what_to_do(store):
             (f"%orchestrate_approve {run_id}", "is ok, not paused"),
             ("%orchestrate_reset", "required: NAME"),
             ("%orchestrate_reset a b", "unrecognized arguments: b"),
-            ("%orchestrate_pending now", "unrecognized arguments: now"),
+            ("%orchestrate_pending now", "RUN_ID 'now' is not a run id: .*12 hex"),
+            ("%orchestrate_pending 0123456789ab now", "unrecognized arguments: now"),
             ("%config OrchestrateMagics.store = '/etc/passwd/store.sqlite'", None),
             ("%%orchestrate\n1", "OrchestrateMagics.store: cannot open the store at /etc/"),
             ("%config OrchestrateMagics.store = ''", None),
@@ -436,6 +437,9 @@ class Targets:
 
 @tool(approve=True)
 def delete(paths: list[str]) -> int:
+    '''Delete every one of paths.
+
+    Folders too.'''
     made.append(paths)
     return len(paths)
 
@@ -480,6 +484,57 @@ def test_the_record_of_a_paused_call_holds_every_argument_and_its_digest(store):
         assert bad.status == "error" and "not a digest" in bad.text
         approved = k.ok(f"%orchestrate_approve {run_id} --expect {digest}")
         assert approved.value == "13" and "/home/alice/.ssh" in made(k)
+
+
+def shown_views(ran) -> tuple[str, str]:
+    """The text and HTML views of the last record a cell showed."""
+    (data,) = [
+        msg["content"]["data"]
+        for msg in ran.outputs
+        if TRACE_MIME in msg["content"].get("data", {})
+    ][-1:]
+    return data["text/plain"], data["text/html"].replace("&#x27;", "'")
+
+
+def test_a_paused_calls_views_show_its_arguments_whole_by_name_beside_the_tools_summary(store):
+    """The 13th path is the one that matters: the text and HTML views show the list whole,
+    named by the tool's parameter, under the first line of the tool's docstring."""
+    with kernel(store) as k:
+        k.ok(SHOWN)
+        k.ok(f"paths = {PATHS!r}")
+        text, html = shown_views(k.ok("%%orchestrate --in paths\ndelete(paths)"))
+        assert f"  #0 delete  line 2  Delete every one of paths.\n      paths={PATHS!r}\n" in text
+        assert '"jsb-arg-name">paths=</td>' in html and f">{PATHS!r}</pre>" in html
+        assert "Delete every one of paths." in html and "Folders too" not in text + html
+        assert "cut" not in text
+
+
+def test_a_paused_call_cut_in_its_views_says_how_much_and_the_magic_that_shows_all(store):
+    """Past `PENDING_SHOWN` the long argument is cut, the short one beside it is whole (each
+    named from the signature though passed by position); the views say how many characters
+    they left out, and the magic they name shows that run's call whole."""
+    from jupyter_sandbox.display._format import PENDING_SHOWN
+
+    with kernel(store) as k:
+        k.ok(SHOWN)
+        ran = k.ok("%%orchestrate\nsend('a long body ' * 2_000, 'bob')")
+        run_id, call = paused_run_id(ran), pending_call(ran)
+        whole = len(repr("a long body " * 2_000))
+        note = (
+            f"... {whole - (PENDING_SHOWN - len(repr('bob'))):,} more characters cut (of body):"
+            f" run `%orchestrate_pending {run_id} --full` to see them all"
+        )
+        text, html = shown_views(ran)
+        for view in (text, html):
+            assert note in view and "to=" in view and "'bob'" in view
+        assert call["params"] == ["body", "to"]
+        listed = k.ok(f"%orchestrate_pending {run_id} --full").text
+        assert listed.startswith(run_id)
+        assert listed.split("  #0 ", 1)[1].count("a long body") == 2_000  # the call, whole
+        other = k.ok("%orchestrate_pending 0123456789ab").text
+        assert other.startswith("no paused run 0123456789ab in ")
+        bad = k.run("%orchestrate_pending nope")
+        assert bad.status == "error" and "\n" not in bad.text.strip()
 
 
 def test_a_call_too_big_to_show_whole_is_approved_only_with_its_digest(store):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import cast
 
 from jupyter_sandbox._bounds import KEEP_EDGE, SUMMARY_MIN_CALLS, ToolStats
@@ -102,6 +103,106 @@ def call_signature(call: CallRecord) -> str:
     """``tool(arg, key=value)`` from a call record's previews."""
     parts = [*call.get("args", []), *(f"{k}={v}" for k, v in call.get("kwargs", {}).items())]
     return clip(f"{call.get('tool', '?')}({', '.join(parts)})", 120)
+
+
+PENDING_SHOWN = 4_000
+"""Characters of a paused call's arguments, all together, its text and HTML views show: a
+list of a few dozen paths whole, so an approver reads every one Approve passes on (a view cut
+to a table row's width showed the first of 13 paths, not the last). Past it each argument is
+cut to its share (`shares`: the small ones never are) and the view says in words how much it
+left out and the magic that shows all of it."""
+
+HIDING = re.compile("[\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
+"""Characters that reorder or hide the text around them (bidirectional controls, zero-width
+marks): an object's own ``__repr__`` may return them to make a path read as another one
+(``HIDING`` in approval.ts)."""
+
+
+def visible(text: str) -> str:
+    """``text`` with `HIDING` characters as their escapes (as ``repr`` writes them in a
+    string) and without ANSI codes: what an approver reads is what the call gets."""
+    return HIDING.sub(lambda found: f"\\u{ord(found.group()):04x}", plain(text))
+
+
+def shares(lengths: list[int], budget: int) -> list[int]:
+    """How much of each of ``lengths`` fits in ``budget`` together: all of each when they
+    fit, else the longest cut to one level and the shorter ones whole (a ``force=True``
+    beside a huge list is always shown)."""
+    left, waiting = budget, len(lengths)
+    level = budget
+    for length in sorted(lengths):
+        if length * waiting > left:
+            level = left // waiting
+            break
+        left -= length
+        waiting -= 1
+    return [min(length, level) for length in lengths]
+
+
+@dataclass(frozen=True)
+class Argument:
+    """One argument of a paused call as its views show it."""
+
+    label: str
+    """``to=``: the parameter's name (from the tool's signature for a positional one), or
+    ``1.`` for a positional one whose name the record does not say."""
+    text: str
+    """Its repr, whole up to its share of `PENDING_SHOWN`."""
+    left_out: int
+    """Characters of its repr not in ``text`` (cut by the view, or already by the record)."""
+
+
+def pending_arguments(call: CallRecord) -> list[Argument]:
+    """A paused call's arguments, each labelled and shown whole up to its share of
+    `PENDING_SHOWN`. A saved record is untrusted: names that are no identifiers and lengths
+    that are no numbers are not used."""
+    args = call.get("args")
+    kwargs = call.get("kwargs")
+    positional = [str(a) for a in args] if isinstance(args, list) else []
+    named = {str(k): str(v) for k, v in kwargs.items()} if isinstance(kwargs, dict) else {}
+    params = call.get("params")
+    names = [str(n) for n in params] if isinstance(params, list) else []
+    labels = [
+        f"{names[i]}=" if i < len(names) and names[i].isidentifier() else f"{i + 1}."
+        for i in range(len(positional))
+    ]
+    keys = [str(i) for i in range(len(positional))] + list(named)
+    texts = [visible(t) for t in [*positional, *named.values()]]
+    cut = call.get("cut")
+    whole = cut if isinstance(cut, dict) else {}
+    fits = shares([len(t) for t in texts], PENDING_SHOWN)
+    shown = []
+    for label, key, text, fit in zip(
+        [*labels, *(f"{k}=" for k in named)], keys, texts, fits, strict=True
+    ):
+        length = whole.get(key)
+        length = length if isinstance(length, int) and length > len(text) else len(text)
+        shown.append(Argument(label, text[:fit], length - fit))
+    return shown
+
+
+def tool_summary(call: CallRecord) -> str:
+    """The first line of the tool's docstring the record carries (empty without one)."""
+    doc = call.get("doc")
+    return clip(visible(doc), 200) if isinstance(doc, str) else ""
+
+
+def cut_note(arguments: list[Argument], run_id: object) -> str:
+    """What a paused call's view left out, in words, and the magic that shows all of it;
+    empty when every argument is whole."""
+    left = sum(argument.left_out for argument in arguments)
+    if not left:
+        return ""
+    which = ", ".join(
+        a.label[:-1] if a.label.endswith("=") else f"argument {a.label[:-1]}"
+        for a in arguments
+        if a.left_out
+    )
+    run = f"{run_id} " if is_run_id(run_id) else ""
+    return (
+        f"... {left:,} more characters cut (of {which}): run `%orchestrate_pending {run}--full`"
+        " to see them all"
+    )
 
 
 def call_status(call: CallRecord) -> str:

@@ -192,11 +192,7 @@ drop ``<style>``)."""
 def _paused(record: TraceRecord) -> str:
     """A paused run: the calls it waits on and the two magics that answer it. No buttons: a
     static page (an export, a notebook viewer) has no kernel a button could reach."""
-    rows = "".join(
-        f"<tr><td>#{call.get('call_id')}</td><td>{escape(fmt.call_signature(call))}</td>"
-        f"<td>{fmt.line_of(call)}</td></tr>"
-        for call in record.get("pending", [])
-    )
+    calls = "".join(_pending(call, record) for call in record.get("pending", []))
     magics = fmt.approval_magics(record)
     answered = record.get("answered")
     if answered:  # no magic to offer: running one would only say the run is not paused
@@ -211,8 +207,36 @@ def _paused(record: TraceRecord) -> str:
         )
     return (
         f'<div class="jsb-paused" style="{PAUSED}"><div>{escape(fmt.paused_heading(record))}'
-        f'</div><table class="jsb-pending">{rows}</table><div class="jsb-how">{how}</div></div>'
+        f'</div><div class="jsb-pending">{calls}</div><div class="jsb-how">{how}</div></div>'
     )
+
+
+ARGUMENT = "margin:0;white-space:pre-wrap;overflow-wrap:anywhere;max-height:24em;overflow:auto"
+"""An argument's box: every character wrapped into view, long ones scrolled (inline, as
+`PAUSED`)."""
+
+
+def _pending(call: CallRecord, record: TraceRecord) -> str:
+    """A paused call: its number, tool, line and the tool's summary, then each argument
+    whole up to `fmt.PENDING_SHOWN`, and what was cut, said in words."""
+    head = f"#{escape(str(call.get('call_id')))} <b>{escape(str(call.get('tool', '?')))}</b>"
+    for part in (fmt.line_of(call), fmt.tool_summary(call)):
+        if part:
+            head += f' <span class="jsb-muted">{escape(part)}</span>'
+    arguments = fmt.pending_arguments(call)
+    rows = "".join(
+        f'<tr><td class="jsb-arg-name">{escape(a.label)}</td>'
+        f'<td><pre class="jsb-arg-text" style="{ARGUMENT}">{escape(a.text)}</pre></td></tr>'
+        for a in arguments
+    )
+    body = (
+        f'<table class="jsb-args">{rows}</table>'
+        if rows
+        else ('<div class="jsb-muted">no arguments</div>')
+    )
+    note = fmt.cut_note(arguments, record.get("run_id"))
+    cut = f'<div class="jsb-cut">{escape(note)}</div>' if note else ""
+    return f'<div class="jsb-pending-call"><div>{head}</div>{body}{cut}</div>'
 
 
 def _sandbox(record: RunRecord) -> str:

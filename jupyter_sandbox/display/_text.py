@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import cast
 
-from jupyter_sandbox.records import Record, RunRecord, ToolRow, TraceRecord
+from jupyter_sandbox.records import CallRecord, Record, RunRecord, ToolRow, TraceRecord
 
 from . import _format as fmt
 
@@ -59,10 +59,7 @@ def _orchestrate(record: TraceRecord) -> str:
 def _paused(record: TraceRecord) -> list[str]:
     """The calls a paused run waits on and the magics that answer it."""
     magics = fmt.approval_magics(record)
-    calls = [
-        f"  #{call.get('call_id')} {fmt.call_signature(call)}  {fmt.line_of(call)}".rstrip()
-        for call in record.get("pending", [])
-    ]
+    calls = [line for call in record.get("pending", []) for line in _pending(call, record)]
     answered = record.get("answered")
     if answered:
         return [fmt.paused_heading(record), *calls, fmt.answer_note(answered)]
@@ -75,6 +72,22 @@ def _paused(record: TraceRecord) -> list[str]:
         f"reject:  {magics[1]}",
         f"({fmt.REJECT_NOTE})",
     ]
+
+
+def _pending(call: CallRecord, record: TraceRecord) -> list[str]:
+    """A paused call: its number, tool, line and the tool's summary, then each argument on
+    lines of its own, whole up to `fmt.PENDING_SHOWN` (and what was cut, said)."""
+    summary = fmt.tool_summary(call)
+    head = f"  #{call.get('call_id')} {fmt.clip(str(call.get('tool', '?')), 80)}"
+    head += "".join(f"  {part}" for part in (fmt.line_of(call), summary) if part)
+    arguments = fmt.pending_arguments(call)
+    lines = [head] if arguments else [head, "      (no arguments)"]
+    for argument in arguments:
+        text = argument.text.replace("\n", "\n        ")
+        space = "" if argument.label.endswith("=") else " "
+        lines.append(f"      {argument.label}{space}{text}")
+    note = fmt.cut_note(arguments, record.get("run_id"))
+    return [*lines, f"      {note}"] if note else lines
 
 
 def _tools(rows: list[ToolRow]) -> list[str]:

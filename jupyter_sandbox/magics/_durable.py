@@ -218,21 +218,29 @@ class DurableMagics(CellMagics):
     @magic_arguments()
     @help_option
     @argument("--full", action="store_true", help="each call's arguments whole, not cut")
+    @argument(
+        "run_id",
+        metavar="RUN_ID",
+        nargs="?",
+        help="only this paused run (its view names it when it cut an argument)",
+    )
     @line_magic
     @no_var_expand
     def orchestrate_pending(self, line: str) -> None:
-        """List the paused runs in the store: run id, cell, pending tool and arguments (cut
-        to one line; ``--full``: whole, as the call will get them), age."""
+        """List the paused runs in the store (or only ``RUN_ID``): run id, cell, pending tool
+        and arguments (cut to one line; ``--full``: whole, as the call will get them), age."""
         from ..orchestration import call_now, paused_runs, read_whole
 
         args = parse_options(self.orchestrate_pending, line)
         if args is None:
             return
         whole = args.full
+        only = None if args.run_id is None else _checked(args.run_id)
         store = self._store("%orchestrate_pending")
-        paused = _stored(lambda: paused_runs(store))
+        paused = [run for run in _stored(lambda: paused_runs(store)) if only in (None, run.run_id)]
         if not paused:
-            print(f"no paused runs in {store.path}")
+            which = "no paused runs" if only is None else f"no paused run {only}"
+            print(f"{which} in {store.path}")
             return
         here = notebook_scope(self.shell)
         cut = False

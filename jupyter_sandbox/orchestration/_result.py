@@ -59,6 +59,10 @@ class OrchestrationResult:
     bindings: list[Binding] = field(default_factory=list)
     """The notebook variables the pending call's handle arguments are bound to when it is
     approved after a kernel restart (in this kernel it gets the objects shown)."""
+    described: dict[str, tuple[list[str], str]] = field(default_factory=dict)
+    """For a pending call's tool: the names its positional arguments fill and its docstring's
+    first line (`Tool.described`), which the call's record carries for the approver (set when
+    the run pauses)."""
     refused: str | None = None
     """Why an approval was not applied (`resume_run`'s ``expect`` named another call): the
     run waits again, ``pending`` shows the call as it is now."""
@@ -139,6 +143,11 @@ class OrchestrationResult:
             record["cut"] = whole.cut
         if self.bindings:
             record["bindings"] = self.bindings
+        params, summary = self.described.get(call.tool, ([], ""))
+        if params and call.args:
+            record["params"] = params[: len(call.args)]
+        if summary:
+            record["doc"] = summary
         return record
 
     def _calls_record(self) -> tuple[list[CallRecord], int, list[ToolRow]]:

@@ -81,6 +81,17 @@ class Tool:
     def doc(self) -> str:
         return inspect.getdoc(self.func) or ""
 
+    def described(self) -> tuple[list[str], str]:
+        """The parameters positional arguments fill, in order (up to a ``*args``), and the
+        docstring's first line: what a paused call's record names its arguments by and says
+        the tool does, for the person who approves it."""
+        names = []
+        for parameter in self.signature.parameters.values() if self.signature else ():
+            if parameter.kind not in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD):
+                break
+            names.append(parameter.name)
+        return names, self.doc.strip().partition("\n")[0]
+
     def __repr__(self) -> str:
         kind = "async tool" if self.is_async else "tool"
         return f"<{kind} {self.name}{self.signature or '(...)'}>"

@@ -29,8 +29,14 @@ from ._baseimage import DEFAULT_BASE_IMAGE, build_base_image
 from ._build import BuildInfo
 
 # The front door for the other packages (not public API: not in __all__).
+from ._engine import UNENFORCED_ENV as UNENFORCED_ENV
+from ._engine import Engine as Engine
 from ._engine import choose as choose
 from ._engine import engine_choice as engine_choice
+from ._engine import engine_from as engine_from
+from ._engine import limits_accepted as limits_accepted
+from ._engine import limits_fix as limits_fix
+from ._engine import supports_gvisor as supports_gvisor
 from ._image import BASE_IMAGE_ENV, default_base_image
 from ._isolation import ISOLATION_ENV as ISOLATION_ENV
 from ._isolation import REGISTER as REGISTER

@@ -30,8 +30,9 @@ from __future__ import annotations
 import os
 import stat
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, cast, get_args
+from typing import TYPE_CHECKING, Any, Literal, cast, get_args
 
 from .._errors import IsolationUnavailable, SandboxConfigError
 
@@ -145,13 +146,29 @@ def _socket_owner(url: str) -> int | None:
 
 def identify(client: DockerClient, url: str) -> Engine:
     """Ask the engine at ``url`` what it is (two calls; `_client` keeps the answer)."""
-    version = client.version()
+    api = client.api
+    return engine_from(
+        url,
+        client.version(),
+        client.info,
+        lambda: api._result(api._get(api._url("/libpod/info")), json=True),
+    )
+
+
+def engine_from(
+    url: str,
+    version: dict[str, Any],
+    info: Callable[[], dict[str, Any]],
+    libpod_info: Callable[[], dict[str, Any]],
+) -> Engine:
+    """The `Engine` that gave ``version`` (its ``/version``), asking ``info`` (``/info``) or,
+    for Podman, ``libpod_info`` (``/libpod/info``: its ``/info`` does not say rootless) for
+    the rest. Apart from the asking, so the doctor (which asks with its own bounded requests)
+    judges an engine as every run does."""
     components = {c.get("Name", "") for c in version.get("Components") or []}
     owner = _socket_owner(url)
     if "Podman Engine" in components:
-        api = client.api
-        info = api._result(api._get(api._url("/libpod/info")), json=True)
-        host = info.get("host") or {}
+        host = libpod_info().get("host") or {}
         rootless = bool((host.get("security") or {}).get("rootless"))
         cgroup = str(host.get("cgroupVersion") or "").removeprefix("v") or "?"
         controllers = set(host.get("cgroupControllers") or [])
@@ -162,17 +179,33 @@ def identify(client: DockerClient, url: str) -> Engine:
         else:  # rootless v1: podman drops every resource limit
             enforced = frozenset()
         return Engine("podman", url, str(version.get("Version")), rootless, cgroup, enforced, owner)
-    info = client.info()
-    options = info.get("SecurityOptions") or []
+    answered = info()
+    options = answered.get("SecurityOptions") or []
     rootless = any(o.startswith("name=rootless") for o in options)
     flags = {"memory": "MemoryLimit", "pids": "PidsLimit", "cpu": "CpuCfsQuota"}
-    enforced = frozenset(limit for limit, flag in flags.items() if info.get(flag, True))
-    cgroup = str(info.get("CgroupVersion") or "?")
+    enforced = frozenset(limit for limit, flag in flags.items() if answered.get(flag, True))
+    cgroup = str(answered.get("CgroupVersion") or "?")
     return Engine("docker", url, str(version.get("Version")), rootless, cgroup, enforced, owner)
 
 
 def _accepted() -> set[str]:
     return {w.strip() for w in os.environ.get(UNENFORCED_ENV, "").split(",") if w.strip()}
+
+
+def limits_accepted(engine: Engine) -> bool:
+    """Whether ``$JUPYTER_SANDBOX_UNENFORCED_LIMITS`` accepts every limit ``engine`` drops."""
+    return set(engine.unenforced) <= _accepted()
+
+
+def limits_fix(engine: Engine) -> str:
+    """What gets ``engine``'s dropped limits enforced, or accepts running without them."""
+    fix = (
+        "use a cgroup v2 host with the memory, pids and cpu controllers delegated to the user"
+        " (systemd: Delegate=yes, the default for user@.service), or Docker"
+        if engine.name == "podman" and engine.rootless
+        else "enable those cgroup controllers on the engine's host"
+    )
+    return f"{fix}; or accept running without them: {UNENFORCED_ENV}={','.join(engine.unenforced)}"
 
 
 def require_limits(engine: Engine) -> None:
@@ -182,7 +215,7 @@ def require_limits(engine: Engine) -> None:
     if not missing:
         return
     names = ",".join(missing)
-    if set(missing) <= _accepted():
+    if limits_accepted(engine):
         warnings.warn(
             f"sandbox limits not enforced by {engine.describe()}: {names} (accepted by"
             f" ${UNENFORCED_ENV})",
@@ -190,15 +223,9 @@ def require_limits(engine: Engine) -> None:
             stacklevel=2,
         )
         return
-    fix = (
-        "use a cgroup v2 host with the memory, pids and cpu controllers delegated to the user"
-        " (systemd: Delegate=yes, the default for user@.service), or Docker"
-        if engine.name == "podman" and engine.rootless
-        else "enable those cgroup controllers on the engine's host"
-    )
     raise IsolationUnavailable(
         f"{engine.describe()}: it would silently drop the {names} limit(s), so nothing ran;"
-        f" {fix}; or accept running without them: {UNENFORCED_ENV}={names}"
+        f" {limits_fix(engine)}"
     )
 
 

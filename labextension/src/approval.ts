@@ -308,6 +308,10 @@ function pendingCalls(pending: ICallRecord[], id: string): HTMLElement {
     if (call.digest) {
       head.append(' ', el('span', 'jsb-muted', 'digest '), el('span', 'jsb-digest', call.digest));
     }
+    if (typeof call.doc === 'string' && call.doc) {
+      item.append(el('div', 'jsb-muted jsb-tool-doc', visible(call.doc)));
+    }
+    const params = Array.isArray(call.params) ? call.params : [];
     const args: [string, string][] = [
       ...(Array.isArray(call.args) ? call.args : []).map((t, i): [string, string] => [String(i), t]),
       ...Object.entries(call.kwargs ?? {})
@@ -318,7 +322,9 @@ function pendingCalls(pending: ICallRecord[], id: string): HTMLElement {
     args.forEach(([key, text], j) => {
       const whole = call.cut?.[key]; // a saved record is untrusted: numbers only
       const cut = typeof whole === 'number' ? whole : undefined;
-      item.append(argument(String(key), String(text), cut, `${id}-${at}-${j}`));
+      const name = /^\d+$/.test(key) ? params[Number(key)] : undefined;
+      const label = typeof name === 'string' && IDENTIFIER.test(name) ? name : undefined;
+      item.append(argument(String(key), String(text), cut, `${id}-${at}-${j}`, label));
     });
     for (const bound of Array.isArray(call.bindings) ? call.bindings : []) {
       const note = el(
@@ -337,17 +343,28 @@ function pendingCalls(pending: ICallRecord[], id: string): HTMLElement {
   return list;
 }
 
-/** One argument, labelled (`1.` for a positional, `name=` for a keyword), its text in a box
- * that scrolls; a long one starts collapsed with a "show all" toggle (a real button: Tab and
- * Enter reach it), and one the record cut says exactly what is missing. */
-function argument(key: string, text: string, whole: number | undefined, id: string): HTMLElement {
+/** A parameter name as Python spells one (a saved record's `params` is untrusted). */
+const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/** One argument, labelled (`name=`: a keyword, or a positional whose parameter the record
+ * names; `1.` for a positional it does not), its text in a box that scrolls; a long one
+ * starts collapsed with a "show all" toggle (a real button: Tab and Enter reach it), and one
+ * the record cut says exactly what is missing. */
+function argument(
+  key: string,
+  text: string,
+  whole: number | undefined,
+  id: string,
+  param?: string
+): HTMLElement {
   const row = el('div', 'jsb-arg');
-  const positional = /^\d+$/.test(key);
-  row.append(el('span', 'jsb-arg-name', positional ? `${Number(key) + 1}.` : `${key}=`));
+  const positional = /^\d+$/.test(key) && param === undefined;
+  const name = param ?? key;
+  row.append(el('span', 'jsb-arg-name', positional ? `${Number(key) + 1}.` : `${name}=`));
   const box = ownKeys(el('pre', 'jsb-arg-text', visible(text)));
   box.id = `${id}-text`;
   box.tabIndex = 0; // a keyboard scrolls it
-  box.setAttribute('aria-label', positional ? `argument ${Number(key) + 1}` : `argument ${key}`);
+  box.setAttribute('aria-label', positional ? `argument ${Number(key) + 1}` : `argument ${name}`);
   row.append(box);
   if (text.length > LONG || text.includes('\n')) {
     box.classList.add('jsb-collapsed');

@@ -34,6 +34,11 @@ export interface ICallRecord {
   digest?: string;
   /** A pending call's arguments not shown whole (by index or keyword): each one's length. */
   cut?: Record<string, number>;
+  /** A pending call's tool's parameters its positional arguments fill, in order (from its
+   * signature): what the panel labels them by. */
+  params?: string[];
+  /** A pending call's tool's docstring, its first line. */
+  doc?: string;
   /** The notebook variables a pending call's handle arguments bind to after a restart. */
   bindings?: IBinding[];
   /** Lines the cell had printed when the call started (a cell's record only). */

@@ -678,6 +678,9 @@ class DurableFeature(Feature):
         # what an approval after a restart binds (`_rebind`)
         values = [*call.args, *call.kwargs.values()]
         run.result.bindings = self.durable.bindings(values, self.restore)
+        tool = run.tools.get(call.tool)
+        if tool is not None:  # what the approver reads beside the arguments
+            run.result.described[call.tool] = tool.described()
 
     def end(self, run: Driver) -> None:
         self.durable.finish(run.result.status)
