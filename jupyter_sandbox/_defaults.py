@@ -116,6 +116,15 @@ SPARE_IDLE = 300.0
 MAX_SPARES = 16
 """Spare containers kept at most, all images and limits together."""
 
+# -- an MCP server's tools: tools_from_mcp() ----------------------------------------------
+
+MCP_CONNECT_TIMEOUT = 30.0
+"""``tools_from_mcp(timeout=...)``: seconds a server has to start and list its tools."""
+MCP_CALL_TIMEOUT = 300.0
+"""``tools_from_mcp(call_timeout=...)``: seconds one call of a server's tool may wait for its
+answer; then it fails with ``TimeoutError`` (the code may catch it) and the server is told to
+stop the request. A default, not a ceiling: any positive number of seconds may be given."""
+
 # -- code mode and orchestrators -----------------------------------------------------------
 
 MAX_ATTEMPTS = 3

@@ -3,11 +3,14 @@
 python tests/_mcp_servers.py demo            stdio
 python tests/_mcp_servers.py demo --http N   streamable HTTP on 127.0.0.1:N
 python tests/_mcp_servers.py liar            declares schemas its answers break
+python tests/_mcp_servers.py tools JSON ...  lists the tools JSON declares (a list of
+                                             types.Tool fields), ignores further arguments
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 from typing import Any
@@ -118,15 +121,34 @@ async def _liar_call(ctx: Any, params: types.CallToolRequestParams) -> types.Cal
 liar: Server[Any] = Server("liar", on_list_tools=_liar_tools, on_call_tool=_liar_call)
 
 
-async def _run_liar() -> None:
+def _declared(tools: list[dict[str, Any]]) -> Server[Any]:
+    """A server listing ``tools`` (each one's input schema an empty object unless given) whose
+    every call answers ``"<name> ran"``."""
+
+    async def listing(ctx: Any, params: Any) -> types.ListToolsResult:
+        listed = [types.Tool(**{"input_schema": {"type": "object"}, **t}) for t in tools]
+        return types.ListToolsResult(tools=listed)
+
+    async def call(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=f"{params.name} ran")]
+        )
+
+    return Server("declared", on_list_tools=listing, on_call_tool=call)
+
+
+async def _serve(server: Server[Any]) -> None:
     async with stdio_server() as (read, write):
-        await liar.run(read, write, liar.create_initialization_options())
+        await server.run(read, write, server.create_initialization_options())
 
 
 if __name__ == "__main__":
     which = sys.argv[1]
     if which == "liar":
-        asyncio.run(_run_liar())
+        asyncio.run(_serve(liar))
+    elif which == "tools":
+        asyncio.run(_serve(_declared(json.loads(sys.argv[2]))))
+
     elif len(sys.argv) > 3 and sys.argv[2] == "--http":
         demo.run("streamable-http", port=int(sys.argv[3]))
     else:

@@ -8,22 +8,28 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
+import json
+import math
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from jupyter_sandbox import orchestrate, resume_run, tools_from_mcp
+from jupyter_sandbox import _defaults, orchestrate, resume_run, tools_from_mcp
 from jupyter_sandbox.errors import SandboxConfigError, ToolError, TypeCheckError
-from jupyter_sandbox.orchestration import Store, Tool, build_stubs, registry
+from jupyter_sandbox.orchestration import MCPTools, Store, Tool, build_stubs, registry
 
 SERVERS = str(Path(__file__).with_name("_mcp_servers.py"))
+FAMILY = str(Path(__file__).with_name("_mcp_family.py"))
 
 
 def alive(pid: int) -> bool:
@@ -318,3 +324,213 @@ def test_a_cancelled_run_cancels_its_call_and_the_connection_stays_usable(demo):
         return (await orchestrate_async("await add(5)", tools=demo)).value
 
     assert asyncio.run(main()) == 7
+
+
+def server_processes() -> set[int]:
+    """Live processes of the tests' servers (and the family server's child): their command
+    lines name the servers' files."""
+    return {
+        int(p.name)
+        for p in Path("/proc").iterdir()
+        if p.name.isdigit()
+        and any(f in cmdline(p) for f in (SERVERS, FAMILY))
+        and alive(int(p.name))
+    }
+
+
+@pytest.fixture(autouse=True)
+def no_server_left() -> Iterator[None]:
+    """Every test leaves no server process, nor any process a server started, behind."""
+    before = server_processes()
+    yield
+    left = [pid for pid in server_processes() - before if not gone_within(pid)]
+    assert not left, f"MCP server processes still running: {left}"
+
+
+def declared(*tools: dict[str, object], **options: Any) -> MCPTools:
+    """A server that lists ``tools`` (types.Tool fields), its tools as `tools_from_mcp` makes
+    them (not registered)."""
+    argv = [sys.executable, SERVERS, "tools", json.dumps(list(tools))]
+    return tools_from_mcp(argv, register=False, **options)
+
+
+@pytest.mark.parametrize(
+    ("key", "prefix"),
+    [("delete_repo", ""), ("gh_delete_repo", "gh_"), ("delete_repo", "gh_"), ("delete-repo", "")],
+)
+def test_approve_takes_the_name_the_code_calls_or_the_servers(key, prefix):
+    asked: list[str] = []
+    gated = declared(
+        {"name": "delete-repo"}, {"name": "list-repos"}, approve={key: True}, prefix=prefix
+    )
+    with gated:
+        code = (
+            f"try:\n    said = await {prefix}delete_repo()\n"
+            "except PermissionError:\n    said = 'refused'\n"
+            f"(said, await {prefix}list_repos())"
+        )
+        result = orchestrate(code, tools=gated, approver=lambda c: asked.append(c.tool) or False)
+    assert result.value == ("refused", "list-repos ran")
+    assert asked == [f"{prefix}delete_repo"]
+
+
+def test_an_approve_key_that_names_no_tool_is_refused_with_the_tools_it_could_be():
+    with pytest.raises(SandboxConfigError, match=r"no tool 'delete_rep'; it could be delete_repo"):
+        declared({"name": "delete-repo"}, {"name": "list-repos"}, approve={"delete_rep": True})
+    with pytest.raises(SandboxConfigError, match=r"no tool 'zzz'; it could be delete_repo, list_"):
+        declared({"name": "delete-repo"}, {"name": "list-repos"}, approve={"zzz": True})
+    with pytest.raises(SandboxConfigError, match=r"names one tool twice: 'delete-repo' and 'de"):
+        declared({"name": "delete-repo"}, approve={"delete-repo": True, "delete_repo": False})
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "called"),
+    [("delete", "\uff44elete", "delete"), ("a-b", "a_b", "a_b"), ("same", "same", "same")],
+)
+def test_two_tools_the_code_would_call_by_one_name_are_refused(first, second, called):
+    """Python reads identifiers NFKC-normalised: a fullwidth ``d`` is a ``d`` to the code, so
+    one tool would replace the other (a gated one by an ungated one)."""
+    with pytest.raises(SandboxConfigError) as refused:
+        declared({"name": first}, {"name": second}, approve={first: True})
+    message = str(refused.value)
+    assert f"two tools the code would call {called}: {first!r} and {second!r}" in message
+    assert "\n" not in message
+    with declared({"name": second}, {"name": "other"}, only=[second]) as kept:  # only= keeps one
+        assert list(kept) == [called]
+        assert orchestrate(f"await {second}()", tools=kept).value == f"{second} ran"
+
+
+def test_tools_named_as_builtins_are_renamed_and_unrelated_code_still_checks():
+    """A stub ``async def print(...)`` is the checker's ``print`` for the whole cell (Monty
+    still calls its own), and ``len`` likewise: the code's own ``print(len(x))`` failed."""
+    with declared(
+        {"name": "print"}, {"name": "len"}, {"name": "list"}, approve={"len": True}
+    ) as named:
+        assert list(named) == ["print_", "len_", "list_"]
+        assert "(Named print_: print is a Python builtin.)" in named["print_"].doc
+        code = "x = [1, 2]\nprint(len(x))\n(await print_(), await list_())"
+        result = orchestrate(code, tools=named)
+        assert (result.stdout, result.value) == ("2\n", ("print ran", "list ran"))
+        assert named["len_"].approve is True
+
+
+HOSTILE = {
+    "type": "object",
+    "properties": {"x": {"$ref": "#/$defs/a"}},
+    "$defs": {"a": {"anyOf": [{"$ref": "#/$defs/a"}] * 7}},
+}
+"""An ``anyOf`` of seven ``$ref`` s to itself: 7 ** 8 parts at the depth bound."""
+
+
+class CountedSchema(dict[str, Any]):
+    """A schema that counts what is read of it, and stops a reader past ``most`` reads."""
+
+    reads = 0
+    most = 200_000
+
+    def get(self, key: str, default: Any = None) -> Any:
+        CountedSchema.reads += 1
+        assert CountedSchema.reads < CountedSchema.most, "the schema was read without bound"
+        return super().get(key, default)
+
+
+def counted(part: Any) -> Any:
+    if isinstance(part, dict):
+        return CountedSchema({k: counted(v) for k, v in part.items()})
+    return [counted(p) for p in part] if isinstance(part, list) else part
+
+
+def test_a_schema_that_branches_at_every_level_is_typed_within_a_budget():
+    from jupyter_sandbox.orchestration._json_schema import Budget, signature
+
+    CountedSchema.reads = 0
+    budget = Budget()
+    found = signature(counted(HOSTILE), budget)
+    assert str(found) == "(*, x: Any = <not sent>)"
+    assert budget.spent
+    with declared({"name": "deep", "input_schema": HOSTILE}, {"name": "flat"}) as tools:
+        assert "too large to type in full" in tools["deep"].doc
+        assert "too large" not in tools["flat"].doc  # each tool has a budget of its own
+        assert orchestrate("await deep(x=[1])", tools=tools).value == "deep ran"
+
+
+def family_pids(pidfile: Path) -> tuple[int, int]:
+    """The family server's pid and its child's, once it has written them."""
+    deadline = time.monotonic() + 30
+    while not (pidfile.exists() and pidfile.read_text()):
+        assert time.monotonic() < deadline, "the family server did not start"
+        time.sleep(0.05)
+    server, child = map(int, pidfile.read_text().split())
+    return server, child
+
+
+@pytest.mark.parametrize("end", ["close", "death"])
+def test_what_a_stdio_server_started_dies_with_it(tmp_path, end):
+    """The SDK kills a server's process group only when the server did not exit by itself:
+    one that exits (its stdin closed, or a crash) left its children running."""
+    pidfile = tmp_path / "pids"
+    tools = tools_from_mcp([sys.executable, FAMILY, str(pidfile)], register=False)
+    server, child = family_pids(pidfile)
+    assert alive(child)
+    if end == "close":
+        tools.close()
+    else:
+        with pytest.raises(ToolError, match="server is gone"):
+            orchestrate("await die()", tools=tools)
+    assert gone_within(server)
+    assert gone_within(child)
+    tools.close()
+
+
+@pytest.mark.parametrize("interrupt", ["ctrl-c", "timeout"])
+def test_a_connect_that_is_interrupted_stops_the_server_and_its_children(tmp_path, interrupt):
+    pidfile = tmp_path / "pids"
+    argv = [sys.executable, FAMILY, str(pidfile), "mute"]  # never speaks MCP
+    if interrupt == "ctrl-c":
+
+        def press_ctrl_c() -> None:
+            family_pids(pidfile)
+            os.kill(os.getpid(), signal.SIGINT)
+
+        threading.Thread(target=press_ctrl_c, daemon=True).start()
+        with pytest.raises(KeyboardInterrupt):
+            tools_from_mcp(argv, register=False, timeout=120)
+    else:
+        with pytest.raises(SandboxConfigError, match="no tool list after 10 s"):
+            tools_from_mcp(argv, register=False, timeout=10)
+    server, child = family_pids(pidfile)
+    assert gone_within(server)
+    assert gone_within(child)
+
+
+def test_a_call_that_gets_no_answer_fails_after_call_timeout():
+    with tools_from_mcp([sys.executable, SERVERS, "demo"], call_timeout=1, register=False) as demo:
+        code = "try:\n    await hang()\nexcept TimeoutError as e:\n    said = str(e)\nsaid"
+        said = orchestrate(code, tools=demo).value
+        assert "no answer from 'hang' in 1 s (tools_from_mcp(call_timeout=...)" in said
+        with pytest.raises(ToolError, match="no answer from 'hang' in 1 s"):
+            orchestrate("await hang()", tools=demo)
+        assert orchestrate("await add(1)", tools=demo).value == 3  # the connection is fine
+    default = inspect.signature(tools_from_mcp).parameters["call_timeout"].default
+    assert default == _defaults.MCP_CALL_TIMEOUT
+    for bad in (0, -1, "5", math.inf, True):
+        with pytest.raises(SandboxConfigError, match="call_timeout must be a positive number"):
+            tools_from_mcp([sys.executable, SERVERS, "demo"], call_timeout=bad)
+
+
+def test_the_command_line_never_reaches_the_tools_text(http_server):
+    """A command's arguments (``--token ...``) or a URL's query would be in each tool's
+    description, that is in a model's prompt: the server is named by its program or host."""
+    argv = [sys.executable, SERVERS, "tools", json.dumps([{"name": "bare"}]), "--token", "SECRET-1"]
+    with tools_from_mcp(argv, register=False) as tools:
+        program = Path(sys.executable).name
+        assert tools["bare"].doc == f"The tool 'bare' of {program!r}."
+        assert "SECRET" not in repr(tools) + build_stubs(dict(tools), {})
+    with tools_from_mcp(argv, name="vault", register=False) as tools:
+        assert tools["bare"].doc == "The tool 'bare' of 'vault'."
+    with pytest.raises(SandboxConfigError, match="has no tool nope") as refused:
+        tools_from_mcp(argv, only=["nope"], register=False)
+    assert "SECRET" not in str(refused.value)
+    with tools_from_mcp(url=f"{http_server}?key=SECRET-2", register=False) as remote:
+        assert "SECRET" not in repr(remote) + remote["add"].doc
+        assert repr(remote).startswith("<MCP tools of '127.0.0.1:")

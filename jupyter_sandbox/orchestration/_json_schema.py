@@ -6,7 +6,9 @@ Only the shapes a type checker can hold are mapped (``integer``, ``number``, ``s
 ``Literal``, ``anyOf``/``oneOf``/type lists as a union, ``$ref`` into the schema's own
 ``$defs``); anything else is ``Any``, which the checker lets through and the server still
 validates. A schema is untrusted input (a server wrote it): nesting and ``$ref`` chains are
-followed a bounded depth, and a malformed part is ``Any``, never an exception.
+followed a bounded depth, the parts visited for one tool are counted against a `Budget` (a
+few hundred bytes of ``anyOf`` s of ``$ref`` s to each other branch at every level, which a
+depth bound alone leaves exponential), and a malformed part is ``Any``, never an exception.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from typing import Any
 
 _DEPTH = 16
 """How deep nested schemas and ``$ref`` chains are followed before a part is ``Any``."""
+_VISITS = 5_000
+"""Schema parts one tool's schemas may make us visit; past it every part left is ``Any``."""
 _LITERALS = 64
 """An ``enum`` longer than this is its values' type, not a ``Literal`` of each."""
 _SIMPLE: dict[str, Any] = {
@@ -40,14 +44,45 @@ UNSET: Any = _Unset()
 default applies)."""
 
 
-def annotation(schema: object, root: Mapping[str, Any] | None = None, depth: int = 0) -> Any:
-    """The annotation for ``schema``; ``root`` is the document its ``$ref`` s point into."""
-    if not isinstance(schema, Mapping) or depth > _DEPTH:
+class Budget:
+    """How many more schema parts may be visited: one per tool, shared by its input and
+    output schemas, so the work a server's listing makes us do is linear in the tools."""
+
+    def __init__(self, visits: int = _VISITS) -> None:
+        self.left = visits
+        self.spent = False
+        """Whether a part was made ``Any`` because the budget ran out."""
+
+    def spend(self) -> bool:
+        """Whether one more part may be visited (counting it)."""
+        if self.left <= 0:
+            self.spent = True
+            return False
+        self.left -= 1
+        return True
+
+
+def annotation(
+    schema: object, root: Mapping[str, Any] | None = None, budget: Budget | None = None
+) -> Any:
+    """The annotation for ``schema``; ``root`` is the document its ``$ref`` s point into;
+    ``budget`` bounds the parts visited (a fresh one when None)."""
+    budget = Budget() if budget is None else budget
+    if root is None:
+        root = schema if isinstance(schema, Mapping) else {}
+    return _annotation(schema, root, budget, 0)
+
+
+def _annotation(schema: object, root: Mapping[str, Any], budget: Budget, depth: int) -> Any:
+    if not isinstance(schema, Mapping) or depth > _DEPTH or not budget.spend():
         return Any
-    root = schema if root is None else root
+
+    def inner(part: object) -> Any:
+        return _annotation(part, root, budget, depth + 1)
+
     ref = schema.get("$ref")
     if isinstance(ref, str):
-        return annotation(_resolve(ref, root), root, depth + 1)
+        return inner(_resolve(ref, root))
     if "const" in schema:
         return _literal([schema["const"]])
     enum = schema.get("enum")
@@ -56,24 +91,23 @@ def annotation(schema: object, root: Mapping[str, Any] | None = None, depth: int
     for key in ("anyOf", "oneOf"):
         options = schema.get(key)
         if isinstance(options, list) and options:
-            return _union([annotation(o, root, depth + 1) for o in options])
+            return _union([inner(o) for o in options])
     kind = schema.get("type")
     if isinstance(kind, list) and kind:
-        return _union([annotation({**schema, "type": k}, root, depth + 1) for k in kind])
+        return _union([inner({**schema, "type": k}) for k in kind])
     if kind in _SIMPLE:
         return _SIMPLE[kind]
     if kind == "array":
         items = schema.get("items")
-        item = annotation(items, root, depth + 1) if isinstance(items, Mapping) else Any
-        return list.__class_getitem__(item)
+        return list.__class_getitem__(inner(items) if isinstance(items, Mapping) else Any)
     if kind == "object":
         extra = schema.get("additionalProperties")
-        value = annotation(extra, root, depth + 1) if isinstance(extra, Mapping) else Any
+        value = inner(extra) if isinstance(extra, Mapping) else Any
         return dict.__class_getitem__((str, value))
     return Any
 
 
-def signature(schema: object) -> inspect.Signature | None:
+def signature(schema: object, budget: Budget | None = None) -> inspect.Signature | None:
     """The parameters an input schema declares, required ones first (by position or name),
     then the optional ones (by name, defaulting to `UNSET`); None when the schema is no
     object of named properties a Python call can spell (a name that is no identifier)."""
@@ -86,16 +120,17 @@ def signature(schema: object) -> inspect.Signature | None:
     names = list(properties)
     if not all(isinstance(n, str) and n.isidentifier() and not keyword.iskeyword(n) for n in names):
         return None
+    budget = Budget() if budget is None else budget
     by_place = inspect.Parameter.POSITIONAL_OR_KEYWORD
     params = [
-        inspect.Parameter(name, by_place, annotation=annotation(properties[name], schema))
+        inspect.Parameter(name, by_place, annotation=annotation(properties[name], schema, budget))
         for name in names
         if name in required
     ]
     by_name = inspect.Parameter.KEYWORD_ONLY
     params += [
         inspect.Parameter(
-            name, by_name, default=UNSET, annotation=annotation(properties[name], schema)
+            name, by_name, default=UNSET, annotation=annotation(properties[name], schema, budget)
         )
         for name in names
         if name not in required

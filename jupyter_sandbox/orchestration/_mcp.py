@@ -8,8 +8,17 @@ calls are traced, cached, journaled and gated (``approve=``) like any ``@tool``'
 connection lives on one daemon thread's event loop shared by every server (an MCP session is
 bound to the loop that opened it, while calls come from the tool loop of a sync run or from
 the caller's loop of `orchestrate_async`); a call is a future on that loop, so cancelling the
-call (a stopped run) cancels the request. A server that dies ends its connection: the call in
-flight and every later one raise ``ConnectionError``, and its process is reaped.
+call (a stopped run) cancels the request, and a call that outlives ``call_timeout`` fails.
+A server that dies ends its connection: the call in flight and every later one raise
+``ConnectionError``, and its process is reaped. A stdio server runs in a session of its own
+(the SDK starts it so), and on every way out, a close, a failed or interrupted connect, a
+death, that whole process group is killed: what the server started dies with it.
+
+A server is untrusted: its tool names, schemas and descriptions become stubs and a model's
+prompt. Names are made Python names as the code spells them (NFKC-normalised, off the
+builtins) and two tools that become one name are refused; schemas are typed within a budget;
+the server is named in the tools' text by its program name (or ``name=``), never by its
+command line, whose arguments may hold a token.
 """
 
 from __future__ import annotations
@@ -18,32 +27,45 @@ import asyncio
 import atexit
 import concurrent.futures
 import contextlib
+import difflib
 import inspect
 import json
 import keyword
+import math
 import os
 import re
+import secrets
 import shlex
+import signal
 import sys
 import threading
+import unicodedata
+import urllib.parse
 import weakref
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from .. import _defaults as default
 from .._errors import SandboxConfigError
 from . import _registry
-from ._json_schema import UNSET, annotation, signature, wrapped_result
+from ._json_schema import UNSET, Budget, annotation, signature, wrapped_result
+from ._stubs import SHADOWING
 from ._tool import Approve, Tool
 
 if TYPE_CHECKING:
     import mcp
     import mcp.types
 
-CONNECT_SECONDS = 30.0
-"""How long `tools_from_mcp` waits for a server to start and list its tools."""
 _CLOSE_SECONDS = 10.0
 """How long closing waits for the SDK to stop a server process (it terminates, then kills)."""
 _EXTRA = "pip install 'jupyter-sandbox[mcp]'"
+_HTTP_READ_SECONDS = 300.0
+"""The SDK's own read timeout for streamable HTTP (a response may stream for long): the least
+an HTTP read waits, a longer ``call_timeout`` raising it."""
+_MARKER = "JUPYTER_SANDBOX_MCP_SERVER"
+"""An environment variable a stdio server is started with, a token of its connection, by
+which the connection finds the server's process among its own children."""
 
 
 class _Loop:
@@ -70,9 +92,10 @@ _open: weakref.WeakSet[_Connection] = weakref.WeakSet()
 class _Connection:
     """One MCP client session, held open by a task on the MCP loop until `close`."""
 
-    def __init__(self, label: str, server: Any) -> None:
+    def __init__(self, label: str, server: Any, call_timeout: float) -> None:
         self.label = label
         self._server = server
+        self.call_timeout = call_timeout
         self._client: mcp.Client | None = None
         self._closing: asyncio.Event | None = None
         self._held: concurrent.futures.Future[None] | None = None
@@ -97,6 +120,9 @@ class _Connection:
             raise SandboxConfigError(
                 f"MCP server {self.label} could not start: {_cause(exc)}"
             ) from None
+        except BaseException:  # Ctrl-C while it starts: stop it starting, and the server
+            self.close()
+            raise
         _open.add(self)
         return tools
 
@@ -127,16 +153,26 @@ class _Connection:
             self._ended.set()
 
     async def call(self, name: str, arguments: dict[str, Any]) -> mcp.types.CallToolResult:
-        """The server's answer to one call, awaited from any event loop."""
+        """The server's answer to one call, awaited from any event loop; ``TimeoutError``
+        after ``call_timeout`` seconds without one (the SDK tells the server to stop it)."""
+        from mcp import MCPError
+        from mcp.types import REQUEST_TIMEOUT
+
         client = self._client
         if client is None or self.gone:
             raise ConnectionError(f"MCP server {self.label}: {self.gone or 'not connected'}")
-        future = asyncio.run_coroutine_threadsafe(client.call_tool(name, arguments), _loop.get())
+        calling = client.call_tool(name, arguments, read_timeout_seconds=self.call_timeout)
+        future = asyncio.run_coroutine_threadsafe(calling, _loop.get())
         try:
             return await asyncio.wrap_future(future)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
+            if isinstance(exc, MCPError) and exc.code == REQUEST_TIMEOUT:
+                raise TimeoutError(
+                    f"MCP server {self.label}: no answer from {name!r} in "
+                    f"{self.call_timeout:g} s (tools_from_mcp(call_timeout=...) sets the bound)"
+                ) from None
             if _transport_lost(exc):
                 self.gone = f"the server is gone ({_cause(exc)}); call tools_from_mcp again"
                 self.close(wait=False)
@@ -200,8 +236,9 @@ class MCPTool(Tool):
         self.input_schema: dict[str, Any] = dict(remote.input_schema or {})
         self.output_schema: dict[str, Any] | None = remote.output_schema
         self._wrapped = wrapped_result(self.output_schema)
-        params = signature(self.input_schema)
-        returns = self._returns()
+        budget = Budget()
+        params = signature(self.input_schema, budget)
+        returns = self._returns(budget)
         if params is None:  # names Python cannot spell: any keywords, the server checks them
             kwargs = inspect.Parameter("arguments", inspect.Parameter.VAR_KEYWORD, annotation=Any)
             params = inspect.Signature([kwargs])
@@ -211,19 +248,24 @@ class MCPTool(Tool):
             return await self._call(args, kwargs)
 
         call.__name__ = call.__qualname__ = name
-        call.__doc__ = remote.description or f"The tool {remote.name!r} of {connection.label}."
+        doc = [remote.description or f"The tool {remote.name!r} of {connection.label}."]
+        if name.endswith("_") and name[:-1] in SHADOWING:
+            doc.append(f"(Named {name}: {name[:-1]} is a Python builtin.)")
+        if budget.spent:  # the types are a convenience: the server still checks the arguments
+            doc.append("(Its schemas are too large to type in full: some parts are Any.)")
+        call.__doc__ = "\n\n".join(doc)
         call.__signature__ = self._params  # type: ignore[attr-defined]
         call.__annotations__ = {p.name: p.annotation for p in self._params.parameters.values()}
         call.__annotations__["return"] = returns
         super().__init__(call, name, approve=approve)
 
-    def _returns(self) -> Any:
+    def _returns(self, budget: Budget) -> Any:
         schema = self.output_schema
         if schema is None:
             return Any
         if self._wrapped:
-            return annotation(schema["properties"]["result"], schema)
-        return annotation(schema)
+            return annotation(schema["properties"]["result"], schema, budget)
+        return annotation(schema, budget=budget)
 
     async def _call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         try:
@@ -312,32 +354,48 @@ def tools_from_mcp(
     headers: Mapping[str, str] | None = None,
     env: Mapping[str, str] | None = None,
     cwd: str | None = None,
+    name: str | None = None,
     approve: Approve | Mapping[str, Approve] = False,
     only: Iterable[str] | None = None,
     prefix: str = "",
     register: bool = True,
-    timeout: float = CONNECT_SECONDS,
+    timeout: float = default.MCP_CONNECT_TIMEOUT,
+    call_timeout: float = default.MCP_CALL_TIMEOUT,
 ) -> MCPTools:
     """The tools of an MCP server, as tools orchestration code may call.
 
     ``command`` starts a server that speaks MCP over stdio (``"python my_server.py"``, split
     as a shell would, or a list of arguments; ``env`` and ``cwd`` for its process); ``url``
     reaches one over streamable HTTP (``headers`` sent with each request, e.g. a token).
+    ``name`` names the server in the tools' descriptions and errors (by default its program's
+    name, or the URL's host: never the arguments, which may hold a secret).
     Each tool is an async function with the stub its JSON schemas declare, under its own
-    name made a Python identifier (``prefix`` before it); ``only`` keeps the named ones.
-    ``approve`` gates calls as ``@tool(approve=...)`` does, for every tool or per tool name
-    (a mapping). ``register=True`` adds them to the notebook's tools (``%%orchestrate``
-    without ``--tools`` sees them); `MCPTools.close` removes them again.
+    name made a Python identifier (``prefix`` before it; ``list`` and other builtins' names
+    get a ``_`` after it); ``only`` keeps the named ones (the server's names).
+    ``approve`` gates calls as ``@tool(approve=...)`` does, for every tool or per tool (a
+    mapping keyed by the name the code calls or the server's). ``register=True`` adds them to
+    the notebook's tools (``%%orchestrate`` without ``--tools`` sees them); `MCPTools.close`
+    removes them again. ``timeout`` bounds the start, ``call_timeout`` each call (seconds).
 
     A failed call raises inside the code, which may catch it: the tool's own error as
-    ``RuntimeError``, a server that died as ``ConnectionError`` (its process is reaped), a
-    result that breaks the tool's declared output schema as ``RuntimeError`` from the SDK's
-    check. Needs the ``mcp`` extra (``pip install 'jupyter-sandbox[mcp]'``).
+    ``RuntimeError``, a server that died as ``ConnectionError`` (its process is reaped), no
+    answer in ``call_timeout`` as ``TimeoutError``, a result that breaks the tool's declared
+    output schema as ``RuntimeError`` from the SDK's check. Needs the ``mcp`` extra
+    (``pip install 'jupyter-sandbox[mcp]'``).
     """
     if (command is None) == (url is None):
         raise SandboxConfigError("tools_from_mcp() takes a server command or url=..., one of them")
+    for what, seconds in (("timeout", timeout), ("call_timeout", call_timeout)):
+        if (
+            isinstance(seconds, bool)
+            or not isinstance(seconds, int | float)
+            or not (0 < seconds < math.inf)
+        ):
+            raise SandboxConfigError(
+                f"{what} must be a positive number of seconds, got {seconds!r}", parameter=what
+            )
     try:
-        from mcp import StdioServerParameters, stdio_client
+        from mcp import StdioServerParameters
     except ImportError:
         raise SandboxConfigError(f"tools_from_mcp() needs the MCP SDK: {_EXTRA}") from None
     server: Any
@@ -345,51 +403,204 @@ def tools_from_mcp(
         argv = shlex.split(command) if isinstance(command, str) else [str(a) for a in command]
         if not argv:
             raise SandboxConfigError("tools_from_mcp(): the server command is empty")
-        server = stdio_client(
-            StdioServerParameters(
-                command=argv[0], args=argv[1:], env=dict(env) if env else None, cwd=cwd
-            ),
-            errlog=_errlog(),
+        params = StdioServerParameters(
+            command=argv[0], args=argv[1:], env=dict(env) if env else None, cwd=cwd
         )
-        label = repr(shlex.join(argv))
+        server = _stdio(params, _errlog())
+        label = repr(name or Path(argv[0]).name)
     else:
         assert url is not None
         if not re.match(r"https?://", url):
             raise SandboxConfigError(f"tools_from_mcp(url=...) takes an http(s) URL, got {url!r}")
-        server = _http(url, headers)
-        label = repr(url)
-    connection = _Connection(label, server)
+        server = _http(url, headers, call_timeout)
+        label = repr(name or _host(url))
+    connection = _Connection(label, server, float(call_timeout))
     listed = connection.open(timeout)
-    wanted = None if only is None else set(only)
-    tools: dict[str, MCPTool] = {}
-    for remote in listed:
-        if wanted is not None and remote.name not in wanted:
-            continue
-        name = _identifier(prefix + remote.name)
-        gate = approve.get(remote.name, False) if isinstance(approve, Mapping) else approve
-        tools[name] = MCPTool(connection, remote, name, approve=gate)
-    made = MCPTools(connection, tools)
-    if wanted is not None and (missing := wanted - {t.remote_name for t in tools.values()}):
-        made.close()
-        raise SandboxConfigError(
-            f"MCP server {label} has no tool {', '.join(sorted(missing))}; it has "
-            f"{', '.join(t.name for t in listed) or 'none'}"
-        )
+    try:
+        made = MCPTools(connection, _made(connection, listed, approve, only, prefix))
+    except BaseException:
+        connection.close()
+        raise
     if register:
-        for tool in tools.values():
+        for tool in made.values():
             _registry.current().register(tool)
         made.registered = True
     return made
 
 
+def _made(
+    connection: _Connection,
+    listed: list[mcp.types.Tool],
+    approve: Approve | Mapping[str, Approve],
+    only: Iterable[str] | None,
+    prefix: str,
+) -> dict[str, MCPTool]:
+    """The tools `tools_from_mcp` keeps of a server's listing, by the names the code calls,
+    gated; a `SandboxConfigError` for a name ``only`` or ``approve`` cannot place, or two
+    tools the code would call by one name (one would silently replace the other)."""
+    label = connection.label
+    wanted = None if only is None else set(only)
+    kept = [r for r in listed if wanted is None or r.name in wanted]
+    if wanted is not None and (missing := wanted - {r.name for r in kept}):
+        raise SandboxConfigError(
+            f"MCP server {label} has no tool {', '.join(sorted(missing))}; it has "
+            f"{', '.join(r.name for r in listed) or 'none'}"
+        )
+    named: dict[str, mcp.types.Tool] = {}
+    for remote in kept:
+        code_name = _identifier(prefix + remote.name)
+        if (other := named.setdefault(code_name, remote)) is not remote:
+            raise SandboxConfigError(
+                f"MCP server {label} has two tools the code would call {code_name}: "
+                f"{other.name!r} and {remote.name!r} (Python reads names NFKC-normalised); "
+                "keep one with only=[...]"
+            )
+    gates = _gates(label, approve, listed, prefix)
+    return {
+        code_name: MCPTool(connection, remote, code_name, approve=gates.get(id(remote), False))
+        for code_name, remote in named.items()
+    }
+
+
+def _gates(
+    label: str,
+    approve: Approve | Mapping[str, Approve],
+    listed: list[mcp.types.Tool],
+    prefix: str,
+) -> dict[int, Approve]:
+    """Each listed tool's gate, by the tool's id: ``approve`` for all of them, or a mapping's
+    value for the tool its key names, by the name the code calls (with or without
+    ``prefix``) or the server's. A key naming no tool, or naming one tool twice, is refused:
+    a gate that silently gates nothing lets the call through."""
+    if not isinstance(approve, Mapping):
+        return {id(remote): approve for remote in listed}
+    aliases: dict[str, set[int]] = {}
+    for remote in listed:
+        for alias in (remote.name, _identifier(remote.name), _identifier(prefix + remote.name)):
+            aliases.setdefault(alias, set()).add(id(remote))
+    gates: dict[int, Approve] = {}
+    keys: dict[int, str] = {}
+    for key, gate in approve.items():
+        found = aliases.get(key, set())
+        if len(found) != 1:
+            names = sorted({_identifier(prefix + r.name) for r in listed})
+            could = difflib.get_close_matches(str(key), list(aliases), n=3) or names
+            problem = "no tool" if not found else "more than one tool"
+            raise SandboxConfigError(
+                f"tools_from_mcp(approve=...): MCP server {label} has {problem} {key!r}; "
+                f"it could be {', '.join(could) or 'none'}",
+                parameter="approve",
+            )
+        (tool_id,) = found
+        if tool_id in keys:
+            raise SandboxConfigError(
+                f"tools_from_mcp(approve=...) names one tool twice: {keys[tool_id]!r} and "
+                f"{key!r}; keep one",
+                parameter="approve",
+            )
+        keys[tool_id] = key
+        gates[tool_id] = gate
+    return gates
+
+
 @contextlib.asynccontextmanager
-async def _http(url: str, headers: Mapping[str, str] | None) -> AsyncIterator[Any]:
+async def _stdio(params: Any, errlog: TextIO) -> AsyncIterator[Any]:
+    """The SDK's stdio transport, which starts the server in a session of its own, with that
+    process group killed as soon as the server exits and when the transport ends, however it
+    ends. The SDK kills the group only when the server did not exit by itself (its stdin
+    closed), so a server that exits or dies left what it started running; and a child that
+    holds the server's stdout keeps the SDK from seeing it die (every call would hang): the
+    child killed, the pipe closes and the calls fail as for any server that died."""
+    from mcp import stdio_client
+
+    token = secrets.token_hex(16)
+    marked = params.model_copy(update={"env": {**(params.env or {}), _MARKER: token}})
+    group: int | None = None
+    try:
+        async with stdio_client(marked, errlog=errlog) as streams:
+            server = _child_with(token)
+            group = None if server is None else _group(server)
+            with _on_exit(server, lambda: _kill_group(group)):
+                yield streams
+    finally:
+        _kill_group(group)
+
+
+def _child_with(token: str) -> int | None:
+    """The pid of our child started with ``token`` in its environment, or None where
+    ``/proc`` cannot tell."""
+    mine = str(os.getpid())
+    needle = f"{_MARKER}={token}".encode()
+    with contextlib.suppress(OSError):
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                parent = (entry / "stat").read_text().rsplit(")", 1)[1].split()[1]
+                if parent == mine and needle in (entry / "environ").read_bytes().split(b"\0"):
+                    return int(entry.name)
+            except (OSError, IndexError):
+                continue
+    return None
+
+
+def _group(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
+
+
+def _kill_group(group: int | None) -> None:
+    """Kill a server's process group: Linux gives no new process a pid that is still a group's
+    id, so the group is the server's while any of it lives (and else empty: nothing to kill)."""
+    if group is not None and group != os.getpgrp():
+        with contextlib.suppress(OSError):
+            os.killpg(group, signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def _on_exit(pid: int | None, then: Callable[[], None]) -> Iterator[None]:
+    """Call ``then`` on the running loop when process ``pid`` exits, while in the block (a
+    pidfd read by the loop: no polling; nothing where the system has none)."""
+    try:
+        handle = os.pidfd_open(pid) if pid is not None else None
+    except (AttributeError, OSError):
+        handle = None
+    if handle is None:
+        yield
+        return
+    loop = asyncio.get_running_loop()
+
+    def exited() -> None:  # once: a pidfd stays readable
+        loop.remove_reader(handle)
+        then()
+
+    loop.add_reader(handle, exited)
+    try:
+        yield
+    finally:
+        loop.remove_reader(handle)
+        os.close(handle)
+
+
+def _host(url: str) -> str:
+    """A URL's host and port: what names an HTTP server (its path or query may hold a token)."""
+    parts = urllib.parse.urlsplit(url)
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.hostname or 'server'}{port}"
+
+
+@contextlib.asynccontextmanager
+async def _http(
+    url: str, headers: Mapping[str, str] | None, call_timeout: float
+) -> AsyncIterator[Any]:
     """The streamable HTTP transport, with ``headers`` on every request (its HTTP client
     closed with it: the SDK leaves a client it is given open)."""
     import httpx2
     from mcp.client.streamable_http import streamable_http_client
 
-    timeout = httpx2.Timeout(30, read=300)  # the SDK's own: a response may stream for long
+    timeout = httpx2.Timeout(30, read=max(_HTTP_READ_SECONDS, call_timeout))
     async with (
         httpx2.AsyncClient(headers=dict(headers or {}), timeout=timeout) as client,
         streamable_http_client(url, http_client=client) as streams,
@@ -410,8 +621,14 @@ def _errlog() -> TextIO:
 
 
 def _identifier(name: str) -> str:
-    """An MCP tool name (``get-issue``, ``db.query``) as a Python name a stub can declare."""
-    cleaned = re.sub(r"\W", "_", name).lstrip("_") or "tool"
-    if cleaned[0].isdigit() or keyword.iskeyword(cleaned):
-        cleaned = f"t_{cleaned}" if cleaned[0].isdigit() else f"{cleaned}_"
+    """An MCP tool name (``get-issue``, ``db.query``) as the Python name the code calls:
+    NFKC-normalised as Python reads identifiers (a fullwidth ``delete`` is ``delete``), off
+    the keywords and the names the stubs leave to Python (`SHADOWING`: ``list`` is ``list_``)."""
+    cleaned = re.sub(r"\W", "_", unicodedata.normalize("NFKC", name)).lstrip("_") or "tool"
+    if not cleaned.isidentifier() and not cleaned[0].isdigit():  # a word character no name takes
+        cleaned = re.sub(r"[^0-9A-Za-z_]", "_", cleaned).lstrip("_") or "tool"
+    if cleaned[0].isdigit():
+        cleaned = f"t_{cleaned}"
+    if keyword.iskeyword(cleaned) or cleaned in SHADOWING:
+        cleaned = f"{cleaned}_"
     return cleaned

@@ -12,6 +12,7 @@ with unchanged tools and input types costs a few microseconds here, not a few hu
 
 from __future__ import annotations
 
+import builtins
 import collections.abc
 import functools
 import inspect
@@ -40,6 +41,21 @@ _ABC = {
     getattr(collections.abc, n): n
     for n in ("Awaitable", "Callable", "Iterable", "Iterator", "Mapping", "Sequence")
 }
+SHADOWING = frozenset(
+    {
+        name
+        for name, value in vars(builtins).items()
+        if not name.startswith("_") and getattr(value, "__module__", "builtins") == "builtins"
+    }  # not what IPython adds (display) or puts in the site module's place (exit)
+    | {"copyright", "credits", "exit", "help", "license", "quit"}
+    | _STDLIB_MODULES
+    | {"Any", "Literal", *_ABC.values()}
+)
+"""Names a tool declared in the stubs would take from the checker: Python's builtins and what
+the header binds. A tool stubbed as ``print`` (or ``len``) is what the checker sees in all of
+the cell's code, which then fails its check (``print('x')`` is an unawaited call), while Monty
+still calls its own builtin; one stubbed as ``list`` or ``Any`` breaks the other stubs'
+annotations. Tools whose names are not ours to choose (an MCP server's) are renamed off them."""
 
 
 class _StubWriter:
