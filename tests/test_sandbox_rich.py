@@ -97,12 +97,15 @@ def test_a_figure_as_the_last_expression_shows_once(notebook) -> None:
 
 
 def test_untrusted_markup_and_a_secret_are_made_safe(notebook) -> None:
+    from _display_samples import RUNS_CODE, attribute_values
+
     html, markdown, svg, value = displays(notebook.cells[3])
     saved = nbformat.writes(notebook)
     assert TOKEN not in saved
     assert "token ***" in html["text/html"]
-    for bad in ("<script", "onerror", "javascript:"):
-        assert bad not in html["text/html"] and bad not in markdown["text/markdown"]
+    for shown in (html["text/html"], markdown["text/html"]):
+        assert "<script" not in shown and "onerror" not in shown
+        assert not [v for v in attribute_values(shown) if v.startswith(RUNS_CODE)]
     assert "image/svg+xml" not in svg  # only as an <img> of it
     assert svg["text/html"].startswith('<img alt="SVG image" src="data:image/svg+xml;base64,')
     assert value[DISPLAY_MIME]["data"]["application/json"] == {"answer": 42}
@@ -201,6 +204,18 @@ def test_jupyterlab_shows_them_live(notebook, tmp_home: Path, browser) -> None:
         lab.stop()
 
 
+def test_a_run_shows_at_most_so_many_displays(docker_engine: Any) -> None:
+    from jupyter_sandbox import _defaults, create
+
+    cap = _defaults.MAX_DISPLAYS
+    run = create("many", code=f"for i in range({cap + 50}):\n    display(i)").execute({})
+    assert len(run.displays) == cap + 1, (run.exit_code, run.stderr[-500:], run.displays[-3:])
+    assert [d["text/plain"] for d in run.displays[:cap]] == [str(i) for i in range(cap)]
+    assert run.displays[cap:] == [
+        {"text/plain": f"50 displays not shown: a run shows at most {cap} displays"}
+    ]
+
+
 def test_a_cached_run_shows_its_displays_again(docker_engine: Any) -> None:
     import uuid
 
@@ -260,9 +275,10 @@ def hostile(site: Served, docker_engine: Any) -> nbformat.NotebookNode:
     return nb
 
 
-def _drawn(page: Any, site: Served, ignored: tuple[str, ...]) -> list[str]:
-    """What the page asked ``site`` for, once it has drawn everything: the network idle, then
-    a request of the test's own answered (the displays' requests were made before it)."""
+def _drawn(page: Any, site: Served, ignored: tuple[str, ...] = ()) -> list[str]:
+    """What the page asked ``site`` for (but ``ignored`` paths) since the test cleared
+    ``site.paths``, once it has drawn everything: the network idle, then a request of the
+    test's own answered (the displays' requests were made before it)."""
     page.wait_for_load_state("networkidle")
     page.evaluate("(u) => fetch(u, {mode: 'no-cors'}).then(() => true)", f"{site.url}/drawn")
     return [p for p in site.paths if p.split("?")[0] not in (*ignored, "/drawn")]
@@ -291,6 +307,7 @@ def test_the_html_export_of_a_display_loads_nothing(hostile, site: Served, brows
             else route.abort()
         ),
     )
+    site.paths.clear()
     try:
         page.goto(f"{site.url}/hostile.html")
         assert _drawn(page, site, ignored=("/hostile.html",)) == []
@@ -317,6 +334,7 @@ def test_jupyterlab_draws_a_display_that_loads_nothing(hostile, site: Served, tm
     root = tmp_home / "root"
     root.mkdir()
     nbformat.write(hostile, root / "hostile.ipynb")
+    site.paths.clear()
     with opened(browser, root, tmp_home / "home", "hostile.ipynb", starts_kernel=False) as (
         _,
         page,
@@ -329,7 +347,7 @@ def test_jupyterlab_draws_a_display_that_loads_nothing(hostile, site: Served, tm
             timeout=60_000,
         )
         assert shown.count() == len(LOADERS) + 1
-        assert _drawn(page, site, ignored=()) == []
+        assert _drawn(page, site) == []
 
 
 @pytest.mark.browser
