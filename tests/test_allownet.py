@@ -28,6 +28,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -505,14 +506,123 @@ def test_a_numeric_host_that_is_no_address_is_refused_without_a_lookup(world):
     assert _lines(world["c"]).count("http 8080 /n") == 1
 
 
-INFLIGHT = r"""
-url = "http://allowed.test:8080/inflight"
-first = get(url)
+DOOR = r"""
 proxy = urllib.request.getproxies()["http"].rsplit("/", 1)[-1].split(":")[0]
 probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); probe.connect((proxy, 9))
 me = probe.getsockname()[0]
 door = socket.socket(); door.bind((me, 9999)); door.listen(); door.settimeout(150)
 print(f"ready {first} {me}", flush=True)
+"""
+"""A run in flight says ``ready <its first request's status> <its address>`` and waits for a
+knock on port 9999 (`InFlight`) before each next step; ``first`` is set before it."""
+
+
+class InFlight:
+    """A run of ``code`` (`CLIENT` + ``first = ...`` + `DOOR` + its steps) on a thread: what
+    its first line said, and how it ended."""
+
+    def __init__(self, code: str, network: list[str]) -> None:
+        self.ready = threading.Event()
+        self.said: list[str] = []
+        self.outcome: list[BaseException | None] = []
+        self.cancel = threading.Event()
+        self.sandbox = create("inflight", code=code, network=network, timeout=180)
+        self.thread = threading.Thread(target=self._run)
+        self.thread.start()
+
+    def _heard(self, event: object) -> None:
+        if getattr(event, "stream", None) == "stdout" and not self.ready.is_set():
+            self.said.append(str(getattr(event, "text", "")))
+            if "\n" in "".join(self.said):
+                self.ready.set()
+
+    def _run(self) -> None:
+        try:
+            self.run = self.sandbox.execute({}, on_event=self._heard, cancel=self.cancel)
+            self.outcome.append(None)
+        except BaseException as exc:
+            self.outcome.append(exc)
+        finally:
+            self.ready.set()
+
+    def first(self) -> tuple[str, str]:
+        """(its first request's status, its address), once it is waiting for a knock."""
+        assert self.ready.wait(180), self.outcome
+        words = "".join(self.said).split()
+        assert words[:1] == ["ready"], (self.said, self.outcome)
+        return words[1], words[2]
+
+    def end(self) -> BaseException | None:
+        """How it ended, once it did."""
+        self.thread.join(timeout=240)
+        (outcome,) = self.outcome
+        return outcome
+
+    def stop(self) -> None:
+        """Cancel it if it still runs (a failed test leaves no run waiting for a knock)."""
+        self.cancel.set()
+        self.thread.join(timeout=240)
+
+
+def _knock(address: str) -> str:
+    """Code that knocks on a run in flight at ``address`` (it goes on with its next step)."""
+    return f"import socket; socket.create_connection(({address!r}, 9999), timeout=20).close()"
+
+
+def _knock_from_outside(engine: Any, network: str, address: str) -> None:
+    """Knock from the test's own container on ``network``: not a run, so no egress is asked."""
+    from jupyter_sandbox.sandbox import DEFAULT_BASE_IMAGE
+
+    engine.containers.run(
+        DEFAULT_BASE_IMAGE, ["python3", "-c", _knock(address)], network=network, remove=True
+    )
+
+
+def test_an_address_that_appears_during_a_run_is_refused_to_it(world, docker_engine, tmp_path):
+    """A run already in flight when the host gains an address inside its listed range: the
+    proxy's filter follows the host's address changes, so the run's next request is refused."""
+    from jupyter_sandbox.sandbox import _egress
+    from jupyter_sandbox.sandbox._allowlist import allow_list
+
+    spaces = Namespaces(tmp_path)
+    run = None
+    allow = [f"{LATER}.0.0/16:8080"]
+    steps = (
+        f"first = get('http://{LATER}.6.2:8080/first')\n" + DOOR + "door.accept()\n"
+        f"print(json.dumps({{'address': get('http://{LATER}.8.1:8080/address')}}))\n"
+    )
+    try:
+        spaces.unreachable(f"{LATER}.0.0/16")
+        served = spaces.add(6, "http", "8080", net=LATER)
+        run = InFlight(CLIENT + steps, allow)
+        status, address = run.first()
+        assert status == "200"
+        _ip("addr", "add", f"{LATER}.8.1/24", "dev", spaces.host_end(6))
+        spaces.serve(f"{LATER}.8.1", tmp_path / "address.log")
+        egress = _egress.ensure(docker_engine, allow_list(allow), lambda event: None)
+        listing = ["nft", "list", "set", "inet", "jupyter_sandbox", "v4"]
+        for _ in range(300):  # the guard's set has it (nothing but a wait: no bound is tested)
+            if f"{LATER}.8.1" in egress.guard.exec_run(listing).output.decode():
+                break
+            time.sleep(0.1)
+        _knock_from_outside(docker_engine, egress.network, address)
+        assert run.end() is None, run.outcome
+        assert json.loads(run.run.stdout.strip().splitlines()[-1]) == {"address": 503}
+        assert _lines(tmp_path / "address.log") == []
+        assert _lines(served) == ["http 8080 /first"]
+    finally:
+        if run is not None:
+            run.stop()
+        spaces.close()
+
+
+INFLIGHT = (
+    r"""
+url = "http://allowed.test:8080/inflight"
+first = get(url)
+"""
+    + DOOR
+    + r"""
 door.accept()  # the test knocks once the proxy is dead
 try:
     urllib.request.urlopen(url, timeout=20)  # through the proxy this run was given
@@ -523,6 +633,7 @@ door.accept()  # the next run knocks once a new proxy served it
 if lost is not None:
     raise lost
 """
+)
 
 
 def test_a_killed_proxy_is_replaced_and_a_run_in_flight_says_why_it_failed(world, docker_engine):
@@ -530,48 +641,24 @@ def test_a_killed_proxy_is_replaced_and_a_run_in_flight_says_why_it_failed(world
     on it (exit 137) or failed with the engine's own words. Now a new proxy serves the same
     network, and the run in flight, whose request failed while no proxy was there, keeps its
     container and fails in one line saying why."""
-    from jupyter_sandbox.sandbox import DEFAULT_BASE_IMAGE, _egress
+    from jupyter_sandbox.sandbox import _egress
     from jupyter_sandbox.sandbox._allowlist import allow_list
 
     allow = ["allowed.test:8080"]
-    ready = threading.Event()
-    said: list[str] = []
-    outcome: list[BaseException | None] = []
-
-    def heard(event: object) -> None:
-        if getattr(event, "stream", None) == "stdout" and not ready.is_set():
-            said.append(str(getattr(event, "text", "")))
-            if "\n" in "".join(said):
-                ready.set()
-
-    def in_flight() -> None:
-        sandbox = create("inflight", code=CLIENT + INFLIGHT, network=allow, timeout=180)
-        try:
-            sandbox.execute({}, on_event=heard)
-            outcome.append(None)
-        except BaseException as exc:
-            outcome.append(exc)
-        finally:
-            ready.set()
-
-    thread = threading.Thread(target=in_flight)
-    thread.start()
+    run = InFlight(CLIENT + INFLIGHT, allow)
     try:
-        assert ready.wait(180) and "".join(said).startswith("ready 200 "), (said, outcome)
-        address = "".join(said).split()[2]
+        status, address = run.first()
+        assert status == "200"
         egress = _egress.ensure(docker_engine, allow_list(allow), lambda event: None)
         dead = egress.proxy.id
         docker_engine.api.kill(dead)
-        knock = f"import socket; socket.create_connection(({address!r}, 9999), timeout=20).close()"
-        docker_engine.containers.run(
-            DEFAULT_BASE_IMAGE, ["python3", "-c", knock], network=egress.network, remove=True
-        )  # the test's own container: no run, so no new proxy yet
+        _knock_from_outside(docker_engine, egress.network, address)  # no new proxy yet
 
-        code = CLIENT + "print(get('http://allowed.test:8080/next'))\n" + knock
+        code = CLIENT + "print(get('http://allowed.test:8080/next'))\n" + _knock(address)
         assert create("next", code=code, network=allow, timeout=180).execute({}).stdout == "200\n"
+        error = run.end()
     finally:
-        thread.join(timeout=240)
-    (error,) = outcome
+        run.stop()
     assert isinstance(error, NonZeroExit), error
     assert error.exit_code == 1, error  # its own failure: not removed with its network
     assert "\n" not in str(error)
@@ -671,6 +758,8 @@ def test_load_reaps_what_a_killed_kernel_and_its_watchdog_left(docker_engine):
         ("exa mple.com", "is not a host name"),
         ("bücher.de", "punycode"),
         ("10.0.0.1/8", "host bits set"),
+        ("0x7f000001", "is the IP address 127.0.0.1 written another way: write 127.0.0.1"),
+        ("0xa.0xe7.3.2:8080", "is the IP address 10.231.3.2 written another way"),
         ("[2001:db8::1", "[IPv6]:port"),
     ],
 )
