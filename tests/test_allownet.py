@@ -14,6 +14,7 @@ the DNS server (namespace 4) answers ``meta.test`` with the metadata address and
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import ipaddress
 import json
@@ -24,8 +25,10 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -62,23 +65,53 @@ class Namespaces:
         self.tag = f"{os.getpid() % 100000:05d}"
         self.names: list[str] = []
         self.links: list[str] = []
+        self.routes: list[str] = []
         self.processes: list[subprocess.Popen[str]] = []
+        self.servers: list[http.server.ThreadingHTTPServer] = []
 
-    def add(self, n: int, *server: str) -> Path:
-        """Namespace ``n`` at ``10.231.n.2`` running ``_netns_server.py server...``; its log."""
-        ns, host_end, ns_end = f"jsan-{self.tag}-{n}", f"jsa{self.tag}{n}h", f"jsa{self.tag}{n}n"
+    def unreachable(self, network: str) -> None:
+        """An unreachable route on ``network``: an address of it that no namespace or engine
+        network of the test serves never leaves the machine."""
+        _ip("route", "add", "unreachable", network)
+        self.routes.append(network)
+
+    def host_end(self, n: int) -> str:
+        """The host's end of namespace ``n``'s veth pair."""
+        return f"jsa{self.tag}{n}h"
+
+    def serve(self, address: str, log: Path) -> None:
+        """An HTTP server of the host's own on ``address``:8080, writing each path to ``log``."""
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                with open(log, "a") as f:
+                    f.write(f"host {self.path}\n")
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        log.touch()
+        server = http.server.ThreadingHTTPServer((address, 8080), Handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        self.servers.append(server)
+
+    def add(self, n: int, *server: str, net: str = NET) -> Path:
+        """Namespace ``n`` at ``{net}.n.2`` running ``_netns_server.py server...``; its log."""
+        ns, host_end, ns_end = f"jsan-{self.tag}-{n}", self.host_end(n), f"jsa{self.tag}{n}n"
         _ip("netns", "add", ns)
         self.names.append(ns)
         _ip("link", "add", host_end, "type", "veth", "peer", "name", ns_end)
         self.links.append(host_end)
         _ip("link", "set", ns_end, "netns", ns)
-        _ip("addr", "add", f"{NET}.{n}.1/24", "dev", host_end)
+        _ip("addr", "add", f"{net}.{n}.1/24", "dev", host_end)
         _ip("link", "set", host_end, "up")
         for command in (
-            ["addr", "add", f"{NET}.{n}.2/24", "dev", ns_end],
+            ["addr", "add", f"{net}.{n}.2/24", "dev", ns_end],
             ["link", "set", ns_end, "up"],
             ["link", "set", "lo", "up"],
-            ["route", "add", "default", "via", f"{NET}.{n}.1"],
+            ["route", "add", "default", "via", f"{net}.{n}.1"],
         ):
             _ip("-n", ns, *command)
         log = self.tmp / f"ns{n}.log"
@@ -103,6 +136,9 @@ class Namespaces:
         return log
 
     def close(self) -> None:
+        for server in self.servers:
+            server.shutdown()
+            server.server_close()
         for process in self.processes:
             process.kill()
             process.wait()
@@ -110,14 +146,12 @@ class Namespaces:
             subprocess.run(["ip", "link", "del", link], capture_output=True)
         for ns in self.names:
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        for network in self.routes:
+            subprocess.run(["ip", "route", "del", "unreachable", network], capture_output=True)
 
 
 def _ip(*args: str) -> None:
     subprocess.run(["ip", *args], check=True, capture_output=True)
-
-
-class _HostServer(http.server.ThreadingHTTPServer):
-    hits: list[str]
 
 
 @pytest.fixture(scope="module")
@@ -126,7 +160,6 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]
     if os.geteuid() != 0 or shutil.which("ip") is None:
         pytest.fail("these tests make network namespaces: run them as root with iproute2")
     spaces = Namespaces(tmp_path_factory.mktemp("netns"))
-    host = None
     try:
         logs = {
             "a": spaces.add(1, "http", "8080", "8081", "RAW:2222"),
@@ -134,18 +167,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]
             "c": spaces.add(3, "http", "8080"),
             "dns": spaces.add(4, "dns", *RECORDS),
         }
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                with open(logs["host"], "a") as f:
-                    f.write(f"host {self.path}\n")
-                self.send_response(200)
-                self.end_headers()
-
         logs["host"] = spaces.tmp / "host.log"
-        logs["host"].touch()
-        host = http.server.ThreadingHTTPServer((f"{NET}.3.1", 8080), Handler)
-        threading.Thread(target=host.serve_forever, daemon=True).start()
+        spaces.serve(f"{NET}.3.1", logs["host"])
         with pytest.MonkeyPatch.context() as patch:
             patch.setenv("JUPYTER_SANDBOX_EGRESS_DNS", f"{NET}.4.2")
             yield logs
@@ -153,15 +176,12 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]
         from jupyter_sandbox.sandbox import _egress
 
         _egress.close_all()
-        if host is not None:
-            host.shutdown()
-            host.server_close()
         spaces.close()
         left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
         assert f"jsan-{spaces.tag}-" not in left
 
 
-PROBES = r"""
+CLIENT = r"""
 import json, socket, urllib.request, urllib.error
 
 def get(url):
@@ -214,7 +234,12 @@ def udp_dns(server, name):
         s.sendto(q, (server, 53)); s.recv(512); return "answered"
     except OSError as e:
         return type(e).__name__
+"""
+"""The sandbox's side of the probes: requests through the proxy, around it, and DNS."""
 
+PROBES = (
+    CLIENT
+    + r"""
 N = "10.231"
 print(json.dumps({
     "allowed": get("http://allowed.test:8080/ok"),
@@ -244,6 +269,7 @@ print(json.dumps({
     "connect_exfil": tunnel("exfil-connect.test:443"),
 }))
 """
+)
 
 
 def _lines(log: Path) -> list[str]:
@@ -384,6 +410,267 @@ def test_the_proxy_serves_only_its_internal_network(world, docker_engine):
     assert "http 8080 /neighbour" not in _lines(world["a"])
 
 
+LATER = "10.242"
+"""A range a test lists, then fills after the proxy started: an unreachable route covers it,
+so no address of it that the test does not serve leaves the machine."""
+
+
+def _statuses(name: str, network: list[str], urls: dict[str, str]) -> dict[str, object]:
+    """What a run of ``network`` got for each of ``urls`` (a status, or an error's name)."""
+    code = CLIENT + f"print(json.dumps({{k: get(u) for k, u in {urls!r}.items()}}))"
+    run = create(name, code=code, network=network, timeout=180).execute({})
+    return dict(json.loads(run.stdout.strip().splitlines()[-1]))
+
+
+def test_addresses_that_appear_after_the_proxy_started_are_refused(world, docker_engine, tmp_path):
+    """The host's addresses and the engine's networks were read once, when the proxy started:
+    a Docker network or a host address made later inside a listed range was reached. Now the
+    proxy's packet filter refuses them when they appear; the range's other server still
+    answers."""
+    from docker.types import IPAMConfig, IPAMPool
+
+    from jupyter_sandbox.sandbox import DEFAULT_BASE_IMAGE
+
+    spaces = Namespaces(tmp_path)
+    network = server = None
+    allow = [f"{LATER}.0.0/16:8080"]
+    try:
+        spaces.unreachable(f"{LATER}.0.0/16")
+        served = spaces.add(5, "http", "8080", net=LATER)
+        urls = {"netns": f"http://{LATER}.5.2:8080/served"}
+        assert _statuses("before", allow, urls) == {"netns": 200}  # the proxy is up
+
+        # after it started: a host address, and a Docker network with a server on it
+        _ip("addr", "add", f"{LATER}.7.1/24", "dev", spaces.host_end(5))
+        spaces.serve(f"{LATER}.7.1", tmp_path / "address.log")
+        network = docker_engine.networks.create(
+            f"jsbx-later-{spaces.tag}",
+            ipam=IPAMConfig(pool_configs=[IPAMPool(subnet=f"{LATER}.9.0/24")]),
+            labels={"jupyter-sandbox.test": "later"},
+        )
+        spaces.serve(f"{LATER}.9.1", tmp_path / "gateway.log")  # the network's host address
+        server = docker_engine.containers.run(
+            DEFAULT_BASE_IMAGE,
+            ["python3", "-m", "http.server", "8080"],
+            network=network.name,
+            detach=True,
+            user="65534:65534",
+            labels={"jupyter-sandbox.test": "later"},
+        )
+        server.reload()
+        inside = server.attrs["NetworkSettings"]["Networks"][network.name]["IPAddress"]
+        local = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        for _ in range(300):  # the host reaches it directly: it is up
+            with contextlib.suppress(OSError):
+                local.open(f"http://{inside}:8080/up", timeout=5).close()
+                break
+            time.sleep(0.1)
+
+        urls.update(
+            address=f"http://{LATER}.7.1:8080/address",
+            gateway=f"http://{LATER}.9.1:8080/gateway",
+            container=f"http://{inside}:8080/container",
+        )
+        seen = _statuses("after", allow, urls)
+        assert seen == {"netns": 200, "address": 503, "gateway": 503, "container": 503}, seen
+        assert _lines(served) == ["http 8080 /served", "http 8080 /served"]
+        assert _lines(tmp_path / "address.log") == _lines(tmp_path / "gateway.log") == []
+        assert "/container" not in server.logs().decode()
+    finally:
+        if server is not None:
+            server.remove(force=True)
+        if network is not None:
+            network.remove()
+        spaces.close()
+
+
+NUMERIC = ["09.1.1.1", f"{NET}.3.09", "999.1.1.1", "2130706433", "[1:2:3:4:5:6:7:8:9]", "[::1::2]"]
+"""Hosts that look numeric: no address (so a name to Squid) or, ``2130706433``, loopback."""
+
+
+def test_a_numeric_host_that_is_no_address_is_refused_without_a_lookup(world):
+    """A digits-and-dots host that is no address (``09.1.1.1``) passed the address rule's
+    literal test, and the rule looked it up in DNS. Now only an exact address is one."""
+    heads = [f"GET http://{host}:8080/numeric HTTP/1.1\r\nHost: {host}" for host in NUMERIC]
+    code = CLIENT + (
+        f"print(json.dumps([raw_request(h) for h in {heads!r}]"
+        f" + [tunnel(t + ':8080') for t in {NUMERIC!r}] + [get({f'http://{NET}.3.2:8080/n'!r})]))"
+    )
+    asked = len(_lines(world["dns"]))
+    run = create("numeric", code=code, network=[f"{NET}.3.0/24:8080"], timeout=180).execute({})
+    *refused, literal = json.loads(run.stdout.strip().splitlines()[-1])
+    assert refused == ["HTTP/1.1 403 Forbidden"] * (2 * len(NUMERIC)), refused
+    assert literal == 200  # an address in the listed network still is one
+    queried = {line.split()[1] for line in _lines(world["dns"])[asked:]}
+    assert not queried & {host.strip("[]") for host in NUMERIC}, queried
+    assert _lines(world["c"]).count("http 8080 /n") == 1
+
+
+DOOR = r"""
+proxy = urllib.request.getproxies()["http"].rsplit("/", 1)[-1].split(":")[0]
+probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); probe.connect((proxy, 9))
+me = probe.getsockname()[0]
+door = socket.socket(); door.bind((me, 9999)); door.listen(); door.settimeout(150)
+print(f"ready {first} {me}", flush=True)
+"""
+"""A run in flight says ``ready <its first request's status> <its address>`` and waits for a
+knock on port 9999 (`InFlight`) before each next step; ``first`` is set before it."""
+
+
+class InFlight:
+    """A run of ``code`` (`CLIENT` + ``first = ...`` + `DOOR` + its steps) on a thread: what
+    its first line said, and how it ended."""
+
+    def __init__(self, code: str, network: list[str]) -> None:
+        self.ready = threading.Event()
+        self.said: list[str] = []
+        self.outcome: list[BaseException | None] = []
+        self.cancel = threading.Event()
+        self.sandbox = create("inflight", code=code, network=network, timeout=180)
+        self.thread = threading.Thread(target=self._run)
+        self.thread.start()
+
+    def _heard(self, event: object) -> None:
+        if getattr(event, "stream", None) == "stdout" and not self.ready.is_set():
+            self.said.append(str(getattr(event, "text", "")))
+            if "\n" in "".join(self.said):
+                self.ready.set()
+
+    def _run(self) -> None:
+        try:
+            self.run = self.sandbox.execute({}, on_event=self._heard, cancel=self.cancel)
+            self.outcome.append(None)
+        except BaseException as exc:
+            self.outcome.append(exc)
+        finally:
+            self.ready.set()
+
+    def first(self) -> tuple[str, str]:
+        """(its first request's status, its address), once it is waiting for a knock."""
+        assert self.ready.wait(180), self.outcome
+        words = "".join(self.said).split()
+        assert words[:1] == ["ready"], (self.said, self.outcome)
+        return words[1], words[2]
+
+    def end(self) -> BaseException | None:
+        """How it ended, once it did."""
+        self.thread.join(timeout=240)
+        (outcome,) = self.outcome
+        return outcome
+
+    def stop(self) -> None:
+        """Cancel it if it still runs (a failed test leaves no run waiting for a knock)."""
+        self.cancel.set()
+        self.thread.join(timeout=240)
+
+
+def _knock(address: str) -> str:
+    """Code that knocks on a run in flight at ``address`` (it goes on with its next step)."""
+    return f"import socket; socket.create_connection(({address!r}, 9999), timeout=20).close()"
+
+
+def _knock_from_outside(engine: Any, network: str, address: str) -> None:
+    """Knock from the test's own container on ``network``: not a run, so no egress is asked."""
+    from jupyter_sandbox.sandbox import DEFAULT_BASE_IMAGE
+
+    engine.containers.run(
+        DEFAULT_BASE_IMAGE, ["python3", "-c", _knock(address)], network=network, remove=True
+    )
+
+
+def test_an_address_that_appears_during_a_run_is_refused_to_it(world, docker_engine, tmp_path):
+    """A run already in flight when the host gains an address inside its listed range: the
+    proxy's filter follows the host's address changes, so the run's next request is refused."""
+    from jupyter_sandbox.sandbox import _egress
+    from jupyter_sandbox.sandbox._allowlist import allow_list
+
+    spaces = Namespaces(tmp_path)
+    run = None
+    allow = [f"{LATER}.0.0/16:8080"]
+    steps = (
+        f"first = get('http://{LATER}.6.2:8080/first')\n" + DOOR + "door.accept()\n"
+        f"print(json.dumps({{'address': get('http://{LATER}.8.1:8080/address')}}))\n"
+    )
+    try:
+        spaces.unreachable(f"{LATER}.0.0/16")
+        served = spaces.add(6, "http", "8080", net=LATER)
+        run = InFlight(CLIENT + steps, allow)
+        status, address = run.first()
+        assert status == "200"
+        _ip("addr", "add", f"{LATER}.8.1/24", "dev", spaces.host_end(6))
+        spaces.serve(f"{LATER}.8.1", tmp_path / "address.log")
+        egress = _egress.ensure(docker_engine, allow_list(allow), lambda event: None)
+        listing = ["nft", "list", "set", "inet", "jupyter_sandbox", "v4"]
+        for _ in range(300):  # the guard's set has it (nothing but a wait: no bound is tested)
+            if f"{LATER}.8.1" in egress.guard.exec_run(listing).output.decode():
+                break
+            time.sleep(0.1)
+        _knock_from_outside(docker_engine, egress.network, address)
+        assert run.end() is None, run.outcome
+        assert json.loads(run.run.stdout.strip().splitlines()[-1]) == {"address": 503}
+        assert _lines(tmp_path / "address.log") == []
+        assert _lines(served) == ["http 8080 /first"]
+    finally:
+        if run is not None:
+            run.stop()
+        spaces.close()
+
+
+INFLIGHT = (
+    r"""
+url = "http://allowed.test:8080/inflight"
+first = get(url)
+"""
+    + DOOR
+    + r"""
+door.accept()  # the test knocks once the proxy is dead
+try:
+    urllib.request.urlopen(url, timeout=20)  # through the proxy this run was given
+    lost = None
+except OSError as e:
+    lost = e
+door.accept()  # the next run knocks once a new proxy served it
+if lost is not None:
+    raise lost
+"""
+)
+
+
+def test_a_killed_proxy_is_replaced_and_a_run_in_flight_says_why_it_failed(world, docker_engine):
+    """A proxy killed from outside: the next run's egress removed the network with every run
+    on it (exit 137) or failed with the engine's own words. Now a new proxy serves the same
+    network, and the run in flight, whose request failed while no proxy was there, keeps its
+    container and fails in one line saying why."""
+    from jupyter_sandbox.sandbox import _egress
+    from jupyter_sandbox.sandbox._allowlist import allow_list
+
+    allow = ["allowed.test:8080"]
+    run = InFlight(CLIENT + INFLIGHT, allow)
+    try:
+        status, address = run.first()
+        assert status == "200"
+        egress = _egress.ensure(docker_engine, allow_list(allow), lambda event: None)
+        dead = egress.proxy.id
+        docker_engine.api.kill(dead)
+        _knock_from_outside(docker_engine, egress.network, address)  # no new proxy yet
+
+        code = CLIENT + "print(get('http://allowed.test:8080/next'))\n" + _knock(address)
+        assert create("next", code=code, network=allow, timeout=180).execute({}).stdout == "200\n"
+        error = run.end()
+    finally:
+        run.stop()
+    assert isinstance(error, NonZeroExit), error
+    assert error.exit_code == 1, error  # its own failure: not removed with its network
+    assert "\n" not in str(error)
+    assert str(error).endswith(
+        "the network allow-list's proxy stopped during the run, so its requests failed:"
+        " run it again (a new proxy serves the next run)"
+    ), error
+    again = _egress.ensure(docker_engine, allow_list(allow), lambda event: None)
+    assert again.network == egress.network and again.proxy.id != dead
+    assert _lines(world["a"]).count("http 8080 /next") == 1
+
+
 KILLED = """
 from jupyter_sandbox import create
 create("k", code="import time; time.sleep(120)", network=["reap.test"], timeout=150).run()
@@ -471,6 +758,8 @@ def test_load_reaps_what_a_killed_kernel_and_its_watchdog_left(docker_engine):
         ("exa mple.com", "is not a host name"),
         ("bücher.de", "punycode"),
         ("10.0.0.1/8", "host bits set"),
+        ("0x7f000001", "is the IP address 127.0.0.1 written another way: write 127.0.0.1"),
+        ("0xa.0xe7.3.2:8080", "is the IP address 10.231.3.2 written another way"),
         ("[2001:db8::1", "[IPv6]:port"),
     ],
 )

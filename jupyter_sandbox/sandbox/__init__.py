@@ -12,8 +12,9 @@ Layers, low to high:
   (a container's own process, attached before its start), `_scripts` (the ``sh`` scripts a
   container runs), `_warm` (a spare's interpreter, waiting for its program on the attach
   stream), `_run` (one run in one container);
-- `_allowlist` and `_egress` (``network=[hosts]``: the checked allow-list, and the Squid proxy
-  on an internal network that enforces it);
+- `_allowlist`, `_egress` and `_guard` (``network=[hosts]``: the checked allow-list, the
+  Squid proxy on an internal network that enforces it, and the packet filter in the proxy's
+  namespace that keeps it off addresses that appear later);
 - `_cache` (results), `_record` (`SandboxRun`, the run's record), `_sandbox` (`create`,
   `Sandbox`: every entry point's one path); `_manage` (list, prune, reap) stands beside them;
 - `_cluster` (``create(cluster=...)``: a run sent to a Dask worker) and `_on_worker` (what the

@@ -6,13 +6,15 @@ network in CIDR form, with an optional ``:port`` (``[v6]:port`` for an IPv6 addr
 one, ports 443 and 80. Names are resolved by the proxy on the host side (`_egress`), never in
 the sandbox. What can never be a destination is refused here, in one line that says what to
 do: a network as wide as the whole internet (that is ``network="bridge"``), loopback,
-link-local (cloud metadata at 169.254.169.254), multicast or unspecified addresses.
+link-local (cloud metadata at 169.254.169.254), multicast or unspecified addresses, and an
+address written as a name (``0x7f000001``: the proxy reads it as the address, never the name).
 """
 
 from __future__ import annotations
 
 import ipaddress
 import re
+import socket
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -114,6 +116,9 @@ def _name(entry: str, host: str) -> str:
         raise _fail(entry, "is not ASCII: write the name in its xn-- (punycode) form")
     if "*" in name or name.startswith("."):
         raise _fail(entry, "has a wildcard: names match exactly; list each host the code needs")
+    numeric = _numeric(name)
+    if numeric is not None:
+        raise _fail(entry, f"is the IP address {numeric} written another way: write {numeric}")
     if len(name) > 253 or not _NAME.match(name):
         raise _fail(
             entry,
@@ -123,6 +128,15 @@ def _name(entry: str, host: str) -> str:
     if name == "localhost" or name.endswith(".localhost"):
         raise _fail(entry, "is the host itself: a sandbox never reaches the host's own addresses")
     return name
+
+
+def _numeric(name: str) -> str | None:
+    """The dotted quad of a name that is an IPv4 address in another notation (``0x7f000001``,
+    ``0xa.1``): the proxy reads such a host as that address, never as the name listed."""
+    try:
+        return str(ipaddress.IPv4Address(socket.inet_aton(name)))
+    except OSError:
+        return None
 
 
 def allow_list(entries: object) -> tuple[Destination, ...]:

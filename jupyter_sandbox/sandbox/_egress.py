@@ -22,6 +22,10 @@ The shape, per allow-list and kernel (`ensure`):
   link-local, even when an allowed name resolves to them) gets 403. Squid asks
   DNS only about allowed names (the rules are ordered so a refused name is never resolved);
   ``$JUPYTER_SANDBOX_EGRESS_DNS`` names the resolvers it asks (else the engine's);
+- a **guard** in the proxy's network namespace (`_guard`): an nftables set of the host's and
+  the engine networks' addresses, which rejects Squid's connections to them when they are
+  made, and is updated when the host gains an address (a new Docker network, an interface):
+  Squid's rules are read once, at its start;
 - the sandbox's ``HTTP(S)_PROXY`` variables point at the proxy: pip, uv, requests, urllib,
   curl use it; a redirect to a refused host is a new request, refused in turn.
 
@@ -31,7 +35,10 @@ configured indexes, else PyPI, plus the Debian mirror when apt installs somethin
 
 The proxy and its network live until the kernel exits (`close_all`), or its watchdog or the next
 kernel removes them (labelled ``kind=egress``, `remove_owned`). Runs that share an allow-list
-share them (two such containers can reach each other's ports: the same kernel's runs).
+share them (two such containers can reach each other's ports: the same kernel's runs). A proxy
+that dies (killed from outside) is replaced on the same network by the next run that needs it:
+runs in flight keep their containers, and one whose requests failed meanwhile says so
+(`Egress.lost`).
 Podman is refused: its networks do not take the options that keep the host off the network.
 gVisor (runsc ``--network=none``) is refused by `create`.
 """
@@ -55,6 +62,7 @@ from urllib.parse import urlsplit
 
 from .._errors import ContainerError, SandboxConfigError
 from .._events import EventCallback
+from . import _guard
 from ._allowlist import Destination, allow_list, describe
 from ._client import KIND, LABEL, engine_of, orphaned, owner_labels
 from ._hostcfg import debian_mirror, index_settings
@@ -64,14 +72,17 @@ from ._spec import ImageSpec
 if TYPE_CHECKING:
     from docker import DockerClient
     from docker.models.containers import Container
+    from docker.models.networks import Network
 
 DNS_ENV = "JUPYTER_SANDBOX_EGRESS_DNS"
 """Comma-separated resolver addresses the proxy asks (default: the engine's, as for any
 container): an admin's choice, and the tests' resolver that sees every query."""
 EGRESS = "egress"
 """The ``kind`` label of the proxies and networks made here."""
+OF_NETWORK = f"{LABEL}.egress"
+"""The label naming the network a proxy or guard serves (a guard is on no network itself)."""
 PORT = 3128
-PROXY_PACKAGES = ("squid",)
+PROXY_PACKAGES = ("nftables", "squid")
 _READY_WAIT = 30.0
 _ALWAYS_BLOCKED = (
     "0.0.0.0/8",
@@ -84,8 +95,26 @@ _ALWAYS_BLOCKED = (
     "fc00::/7",
     "ff00::/8",
 )
-_LITERALS = (r"^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$", r"^\[?[0-9a-f.]*:[0-9a-f:.]*\]?$")
-"""A request's host as an IP literal (an IPv6 one has a colon; a name of hex letters does not)."""
+_OCTET = r"(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+_HEX = "[0-9a-f]{1,4}"
+
+
+def _literals() -> list[str]:
+    """Regular expressions (POSIX, as Squid reads them) of a request's host as an IP literal:
+    a dotted quad, or IPv6 as eight groups or with one ``::`` standing for at least one.
+
+    Exact forms only, so a host that only looks numeric stays a name and is refused unresolved:
+    Squid writes a numeric host it parsed (``2130706433``, ``0x7f.1``) as a plain dotted quad,
+    and keeps one that is no address (``09.1.1.1``, ``1:2:3:4:5:6:7:8:9``) as a name, which an
+    address rule (``dst``) would look up in DNS."""
+    v6 = [rf"{_HEX}(:{_HEX}){{7}}"]
+    for before in range(8):
+        head = rf"{_HEX}(:{_HEX}){{{before - 1}}}" if before else ""
+        tail = rf"({_HEX}(:{_HEX}){{0,{6 - before}}})?" if before < 7 else ""
+        v6.append(f"{head}::{tail}")
+    return [rf"^{_OCTET}(\.{_OCTET}){{3}}$", *(rf"^\[?{form}\]?$" for form in v6)]
+
+
 _REFUSED = "%U is not on this sandbox's network allow-list (jupyter-sandbox)"
 """Squid's page for a refused request. Its own pages mail-link the client's details (%W), for
 which it looked the client's address up in DNS: a query no allow-list asked for."""
@@ -96,6 +125,8 @@ _STARTUP = (
     ' && printf "%s\\n" "$SQUID_CONF" >/tmp/squid.conf && exec squid -N -f /tmp/squid.conf'
 )
 """Squid's start in its read-only container: the error pages and configuration on a tmpfs."""
+_GUARD_STARTUP = 'printf "%s\\n" "$NFT_RULES" | nft -f - && echo ready && exec sleep infinity'
+"""The guard's start: its table in the proxy's namespace, then nothing but waiting for updates."""
 _SQUID = """\
 http_port {port}
 error_directory /tmp/errors
@@ -128,9 +159,11 @@ class Egress:
 
     network: str
     proxy: Container
+    guard: Container
     address: str
     destinations: tuple[Destination, ...]
     created: float = field(default_factory=time.time)
+    """When the serving proxy started (a replaced one's successor: later)."""
 
     @property
     def url(self) -> str:
@@ -162,8 +195,13 @@ class Egress:
                     found.append(target)
         return found
 
+    def lost(self, since: float) -> bool:
+        """Whether the proxy a run started with (``since``, epoch seconds) stopped serving: it
+        died, or was replaced since. Asked only for a failed run (an engine round trip)."""
+        return self.created > since or not _alive(self.proxy.client, self)
+
     def close(self, client: DockerClient) -> None:
-        """Remove the proxy, whatever is still on the network, and the network."""
+        """Remove the proxy, its guard, whatever is still on the network, and the network."""
         remove_network(client, self.network)
 
 
@@ -194,15 +232,54 @@ def ensure(
         )
     key = (engine.url, destinations)
     with _lock:
+        _watch()
+        if _events is not None and _events.pending():
+            _refresh()
         egress = _egresses.get(key)
-        if egress is not None and _alive(egress):
+        if egress is not None and (_alive(client, egress) or _replace(client, egress, emit)):
             return egress
         if egress is not None:
             egress.close(client)
+        _clients[engine.url] = client
         egress = _start(client, destinations, emit)
         _egresses[key] = egress
-        _clients[engine.url] = client
         return egress
+
+
+_events: _guard.AddressEvents | None = None
+
+
+def _watch() -> None:
+    """Subscribe to the host's address changes before the first proxy's addresses are read
+    (nothing between the two is missed), and wait on them for runs in flight. Under `_lock`."""
+    global _events
+    if _events is not None:
+        return
+    _events = _guard.AddressEvents()
+    if _events.fileno() is not None:
+        threading.Thread(target=_follow, args=(_events,), name="egress-guard", daemon=True).start()
+
+
+def _follow(events: _guard.AddressEvents) -> None:
+    while True:
+        events.wait(None)
+        with _lock:
+            if events.pending():
+                _refresh()
+
+
+def _refresh() -> None:
+    """Give every guard the host's and the engine's addresses as they are now. Under `_lock`;
+    only when they changed: an engine round trip and an exec per proxy."""
+    current: dict[str, list[str]] = {}
+    for (url, _), egress in _egresses.items():
+        client = _clients[url]
+        if url not in current:
+            with contextlib.suppress(Exception):  # an engine gone: its runs fail on their own
+                current[url] = host_addresses(client)
+        if url in current:
+            with contextlib.suppress(Exception):  # a guard gone: `_alive` replaces it
+                egress.guard.exec_run(["nft", _guard.update(current[url])])
 
 
 PYPI = ("pypi.org", "files.pythonhosted.org")
@@ -239,12 +316,33 @@ def for_build(
     return network
 
 
-def _alive(egress: Egress) -> bool:
+def _alive(client: DockerClient, egress: Egress) -> bool:
+    """Whether the proxy and its guard both run: one engine call."""
     try:
-        egress.proxy.reload()
+        rows = client.api.containers(filters={"label": f"{OF_NETWORK}={egress.network}"})
     except Exception:
         return False
-    return bool(egress.proxy.status == "running")
+    running = {row["Id"] for row in rows if row.get("State") == "running"}
+    return {egress.proxy.id, egress.guard.id} <= running
+
+
+def _replace(client: DockerClient, egress: Egress, emit: EventCallback) -> bool:
+    """Start a new proxy and guard on ``egress``'s network in place of dead ones, leaving the
+    runs on it alone (they get the new address with their next run); False when the network
+    itself is gone."""
+    from docker.errors import NotFound
+
+    served = client.api.containers(all=True, filters={"label": f"{OF_NETWORK}={egress.network}"})
+    for row in served:  # the dead pair, and any half-started one of an earlier attempt
+        with contextlib.suppress(Exception):
+            client.api.remove_container(row["Id"], force=True)
+    try:
+        network = client.networks.get(egress.network)
+    except NotFound:
+        return False
+    egress.proxy, egress.guard, egress.address = _launch(client, network, egress.destinations, emit)
+    egress.created = time.time()
+    return True
 
 
 def proxy_image(client: DockerClient, emit: EventCallback) -> str:
@@ -262,66 +360,107 @@ def proxy_image(client: DockerClient, emit: EventCallback) -> str:
 def _start(
     client: DockerClient, destinations: tuple[Destination, ...], emit: EventCallback
 ) -> Egress:
-    from docker.types import LogConfig
-
-    image = proxy_image(client, emit)
-    labels = {LABEL: "1", KIND: EGRESS, f"{LABEL}.allow": describe(destinations)[:1000]}
-    labels.update(owner_labels())
     name = f"jupyter-sandbox-egress-{secrets.token_hex(6)}"
     network = client.networks.create(
         name,
         driver="bridge",
         internal=True,
-        labels=labels,
+        labels=_labels(destinations),
         options={
             "com.docker.network.bridge.inhibit_ipv4": "true",
             "com.docker.network.bridge.enable_ip_masquerade": "false",
         },
     )
     try:
-        subnets = [c["Subnet"] for c in (network.attrs.get("IPAM") or {}).get("Config") or []]
-        conf = squid_conf(
-            destinations, clients=subnets, blocked=[*subnets, *host_addresses(client)], dns=_dns()
-        )
-        proxy = client.containers.create(
-            image,
-            command=["sh", "-c", _STARTUP],
-            environment={"SQUID_CONF": conf, "SQUID_REFUSED": _REFUSED},
-            user="proxy",
-            network_mode="bridge",
-            read_only=True,
-            tmpfs={p: "rw,nosuid,nodev,size=16m" for p in ("/tmp", "/run", "/var/spool/squid")},
-            cap_drop=["ALL"],
-            security_opt=["no-new-privileges"],
-            pids_limit=64,
-            mem_limit=256 * 2**20,
-            nano_cpus=10**9,
-            labels=labels,
-            stop_signal="SIGKILL",
-            # its access log is how a failed run learns what was refused (`denied`): kept
-            # where the engine's API reads it back, and bounded however long the kernel lives
-            log_config=LogConfig(type="json-file", config={"max-size": "8m", "max-file": "2"}),
-        )
-        network.connect(proxy)
-        proxy.start()
-        address = _wait_ready(proxy, name)
+        proxy, guard, address = _launch(client, network, destinations, emit)
     except BaseException:
         remove_network(client, name)
         raise
-    return Egress(name, proxy, address, destinations)
+    return Egress(name, proxy, guard, address, destinations)
+
+
+def _labels(destinations: tuple[Destination, ...]) -> dict[str, str]:
+    labels = {LABEL: "1", KIND: EGRESS, f"{LABEL}.allow": describe(destinations)[:1000]}
+    labels.update(owner_labels())
+    return labels
+
+
+def _launch(
+    client: DockerClient,
+    network: Network,
+    destinations: tuple[Destination, ...],
+    emit: EventCallback,
+) -> tuple[Container, Container, str]:
+    """A started proxy on ``network`` with its guard: (proxy, guard, the proxy's address
+    there). The caller removes what is left when this raises (both carry the network's
+    label)."""
+    from docker.types import LogConfig
+
+    image = proxy_image(client, emit)
+    name = str(network.name)
+    labels = {**_labels(destinations), OF_NETWORK: name}
+    subnets = [c["Subnet"] for c in (network.attrs.get("IPAM") or {}).get("Config") or []]
+    blocked = [*subnets, *host_addresses(client)]
+    dns = _dns()
+    conf = squid_conf(destinations, clients=subnets, blocked=blocked, dns=dns)
+    hardened: dict[str, Any] = {
+        "read_only": True,
+        "cap_drop": ["ALL"],
+        "security_opt": ["no-new-privileges"],
+        "labels": labels,
+        "stop_signal": "SIGKILL",
+    }
+    proxy = client.containers.create(
+        image,
+        command=["sh", "-c", _STARTUP],
+        environment={"SQUID_CONF": conf, "SQUID_REFUSED": _REFUSED},
+        user="proxy",
+        network_mode="bridge",
+        tmpfs={p: "rw,nosuid,nodev,size=16m" for p in ("/tmp", "/run", "/var/spool/squid")},
+        pids_limit=64,
+        mem_limit=256 * 2**20,
+        nano_cpus=10**9,
+        # its access log is how a failed run learns what was refused (`denied`): kept
+        # where the engine's API reads it back, and bounded however long the kernel lives
+        log_config=LogConfig(type="json-file", config={"max-size": "8m", "max-file": "2"}),
+        **hardened,
+    )
+    network.connect(proxy)
+    proxy.start()
+    guard = client.containers.create(
+        image,
+        command=["sh", "-c", _GUARD_STARTUP],
+        environment={"NFT_RULES": _guard.rules(blocked, dns)},
+        user="root",
+        network_mode=f"container:{proxy.id}",
+        cap_add=["NET_ADMIN"],  # in the proxy's network namespace only: its filter
+        pids_limit=8,
+        mem_limit=32 * 2**20,
+        **hardened,
+    )
+    guard.start()
+    _wait_for(guard, "ready", "the allow-list's packet filter (nftables)", stdout=True)
+    return proxy, guard, _wait_ready(proxy, name)
 
 
 def _wait_ready(proxy: Container, network: str) -> str:
     """The proxy's address on ``network`` once Squid accepts connections."""
+    _wait_for(proxy, "Accepting HTTP Socket connections", "the allow-list's proxy (Squid)")
+    return str(proxy.attrs["NetworkSettings"]["Networks"][network]["IPAddress"])
+
+
+def _wait_for(container: Container, line: str, what: str, *, stdout: bool = False) -> None:
+    """Until ``container`` wrote ``line`` (on stderr, or stdout); `ContainerError` with its
+    last line when it stops first or takes over `_READY_WAIT` s."""
     deadline = time.monotonic() + _READY_WAIT
     while True:
-        proxy.reload()
-        logs = proxy.logs(stdout=False, stderr=True).decode("utf-8", "replace")
-        if "Accepting HTTP Socket connections" in logs:
-            return str(proxy.attrs["NetworkSettings"]["Networks"][network]["IPAddress"])
-        if proxy.status not in ("created", "running") or time.monotonic() > deadline:
+        container.reload()
+        logs = container.logs(stdout=stdout, stderr=True).decode("utf-8", "replace")
+        if line in logs:
+            return
+        if container.status not in ("created", "running") or time.monotonic() > deadline:
             last = (logs.strip().splitlines() or ["(no output)"])[-1]
-            raise ContainerError(f"the allow-list's proxy (Squid) did not start: {last}")
+            raise ContainerError(f"{what} did not start: {last}")
         time.sleep(0.05)
 
 
@@ -340,7 +479,7 @@ def squid_conf(
     lines = [_SQUID.format(port=PORT)]
     if dns:
         lines.append("dns_nameservers " + " ".join(dns))
-    lines.append("acl literal dstdom_regex -n -i " + " ".join(_LITERALS))
+    lines.append("acl literal dstdom_regex -n -i " + " ".join(_literals()))
     lines.append("acl blocked dst " + " ".join(dict.fromkeys([*_ALWAYS_BLOCKED, *blocked])))
     lines.append("acl web proto HTTP HTTPS")
     lines.append("acl tunnel method CONNECT")
@@ -409,6 +548,8 @@ def remove_network(client: DockerClient, name: str) -> None:
         return
     ids = {*(network.attrs.get("Containers") or {})}
     ids.update(row["Id"] for row in client.api.containers(all=True, filters={"network": name}))
+    guards = client.api.containers(all=True, filters={"label": f"{OF_NETWORK}={name}"})
+    ids.update(row["Id"] for row in guards)  # a guard shares the proxy's namespace: no network
     for cid in ids:
         with contextlib.suppress(Exception):
             client.api.remove_container(cid, force=True)

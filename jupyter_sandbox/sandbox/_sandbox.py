@@ -325,7 +325,8 @@ class Sandbox:
             run.stdout, run.stderr, run.exit_code = raw.stdout, raw.stderr, raw.exit_code
             try:
                 refused = partial(egress.denied, began) if egress else None
-                self._check(raw, run.image, refused)
+                lost = partial(egress.lost, began) if egress else None
+                self._check(raw, run.image, refused, lost)
                 run.outputs = collect_outputs(archive, self.outputs, memory=self.resources.memory)
                 run.displays = _displays.collect(
                     archive, limit=parse_size(self.resources.output), secrets=run.secrets
@@ -396,10 +397,15 @@ class Sandbox:
         }
 
     def _check(
-        self, raw: RawRun, image: str, refused: Callable[[], list[str]] | None = None
+        self,
+        raw: RawRun,
+        image: str,
+        refused: Callable[[], list[str]] | None = None,
+        lost: Callable[[], bool] | None = None,
     ) -> None:
         """Raise the run's error, if any; ``refused`` lists what an allow-list's proxy
-        refused during it (asked only for a failed run: it reads the proxy's log)."""
+        refused during it (asked only for a failed run: it reads the proxy's log), ``lost``
+        says whether that proxy stopped serving meanwhile (its requests failed for that)."""
         cannot = _cannot_start(raw)
         if cannot is not None:
             program, reason = cannot
@@ -437,7 +443,10 @@ class Sandbox:
         if raw.exit_code != 0:
             tail = "\n".join(raw.stderr.rstrip().splitlines()[-_STDERR_TAIL:])
             last = tail.splitlines()[-1] if tail else "(no stderr)"
-            advice, parameter, hint = self._advice(tail, refused() if refused else [])
+            if lost is not None and lost():
+                advice, parameter, hint = _LOST_PROXY, "", ""
+            else:
+                advice, parameter, hint = self._advice(tail, refused() if refused else [])
             raise NonZeroExit(
                 f"exited with code {raw.exit_code}: {last}{advice}",
                 exit_code=raw.exit_code if raw.exit_code is not None else -1,
@@ -467,6 +476,10 @@ class Sandbox:
         return "", "", ""
 
 
+_LOST_PROXY = (
+    "; the network allow-list's proxy stopped during the run, so its requests failed:"
+    " run it again (a new proxy serves the next run)"
+)
 _OFFLINE = re.compile(
     r"Temporary failure in name resolution|Name or service not known|Network is unreachable"
     r"|No address associated with hostname|Connection refused|No route to host"
