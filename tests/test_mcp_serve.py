@@ -1,4 +1,4 @@
-"""The notebook as an MCP server (issue 23 item 4): ``%mcp_serve`` in a real IPython shell,
+"""The notebook as an MCP server: ``%mcp_serve`` in a real IPython shell,
 asked by the official ``mcp`` client over real HTTP on loopback: a run, a gated call paused
 then approved in the notebook, one rejected, a limit, a bad token, and stop (no thread or
 port left)."""
@@ -77,6 +77,50 @@ def test_run_code_runs_against_the_notebooks_tools(served):
     _, checked = ask(served, {"code": "add('a', 2)"})  # the type check, as in a cell
     assert checked.is_error
     assert "TypeCheckError" in checked.content[0].text
+
+
+HOLDERS = """
+from dataclasses import dataclass
+from jupyter_sandbox import tool
+
+@dataclass
+class Settings:
+    url: str
+    api_key: str
+
+class Config(dict):
+    pass
+
+@tool
+def settings() -> Settings:
+    return Settings("https://api.example", "sk-live-0123456789")
+
+@tool
+def config() -> Config:
+    return Config(api_key="sk-live-0123456789")
+"""
+
+
+def test_a_handle_reaches_the_client_as_the_code_sees_it(served, shell):
+    """A tool's object crosses into the code as an opaque handle (``Settings()``): what the
+    client gets is what the code could see, as the value, nested in it, in what the code
+    printed and in its errors, never the object's host repr with its key."""
+    assert shell.run_cell(HOLDERS).success
+    code = "s = settings()\nprint(s, [s], {'k': s})\n[s, {'k': s, 'c': config()}, (1, s), type(s)]"
+    answers = [ask(served, {"code": code})[1]]
+    assert answers[0].structured_content["value"] == [
+        "Settings()",
+        {"k": "Settings()", "c": "Config()"},
+        [1, "Settings()"],
+        "<class 'Settings'>",
+    ]
+    assert answers[0].structured_content["stdout"] == "Settings() [Settings()] {'k': Settings()}\n"
+    for failing in ("settings().api_key", "x = settings()\nassert False, [x]"):
+        answers.append(ask(served, {"code": failing})[1])
+        assert answers[-1].is_error
+    for answered in answers:
+        assert "sk-live" not in answered.content[0].text
+        assert "sk-live" not in json.dumps(answered.structured_content)
 
 
 def test_a_gated_call_pauses_until_approved_in_the_notebook(served, shell):
@@ -208,3 +252,34 @@ def test_a_value_json_cannot_carry_is_answered_as_its_repr():
     found = answer(OrchestrationResult(code="x", value=value))
     assert found["value"] == ["nan", 1.5, {"a": "-inf", "(1, 2)": "pair", "3": "{4.0}"}]
     json.dumps(found, allow_nan=False)  # what the client is sent encodes
+
+
+def test_what_json_cannot_carry_is_answered_as_the_code_prints_it():
+    """Monty's own values (an instance of a class the code defined, a builtin, a set) and a
+    tool's named tuple are answered as the code's ``repr`` writes them, whatever they hold."""
+    from collections import namedtuple
+
+    from jupyter_sandbox.orchestration import orchestrate
+    from jupyter_sandbox.orchestration._mcp_serve import answer
+
+    point = namedtuple("point", "x y")
+    code = """
+from dataclasses import dataclass
+
+@dataclass
+class P:
+    x: int
+    y: list
+
+items = [P(1, [opaque(), {2.5}]), {1.5}, frozenset({2}), len, P, b"x", point(), type(opaque())]
+for item in items:
+    print(repr(item))
+items
+"""
+    tools = {"opaque": lambda: object(), "point": lambda: point(1, 2)}
+    ran = orchestrate(code, tools=tools, type_check=False)
+    found = answer(ran)
+    printed = ran.stdout.splitlines()
+    assert found["value"].pop(6) == [1, 2]  # data, as JSON carries it
+    del printed[6]
+    assert found["value"] == printed

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from .._errors import OrchestrationError, SandboxConfigError
 from .._scrub import mask_record
 from ._result import OrchestrationResult
+from ._values import MAX_DEPTH, as_seen, is_data_namedtuple, is_host_object
 
 if TYPE_CHECKING:
     import mcp.types
@@ -102,26 +103,27 @@ def answer(ended: OrchestrationResult | OrchestrationError) -> dict[str, Any]:
     return mask_record(found, ended.secrets)
 
 
-def _data(value: Any) -> Any:
-    """``value`` as JSON data: what is not (a handle, a set, a float that is nan or infinite,
-    a dict key that is not a string or a number) as its ``repr``: a run's value is whatever
-    the code returned, and an answer that cannot be encoded would fail the client's call."""
-    return json.loads(json.dumps(_json_safe(value), default=repr, allow_nan=False))
-
-
-def _json_safe(value: Any) -> Any:
-    """``value`` with what `json.dumps` refuses before ``default`` is asked (non-finite
-    floats, tuple or other keys) replaced by its ``repr``; containers copied, the rest as is."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return repr(value)
-    if isinstance(value, dict):
-        return {
-            (k if isinstance(k, str | int | bool) or k is None else repr(k)): _json_safe(v)
-            for k, v in value.items()
-        }
-    if isinstance(value, list | tuple):
-        return [_json_safe(item) for item in value]
-    return value
+def _data(value: Any, depth: int = 0) -> Any:
+    """``value`` as JSON data showing what the code could see of it, and nothing more: the
+    client is not the notebook's owner, and a handle's host ``repr`` (a client object's
+    ``api_key=...``) is what the handle keeps from the code. JSON's own types as they are
+    (lists and tuples as lists, dicts with their keys as text), the rest (a handle, a set, a
+    float that is nan or infinite, bytes, a date, an instance of a class the code defined)
+    as the code would write it (`as_seen`): a run's value is whatever the code returned,
+    and an answer that cannot be encoded would fail the client's call."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return value
+    if kind is float and math.isfinite(value):
+        return value
+    if depth < MAX_DEPTH:
+        if kind is list or kind is tuple or is_data_namedtuple(value):
+            return [_data(item, depth + 1) for item in value]
+        if kind is dict and not any(map(is_host_object, value)):
+            return {
+                (k if type(k) is str else as_seen(k)): _data(v, depth + 1) for k, v in value.items()
+            }
+    return as_seen(value, depth)
 
 
 @dataclass
