@@ -6,11 +6,14 @@ port left)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
+import select
 import socket
 import sys
 import threading
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -167,6 +170,68 @@ def test_a_bad_token_is_refused_before_mcp(served):
         assert answer.status_code == 401
     with pytest.raises(Exception):  # noqa: B017, PT011  # the SDK's own error for a 401
         ask(served, {"code": "add(1, 2)"}, token="wrong")
+
+
+def test_the_url_answers_as_soon_as_it_is_printed(shell, capsys):
+    """A client that connects the moment ``%mcp_serve`` has printed its URL is answered: the
+    port listens (and the server answers) before the URL is shown."""
+    assert shell.run_cell(SETUP).success
+    for _ in range(5):
+        shell.run_line_magic("mcp_serve", "")
+        port = serving_of(shell).port
+        try:
+            with socket.create_connection(("127.0.0.1", port), 10) as conn:
+                conn.sendall(b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
+                assert conn.recv(64).startswith(b"HTTP/1.1 401 ")
+        finally:
+            shell.run_line_magic("mcp_serve", "stop")
+    assert "Serving this notebook's tools" in capsys.readouterr().out
+
+
+def closed_by_server(conns: list[socket.socket], count: int, trickles: list[socket.socket]) -> int:
+    """How many of ``conns`` the server closed, waiting until ``count`` are (or until well
+    past the header deadline); each of ``trickles`` sends a few more bytes each round."""
+    from jupyter_sandbox.orchestration._mcp_serve import HEADER_SECONDS
+
+    poller, closed = select.poll(), set()
+    by_fd = {conn.fileno(): conn for conn in conns}
+    for fd in by_fd:
+        poller.register(fd, select.POLLIN)
+    bound = time.monotonic() + HEADER_SECONDS * 3
+    while len(closed) < count and time.monotonic() < bound:
+        for trickle in trickles:
+            with contextlib.suppress(OSError):  # it may be closed already
+                trickle.sendall(b"X-Slow: 1\r\n")
+        for fd, _ in poller.poll(500):
+            try:
+                ended = by_fd[fd].recv(4096) == b""
+            except ConnectionResetError:
+                ended = True
+            if ended:
+                closed.add(fd)
+                poller.unregister(fd)
+    return len(closed)
+
+
+def test_a_flood_of_half_open_connections_holds_few_and_not_for_long(served):
+    """300 connections that never finish their request's headers, one that trickles them
+    and one that trickles the body of a refused request hold at most `MAX_CONNECTIONS` of
+    the kernel's sockets and none past the header deadline; the notebook's own client is
+    served in the middle of the flood."""
+    from jupyter_sandbox.orchestration._mcp_serve import MAX_CONNECTIONS
+
+    address = ("127.0.0.1", served.port)
+    with contextlib.ExitStack() as opened:
+        flood = [opened.enter_context(socket.create_connection(address, 10)) for _ in range(300)]
+        for conn in flood:
+            conn.sendall(b"POST /mcp HTTP/1.1\r\nHost: x\r\n")  # and no more
+        slow = [opened.enter_context(socket.create_connection(address, 10)) for _ in range(2)]
+        slow[0].sendall(b"POST /mcp HTTP/1.1\r\n")
+        slow[1].sendall(b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Length: 99999\r\n\r\n")
+        assert closed_by_server(flood, 300 - MAX_CONNECTIONS, slow) >= 300 - MAX_CONNECTIONS
+        _, result = ask(served, {"code": "add(1, 2)"})
+        assert result.structured_content["value"] == 3
+        assert closed_by_server([*flood, *slow], 302, slow) == 302
 
 
 def test_stop_leaves_no_thread_nor_port(shell, served, capsys):

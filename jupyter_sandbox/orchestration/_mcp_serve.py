@@ -17,6 +17,7 @@ ended (its value, when the approval was given in this process: `mcp_outcomes`).
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
 import json
 import math
@@ -46,6 +47,17 @@ HEADER = (
     "The code is type-checked against these declarations before it runs:\n\n"
 )
 _STOP_SECONDS = 10.0
+_START_SECONDS = 30.0
+MAX_CONNECTIONS = 64
+"""Connections held at once. Past it a new connection takes the place of the one that has
+waited longest for its request's headers (what a flood of half-open connections fills the
+slots with; a client with the token sends its headers as it connects), or is closed at once
+when every held connection is being answered: a flood costs the kernel at most this many
+sockets, and the notebook's own client still gets in."""
+HEADER_SECONDS = 10.0
+"""How long a connection has to send a request's headers, from when it connected (or got
+its last answer): one that trickles them a byte at a time (slowloris) is closed then,
+however often it sends."""
 _KEPT = 64
 """Outcomes of approved runs kept for the clients that ask (least recently added out)."""
 
@@ -168,6 +180,7 @@ def serve_mcp(
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         listener.bind(("127.0.0.1", port))
+        listener.listen()  # from here a client's connection waits, never refused
     except OSError as exc:
         listener.close()
         raise SandboxConfigError(f"port {port}: {exc.strerror}", parameter="port") from None
@@ -180,18 +193,96 @@ def serve_mcp(
         on_call_tool=handlers.call_tool,
     )
     app = _guarded(server.streamable_http_app(host="127.0.0.1", stateless_http=True), token)
-    config = uvicorn.Config(app, log_level="warning", lifespan="on")
-    web = uvicorn.Server(config)
+    web_class, http = _uvicorn_classes()
+    config = uvicorn.Config(app, http=http, ws="none", log_level="warning", lifespan="on")
+    web = web_class(config)
 
     def main() -> None:
         try:
             asyncio.run(web.serve(sockets=[listener]))
         finally:
             listener.close()
+            web.ready.set()
 
     thread = threading.Thread(target=main, name=f"mcp-serve:{port}", daemon=True)
     thread.start()
+    web.ready.wait(_START_SECONDS)  # answering requests once this returns: the URL works
+    if not web.started:
+        web.should_exit = True
+        thread.join(_STOP_SECONDS)
+        raise SandboxConfigError("the MCP server did not start: see the kernel's log")
     return Serving(f"http://127.0.0.1:{port}/mcp", token, port, web, thread)
+
+
+@functools.cache
+def _uvicorn_classes() -> tuple[type[Any], type[Any]]:
+    """uvicorn's server that says when it answers (``ready``), and its HTTP/1.1 protocol
+    bounded against unauthenticated floods (`MAX_CONNECTIONS`, `HEADER_SECONDS`). Made on
+    first use: uvicorn comes with the ``mcp`` extra."""
+    import uvicorn
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class Web(uvicorn.Server):
+        """Sets ``ready`` once it answers requests (or has failed to start: ``started``)."""
+
+        def __init__(self, config: uvicorn.Config) -> None:
+            super().__init__(config)
+            self.ready = threading.Event()
+
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets)
+            self.ready.set()
+
+    class Bounded(H11Protocol):
+        """One connection; ``deadline`` is set while it has a request's headers to send,
+        ``since`` when it started waiting for them."""
+
+        deadline: asyncio.TimerHandle | None = None
+        since = 0.0
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            if len(self.connections) > MAX_CONNECTIONS:
+                waiting = [
+                    c for c in self.connections if isinstance(c, Bounded) and c.deadline is not None
+                ]
+                if not waiting:
+                    transport.close()
+                    return
+                min(waiting, key=lambda c: c.since).drop()
+            self.await_headers()
+
+        def data_received(self, data: bytes) -> None:
+            cycle = self.cycle
+            super().data_received(data)
+            if self.cycle is not cycle:  # a request's headers are in: it is being answered
+                self.stop_waiting()
+
+        def on_response_complete(self) -> None:
+            cycle = self.cycle
+            super().on_response_complete()
+            if self.cycle is cycle and not self.transport.is_closing():
+                self.await_headers()  # the next request's, while the rest of a body may trickle
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self.stop_waiting()
+            super().connection_lost(exc)
+
+        def await_headers(self) -> None:
+            self.stop_waiting()
+            self.since = self.loop.time()
+            self.deadline = self.loop.call_later(HEADER_SECONDS, self.drop)
+
+        def stop_waiting(self) -> None:
+            if self.deadline is not None:
+                self.deadline.cancel()
+                self.deadline = None
+
+        def drop(self) -> None:
+            self.stop_waiting()
+            self.transport.close()
+
+    return Web, Bounded
 
 
 def _guarded(app: Any, token: str) -> Callable[..., Awaitable[None]]:
