@@ -42,14 +42,24 @@ def serving_of(shell) -> Any:
     return shell.magics_manager.magics["line"]["mcp_serve"].__self__.serving
 
 
+def token_file_in(shown: str) -> Path:
+    """The token file ``%mcp_serve`` names in what it printed."""
+    return Path(re.search(r"token is in (\S+) \(", shown).group(1))
+
+
 @pytest.fixture
-def served(shell, capsys):
+def served(shell, capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))
     assert shell.run_cell(SETUP).success
     assert shell.run_line_magic("mcp_serve", "") is None
     printed = capsys.readouterr().out
     serving = serving_of(shell)
     assert serving.url in printed
-    assert printed.count(serving.token) == 1  # printed once
+    assert serving.token not in printed  # the cell's output is kept in the notebook
+    path = token_file_in(printed)
+    assert path == serving.token_file and path.parent == tmp_path / "runtime"
+    assert path.read_text() == serving.token
+    assert path.stat().st_mode & 0o777 == 0o600
     yield serving
     if serving_of(shell) is not None:
         shell.run_line_magic("mcp_serve", "stop")
@@ -239,6 +249,7 @@ def test_stop_leaves_no_thread_nor_port(shell, served, capsys):
     shell.run_line_magic("mcp_serve", "stop")
     assert "stopped" in capsys.readouterr().out
     assert not served.running
+    assert not served.token_file.exists()
     assert not any(t.name.startswith("mcp-serve:") for t in threading.enumerate())
     with pytest.raises(ConnectionRefusedError), socket.create_connection(("127.0.0.1", port), 2):
         pass
@@ -281,13 +292,40 @@ def test_in_a_real_kernel_both_ways(tmp_path):
         assert "{'x': 3, 'y': 3}" in nb.ok("%%orchestrate\nawait point(3, add(1, 3) - 1)").text
         shown = nb.ok("%mcp_serve").text
         url = re.search(r"at (http://127\.0\.0\.1:\d+/mcp)", shown).group(1)
-        token = re.search(r"Token \(shown this once\): (\S+)", shown).group(1)
-        serving = SimpleNamespace(url=url, token=token)
+        serving = SimpleNamespace(url=url, token=token_file_in(shown).read_text())
         tools, result = ask(serving, {"code": "await point(add(1, 1), 5)"})
         assert "async def point(x: int, y: int) -> dict[str, Any]: ..." in tools[0].description
         assert result.structured_content["value"] == {"x": 2, "y": 5}
         assert "stopped" in nb.ok("%mcp_serve stop").text
         nb.ok("t.close()")
+
+
+def test_the_saved_notebook_keeps_no_token(tmp_path, monkeypatch):
+    """A notebook run headless (nbclient) and saved while it serves: the token is nowhere in
+    the .ipynb, and the file ``%mcp_serve`` names holds it (a client gets in with it); the
+    file goes with the kernel."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))
+    monkeypatch.setenv("JUPYTER_SANDBOX_STORE", str(tmp_path / "store.sqlite"))
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(TOOLS), nbformat.v4.new_code_cell("%mcp_serve")]
+    client = NotebookClient(nb, timeout=120, kernel_name="python3")
+    saved = tmp_path / "served.ipynb"
+    with client.setup_kernel():
+        for index, cell in enumerate(nb.cells):
+            client.execute_cell(cell, index)
+        shown = nb.cells[1].outputs[0]["text"]
+        url = re.search(r"at (http://127\.0\.0\.1:\d+/mcp)", shown).group(1)
+        path = token_file_in(shown)
+        token = path.read_text()
+        _, result = ask(SimpleNamespace(url=url, token=token), {"code": "add(1, 2)"})
+        assert result.structured_content["value"] == 3
+        nbformat.write(nb, saved)
+    assert len(token) > 30
+    assert token not in saved.read_text()
+    assert not path.exists()
 
 
 def test_a_sandbox_tools_secret_never_reaches_the_client():

@@ -17,16 +17,19 @@ ended (its value, when the approval was given in this process: `mcp_outcomes`).
 from __future__ import annotations
 
 import asyncio
+import atexit
 import functools
 import hmac
 import json
 import math
+import os
 import secrets
 import socket
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._errors import OrchestrationError, SandboxConfigError
@@ -140,18 +143,30 @@ def _data(value: Any, depth: int = 0) -> Any:
 
 @dataclass
 class Serving:
-    """A running server: where (``url``), its ``token``, and `stop`."""
+    """A running server: where (``url``), its ``token`` (also in ``token_file``, when it was
+    given a folder), and `stop`."""
 
     url: str
     token: str
     port: int
     _server: Any
     _thread: threading.Thread
+    token_file: Path | None = None
+
+    def __post_init__(self) -> None:
+        atexit.register(self._forget_token)  # a kernel's exit stops serving too
 
     def stop(self) -> None:
-        """Stop serving: the port is closed and the thread gone when this returns."""
+        """Stop serving: the port is closed, the thread gone and the token file removed when
+        this returns."""
         self._server.should_exit = True
         self._thread.join(_STOP_SECONDS)
+        self._forget_token()
+        atexit.unregister(self._forget_token)
+
+    def _forget_token(self) -> None:
+        if self.token_file is not None:
+            self.token_file.unlink(missing_ok=True)
 
     @property
     def running(self) -> bool:
@@ -164,9 +179,12 @@ def serve_mcp(
     status: Callable[[str], str | None],
     *,
     port: int = 0,
+    token_folder: Path | None = None,
 ) -> Serving:
     """Serve ``run_code`` on ``127.0.0.1:port`` (0: a free port), described by ``describe()``
-    (the tools' stubs); ``status(run_id)`` is a stored run's status (None: no such run)."""
+    (the tools' stubs); ``status(run_id)`` is a stored run's status (None: no such run).
+    With ``token_folder``, the token is also written there (`write_token`), for a person to
+    read without it being shown where it would be kept (a notebook's output is saved)."""
     try:
         import uvicorn
         from mcp.server import Server
@@ -186,6 +204,13 @@ def serve_mcp(
         raise SandboxConfigError(f"port {port}: {exc.strerror}", parameter="port") from None
     port = listener.getsockname()[1]
     token = secrets.token_urlsafe(32)
+    try:
+        token_file = None if token_folder is None else write_token(token_folder, port, token)
+    except OSError as exc:
+        listener.close()
+        raise SandboxConfigError(
+            f"cannot write the MCP token into {token_folder}: {exc.strerror}"
+        ) from None
     handlers = _Handlers(run, describe, status)
     server: Server[Any] = Server(
         "jupyter-sandbox notebook",
@@ -194,7 +219,10 @@ def serve_mcp(
     )
     app = _guarded(server.streamable_http_app(host="127.0.0.1", stateless_http=True), token)
     web_class, http = _uvicorn_classes()
-    config = uvicorn.Config(app, http=http, ws="none", log_level="warning", lifespan="on")
+    # log_config=None: uvicorn's own would reset the logging of the whole kernel (dictConfig)
+    config = uvicorn.Config(
+        app, http=http, ws="none", log_config=None, log_level="warning", lifespan="on"
+    )
     web = web_class(config)
 
     def main() -> None:
@@ -207,11 +235,30 @@ def serve_mcp(
     thread = threading.Thread(target=main, name=f"mcp-serve:{port}", daemon=True)
     thread.start()
     web.ready.wait(_START_SECONDS)  # answering requests once this returns: the URL works
+    serving = Serving(f"http://127.0.0.1:{port}/mcp", token, port, web, thread, token_file)
     if not web.started:
-        web.should_exit = True
-        thread.join(_STOP_SECONDS)
+        serving.stop()
         raise SandboxConfigError("the MCP server did not start: see the kernel's log")
-    return Serving(f"http://127.0.0.1:{port}/mcp", token, port, web, thread)
+    return serving
+
+
+def write_token(folder: Path, port: int, token: str) -> Path:
+    """``token`` in ``folder/jupyter-sandbox-mcp-PORT.token``, readable by this user only
+    (0600; the folder made 0700 if missing). Written under a fresh name, then renamed over
+    whatever a killed kernel left at that name (a stale file, a link): what a client reads
+    there is this server's token."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path = folder / f"jupyter-sandbox-mcp-{port}.token"
+    fresh = folder / f".{path.name}.{secrets.token_hex(8)}"
+    fd = os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        with os.fdopen(fd, "w") as out:
+            out.write(token)
+        os.replace(fresh, path)
+    except BaseException:
+        fresh.unlink(missing_ok=True)
+        raise
+    return path
 
 
 @functools.cache
