@@ -4,12 +4,14 @@ limits, store and approval gates; see `orchestration.serve_mcp`)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import line_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments
+from jupyter_core.paths import jupyter_runtime_dir
 
 from .._errors import SandboxConfigError
 from ..orchestration import (
@@ -48,10 +50,12 @@ class MCPMagics(CellMagics):
     def mcp_serve(self, line: str) -> None:
         """Serve this notebook's tools to MCP clients as one tool, ``run_code``, on loopback.
 
-        Prints the URL and a bearer token (once: a new one each time it serves). Each call's
-        code runs as an ``%%orchestrate`` cell would, under ``%config OrchestrateMagics``
-        limits; a gated call pauses the run until ``%orchestrate_approve RUN_ID``. The line is
-        taken as written (`no_var_expand`): IPython would run code between ``{...}`` on it."""
+        Prints the URL and the path of a file holding the bearer token (a new one each time
+        it serves), in Jupyter's runtime folder: the token itself is never in the cell's
+        output, which the notebook keeps. Each call's code runs as an ``%%orchestrate`` cell
+        would, under ``%config OrchestrateMagics`` limits; a gated call pauses the run until
+        ``%orchestrate_approve RUN_ID``. The line is taken as written (`no_var_expand`):
+        IPython would run code between ``{...}`` on it."""
         args = parse_options(self.mcp_serve, line)
         if args is None:
             return
@@ -68,12 +72,19 @@ class MCPMagics(CellMagics):
         self.cells.limits()  # a bad %config value: said now, not to the first client
         self.cells.open_store()
         try:
-            self.serving = serve_mcp(self._run, self._stubs, self._status, port=args.port or 0)
+            self.serving = serve_mcp(
+                self._run,
+                self._stubs,
+                self._status,
+                port=args.port or 0,
+                token_folder=Path(jupyter_runtime_dir()),
+            )
         except SandboxConfigError as exc:
             raise self.usage_error(exc) from None
         print(
             f"Serving this notebook's tools over MCP at {self.serving.url} (loopback only).\n"
-            f"Token (shown this once): {self.serving.token}\n"
+            f"Its token is in {self.serving.token_file} (yours only; not shown here, so the "
+            "notebook does not keep it; removed when serving stops).\n"
             "Clients send it as 'Authorization: Bearer <token>'. %mcp_serve stop ends it."
         )
 

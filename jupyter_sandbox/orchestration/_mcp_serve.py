@@ -19,21 +19,26 @@ value, when the approval was given in this process: `mcp_outcomes`).
 from __future__ import annotations
 
 import asyncio
+import atexit
+import functools
 import hashlib
 import hmac
 import json
 import math
+import os
 import secrets
 import socket
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._errors import OrchestrationError, SandboxConfigError
 from .._scrub import mask_record
 from ._result import OrchestrationResult
+from ._values import MAX_DEPTH, as_seen, is_data_namedtuple, is_host_object
 
 if TYPE_CHECKING:
     import mcp.types
@@ -48,6 +53,17 @@ HEADER = (
     "The code is type-checked against these declarations before it runs:\n\n"
 )
 _STOP_SECONDS = 10.0
+_START_SECONDS = 30.0
+MAX_CONNECTIONS = 64
+"""Connections held at once. Past it a new connection takes the place of the one that has
+waited longest for its request's headers (what a flood of half-open connections fills the
+slots with; a client with the token sends its headers as it connects), or is closed at once
+when every held connection is being answered: a flood costs the kernel at most this many
+sockets, and the notebook's own client still gets in."""
+HEADER_SECONDS = 10.0
+"""How long a connection has to send a request's headers, from when it connected (or got
+its last answer): one that trickles them a byte at a time (slowloris) is closed then,
+however often it sends."""
 _KEPT = 64
 """Outcomes of approved runs kept for the clients that ask (least recently added out)."""
 
@@ -115,42 +131,55 @@ def answer(ended: OrchestrationResult | OrchestrationError) -> dict[str, Any]:
     return mask_record(found, ended.secrets)
 
 
-def _data(value: Any) -> Any:
-    """``value`` as JSON data: what is not (a handle, a set, a float that is nan or infinite,
-    a dict key that is not a string or a number) as its ``repr``: a run's value is whatever
-    the code returned, and an answer that cannot be encoded would fail the client's call."""
-    return json.loads(json.dumps(_json_safe(value), default=repr, allow_nan=False))
-
-
-def _json_safe(value: Any) -> Any:
-    """``value`` with what `json.dumps` refuses before ``default`` is asked (non-finite
-    floats, tuple or other keys) replaced by its ``repr``; containers copied, the rest as is."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return repr(value)
-    if isinstance(value, dict):
-        return {
-            (k if isinstance(k, str | int | bool) or k is None else repr(k)): _json_safe(v)
-            for k, v in value.items()
-        }
-    if isinstance(value, list | tuple):
-        return [_json_safe(item) for item in value]
-    return value
+def _data(value: Any, depth: int = 0) -> Any:
+    """``value`` as JSON data showing what the code could see of it, and nothing more: the
+    client is not the notebook's owner, and a handle's host ``repr`` (a client object's
+    ``api_key=...``) is what the handle keeps from the code. JSON's own types as they are
+    (lists and tuples as lists, dicts with their keys as text), the rest (a handle, a set, a
+    float that is nan or infinite, bytes, a date, an instance of a class the code defined)
+    as the code would write it (`as_seen`): a run's value is whatever the code returned,
+    and an answer that cannot be encoded would fail the client's call."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return value
+    if kind is float and math.isfinite(value):
+        return value
+    if depth < MAX_DEPTH:
+        if kind is list or kind is tuple or is_data_namedtuple(value):
+            return [_data(item, depth + 1) for item in value]
+        if kind is dict and not any(map(is_host_object, value)):
+            return {
+                (k if type(k) is str else as_seen(k)): _data(v, depth + 1) for k, v in value.items()
+            }
+    return as_seen(value, depth)
 
 
 @dataclass
 class Serving:
-    """A running server: where (``url``), its ``token``, and `stop`."""
+    """A running server: where (``url``), its ``token`` (also in ``token_file``, when it was
+    given a folder), and `stop`."""
 
     url: str
     token: str
     port: int
     _server: Any
     _thread: threading.Thread
+    token_file: Path | None = None
+
+    def __post_init__(self) -> None:
+        atexit.register(self._forget_token)  # a kernel's exit stops serving too
 
     def stop(self) -> None:
-        """Stop serving: the port is closed and the thread gone when this returns."""
+        """Stop serving: the port is closed, the thread gone and the token file removed when
+        this returns."""
         self._server.should_exit = True
         self._thread.join(_STOP_SECONDS)
+        self._forget_token()
+        atexit.unregister(self._forget_token)
+
+    def _forget_token(self) -> None:
+        if self.token_file is not None:
+            self.token_file.unlink(missing_ok=True)
 
     @property
     def running(self) -> bool:
@@ -163,9 +192,12 @@ def serve_mcp(
     status: Callable[[str], str | None],
     *,
     port: int = 0,
+    token_folder: Path | None = None,
 ) -> Serving:
     """Serve ``run_code`` on ``127.0.0.1:port`` (0: a free port), described by ``describe()``
-    (the tools' stubs); ``status(run_id)`` is a stored run's status (None: no such run)."""
+    (the tools' stubs); ``status(run_id)`` is a stored run's status (None: no such run).
+    With ``token_folder``, the token is also written there (`write_token`), for a person to
+    read without it being shown where it would be kept (a notebook's output is saved)."""
     try:
         import uvicorn
         from mcp.server import Server
@@ -179,11 +211,19 @@ def serve_mcp(
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         listener.bind(("127.0.0.1", port))
+        listener.listen()  # from here a client's connection waits, never refused
     except OSError as exc:
         listener.close()
         raise SandboxConfigError(f"port {port}: {exc.strerror}", parameter="port") from None
     port = listener.getsockname()[1]
     token = secrets.token_urlsafe(32)
+    try:
+        token_file = None if token_folder is None else write_token(token_folder, port, token)
+    except OSError as exc:
+        listener.close()
+        raise SandboxConfigError(
+            f"cannot write the MCP token into {token_folder}: {exc.strerror}"
+        ) from None
     handlers = _Handlers(run, describe, status)
     server: Server[Any] = Server(
         "jupyter-sandbox notebook",
@@ -191,18 +231,118 @@ def serve_mcp(
         on_call_tool=handlers.call_tool,
     )
     app = _guarded(server.streamable_http_app(host="127.0.0.1", stateless_http=True), token)
-    config = uvicorn.Config(app, log_level="warning", lifespan="on")
-    web = uvicorn.Server(config)
+    web_class, http = _uvicorn_classes()
+    # log_config=None: uvicorn's own would reset the logging of the whole kernel (dictConfig)
+    config = uvicorn.Config(
+        app, http=http, ws="none", log_config=None, log_level="warning", lifespan="on"
+    )
+    web = web_class(config)
 
     def main() -> None:
         try:
             asyncio.run(web.serve(sockets=[listener]))
         finally:
             listener.close()
+            web.ready.set()
 
     thread = threading.Thread(target=main, name=f"mcp-serve:{port}", daemon=True)
     thread.start()
-    return Serving(f"http://127.0.0.1:{port}/mcp", token, port, web, thread)
+    web.ready.wait(_START_SECONDS)  # answering requests once this returns: the URL works
+    serving = Serving(f"http://127.0.0.1:{port}/mcp", token, port, web, thread, token_file)
+    if not web.started:
+        serving.stop()
+        raise SandboxConfigError("the MCP server did not start: see the kernel's log")
+    return serving
+
+
+def write_token(folder: Path, port: int, token: str) -> Path:
+    """``token`` in ``folder/jupyter-sandbox-mcp-PORT.token``, readable by this user only
+    (0600; the folder made 0700 if missing). Written under a fresh name, then renamed over
+    whatever a killed kernel left at that name (a stale file, a link): what a client reads
+    there is this server's token."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path = folder / f"jupyter-sandbox-mcp-{port}.token"
+    fresh = folder / f".{path.name}.{secrets.token_hex(8)}"
+    fd = os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        with os.fdopen(fd, "w") as out:
+            out.write(token)
+        os.replace(fresh, path)
+    except BaseException:
+        fresh.unlink(missing_ok=True)
+        raise
+    return path
+
+
+@functools.cache
+def _uvicorn_classes() -> tuple[type[Any], type[Any]]:
+    """uvicorn's server that says when it answers (``ready``), and its HTTP/1.1 protocol
+    bounded against unauthenticated floods (`MAX_CONNECTIONS`, `HEADER_SECONDS`). Made on
+    first use: uvicorn comes with the ``mcp`` extra."""
+    import uvicorn
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class Web(uvicorn.Server):
+        """Sets ``ready`` once it answers requests (or has failed to start: ``started``)."""
+
+        def __init__(self, config: uvicorn.Config) -> None:
+            super().__init__(config)
+            self.ready = threading.Event()
+
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets)
+            self.ready.set()
+
+    class Bounded(H11Protocol):
+        """One connection; ``deadline`` is set while it has a request's headers to send,
+        ``since`` when it started waiting for them."""
+
+        deadline: asyncio.TimerHandle | None = None
+        since = 0.0
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            if len(self.connections) > MAX_CONNECTIONS:
+                waiting = [
+                    c for c in self.connections if isinstance(c, Bounded) and c.deadline is not None
+                ]
+                if not waiting:
+                    transport.close()
+                    return
+                min(waiting, key=lambda c: c.since).drop()
+            self.await_headers()
+
+        def data_received(self, data: bytes) -> None:
+            cycle = self.cycle
+            super().data_received(data)
+            if self.cycle is not cycle:  # a request's headers are in: it is being answered
+                self.stop_waiting()
+
+        def on_response_complete(self) -> None:
+            cycle = self.cycle
+            super().on_response_complete()
+            if self.cycle is cycle and not self.transport.is_closing():
+                self.await_headers()  # the next request's, while the rest of a body may trickle
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self.stop_waiting()
+            super().connection_lost(exc)
+
+        def await_headers(self) -> None:
+            self.stop_waiting()
+            self.since = self.loop.time()
+            self.deadline = self.loop.call_later(HEADER_SECONDS, self.drop)
+
+        def stop_waiting(self) -> None:
+            if self.deadline is not None:
+                self.deadline.cancel()
+                self.deadline = None
+
+        def drop(self) -> None:
+            self.stop_waiting()
+            self.transport.close()
+
+    return Web, Bounded
 
 
 def _guarded(app: Any, token: str) -> Callable[..., Awaitable[None]]:

@@ -22,7 +22,7 @@ import pathlib
 from collections.abc import Iterable
 from typing import Any
 
-from pydantic_monty import ClassInstance
+from pydantic_monty import ClassInstance, MontyClassProxy, MontyClassTypeProxy, MontyStdTypeProxy
 
 SCALARS: frozenset[type] = frozenset(
     {
@@ -209,6 +209,65 @@ def too_deep(value: object) -> bool:
         items: Iterable[object] = item.values() if kind is dict else item  # type: ignore[attr-defined,assignment]
         stack.extend((child, depth + 1) for child in items)
     return False
+
+
+_PROXIES: frozenset[type] = frozenset({MontyClassProxy, MontyClassTypeProxy, MontyStdTypeProxy})
+"""What Monty hands back for what the code made or named itself (an instance of a class it
+defined, a class, a builtin): data of the run, not host objects."""
+
+
+def as_seen(value: Any, depth: int = 0) -> str:
+    """``value`` written as the code in Monty sees it: data by its repr, a handle by its
+    class's name only (``Opaque()``), a class as ``<class 'Name'>``, what the code made itself
+    as Monty writes it (a dataclass with its fields). Never an object's host ``repr``, which
+    may hold what the handle keeps from the code (a client's key): what leaves a run for
+    someone who may see only what the code could (an MCP client) is written with this."""
+    kind = type(value)
+    if kind in SCALARS:
+        return repr(value)
+    if depth >= MAX_DEPTH:
+        return "..."
+    step = depth + 1
+    if kind is list:
+        return f"[{', '.join(as_seen(item, step) for item in value)}]"
+    if kind is tuple:
+        items = [as_seen(item, step) for item in value]
+        return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
+    if is_data_namedtuple(value):
+        fields = (f"{k}={as_seen(v, step)}" for k, v in zip(kind._fields, value, strict=False))
+        return f"{kind.__name__}({', '.join(fields)})"
+    if kind is dict and not any(map(is_host_object, value)):
+        pairs = (f"{as_seen(k, step)}: {as_seen(v, step)}" for k, v in value.items())
+        return f"{{{', '.join(pairs)}}}"
+    if (kind is set or kind is frozenset) and not any(map(is_host_object, value)):
+        members = ", ".join(as_seen(item, step) for item in value)
+        if kind is frozenset:
+            return f"frozenset({{{members}}})" if members else "frozenset()"
+        return f"{{{members}}}" if members else "set()"
+    if kind is MontyClassProxy:
+        if value.is_dataclass:
+            fields = (f"{k}={as_seen(v, step)}" for k, v in value.attributes.items())
+            return f"{value.name}({', '.join(fields)})"
+        return f"<{value.name} object>"
+    if kind is MontyStdTypeProxy and value.kind == "function":
+        return f"<built-in function {value.name}>"
+    if kind is MontyClassTypeProxy or kind is MontyStdTypeProxy:
+        return f"<class {value.name!r}>"
+    if issubclass(kind, type):  # a host class (``type(handle)``): its name, as for a handle
+        return f"<class {value.__name__!r}>"
+    return f"{kind.__name__}()"
+
+
+def is_data_namedtuple(value: object) -> bool:
+    """True for a named tuple that crossed as data (the code reads its fields); one holding
+    an object crossed whole as a handle."""
+    return _is_namedtuple(value) and is_plain(value)
+
+
+def is_host_object(value: object) -> bool:
+    """True for a value the code holds as an opaque handle: neither data nor one of Monty's
+    own proxies. A dict keyed by one, or a set holding one, crossed whole as a handle."""
+    return type(value) not in _PROXIES and not is_plain(value)
 
 
 def type_name(value: object) -> str:
