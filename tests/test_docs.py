@@ -23,6 +23,18 @@ def test_the_readme_is_short_and_starts_with_the_two_commands() -> None:
     ]
 
 
+def test_the_readme_installs_with_pip_and_loads_the_extension_before_the_debian_setup() -> None:
+    """A person with JupyterLab needs pip, not a Debian machine: that comes first, with a
+    cell of each magic, and says plainly that the wheel is a local path until published."""
+    debian = README.index("```bash\nbash scripts/demo.sh")
+    first = README[:debian]
+    assert "pip install jupyter-sandbox" in first
+    assert "not on PyPI yet" in first and "scripts/package.sh" in first
+    assert "%load_ext jupyter_sandbox" in first
+    assert "%%orchestrate" in first and "%%sandbox" in first
+    assert "lock.sh" not in README and "lock.sh" in (ROOT / "CONTRIBUTING.md").read_text()
+
+
 def test_every_local_link_of_the_readme_exists() -> None:
     links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", README)
     local = [link for link in links if "://" not in link]
