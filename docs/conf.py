@@ -302,9 +302,24 @@ def write_defaults() -> None:
     (out / "defaults.md").write_text("\n".join(lines).lstrip() + "\n")
 
 
+def write_options() -> None:
+    """Each cell magic's options table (``_options.py``: from the magic's own parser, with an
+    example per option), included by the magic's reference page."""
+    sys.path.insert(0, str(HERE))
+    import _options
+
+    from jupyter_sandbox.magics import CELL_MAGICS
+
+    out = HERE / "reference" / "_generated"
+    out.mkdir(exist_ok=True)
+    for name in CELL_MAGICS:
+        (out / f"options-{name}.md").write_text(_options.table(name, _options.parser_of(name)))
+
+
 write_reference()
 write_benchmarks()
 write_defaults()
+write_options()
 
 
 # --- hooks ----------------------------------------------------------------------------------

@@ -238,6 +238,15 @@ def test_help_prints_the_options_and_runs_nothing(shell, capsys, magic):
     assert capsys.readouterr().out.lstrip().startswith(f"%%{magic} [-h]")
 
 
+@pytest.mark.parametrize("magic", ["orchestrate", "sandbox", "codemode"])
+def test_help_shows_its_example_as_plain_words_and_an_indented_cell(shell, capsys, magic):
+    """Help is read as text, not reStructuredText: a literal-block ``::`` shows as is."""
+    assert shell.run_cell(f"%%{magic} -h").success
+    shown = capsys.readouterr().out
+    assert "::" not in shown, shown
+    assert f"Example:\n\n    %%{magic} --" in shown, shown
+
+
 # -- 11. --out of a last-line assignment -----------------------------------------------------
 
 

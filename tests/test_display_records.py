@@ -105,3 +105,12 @@ def test_the_live_count_tells_queued_calls_from_running_ones():
     summary = live.record()["live"]
     assert (summary["running"], summary["queued"]) == (1, 2)
     assert "1 running, 2 queued" in summary["summary"]
+
+
+def test_a_call_under_a_millisecond_reads_in_microseconds():
+    record = trace_record()
+    record["calls"][0]["end"] = record["calls"][0]["start"] + 0.00085
+    data = bundle(record)
+    assert "850 µs" in data["text/plain"]
+    assert "<td>850 µs</td>" in data["text/html"]
+    assert " us" not in data["text/plain"]

@@ -145,6 +145,18 @@ def test_live_run_shows_the_build_then_the_run():
     assert bare(shown.last(RUN_MIME)) == run_record()
 
 
+@pytest.mark.parametrize(
+    ("attempt", "headline"), [(1, "running train in img"), (2, "running train in img (attempt 2)")]
+)
+def test_a_live_run_names_its_attempt_only_when_it_is_a_retry(attempt, headline):
+    view = SandboxView(live=True)
+    shown = Shown(view)
+    view.on_event(RunStarted("train", "img", attempt=attempt))
+    view._throttle.flush()
+    assert shown.last(RUN_MIME)["live"]["summary"] == headline
+    assert shown.last("text/plain").splitlines()[0].endswith(headline)
+
+
 def test_live_run_says_a_failed_build_once_with_its_log_collapsed():
     view = SandboxView(live=True)
     shown = Shown(view)

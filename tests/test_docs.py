@@ -8,6 +8,8 @@ import re
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
 
@@ -19,6 +21,18 @@ def test_the_readme_is_short_and_starts_with_the_two_commands() -> None:
         "bash scripts/demo.sh",
         "bash scripts/test.sh",
     ]
+
+
+def test_the_readme_installs_with_pip_and_loads_the_extension_before_the_debian_setup() -> None:
+    """A person with JupyterLab needs pip, not a Debian machine: that comes first, with a
+    cell of each magic, and says plainly that the wheel is a local path until published."""
+    debian = README.index("```bash\nbash scripts/demo.sh")
+    first = README[:debian]
+    assert "pip install jupyter-sandbox" in first
+    assert "not on PyPI yet" in first and "scripts/package.sh" in first
+    assert "%load_ext jupyter_sandbox" in first
+    assert "%%orchestrate" in first and "%%sandbox" in first
+    assert "lock.sh" not in README and "lock.sh" in (ROOT / "CONTRIBUTING.md").read_text()
 
 
 def test_every_local_link_of_the_readme_exists() -> None:
@@ -64,3 +78,23 @@ def test_benchmark_json_becomes_a_table_with_the_machine_and_load(tmp_path: Path
     assert "`benchmarks/bench_x.py --rounds 3`" in text
     assert "2 cores, load average (1/5/15 min) 0.5/0.4/0.3 at the start" in text
     assert "| ours | 55.00 | 1.10x |" in text
+
+
+@pytest.mark.parametrize("magic", ["orchestrate", "sandbox", "codemode"])
+def test_every_option_of_a_cell_magic_is_a_row_of_its_docs_table(magic: str) -> None:
+    """The table is made from the parser; an option without an example stops the docs build,
+    so a new option cannot be missing from its table."""
+    sys.path.insert(0, str(ROOT / "docs"))
+    try:
+        import _options
+    finally:
+        sys.path.remove(str(ROOT / "docs"))
+    parser = _options.parser_of(magic)
+    table = _options.table(magic, parser)
+    names = [action.option_strings[-1] for action in _options.options(parser)]
+    assert names
+    rows = [line.split(" | ")[0].removeprefix("| ") for line in table.splitlines()[2:]]
+    assert rows == [f"`{name}`" for name in names]
+    assert not set(_options.EXAMPLES[magic]) - set(names)  # no example of a removed option
+    page = "orchestrate" if magic == "codemode" else magic
+    assert f"_generated/options-{magic}.md" in (ROOT / "docs/reference" / f"{page}.md").read_text()

@@ -45,11 +45,11 @@ LOG_TAIL = 40
 
 
 def seconds(value: float | None) -> str:
-    """A duration people read at a glance: ``850 us``, ``12 ms``, ``1.23 s``, ``2m05s``."""
+    """A duration people read at a glance: ``850 µs``, ``12 ms``, ``1.23 s``, ``2m05s``."""
     if value is None:
         return "-"
     if value < 1e-3:
-        return f"{value * 1e6:.0f} us"
+        return f"{value * 1e6:.0f} µs"
     if value < 1:
         return f"{value * 1e3:.0f} ms"
     if value < 60:

@@ -229,7 +229,9 @@ class LiveRun:
             self._run["image"] = event.image
             self._run["attempts"] = event.attempt
             self._run["inputs"] = event.inputs
-            self._headline = f"running {event.name} in {event.image} (attempt {event.attempt})"
+            # A retry says which attempt it is; a first (often only) run says nothing of it.
+            again = f" (attempt {event.attempt})" if event.attempt > 1 else ""
+            self._headline = f"running {event.name} in {event.image}{again}"
         elif isinstance(event, RunFinished):
             outputs: dict[str, TypedValue] = {
                 name: {"type": type(value).__name__, "preview": preview(value)}

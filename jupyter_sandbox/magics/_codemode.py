@@ -86,7 +86,7 @@ class CodeModeMagics(CellMagics):
         """Ask a model for orchestration code that does the task in the cell, and run it.
 
         Failures (type errors, tool exceptions, tracebacks) go back to the model until the
-        code works or the attempts run out. Example::
+        code works or the attempts run out. Example:
 
             %%codemode --llm my_llm --in cities --out report
             Fetch the temperature of each city and return the warmest.

@@ -192,7 +192,7 @@ class OrchestrateMagics(CellMagics):
     def orchestrate(self, line: str, cell: str) -> Any:
         """Run the cell in the Monty sandbox; it can call only tools registered with @tool.
 
-        The value of the last expression is the cell's result. Example::
+        The value of the last expression is the cell's result. Example:
 
             %%orchestrate --in x,y --out total
             add(x, y) * 2

@@ -241,7 +241,7 @@ class SandboxMagics(CellMagics):
     def sandbox(self, line: str, cell: str) -> None:
         """Run the cell in a fresh container; declared outputs come back as notebook variables.
 
-        Example::
+        Example:
 
             %%sandbox --in x --out result:int
             result = x * 2
