@@ -8,7 +8,7 @@ export function seconds(value: number | null | undefined): string {
     return '-';
   }
   if (value < 1e-3) {
-    return `${(value * 1e6).toFixed(0)} us`;
+    return `${(value * 1e6).toFixed(0)} µs`;
   }
   if (value < 1) {
     return `${(value * 1e3).toFixed(0)} ms`;
