@@ -259,3 +259,38 @@ def test_an_ungated_copy_of_a_gated_function_in_a_nested_run_asks_the_outer_appr
     assert refusing.calls == [("w", ("/etc",))]
     assert orchestrate("through('/etc')", tools=tools, approver=Asked(True)).value == "wiped /etc"
     assert made == ["wipe /etc"]
+
+
+def _direct(path: str) -> str:
+    """A tool whose own Python calls the gated tool (the `Tool` object, not a nested run)."""
+    return wipe(path)
+
+
+def _apply(f: Any, path: str) -> Any:
+    """A tool that calls whatever the code hands it."""
+    return f(path)
+
+
+@pytest.mark.parametrize(
+    ("code", "tools", "inputs"),
+    [
+        ("direct('/opt')", [Tool(_direct, "direct")], {}),
+        ("apply(f, '/opt')", [Tool(_apply, "apply")], {"f": wipe}),
+    ],
+    ids=["by-name-in-a-tool", "handle-passed-to-a-tool"],
+)
+def test_a_gated_tool_called_as_python_inside_a_tool_asks_the_calling_run(
+    code: str, tools: list[Tool], inputs: dict[str, Any]
+) -> None:
+    refusing = Asked(False)
+    with pytest.raises(ToolError, match=r"wipe\(\) was rejected"):
+        orchestrate(code, tools=tools, inputs=inputs, approver=refusing)
+    assert made == []
+    assert refusing.calls == [("wipe", ("/opt",))]
+    with pytest.raises(ToolError, match=r"wipe\(\) needs approval.*no approver") as unanswered:
+        orchestrate(code, tools=tools, inputs=inputs)
+    assert "\n" not in str(unanswered.value)
+    assert made == []
+    assert orchestrate(code, tools=tools, inputs=inputs, approver=Asked(True)).value == "wiped /opt"
+    assert made == ["wipe /opt"]
+    assert wipe("/notebook") == "wiped /notebook"  # the notebook's own call, outside any run

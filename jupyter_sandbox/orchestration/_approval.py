@@ -333,6 +333,23 @@ def enclosing() -> Policy | None:
     return None
 
 
+def direct(tool: Tool, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Raise ``PermissionError`` unless a gated ``tool`` that a run's tool calls as Python (a
+    `Tool` object called directly: by name in the tool's code, or a handle the code passed it)
+    may run: it is asked as a call from a run nested in that tool would be (`Policy.answer`;
+    with no one to ask, refused). Called outside any run (the notebook's own call) it runs."""
+    from ._driver import running  # here: the driver imports what imports this module
+
+    run = running()
+    if run is None or not tool.gated(args, kwargs):
+        return
+    call = ToolCall(0, tool.name, args, dict(kwargs), 0.0)
+    policy = enclosing() or Policy(None, False, {}, None)
+    refusal = policy.answer(run, call, tool, nested=True)
+    if refusal is not None:
+        raise PermissionError(refusal)
+
+
 def hand_down(run: Driver, policy: Policy) -> Driver:
     """Make ``policy`` the one the runs nested in ``run``'s tools inherit (`enclosing`),
     unless it says nothing the runs above it do not (no approver, store or gated tool)."""
