@@ -29,7 +29,12 @@ the tasks its async tools run in, carry), so concurrent runs never see each othe
 approver; a thread a tool starts on its own carries none, and its runs fail closed. An
 approver of the nested run's own (a tool author's) answers for its own tools, but never
 loosens a run above it: a tool that an enclosing run gates is asked there too
-(`Policy.answer`).
+(`Policy.answer`). What a run above gates is a function, not a name: a nested run's tool
+whose function is the gated one under wrappers (``tool(fn)`` again with ``approve=False``, a
+``functools.partial``, a ``functools.wraps`` wrapper: `_same`) is gated as the original
+(`Policy.held`). So is a gated `Tool` that a tool's own Python calls, by name or through a
+handle the code passed it (`direct`, from ``Tool.__call__``): outside any run it is the
+notebook's own call and just runs.
 
 Why this module is not in ``durable/``: approvals are not durable runs' alone. A run without
 a store gates its calls too, answered inline by ``approver=`` (`Gate` fails such a run
