@@ -76,16 +76,22 @@ def test_a_gated_call_pauses_and_a_later_cell_approves_it(store):
         assert again.status == "error" and "is ok, not paused" in again.text
 
 
-def test_a_gated_call_a_cell_makes_through_an_orchestrator_is_refused_not_made(store):
-    """The cell's run would pause for a person at a gated call; the orchestrator's nested
-    run cannot, so its call is refused in one line saying it needs approval. The same call
-    made by the cell's own code still pauses for a person."""
+@pytest.mark.parametrize(
+    "tidy",
+    [
+        "from jupyter_sandbox import orchestrator\n@tool\n@orchestrator\n",
+        "@tool\n",
+    ],
+    ids=["orchestrator", "tool-calling-it-as-python"],
+)
+def test_a_gated_call_a_cell_makes_through_another_tool_is_refused_not_made(store, tidy):
+    """The cell's run would pause for a person at a gated call; a call made inside its tool
+    (an orchestrator's nested run, or the tool's own Python calling the gated tool) cannot,
+    so it is refused in one line saying it needs approval. The same call made by the cell's
+    own code still pauses for a person."""
     with kernel(store) as k:
         k.ok(GATED)
-        k.ok(
-            "from jupyter_sandbox import orchestrator\n"
-            "@tool\n@orchestrator\ndef tidy(path: str) -> str:\n    return delete(path)\n"
-        )
+        k.ok(tidy + "def tidy(path: str) -> str:\n    return delete(path)\n")
         ran = k.run("%%orchestrate\ntidy('/data/old')")
         assert ran.status == "error"
         assert "delete() needs approval" in ran.text and "cannot pause" in ran.text

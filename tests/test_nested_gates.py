@@ -7,6 +7,7 @@ tmp_path; the tools record what they did, so a call that slipped through shows."
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 from typing import Any
 
@@ -224,3 +225,72 @@ def test_an_inner_approver_answers_its_own_tools_but_never_past_the_outer_run() 
     assert value == repr(("scrubbed /var", "refused: wipe() was rejected"))
     assert made == ["scrub /var"]
     assert outer.calls == [("wipe", ("/var",))]  # never asked about scrub: not its tool
+
+
+def _wrapped(path: str) -> str:
+    return _wipe(path)
+
+
+@pytest.mark.parametrize(
+    "copy",
+    [
+        Tool(_wipe, "w"),
+        Tool(functools.partial(_wipe), "w"),
+        Tool(_wipe, "w", approve=lambda path: False),
+        Tool(functools.wraps(_wipe)(_wrapped), "w"),
+    ],
+    ids=["tool-again", "partial", "approve-false-predicate", "wraps"],
+)
+def test_an_ungated_copy_of_a_gated_function_in_a_nested_run_asks_the_outer_approver(
+    copy: Tool,
+) -> None:
+    """A tool's code that runs the gated function under another name and no gate of its own
+    (a copy, a partial, a predicate that never gates, a ``functools.wraps`` wrapper) is asked
+    of the calling run's approver, as the gated tool itself is."""
+
+    def through(path: str) -> str:
+        return orchestrate("w(path)", tools=[copy], inputs={"path": path}).value
+
+    tools = [Tool(through), wipe]
+    refusing = Asked(False)
+    with pytest.raises(ToolError, match=r"w\(\) was rejected"):
+        orchestrate("through('/etc')", tools=tools, approver=refusing)
+    assert made == []
+    assert refusing.calls == [("w", ("/etc",))]
+    assert orchestrate("through('/etc')", tools=tools, approver=Asked(True)).value == "wiped /etc"
+    assert made == ["wipe /etc"]
+
+
+def _direct(path: str) -> str:
+    """A tool whose own Python calls the gated tool (the `Tool` object, not a nested run)."""
+    return wipe(path)
+
+
+def _apply(f: Any, path: str) -> Any:
+    """A tool that calls whatever the code hands it."""
+    return f(path)
+
+
+@pytest.mark.parametrize(
+    ("code", "tools", "inputs"),
+    [
+        ("direct('/opt')", [Tool(_direct, "direct")], {}),
+        ("apply(f, '/opt')", [Tool(_apply, "apply")], {"f": wipe}),
+    ],
+    ids=["by-name-in-a-tool", "handle-passed-to-a-tool"],
+)
+def test_a_gated_tool_called_as_python_inside_a_tool_asks_the_calling_run(
+    code: str, tools: list[Tool], inputs: dict[str, Any]
+) -> None:
+    refusing = Asked(False)
+    with pytest.raises(ToolError, match=r"wipe\(\) was rejected"):
+        orchestrate(code, tools=tools, inputs=inputs, approver=refusing)
+    assert made == []
+    assert refusing.calls == [("wipe", ("/opt",))]
+    with pytest.raises(ToolError, match=r"wipe\(\) needs approval.*no approver") as unanswered:
+        orchestrate(code, tools=tools, inputs=inputs)
+    assert "\n" not in str(unanswered.value)
+    assert made == []
+    assert orchestrate(code, tools=tools, inputs=inputs, approver=Asked(True)).value == "wiped /opt"
+    assert made == ["wipe /opt"]
+    assert wipe("/notebook") == "wiped /notebook"  # the notebook's own call, outside any run

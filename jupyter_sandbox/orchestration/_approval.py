@@ -29,7 +29,12 @@ the tasks its async tools run in, carry), so concurrent runs never see each othe
 approver; a thread a tool starts on its own carries none, and its runs fail closed. An
 approver of the nested run's own (a tool author's) answers for its own tools, but never
 loosens a run above it: a tool that an enclosing run gates is asked there too
-(`Policy.answer`).
+(`Policy.answer`). What a run above gates is a function, not a name: a nested run's tool
+whose function is the gated one under wrappers (``tool(fn)`` again with ``approve=False``, a
+``functools.partial``, a ``functools.wraps`` wrapper: `_same`) is gated as the original
+(`Policy.held`). So is a gated `Tool` that a tool's own Python calls, by name or through a
+handle the code passed it (`direct`, from ``Tool.__call__``): outside any run it is the
+notebook's own call and just runs.
 
 Why this module is not in ``durable/``: approvals are not durable runs' alone. A run without
 a store gates its calls too, answered inline by ``approver=`` (`Gate` fails such a run
@@ -40,7 +45,9 @@ without a store loads no SQLite.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import inspect
 import weakref
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -200,8 +207,25 @@ class Policy:
 
     @property
     def gated(self) -> bool:
-        """Whether the run has a gated tool of its own (it needs a `Gate`)."""
-        return any(tool.approve is not False for tool in self.tools.values())
+        """Whether the run needs a `Gate`: it has a gated tool of its own, or a tool whose
+        function a run it is nested in gates (`held`)."""
+        if any(tool.approve is not False for tool in self.tools.values()):
+            return True
+        outer = self.outer
+        return outer is not None and any(
+            _same(own.func, tool.func)
+            for policy in (outer, *outer._above())
+            for own in policy.tools.values()
+            if own.approve is not False
+            for tool in self.tools.values()
+        )
+
+    def held(self, tool: Tool, call: ToolCall) -> bool:
+        """Whether a run this one is nested in gates ``call`` (`gates`): an ungated copy of
+        a gated function (``tool(fn)``, a ``functools.partial``, another name) in a nested run
+        is gated as the original is."""
+        outer = self.outer
+        return outer is not None and outer.gates(tool, call)
 
     def _above(self) -> Iterator[Policy]:
         outer = self.outer
@@ -211,9 +235,11 @@ class Policy:
 
     def gates(self, tool: Tool, call: ToolCall) -> bool:
         """Whether this run or one it is nested in gates ``call`` to ``tool`` itself (the same
-        function among its own gated tools)."""
+        function among its own gated tools, however wrapped: `_same`)."""
         return any(
-            own.func is tool.func and own.approve is not False and own.gated(call.args, call.kwargs)
+            own.approve is not False
+            and _same(own.func, tool.func)
+            and own.gated(call.args, call.kwargs)
             for policy in (self, *self._above())
             for own in policy.tools.values()
         )
@@ -261,6 +287,31 @@ class Policy:
         )
 
 
+def _root(func: Any) -> Any:
+    """The function under ``func``'s wrappers: a `Tool`'s function, a ``functools.partial``'s,
+    a ``functools.wraps`` wrapper's ``__wrapped__`` (at most `MAX_DEPTH` of them)."""
+    from ._tool import Tool  # here: the tool module is imported by what imports this one
+
+    for _ in range(MAX_DEPTH):
+        if isinstance(func, (Tool, functools.partial)):
+            func = func.func
+        else:
+            inner = getattr(func, "__wrapped__", None)
+            if inner is None:
+                return func
+            func = inner
+    return func
+
+
+def _same(gated: Any, other: Any) -> bool:
+    """Whether ``other`` calls the function ``gated`` wraps (`_root`); a bound method is the
+    same as another of the same function and object (each attribute access makes a new one)."""
+    gated, other = _root(gated), _root(other)
+    if gated is other:
+        return True
+    return inspect.ismethod(gated) and inspect.ismethod(other) and gated == other
+
+
 _handed: weakref.WeakKeyDictionary[Driver, Policy] = weakref.WeakKeyDictionary()
 """The policy of each live run that has one to hand down (`hand_down`)."""
 
@@ -285,6 +336,23 @@ def enclosing() -> Policy | None:
             return policy
         run = run.parent
     return None
+
+
+def direct(tool: Tool, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Raise ``PermissionError`` unless a gated ``tool`` that a run's tool calls as Python (a
+    `Tool` object called directly: by name in the tool's code, or a handle the code passed it)
+    may run: it is asked as a call from a run nested in that tool would be (`Policy.answer`;
+    with no one to ask, refused). Called outside any run (the notebook's own call) it runs."""
+    from ._driver import running  # here: the driver imports what imports this module
+
+    run = running()
+    if run is None or not tool.gated(args, kwargs):
+        return
+    call = ToolCall(0, tool.name, args, dict(kwargs), 0.0)
+    policy = enclosing() or Policy(None, False, {}, None)
+    refusal = policy.answer(run, call, tool, nested=True)
+    if refusal is not None:
+        raise PermissionError(refusal)
 
 
 def hand_down(run: Driver, policy: Policy) -> Driver:
@@ -315,7 +383,9 @@ class Gate(Feature):
     def call_started(
         self, run: Driver, snap: pm.FunctionSnapshot, call: ToolCall, number: int, tool: Tool
     ) -> Answer | None:
-        gated = tool.approve is not False and tool.gated(call.args, call.kwargs)
+        gated = (
+            tool.approve is not False and tool.gated(call.args, call.kwargs)
+        ) or self.policy.held(tool, call)
         answered = self._answered(number)
         if not (gated or answered):
             return None

@@ -50,6 +50,12 @@ class Tool:
         functools.update_wrapper(self, func)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """The function; a gated tool called so inside a run's tool is asked first, as if
+        the run had called it (`_approval.direct`): the gate is the tool's, not the route's."""
+        if self.approve is not False:
+            from ._approval import direct  # here: the approval module imports this one
+
+            direct(self, args, kwargs)
         return self.func(*args, **kwargs)
 
     def invoke(self, call: ToolCall, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
