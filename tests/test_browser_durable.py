@@ -286,8 +286,8 @@ def test_a_hostile_saved_notebook_offers_nothing_to_click(
         assert said.inner_text().strip() == "False"
         assert not marker.exists(), "clicking in a hostile notebook ran its command"
         assert check == 5, sources(page)  # no cell was inserted
-        claimed = panels.nth(3)
-        assert claimed.locator(".jsb-answered").inner_text() == f"rejected in cell [1]: {MARKUP}"
+        claimed = page.locator(".jp-Cell").nth(3).locator(".jsb-summary").inner_text()
+        assert claimed.endswith(f", rejected in cell [1]: {MARKUP}"), claimed
         assert page.locator(".jsb-output img").count() == 0 and page.title() != "pwned"
         forged = panels.first
         assert "3f2a9c1d0b7e{__import__('os')" in forged.locator(".jsb-heading").inner_text()
@@ -306,10 +306,14 @@ def test_a_hostile_saved_notebook_offers_nothing_to_click(
 
 
 def answered_panel(page, index: int, said: str) -> None:
-    """Cell ``index``'s paused record says ``said`` and offers no button (issue 20 item 3)."""
-    panel = page.locator(".jp-Cell").nth(index).locator(".jsb-approval")
-    panel.locator(".jsb-answered").wait_for(timeout=60_000)
-    assert panel.locator(".jsb-answered").inner_text() == said
+    """Cell ``index``'s paused record says ``said`` once, in its headline (which no longer
+    says a call waits), and its panel offers no button."""
+    output = page.locator(".jp-Cell").nth(index).locator(".jp-OutputArea")
+    panel = output.locator(".jsb-approval")
+    panel.locator("button").first.wait_for(state="detached", timeout=60_000)
+    summary = output.locator(".jsb-summary").inner_text()
+    assert summary.endswith(f": {said}") or summary.endswith(f", {said}"), summary
+    assert output.inner_text().count(said) == 1, output.inner_text()
     assert panel.locator("button, input, code").count() == 0
     assert "waited for approval of 1 call" in panel.locator(".jsb-heading").inner_text()
 
@@ -356,8 +360,6 @@ def test_an_answered_run_looks_answered_after_a_later_cell_and_a_restart(
         wait_executed(page, 0)
         cell = pause_and_answer("%orchestrate_approve {run_id}")
         answered_panel(page, 1, f"approved in cell [{cell}]")
-        summary = page.locator(".jp-Cell").nth(1).locator(".jsb-summary").inner_text()
-        assert summary.endswith(f": approved in cell [{cell}]"), summary  # no call made yet
         save(page)
         html = exported(root / "later.ipynb", 1)
         assert f"approved in cell [{cell}]" in html and "waits for approval" not in html
@@ -431,6 +433,9 @@ def delete(paths: list[str]) -> int:
 
 @tool(approve=True)
 def send(body: str, to: str) -> int:
+    '''Email body to the address to.
+
+    Returns the characters sent.'''
     return len(body)
 
 @tool(approve=True)
@@ -495,6 +500,16 @@ def test_the_panel_shows_every_argument_and_approve_makes_the_call_shown(
         cut = long.locator(".jsb-cut").inner_text()
         assert "Not shown: the last" in cut and "of its 272,002 characters" in cut
         assert long.locator(".jsb-arg-text").nth(1).inner_text() == "'bob'"
+        # each argument named from the signature (body is passed by position), under the
+        # docstring's first line; the digest is said in the grey hint, not above the buttons
+        assert long.locator(".jsb-arg-name").all_inner_texts() == ["body=", "to="]
+        assert long.locator(".jsb-tool-doc").inner_text() == "Email body to the address to."
+        for panel in (listed, long, handle):
+            assert panel.locator(".jsb-call-head .jsb-digest").count() == 0
+            hint = panel.locator(".jsb-hint").inner_text()
+            digest = panel.locator(".jsb-hint .jsb-digest").inner_text()
+            assert hint.startswith(f"digest {digest}: Approve makes the call only if"), hint
+            assert f"--expect {digest}" in hint
 
         note = handle.locator(".jsb-binding").inner_text()
         assert "notebook variable targets" in note

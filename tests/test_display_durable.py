@@ -161,6 +161,20 @@ def test_an_export_of_a_sealed_call_says_the_magic_with_its_digest():
         assert "%orchestrate_approve 3f2a9c1d0b7e --expect 0123456789abcdef" in text
 
 
+def test_the_paused_html_says_the_digest_in_its_grey_hint():
+    """The digest is named where the magics are explained, in the muted hint under them,
+    with what it promises: not a line of its own above them. No digest, no such words."""
+    record = paused_record()
+    record["pending"][0]["digest"] = "0123456789abcdef"
+    html = bundle(record)["text/html"]
+    hint = html.split('<div class="jsb-muted">digest ')[1].split("</div>")[0]
+    assert hint.startswith("0123456789abcdef: Approve makes the call only if it is still")
+    assert hint.endswith("raises PermissionError(REASON) in the code")
+    assert html.count("0123456789abcdef") == 2  # the magic's --expect, and the hint
+    del record["pending"][0]["digest"]
+    assert "digest" not in bundle(record)["text/html"]
+
+
 def test_a_paused_call_shows_every_argument_by_name_whole_and_what_it_cut_in_words():
     """13 paths, the dangerous one last: each view shows the list whole, labelled by the
     tool's parameter, beside the tool's summary; an argument past `PENDING_SHOWN` is cut to

@@ -150,6 +150,7 @@ def test_a_version_1_store_is_migrated_and_its_paused_run_still_approved(env):
         db.execute("ALTER TABLE runs DROP COLUMN owner")
         db.execute("ALTER TABLE runs DROP COLUMN size")  # version 3's
         db.execute("ALTER TABLE runs DROP COLUMN prompt")  # version 4's
+        db.execute("ALTER TABLE runs DROP COLUMN answered")  # version 5's
         db.execute("UPDATE meta SET value = '1' WHERE key = 'schema'")
         (payload,) = db.execute("SELECT payload FROM checkpoints").fetchone()
         dump, index, pending, _ = pickle.loads(payload)
@@ -160,7 +161,7 @@ def test_a_version_1_store_is_migrated_and_its_paused_run_still_approved(env):
 
     migrated = Store(path)
     with sqlite3.connect(path) as db:
-        assert db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone() == ("4",)
+        assert db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone() == ("5",)
         (size,) = db.execute("SELECT size FROM runs").fetchone()
         assert size > 0  # counted from its rows
     run = migrated.run(paused.run_id)

@@ -189,8 +189,10 @@ def test_an_answered_run_is_redrawn_answered_in_the_cell_that_paused(store: Path
             record = update[TRACE_MIME]
             assert record["run_id"] == run_id and record["answered"]["cell"] == cell
             said = note.format(cell=cell)
+            assert record["summary"]["headline"].endswith(f", {said}")
             for text in (update["text/html"], update["text/plain"]):
-                assert said in text and "waits for approval" not in text, text
+                assert text.count(said) == 1, text  # in the headline, once
+                assert "waits for approval" not in text and "waiting for" not in text, text
                 assert "%orchestrate_approve" not in text
             continued = [r for r in ran.records(TRACE_MIME) if r["status"] != "paused"][-1]
             assert continued["status"] == "ok"
@@ -218,6 +220,6 @@ def test_a_notebook_run_without_jupyterlab_exports_the_answer(
     assert record["status"] == "paused" and record["answered"]["how"] == "approved"
     assert record["answered"]["cell"] == nb.cells[2].execution_count == 3
     html, _ = HTMLExporter().from_notebook_node(nb)
-    assert "approved in cell [3]" in html and "waits for approval" not in html
-    paused_part = html.split("approved in cell [3]")[0].split("jsb-paused")[-1]
+    assert html.count("approved in cell [3]") == 1 and "waits for approval" not in html
+    paused_part = html.split("jsb-paused")[-1]
     assert "%orchestrate_approve" not in paused_part

@@ -72,8 +72,41 @@ def test_a_gated_call_pauses_and_a_later_cell_approves_it(store):
         # count(2) ran before the snapshot: it is not made again
         assert made(k) == "[('count', 2), ('delete', '/data/old')]"
         assert "no paused runs" in k.ok("%orchestrate_pending").text
-        again = k.run(f"%orchestrate_approve {run_id}")
-        assert again.status == "error" and "is ok, not paused" in again.text
+        again = k.ok(f"%orchestrate_approve {run_id}")  # the cell run again: one calm line
+        assert (
+            again.text.strip()
+            == f"run {run_id} already answered in cell [{approved.execution_count}]"
+        )
+        assert made(k) == "[('count', 2), ('delete', '/data/old')]"
+
+
+def test_an_answered_approval_run_again_after_a_restart_says_so_and_the_cells_after_it_run(store):
+    """A Run All after a restart runs the paused cell again (a new run pauses) and then the
+    cells the buttons inserted, which answered the old run: each says in one line where its
+    run was answered and which run waits now, and raises nothing, so the cells after it run.
+    Only the run that is paused now is answered by a magic that names it."""
+    with kernel(store) as k:
+        k.ok(GATED)
+        approved_id = paused_run(k.ok(CELL))
+        approved = k.ok(f"%orchestrate_approve {approved_id}")
+        rejected_id = paused_run(k.ok(CELL))
+        rejected = k.ok(f"%orchestrate_reject {rejected_id} not now")
+        assert rejected.value == "(2, 'refused: not now')"
+    with kernel(store) as k:  # the restart, then Run All
+        k.ok(GATED)
+        waiting = paused_run(k.ok(CELL))
+        for run_id, answered in ((approved_id, approved), (rejected_id, rejected)):
+            for magic in (f"%orchestrate_approve {run_id}", f"%orchestrate_reject {run_id} no"):
+                again = k.ok(magic)
+                assert again.text.strip() == (
+                    f"run {run_id} already answered in cell [{answered.execution_count}]; "
+                    f"run {waiting} above is waiting now"
+                )
+        assert made(k) == "[('count', 2)]"  # nothing answered twice, the new run still waits
+        assert [run.run_id for run in Store(store).runs(status="paused")] == [waiting]
+        assert k.ok(f"%orchestrate_approve {waiting}").value == "(2, 'deleted /data/old')"
+        never = k.run("%orchestrate_approve 0123456789ab")  # no such run: refused as before
+        assert never.status == "error" and "no run '0123456789ab'" in never.text
 
 
 @pytest.mark.parametrize(

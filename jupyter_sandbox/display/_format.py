@@ -365,9 +365,8 @@ def approval_magics(record: TraceRecord) -> tuple[str, str] | None:
     run_id = record.get("run_id")
     if not is_run_id(run_id):
         return None
-    pending = record.get("pending", [])
-    digest = pending[0].get("digest") if len(pending) == 1 else None
-    sealed = f" --expect {digest}" if is_digest(digest) else ""
+    digest = sealed_digest(record)
+    sealed = f" --expect {digest}" if digest is not None else ""
     return f"%orchestrate_approve {run_id}{sealed}", f"%orchestrate_reject {run_id} REASON"
 
 
@@ -381,6 +380,18 @@ labextension/src/approval.ts)."""
 
 REJECT_NOTE = "REASON is optional: the rejected call raises PermissionError(REASON) in the code"
 """How a rejection reaches the code, said beside the magics."""
+
+SEALED_NOTE = "Approve makes the call only if it is still the one this digest seals"
+"""What the digest a paused run's hint names promises (``SEALED`` in
+labextension/src/approval.ts)."""
+
+
+def sealed_digest(record: TraceRecord) -> str | None:
+    """The digest approving ``record``'s run sends (its one pending call's, if the kernel
+    issues it), said in the hint beside the magics; None when approving it sends none."""
+    pending = record.get("pending", [])
+    digest = pending[0].get("digest") if len(pending) == 1 else None
+    return digest if is_digest(digest) else None
 
 
 def stream_tails(record: Record) -> list[tuple[str, str]]:

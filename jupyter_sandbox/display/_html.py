@@ -194,16 +194,17 @@ def _paused(record: TraceRecord) -> str:
     static page (an export, a notebook viewer) has no kernel a button could reach."""
     calls = "".join(_pending(call, record) for call in record.get("pending", []))
     magics = fmt.approval_magics(record)
-    answered = record.get("answered")
-    if answered:  # no magic to offer: running one would only say the run is not paused
-        how = f"<div><b>{escape(fmt.answer_note(answered))}</b></div>"
+    digest = fmt.sealed_digest(record)
+    sealed = f"digest {escape(digest)}: {escape(fmt.SEALED_NOTE)}; " if digest else ""
+    if record.get("answered"):  # no magic to offer; the headline says how it was answered
+        how = ""
     elif magics is None:
         how = f'<div class="jsb-muted">{escape(fmt.INVALID_RUN_NOTE)}</div>'
     else:
         how = (
             "<div>To answer, run one of these in a cell (this kernel or a later one):</div>"
             f"<pre>{escape(magics[0])}\n{escape(magics[1])}</pre>"
-            f'<div class="jsb-muted">{escape(fmt.REJECT_NOTE)}</div>'
+            f'<div class="jsb-muted">{sealed}{escape(fmt.REJECT_NOTE)}</div>'
         )
     return (
         f'<div class="jsb-paused" style="{PAUSED}"><div>{escape(fmt.paused_heading(record))}'

@@ -60,9 +60,8 @@ def _paused(record: TraceRecord) -> list[str]:
     """The calls a paused run waits on and the magics that answer it."""
     magics = fmt.approval_magics(record)
     calls = [line for call in record.get("pending", []) for line in _pending(call, record)]
-    answered = record.get("answered")
-    if answered:
-        return [fmt.paused_heading(record), *calls, fmt.answer_note(answered)]
+    if record.get("answered"):  # the headline says how it was answered
+        return [fmt.paused_heading(record), *calls]
     if magics is None:
         return [fmt.paused_heading(record), *calls, f"({fmt.INVALID_RUN_NOTE})"]
     return [

@@ -405,6 +405,10 @@ class DurableMagics(CellMagics):
 
         store = self._store("%orchestrate_approve" if approve else "%orchestrate_reject")
         run = _stored(lambda: store.run(run_id))
+        answered_in = store.answered_in(run_id)
+        if run.status in ("ok", "error") and answered_in is not None:  # run again (Run All)
+            print(_already(store, run_id, run.scope, run.cell, answered_in))
+            return None
         if run.status != "paused":  # e.g. interrupted while its approved call ran
             then = (
                 "%orchestrate_pending lists paused runs"
@@ -455,6 +459,9 @@ class DurableMagics(CellMagics):
             mcp_outcomes.remember(run_id, exc)
             raise
         finally:
+            if done:
+                with contextlib.suppress(StoreError):  # a number said later, not the answer
+                    store.note_answer(run_id, self.prompt_number())
             if shown is not None and done:  # the paused cell above says so, buttons gone
                 shown.answer(answered(approve, reason, self.prompt_number()))
             elif shown is not None:
@@ -498,6 +505,18 @@ def _checked(run_id: str) -> str:
         return check_run_id(run_id)
     except SandboxConfigError as exc:
         raise usage_error(exc, _WORDS) from None
+
+
+def _already(store: Store, run_id: str, scope: str, key: str, cell: int) -> str:
+    """What an answer to run ``run_id`` (of cell ``key`` in ``scope``), which a magic already
+    answered in cell [``cell``], says instead of failing: where, and the run of the same cell
+    that waits now (the one a Run All just paused above it), so a Run All goes on to the
+    cells after it."""
+    waiting = [
+        other.run_id for other in store.runs(scope=scope, status="paused") if other.cell == key
+    ]
+    now = f"; run {waiting[0]} above is waiting now" if waiting else ""
+    return f"run {run_id} already answered in cell [{cell}]{now}"
 
 
 def fork_value(text: str) -> Any:

@@ -162,7 +162,14 @@ function runStatus(kernel: Kernel.IKernelConnection, runId: string): Promise<str
 /** Give a paused record its answer, in every MIME type an export or another frontend reads. */
 function answer(output: IOutputModel, record: ITraceRecord, answered: IAnswered): void {
   const note = answerNote(answered);
-  const data: Record<string, unknown> = { ...output.data, [TRACE_MIME]: { ...record, answered } };
+  // the headline is the kernel's words (`orchestrate_summary`): it says the answer, as the
+  // kernel that paused the run redraws it, not that a call still waits
+  const summary = record.summary && {
+    ...record.summary,
+    headline: answeredHeadline(record.summary.headline, note)
+  };
+  const shown = summary ? { ...record, answered, summary } : { ...record, answered };
+  const data: Record<string, unknown> = { ...output.data, [TRACE_MIME]: shown };
   if (typeof data['text/html'] === 'string') {
     data['text/html'] = answeredHtml(data['text/html'], note);
   }
@@ -172,23 +179,28 @@ function answer(output: IOutputModel, record: ITraceRecord, answered: IAnswered)
   output.setData({ data: data as IOutputModel['data'] });
 }
 
+/** A paused record's headline (or the text of its first line) as answered: `...: 1 waiting
+ * for approval` says `note` instead, as `orchestrate_summary` words an answered one. */
+function answeredHeadline(headline: string, note: string): string {
+  return headline.replace(/([:,]) \d+ waiting for approval(\n|$)/, `$1 ${note}$2`);
+}
+
 /** The kernel's HTML of a paused record (display/_html.py) as answered: its how-to-answer part
- * (`.jsb-how`) says `note`, its headline and heading no longer wait. */
+ * (`.jsb-how`) goes, its headline says `note` and its heading no longer waits. */
 function answeredHtml(html: string, note: string): string {
   const doc = new DOMParser().parseFromString(`<body>${html}</body>`, 'text/html');
   const how = doc.querySelector('.jsb-paused .jsb-how');
   if (how === null) {
     return html; // not ours, or a version before `.jsb-how`: left as it was
   }
-  const said = doc.createElement('b');
-  said.textContent = note;
-  how.replaceChildren(said);
+  how.replaceChildren();
   for (const node of Array.from(doc.querySelectorAll('b, .jsb-paused > div:first-child'))) {
     const text = node.textContent ?? '';
     if (node.children.length === 0 && / waiting for approval$| waits for approval of /.test(text)) {
-      node.textContent = text
-        .replace(/, \d+ waiting for approval$/, `; ${note}`)
-        .replace(' waits for approval of ', ' waited for approval of ');
+      node.textContent = answeredHeadline(text, note).replace(
+        ' waits for approval of ',
+        ' waited for approval of '
+      );
     }
   }
   return doc.body.innerHTML;
@@ -201,11 +213,11 @@ function answeredText(text: string, note: string): string {
   if (how < 0 || !(lines[how + 2] ?? '').startsWith('(REASON is optional')) {
     return text;
   }
-  lines.splice(how, 3, note);
-  return lines
-    .join('\n')
-    .replace(/, \d+ waiting for approval(\n|$)/, `; ${note}$1`)
-    .replace(/ waits for approval of (\d+ calls?:)/, ' waited for approval of $1');
+  lines.splice(how, 3);
+  return answeredHeadline(lines.join('\n'), note).replace(
+    / waits for approval of (\d+ calls?:)/,
+    ' waited for approval of $1'
+  );
 }
 
 function watch(panel: NotebookPanel): void {

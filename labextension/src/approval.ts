@@ -101,7 +101,7 @@ export function waitingNote(record: ITraceRecord): string {
     return '';
   }
   return record.answered
-    ? `; ${answerNote(record.answered)}`
+    ? `, ${answerNote(record.answered)}`
     : `, ${(record.pending ?? []).length} waiting for approval`;
 }
 
@@ -144,6 +144,9 @@ export const INVALID_NOTE =
 
 let panels = 0;
 
+/** What the digest in the hint promises (`SEALED_NOTE` in jupyter_sandbox/display/_format.py). */
+export const SEALED = 'Approve makes the call only if it is still the one this digest seals';
+
 /** The panel of a paused run. `store` is null for a nested record: no buttons there. */
 export function renderApproval(record: ITraceRecord, store: IAnswerStore | null): HTMLElement {
   const runId = record.run_id ?? '?';
@@ -167,14 +170,16 @@ export function renderApproval(record: ITraceRecord, store: IAnswerStore | null)
     return root;
   }
   if (record.answered) {
-    // answered (here, in a later cell, or elsewhere): a button would only be refused
-    const done = el('div', 'jsb-answer jsb-answered', answerNote(record.answered));
-    done.setAttribute('role', 'status');
-    root.appendChild(done);
+    // answered (here, in a later cell, or elsewhere): a button would only be refused, and the
+    // headline above says how it was answered
     return root;
   }
-  const hint = el('div', 'jsb-muted jsb-hint', 'or run in any cell, now or after a restart: ');
+  const hint = el('div', 'jsb-muted jsb-hint');
+  if (digest !== undefined) {
+    hint.append('digest ', el('span', 'jsb-digest', digest), `: ${SEALED}; `);
+  }
   hint.append(
+    'or run in any cell, now or after a restart: ',
     el('code', '', approveMagic(runId, digest)),
     ' or ',
     el('code', '', `%orchestrate_reject ${runId} REASON`),
@@ -295,7 +300,8 @@ function reasonForm(id: string, runId: string, reject: (code: string) => void): 
   return form;
 }
 
-/** Each pending call: its number, tool and line, its digest, every argument whole. */
+/** Each pending call: its number, tool and line, the tool's summary, every argument whole
+ * (the digest is in the hint below, beside the magic that sends it). */
 function pendingCalls(pending: ICallRecord[], id: string): HTMLElement {
   const list = el('div', 'jsb-pending');
   pending.forEach((call, at) => {
@@ -304,9 +310,6 @@ function pendingCalls(pending: ICallRecord[], id: string): HTMLElement {
     head.append(el('span', 'jsb-signature', `#${call.call_id} ${call.tool}`));
     if (call.line !== null) {
       head.append(el('span', 'jsb-muted', ` line ${call.line}`));
-    }
-    if (call.digest) {
-      head.append(' ', el('span', 'jsb-muted', 'digest '), el('span', 'jsb-digest', call.digest));
     }
     if (typeof call.doc === 'string' && call.doc) {
       item.append(el('div', 'jsb-muted jsb-tool-doc', visible(call.doc)));

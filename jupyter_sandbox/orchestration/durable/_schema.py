@@ -2,8 +2,10 @@
 
 The ``meta`` table holds the schema version; a store from a newer release is refused, not
 guessed at. Version 2 added the runs' owner and the checkpoint's waiting call; version 3 each
-run's size in bytes (``runs.size``), counted from its rows when migrated. A file made before
-incremental vacuum was set is rebuilt once, when first opened, so that it can shrink.
+run's size in bytes (``runs.size``), counted from its rows when migrated; version 4 the prompt
+number of the cell a run ran in, version 5 that of the cell whose magic answered its pause. A
+file made before incremental vacuum was set is rebuilt once, when first opened, so that it can
+shrink.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from pathlib import Path
 
 from ..._errors import StoreError
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -22,7 +24,7 @@ CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY, scope TEXT NOT NULL, cell TEXT NOT NULL, status TEXT NOT NULL,
     created REAL NOT NULL, updated REAL NOT NULL, forked_run TEXT, forked_call INTEGER,
     monty TEXT NOT NULL, mac BLOB NOT NULL, payload BLOB NOT NULL, owner TEXT,
-    size INTEGER NOT NULL DEFAULT 0, prompt INTEGER);
+    size INTEGER NOT NULL DEFAULT 0, prompt INTEGER, answered INTEGER);
 CREATE INDEX IF NOT EXISTS runs_by_cell ON runs (scope, cell, created);
 CREATE INDEX IF NOT EXISTS runs_by_age ON runs (created);
 CREATE TABLE IF NOT EXISTS calls (
@@ -52,6 +54,7 @@ MIGRATIONS = {
         f"UPDATE runs SET size = {RUN_SIZE}",
     ),
     3: ("ALTER TABLE runs ADD COLUMN prompt INTEGER",),
+    4: ("ALTER TABLE runs ADD COLUMN answered INTEGER",),
 }
 """The statements that take a store from each schema version to the next."""
 

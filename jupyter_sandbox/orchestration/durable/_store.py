@@ -100,7 +100,7 @@ _held_lock = threading.Lock()
 
 _SEALED = "CAST(monty AS TEXT), CAST(mac AS BLOB), CAST(payload AS BLOB)"
 PROMPT_MAX = 10**9
-"""Prompt numbers a store keeps (`Store.note_prompt`) are below this."""
+"""Prompt numbers a store keeps (`Store.note_prompt`, `Store.note_answer`) are below this."""
 """A sealed blob's columns, as the seal check takes them whatever another program stored."""
 
 
@@ -483,15 +483,33 @@ class Store:
         """Keep the prompt number (``In [n]``) of the cell run ``run_id`` ran in: after a kernel
         restart, the saved notebook still shows it, and ``%orchestrate_pending`` names the cell
         by it (`prompt`). Not sealed: a number shown, never acted on."""
-        if type(prompt) is int and 0 < prompt < PROMPT_MAX:
-            with self._write() as db:
-                db.execute("UPDATE runs SET prompt = ? WHERE run_id = ?", (prompt, run_id))
+        self._note("prompt", run_id, prompt)
 
     def prompt(self, run_id: str) -> int | None:
         """The prompt number `note_prompt` kept for run ``run_id``; None if none was, or the
         store holds something else there (an edited store is untrusted input)."""
+        return self._noted("prompt", run_id)
+
+    def note_answer(self, run_id: str, prompt: int) -> None:
+        """Keep the prompt number of the cell whose magic answered run ``run_id``'s pause: that
+        cell run again (a Run All, after a restart too) says where the run was answered
+        instead of failing on a run no longer paused (`answered_in`). Not sealed, as
+        `note_prompt`: a number shown, never acted on."""
+        self._note("answered", run_id, prompt)
+
+    def answered_in(self, run_id: str) -> int | None:
+        """The prompt number `note_answer` kept for run ``run_id``; None if no magic answered
+        it (or the store holds something else there)."""
+        return self._noted("answered", run_id)
+
+    def _note(self, column: Literal["prompt", "answered"], run_id: str, prompt: int) -> None:
+        if type(prompt) is int and 0 < prompt < PROMPT_MAX:
+            with self._write() as db:
+                db.execute(f"UPDATE runs SET {column} = ? WHERE run_id = ?", (prompt, run_id))
+
+    def _noted(self, column: Literal["prompt", "answered"], run_id: str) -> int | None:
         with self._read() as db:
-            row = db.execute("SELECT prompt FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+            row = db.execute(f"SELECT {column} FROM runs WHERE run_id = ?", (run_id,)).fetchone()
         found = None if row is None else row[0]
         return found if type(found) is int and 0 < found < PROMPT_MAX else None
 
