@@ -361,7 +361,7 @@ def test_quiet_shows_only_prints(nb, capsys):
         ("--llm model --tools nope", "--tools: nope not registered"),
         ("--llm model --max-attempts 0", "--max-attempts must be at least 1"),
         ("--llm model --out 1x", "--out 1x: not a valid Python variable name"),
-        ("--llm model --bogus", "unrecognized arguments: --bogus"),
+        ("--llm model --bogus", "unknown option --bogus: %%codemode --help lists its options"),
     ],
 )
 def test_bad_input_is_a_one_line_usage_error(nb, capsys, line, message):
