@@ -387,12 +387,15 @@ def format_error(exc: SandboxError) -> str:
 def said_once(exc: NonZeroExit) -> str:
     """A failed run whose stderr streamed into the cell (its traceback ends with why): the
     exit code, not that last line again, and the advice on a line of its own, in the magics'
-    words (`ADVICE`)."""
-    said = f"NonZeroExit: exited with code {exc.exit_code} (its stderr above says why)"
+    words (`ADVICE`). An allow-list's refusal comes first: the traceback above it (an
+    ``HTTPError 403`` deep in urllib) only says that something refused."""
+    said = f"exited with code {exc.exit_code} (its stderr above says why)"
     advice = exc.advice
     if exc.hint and exc.parameter in ADVICE:
         advice = advice.replace(exc.hint, ADVICE[exc.parameter])
-    return f"{said}\n{advice}" if advice else said
+    if advice and exc.parameter == "allow_net":  # the refusal is the cause: said first
+        return f"NonZeroExit: {advice}\n{said}"
+    return f"NonZeroExit: {said}\n{advice}" if advice else f"NonZeroExit: {said}"
 
 
 _HEADER = "Traceback (most recent call last):"
