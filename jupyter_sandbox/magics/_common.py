@@ -18,6 +18,7 @@ from IPython.utils.process import arg_split  # type: ignore[attr-defined]
 from traitlets import TraitError, TraitType
 
 from .._errors import (
+    CodeModeError,
     Interrupted,
     NonZeroExit,
     SandboxCancelled,
@@ -361,6 +362,8 @@ def format_error(exc: SandboxError) -> str:
     """One readable block: what failed, where in the cell, and the host side when it matters."""
     if isinstance(exc, NonZeroExit) and exc.streamed:
         return said_once(exc)
+    if isinstance(exc, CodeModeError) and exc.shown:
+        return f"CodeModeError: {given_up(exc)}"
     parts: list[str] = []
     sandbox_tb = getattr(exc, "sandbox_traceback", "")
     host_tb = cell_frames(getattr(exc, "host_traceback", ""))
@@ -396,6 +399,16 @@ def said_once(exc: NonZeroExit) -> str:
     if advice and exc.parameter == "allow_net":  # the refusal is the cause: said first
         return f"NonZeroExit: {advice}\n{said}"
     return f"NonZeroExit: {said}\n{advice}" if advice else f"NonZeroExit: {said}"
+
+
+def given_up(exc: CodeModeError) -> str:
+    """``%%codemode`` out of attempts, its view having shown each attempt's code and error:
+    one line that names the last error and the option that tries again, in the magic's
+    words (its message repeats the last error whole, in the API's)."""
+    tried = len(exc.attempts)
+    last = exc.attempts[-1].error if exc.attempts else None
+    what = f"the last attempt's {type(last).__name__} is above" if last else "see above"
+    return f"no working code after {tried} attempt(s) ({what}); --max-attempts N tries more"
 
 
 _HEADER = "Traceback (most recent call last):"
@@ -452,7 +465,7 @@ def _as_shown(exc: SandboxError) -> SandboxError:
     ``evalue`` (what a saved notebook and nbconvert show beside the traceback); ``exc``
     itself, the engine's, is what the cell raised and keeps its Python words. Made without
     calling ``__init__`` (ours take keyword-only data), its attributes copied."""
-    message = in_options(exc)
+    message = given_up(exc) if isinstance(exc, CodeModeError) and exc.shown else in_options(exc)
     if message == str(exc):
         return exc
     shown = type(exc).__new__(type(exc), message)
