@@ -123,6 +123,9 @@ class CodeModeError(OrchestrationError):
     ) -> None:
         super().__init__(message, sandbox_traceback=sandbox_traceback)
         self.attempts = attempts
+        self.shown = False
+        """Whether the cell's view already showed each attempt's error (set by
+        ``%%codemode``): the cell's error output then says the rest in one line."""
 
 
 class StoreError(SandboxError):

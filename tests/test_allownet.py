@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _kernels import kernel
 
 from jupyter_sandbox import SandboxConfigError, create
 from jupyter_sandbox.errors import NonZeroExit
@@ -351,6 +352,24 @@ def test_a_refused_host_fails_the_cell_in_one_line(world, shell, capsys):
     assert (error.parameter, error.hint) == ("allow_net", "network=[...]")
     shown = capsys.readouterr()
     assert "refused other.test:8080: add it to --allow-net" in shown.out + shown.err
+    assert _lines(world["b"]) == []
+
+
+def test_a_refused_host_is_the_first_line_of_the_cells_error(world, tmp_path):
+    """In a real kernel: the error output opens with the refusal and the option that
+    allows the host; the exit code follows, and the 403's traceback streamed above it."""
+    with kernel(tmp_path / "store.sqlite") as k:
+        ran = k.run(
+            "%%sandbox --allow-net allowed.test:8080\n"
+            "import urllib.request\nurllib.request.urlopen('http://other.test:8080/', timeout=20)"
+        )
+    assert ran.status == "error"
+    (error,) = [m["content"] for m in ran.outputs if m["msg_type"] == "error"]
+    assert error["traceback"][:2] == [
+        "NonZeroExit: the network allow-list refused other.test:8080: add it to --allow-net",
+        "exited with code 1 (its stderr above says why)",
+    ], error["traceback"]
+    assert "HTTP Error 403: Forbidden" in ran.text  # the stderr, above
     assert _lines(world["b"]) == []
 
 

@@ -219,20 +219,34 @@ def test_sandbox_traceback_shows_the_users_line_not_the_runner(shell, capsys) ->
 def test_sandbox_without_network_says_which_option(shell, capsys) -> None:
     cell = '%%sandbox\nimport urllib.request\nurllib.request.urlopen("http://example.com")'
     error, shown = _run(shell, capsys, cell)
-    assert str(error).endswith("the sandbox has no network: allow it with network='bridge'")
+    assert str(error).endswith(
+        "the sandbox has no network: allow a host with network=['HOST']"
+        " (or network='bridge', the whole internet)"
+    )
     assert "network='bridge'" not in shown  # the cell says the option
     # the cell: the traceback (its stderr) says the URLError once, the error output the exit
     # code, and the advice on a line of its own
     said = shown[shown.index("NonZeroExit") :].splitlines()[:2]
     assert said == [
         "NonZeroExit: exited with code 1 (its stderr above says why)",
-        "the sandbox has no network: allow it with --network bridge",
+        "the sandbox has no network: allow a host with --allow-net HOST"
+        " (or --network bridge, the whole internet)",
     ]
     assert "name resolution" not in "".join(line for line in shown.splitlines() if "Exit" in line)
     start = shown.index("Traceback")
     traceback = shown[start : shown.index("URLError", start)]
     assert "urllib/request.py" not in traceback  # the cell's own line only
     assert 'line 3, in <module>\n    urllib.request.urlopen("http://example.com")' in traceback
+
+
+@pytest.mark.docker
+def test_sandbox_out_of_memory_says_what_to_raise(shell, capsys) -> None:
+    cell = "%%sandbox --memory 64m\nx = []\nwhile True:\n    x.append(bytearray(10**7))"
+    error, shown = _run(shell, capsys, cell)
+    assert str(error).endswith("(raise it with resources=Resources(memory=...))")
+    assert "OutOfMemory: out of memory: killed at the 64m limit" in shown
+    assert "(raise it with --memory, e.g. --memory 2g)" in shown
+    assert "Resources(" not in shown
 
 
 @pytest.mark.docker
@@ -356,6 +370,16 @@ def test_limit_errors_name_their_option(tools, capsys, options, body, option) ->
     assert f"raise it with {option}" in shown
     assert "=" not in shown.split("raise it with")[1]  # the option, not "Limits(max_calls=...)"
     assert "raise it with Limits(" in str(error)  # the engine's own words, kept on the error
+
+
+def test_the_tool_call_limit_does_not_advise_resuming(tools, capsys) -> None:
+    """A resumed run answers the calls it made again and stops at the same limit: the way
+    on is the limit's own option, not ``--resume``."""
+    _, shown = _run(tools, capsys, "%%orchestrate --max-calls 2\nfor i in range(5):\n    add(i, i)")
+    assert "raise it with --max-calls" in shown
+    assert "--resume" not in shown
+    _, shown = _run(tools, capsys, "%%orchestrate\nadd(1, 2)\nboom(3)")
+    assert "run this cell again with %%orchestrate --resume" in shown  # other errors still do
 
 
 def test_type_check_error_names_the_option_that_skips_it(tools, capsys) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from _kernels import kernel
 
 from jupyter_sandbox import (
     CodeModeAgent,
@@ -361,7 +362,7 @@ def test_quiet_shows_only_prints(nb, capsys):
         ("--llm model --tools nope", "--tools: nope not registered"),
         ("--llm model --max-attempts 0", "--max-attempts must be at least 1"),
         ("--llm model --out 1x", "--out 1x: not a valid Python variable name"),
-        ("--llm model --bogus", "unrecognized arguments: --bogus"),
+        ("--llm model --bogus", "unknown option --bogus: %%codemode --help lists its options"),
     ],
 )
 def test_bad_input_is_a_one_line_usage_error(nb, capsys, line, message):
@@ -379,3 +380,18 @@ def test_empty_task_is_a_usage_error(nb, capsys):
     scripted(nb, GOOD)
     assert not nb.run_cell("%%codemode --llm model\n   \n").success
     assert "UsageError" in capsys.readouterr().err
+
+
+def test_a_cell_out_of_attempts_says_the_error_once(tmp_path):
+    """In a real kernel: the view shows the attempt's error; the cell's error output is one
+    line naming it and %%codemode's own option, not the error again in the API's words."""
+    with kernel(tmp_path / "store.sqlite") as k:
+        k.ok("from jupyter_sandbox.codemode import ScriptedLLM\nm = ScriptedLLM(['add(\"a\", 1)'])")
+        ran = k.run("%%codemode --llm m --max-attempts 1\nAdd a to one.")
+    assert ran.status == "error"
+    assert ran.text.count("Argument to function `add` is incorrect") == 1, ran.text
+    (error,) = [m["content"] for m in ran.outputs if m["msg_type"] == "error"]
+    assert error["traceback"] == [
+        "CodeModeError: no working code after 1 attempt(s) (the last attempt's TypeCheckError"
+        " is above); --max-attempts N tries more"
+    ]

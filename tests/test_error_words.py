@@ -144,7 +144,7 @@ def test_a_sandbox_without_network_names_the_network_keyword() -> None:
     code = 'import urllib.request\nurllib.request.urlopen("http://example.com", timeout=5)'
     error = _raised(lambda: create("offline", code=code).run())
     assert isinstance(error, NonZeroExit)
-    _speaks_python(error, "network", "network='bridge'")
+    _speaks_python(error, "network", "network=['HOST'] (or network='bridge', the whole internet)")
 
 
 @pytest.mark.docker

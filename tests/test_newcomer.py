@@ -6,7 +6,12 @@ shell, real Monty workers).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
+from _kernels import Kernel, Ran
+from _kernels import kernel as real_kernel
 from IPython.core.interactiveshell import InteractiveShell
 
 
@@ -77,3 +82,53 @@ def test_a_failed_sandbox_tool_shows_none_of_our_frames() -> None:
     shown = call.host_traceback or ""
     assert "jupyter_sandbox/" not in shown and "File " not in shown, shown
     assert shown.startswith("jupyter_sandbox.errors.NonZeroExit: exited with code 3"), shown
+
+
+# -- one option syntax, in a real kernel ------------------------------------------------
+
+
+@pytest.fixture
+def kernel(tmp_path: Path) -> Iterator[Kernel]:
+    with real_kernel(tmp_path / "store.sqlite") as k:
+        yield k
+
+
+def _error(ran: Ran) -> str:
+    """What a failed cell showed (a `UsageError` is one line on its stderr)."""
+    assert ran.status == "error", ran.text
+    return ran.text.strip()
+
+
+def test_a_mistyped_option_gets_the_option_it_meant(kernel: Kernel) -> None:
+    said = _error(kernel.run("%%sandbox --pakages numpy\n1"))
+    assert said == "UsageError: unknown option --pakages: did you mean --packages?"
+    said = _error(kernel.run("%%orchestrate --max-calsl 3\n1"))
+    assert said == "UsageError: unknown option --max-calsl: did you mean --max-calls?"
+    said = _error(kernel.run("%%orchestrate --frobnicate\n1"))
+    assert said == "UsageError: unknown option --frobnicate: %%orchestrate --help lists its options"
+
+
+def test_list_options_take_commas_and_spaces_alike(kernel: Kernel) -> None:
+    kernel.ok("x, y = 1, 2\n@tool\ndef double(n: int) -> int:\n    return 2 * n")
+    assert kernel.ok("%%orchestrate --in x y --tools add double\ndouble(add(x, y))").value == "6"
+    assert kernel.ok("%%orchestrate --in x,y --tools add,double\ndouble(add(x, y))").value == "6"
+    # a comma splits requirements only where a new name starts: `>=2,<3` and `[a,b]` stay
+    said = _error(kernel.run("%%sandbox --packages rich,pandas>=2,<3,numpy[a,b] bad/name\n1"))
+    assert said == "InvalidPackageError: invalid pip requirement 'bad/name'", said
+    said = _error(kernel.run("%%sandbox --packages matplotlib,pandas>=2,<3,bad/name\n1"))
+    assert said == "InvalidPackageError: invalid pip requirement 'bad/name'", said
+
+
+def test_sizes_take_their_unit_everywhere(kernel: Kernel) -> None:
+    assert kernel.ok("%%orchestrate --max-memory 1g --max-output 512k\nadd(1, 2)").value == "3"
+    kernel.ok("%config OrchestrateMagics.max_memory = '2g'")
+    assert kernel.ok("%config OrchestrateMagics.max_memory").value == "2048"
+    kernel.ok("%config OrchestrateMagics.max_memory = 300")  # a bare number: MB, as before
+    assert kernel.ok("%config OrchestrateMagics.max_memory").value == "300"
+    kernel.ok("%config SandboxMagics.memory = 512")
+    assert kernel.ok("%config SandboxMagics.memory").value == "'512m'"
+    said = _error(kernel.run("%%orchestrate --max-memory 2x\n1"))
+    assert said == (
+        "UsageError: argument --max-memory: bad size '2x': use a size with its unit"
+        " (256m, 2g) or a bare number of MB"
+    )

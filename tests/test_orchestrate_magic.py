@@ -104,7 +104,7 @@ def test_config_sets_defaults(nb, capsys):
 @pytest.mark.parametrize(
     ("line", "message"),
     [
-        ("--bogus", "unrecognized arguments: --bogus"),
+        ("--bogus", "unknown option --bogus: %%orchestrate --help lists its options"),
         ("--in missing", "--in missing: no variable 'missing' in the notebook; define it first"),
         ("--timeout soon", "invalid float value: 'soon'"),
         ("--timeout -1", "--timeout must be a positive number, at most"),

@@ -159,7 +159,7 @@ def test_image_option_runs_a_prebuilt_image(nb):
         ("--env NOEQUALS", "KEY=VALUE"),
         ("--network host", "invalid choice"),
         ("--name not-a-name", "not a valid Python variable name"),
-        ("--bogus", "unrecognized arguments"),
+        ("--bogus", "unknown option --bogus: %%sandbox --help lists its options"),
         ("--image img --packages six", "prebuilt"),
         ("--memory lots", "bad size"),
         ("--cpus 0", "--cpus must be a number from 0.01 to"),

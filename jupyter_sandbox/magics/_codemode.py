@@ -124,6 +124,7 @@ class CodeModeMagics(CellMagics):
             result = agent.run(task, on_event=CodeModeView(quiet=args.quiet).on_event)
         except CodeModeError as exc:
             self._insert(args, exc.attempts[-1].code, line, cell)  # the last try, to fix by hand
+            exc.shown = not args.quiet  # the view showed each attempt's error: not again
             raise
         self._insert(args, result.code, line, cell)
         if args.out:

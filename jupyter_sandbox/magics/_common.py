@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import keyword
+import math
+import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics
-from IPython.core.magic_arguments import argument, parse_argstring
+from IPython.core.magic_arguments import argument
+from IPython.utils.process import arg_split  # type: ignore[attr-defined]
+from traitlets import TraitError, TraitType
 
 from .._errors import (
+    CodeModeError,
     Interrupted,
     NonZeroExit,
     SandboxCancelled,
@@ -20,7 +26,8 @@ from .._errors import (
     SandboxError,
 )
 from .._grammar import encode_reject
-from ..orchestration import Tool, registry
+from ..orchestration import MB, Tool, registry
+from ..sandbox import parse_size
 from . import CELL_MAGICS
 from ._cells import cell_frames
 
@@ -30,16 +37,18 @@ _MISSING = object()
 inputs_option = argument(
     "--in",
     dest="inputs",
-    action="append",
+    nargs="+",
+    action="extend",
     metavar="NAMES",
-    help="notebook variables bound as inputs (comma-separated, repeatable)",
+    help="notebook variables bound as inputs (comma- or space-separated, repeatable)",
 )
 out_option = argument("--out", metavar="NAME", help="store the result in this notebook variable")
 tools_option = argument(
     "--tools",
-    action="append",
+    nargs="+",
+    action="extend",
     metavar="NAMES",
-    help="only these registered tools (comma-separated); default: all",
+    help="only these registered tools (comma- or space-separated); default: all",
 )
 help_option = argument(
     "-h", "--help", action="store_true", help="show these options and run nothing"
@@ -65,11 +74,27 @@ def parse_options(magic: Any, line: str) -> argparse.Namespace | None:
     if {"-h", "--help"} & set(line.split()):
         print_help(magic)
         return None
+    parser: argparse.ArgumentParser = magic.parser
     try:
-        args: argparse.Namespace = parse_argstring(magic, line)
+        argv = arg_split(line, strict=True)
     except ValueError as exc:  # shlex: an unbalanced quote ("No closing quotation")
         raise UsageError(f"{magic_name(magic)}: {exc} in {line.strip()[:60]!r}") from None
+    _, extra = parser.parse_known_args(argv)
+    unknown = next((word for word in extra if word.startswith("-")), None)
+    if unknown is not None:
+        raise UsageError(unknown_option(magic, unknown.partition("=")[0]))
+    args: argparse.Namespace = parser.parse_args(argv)
     return args
+
+
+def unknown_option(magic: Any, word: str) -> str:
+    """One line for an option ``magic`` does not have: the closest one it has, else where
+    the list is (argparse's own error is its whole usage text, in which the typo is lost)."""
+    known = [option for option in magic.parser._option_string_actions if option[1:2] == "-"]
+    close = difflib.get_close_matches(word, known, n=1, cutoff=0.8)
+    if close:
+        return f"unknown option {word}: did you mean {close[0]}?"
+    return f"unknown option {word}: {magic_name(magic)} --help lists its options"
 
 
 def print_help(magic: Any) -> None:
@@ -126,8 +151,8 @@ ADVICE: Mapping[str, str] = {
     "resume": "without --resume",
     "inputs": "--in",
     "store": "%config OrchestrateMagics.store",
-    "memory": "--memory",
-    "network": "--network bridge",
+    "memory": "--memory, e.g. --memory 2g",
+    "network": "--allow-net HOST (or --network bridge, the whole internet)",
     "allow_net": "--allow-net",
     "packages": "--packages",
     "command": "--command",
@@ -200,8 +225,117 @@ class CellMagics(Magics):
 
 
 def split_names(values: list[str] | None) -> list[str]:
-    """``--in a,b --in c`` -> ["a", "b", "c"] (repeatable and comma-separated)."""
-    return [n.strip() for v in values or [] for n in v.split(",") if n.strip()]
+    """``--in a,b c --in d`` -> ["a", "b", "c", "d"]: every list option takes its items
+    comma- or space-separated, and repeated."""
+    return split_list(values, _ANYTHING)
+
+
+_ANYTHING = re.compile("")
+_REQUIREMENT = re.compile(r"\s*[A-Za-z0-9]")
+"""What starts a pip requirement (its name); a version specifier starts with an operator."""
+_VARIABLE = re.compile(r"\s*[A-Za-z_][A-Za-z0-9_]*=")
+"""What starts an environment variable's ``KEY=VALUE``."""
+
+
+def split_requirements(values: list[str] | None) -> list[str] | None:
+    """``--packages matplotlib,pandas>=2,<3 'numpy[a,b]'`` -> ["matplotlib", "pandas>=2,<3",
+    "numpy[a,b]"]: a comma is never part of a requirement's name, but one inside its version
+    specifiers (``>=2,<3``) or extras (``[a,b]``) is part of it, so a comma splits only where
+    the next piece starts a new name. None when the option is absent."""
+    if values is None:
+        return None
+    return [item for item in (i.strip(", ") for i in split_list(values, _REQUIREMENT)) if item]
+
+
+def split_env(values: list[str] | None) -> list[str]:
+    """``--env A=1,B=x,y C=2`` -> ["A=1", "B=x,y", "C=2"]: a value may hold commas, so a
+    comma splits only where the next piece starts a ``KEY=``."""
+    return split_list(values, _VARIABLE)
+
+
+def split_list(values: list[str] | None, starts: re.Pattern[str]) -> list[str]:
+    """The items of a list option given as words (``nargs="+"``, repeatable), each split at
+    every comma outside brackets where what follows matches ``starts``; empty items dropped."""
+    items: list[str] = []
+    for value in values or []:
+        depth, begin = 0, 0
+        for at, char in enumerate(value):
+            depth += {"[": 1, "]": -1}.get(char, 0)
+            if char == "," and depth <= 0 and starts.match(value, at + 1):
+                items.append(value[begin:at])
+                begin = at + 1
+        items.append(value[begin:])
+    return [item.strip() for item in items if item.strip()]
+
+
+SIZES = "a size with its unit (256m, 2g) or a bare number of MB"
+"""How every size option and setting of the magics is written, said once."""
+
+
+def megabytes(size: str | int) -> int:
+    """A size option or setting the engine takes in MB (``Limits.max_memory``, ``Keep``):
+    a bare number is MB, as these always took; a size with its unit is rounded up to whole
+    MB (``512k`` -> 1). Raises `SandboxConfigError` saying how to write one."""
+    text = size_text(size)
+    return math.ceil(parse_size(text) / MB)
+
+
+def size_text(size: str | int) -> str:
+    """A size option or setting as the engine's size text: a bare number is MB (``512`` ->
+    ``"512m"``), so no size of the magics means bytes in one place and MB in another."""
+    text = str(size).strip() if isinstance(size, str | int) else ""
+    if isinstance(size, bool) or not text:
+        raise SandboxConfigError(f"bad size {size!r}: use {SIZES}")
+    text = text + "m" if text.replace(".", "", 1).isdigit() else text
+    try:
+        parse_size(text)
+    except SandboxConfigError:
+        raise SandboxConfigError(f"bad size {size!r}: use {SIZES}") from None
+    return text
+
+
+def megabytes_option(text: str) -> int:
+    """argparse ``type=`` of a size option in MB (`megabytes`): its error is argparse's
+    line, ``argument --max-memory: bad size '2x': use ...``."""
+    try:
+        return megabytes(text)
+    except SandboxConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def size_option(text: str) -> str:
+    """argparse ``type=`` of a size option in the engine's size text (`size_text`)."""
+    try:
+        return size_text(text)
+    except SandboxConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+class Megabytes(TraitType[int, int | str]):
+    """A ``%config`` size the engine takes in MB: ``= 512`` (MB, as always) or ``= '2g'``;
+    it reads back as whole MB. A bad value fails the ``%config`` line and changes nothing."""
+
+    info_text = SIZES
+    convert: staticmethod[[Any], Any] = staticmethod(megabytes)
+
+    def validate(self, obj: Any, value: Any) -> Any:
+        try:
+            return self.convert(value)
+        except SandboxConfigError as exc:
+            raise TraitError(str(exc)) from None
+
+
+class Size(Megabytes):
+    """A ``%config`` size the engine takes as size text: ``= '2g'``, or a bare number of MB
+    (``= 512`` reads back as ``'512m'``). A bad value fails the ``%config`` line."""
+
+    convert = staticmethod(size_text)
+
+
+def megabytes_setting(default: int, what: str) -> Megabytes:
+    """A ``%config`` setting in MB (`Megabytes`) whose help says ``what`` and how to write it."""
+    trait: Megabytes = Megabytes(default, help=f"{what}: {SIZES}.").tag(config=True)
+    return trait
 
 
 def lookup(shell: InteractiveShell, name: str, option: str) -> Any:
@@ -228,6 +362,8 @@ def format_error(exc: SandboxError) -> str:
     """One readable block: what failed, where in the cell, and the host side when it matters."""
     if isinstance(exc, NonZeroExit) and exc.streamed:
         return said_once(exc)
+    if isinstance(exc, CodeModeError) and exc.shown:
+        return f"CodeModeError: {given_up(exc)}"
     parts: list[str] = []
     sandbox_tb = getattr(exc, "sandbox_traceback", "")
     host_tb = cell_frames(getattr(exc, "host_traceback", ""))
@@ -254,12 +390,25 @@ def format_error(exc: SandboxError) -> str:
 def said_once(exc: NonZeroExit) -> str:
     """A failed run whose stderr streamed into the cell (its traceback ends with why): the
     exit code, not that last line again, and the advice on a line of its own, in the magics'
-    words (`ADVICE`)."""
-    said = f"NonZeroExit: exited with code {exc.exit_code} (its stderr above says why)"
+    words (`ADVICE`). An allow-list's refusal comes first: the traceback above it (an
+    ``HTTPError 403`` deep in urllib) only says that something refused."""
+    said = f"exited with code {exc.exit_code} (its stderr above says why)"
     advice = exc.advice
     if exc.hint and exc.parameter in ADVICE:
         advice = advice.replace(exc.hint, ADVICE[exc.parameter])
-    return f"{said}\n{advice}" if advice else said
+    if advice and exc.parameter == "allow_net":  # the refusal is the cause: said first
+        return f"NonZeroExit: {advice}\n{said}"
+    return f"NonZeroExit: {said}\n{advice}" if advice else f"NonZeroExit: {said}"
+
+
+def given_up(exc: CodeModeError) -> str:
+    """``%%codemode`` out of attempts, its view having shown each attempt's code and error:
+    one line that names the last error and the option that tries again, in the magic's
+    words (its message repeats the last error whole, in the API's)."""
+    tried = len(exc.attempts)
+    last = exc.attempts[-1].error if exc.attempts else None
+    what = f"the last attempt's {type(last).__name__} is above" if last else "see above"
+    return f"no working code after {tried} attempt(s) ({what}); --max-attempts N tries more"
 
 
 _HEADER = "Traceback (most recent call last):"
@@ -316,7 +465,7 @@ def _as_shown(exc: SandboxError) -> SandboxError:
     ``evalue`` (what a saved notebook and nbconvert show beside the traceback); ``exc``
     itself, the engine's, is what the cell raised and keeps its Python words. Made without
     calling ``__init__`` (ours take keyword-only data), its attributes copied."""
-    message = in_options(exc)
+    message = given_up(exc) if isinstance(exc, CodeModeError) and exc.shown else in_options(exc)
     if message == str(exc):
         return exc
     shown = type(exc).__new__(type(exc), message)

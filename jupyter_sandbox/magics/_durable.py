@@ -31,7 +31,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import line_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments
 
-from .._errors import OrchestrationError, SandboxConfigError, StoreError
+from .._errors import LimitExceeded, OrchestrationError, SandboxConfigError, StoreError
 from .._events import EventCallback
 from .._grammar import (
     JSON_OPTION,
@@ -86,22 +86,28 @@ class CellView:
         self.resumable = resumable
         self.on_event: EventCallback = naming_cells(self.view.on_event)
 
-    def finish(self, result: OrchestrationResult, *, raised: bool) -> None:
+    def finish(
+        self, result: OrchestrationResult, *, raised: bool, error: BaseException | None = None
+    ) -> None:
         if self.quiet:  # a quiet view shows no record: skip previewing every call
             return
         record = result.to_record()
         if raised:
             record["raised"] = True
-        advice = resume_advice(result) if self.resumable else None
+        advice = resume_advice(result, error) if self.resumable else None
         if advice is not None:
             record["advice"] = advice
         self.view.finish(record)
 
 
-def resume_advice(result: OrchestrationResult) -> str | None:
+def resume_advice(result: OrchestrationResult, error: BaseException | None = None) -> str | None:
     """The line after an interrupt or an error that says how to go on, when ``--resume``
-    saves something: the tool calls that finished are not made again."""
+    saves something: the tool calls that finished are not made again. Not after the
+    tool-call limit (``error``): a resumed run counts its answered calls again and stops
+    at the same place; the error's own advice (``--max-calls``) is the way on."""
     if result.status not in ("error", "interrupted"):
+        return None
+    if isinstance(error, LimitExceeded) and error.limit == "calls":
         return None
     done = sum(call.status == "ok" for call in result.trace)
     if not done:
@@ -130,7 +136,7 @@ def show_run(
         if exc.result is not None:
             if code is not None:
                 exc.result.code = code
-            view.finish(exc.result, raised=True)
+            view.finish(exc.result, raised=True, error=exc)
         raise
     if code is not None:
         result.code = code

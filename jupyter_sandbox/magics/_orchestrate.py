@@ -28,6 +28,8 @@ from ._common import (
     in_options,
     inputs_option,
     lookup,
+    megabytes_option,
+    megabytes_setting,
     out_option,
     parse_options,
     select_tools,
@@ -54,34 +56,24 @@ class OrchestrateMagics(CellMagics):
     timeout = Float(_DEFAULTS.timeout, help="Seconds of Monty compute time per cell.").tag(
         config=True
     )
-    max_memory = Int(_DEFAULTS.max_memory, help="Megabytes of Monty heap per cell.").tag(
-        config=True
-    )
     max_calls = Int(_DEFAULTS.max_calls, help="Tool calls per cell.").tag(config=True)
-    max_result = Int(_DEFAULTS.max_result, help="MB the cell's value may take written out.").tag(
-        config=True
-    )
-    max_output = Int(_DEFAULTS.max_output, help="MB of text a cell may print.").tag(config=True)
     max_stack_depth = Int(
         _DEFAULTS.max_stack_depth, help="Function calls nested at once in a cell's code."
     ).tag(config=True)
-    max_transfer = Int(
-        _DEFAULTS.max_transfer, help="MB of tool arguments a cell's calls may copy to the host."
-    ).tag(config=True)
-    keep_value = Int(_KEEP.value, help="MB of one tool value kept whole (else a summary).").tag(
-        config=True
+    max_memory = megabytes_setting(_DEFAULTS.max_memory, "Monty heap per cell")
+    max_result = megabytes_setting(
+        _DEFAULTS.max_result, "What the cell's value may take written out"
     )
-    keep_run = Int(_KEEP.run, help="MB of tool values one run's trace and journal keep.").tag(
-        config=True
+    max_output = megabytes_setting(_DEFAULTS.max_output, "Text a cell may print")
+    max_transfer = megabytes_setting(
+        _DEFAULTS.max_transfer, "Tool arguments a cell's calls may copy to the host"
     )
-    keep_kernel = Int(_KEEP.kernel, help="MB of tool values the kernel's journals keep.").tag(
-        config=True
-    )
-    store_run = Int(_KEEP.store_run, help="MB one run may write to the store.").tag(config=True)
-    store_cell = Int(_KEEP.store_cell, help="MB the store keeps of one cell's runs.").tag(
-        config=True
-    )
-    store_total = Int(_KEEP.store_total, help="MB the store keeps in all.").tag(config=True)
+    keep_value = megabytes_setting(_KEEP.value, "One tool value kept whole (else a summary)")
+    keep_run = megabytes_setting(_KEEP.run, "Tool values one run's trace and journal keep")
+    keep_kernel = megabytes_setting(_KEEP.kernel, "Tool values the kernel's journals keep")
+    store_run = megabytes_setting(_KEEP.store_run, "What one run may write to the store")
+    store_cell = megabytes_setting(_KEEP.store_cell, "What the store keeps of one cell's runs")
+    store_total = megabytes_setting(_KEEP.store_total, "What the store keeps in all")
     type_check = Bool(True, help="Type-check cells against the tools' signatures.").tag(config=True)
     store = Unicode(
         None,
@@ -134,9 +126,9 @@ class OrchestrateMagics(CellMagics):
     )
     @argument(
         "--max-memory",
-        type=int,
-        metavar="MB",
-        help=f"Monty heap in MB (default {_DEFAULTS.max_memory})",
+        type=megabytes_option,
+        metavar="SIZE",
+        help=f"Monty heap (a size, e.g. 2g, or MB; default {_DEFAULTS.max_memory})",
     )
     @argument(
         "--max-calls",
@@ -146,15 +138,15 @@ class OrchestrateMagics(CellMagics):
     )
     @argument(
         "--max-result",
-        type=int,
-        metavar="MB",
-        help=f"value size written out (default {_DEFAULTS.max_result})",
+        type=megabytes_option,
+        metavar="SIZE",
+        help=f"value size written out (a size, e.g. 2g, or MB; default {_DEFAULTS.max_result})",
     )
     @argument(
         "--max-output",
-        type=int,
-        metavar="MB",
-        help=f"printed text (default {_DEFAULTS.max_output})",
+        type=megabytes_option,
+        metavar="SIZE",
+        help=f"printed text (a size, e.g. 2g, or MB; default {_DEFAULTS.max_output})",
     )
     @argument(
         "--max-stack-depth",
@@ -164,9 +156,10 @@ class OrchestrateMagics(CellMagics):
     )
     @argument(
         "--max-transfer",
-        type=int,
-        metavar="MB",
-        help=f"tool arguments copied to the host (default {_DEFAULTS.max_transfer})",
+        type=megabytes_option,
+        metavar="SIZE",
+        help="tool arguments copied to the host (a size, e.g. 2g, or MB;"
+        f" default {_DEFAULTS.max_transfer})",
     )
     @argument("--no-type-check", action="store_true", help="skip the type check")
     @argument("--quiet", action="store_true", help="no trace display (prints still show)")

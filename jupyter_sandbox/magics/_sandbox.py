@@ -28,12 +28,17 @@ from ..sandbox import (
     parse_size,
 )
 from ._common import (
+    SIZES,
     CellMagics,
+    Size,
     check_variable,
     help_option,
     lookup,
     parse_options,
+    size_option,
+    split_env,
     split_names,
+    split_requirements,
     usage_error,
 )
 
@@ -64,7 +69,7 @@ def _check_name(name: str | None, inputs: Iterable[str], outputs: Iterable[str])
 
 def _env(pairs: list[str] | None) -> dict[str, str]:
     env = {}
-    for pair in pairs or []:
+    for pair in split_env(pairs):
         key, sep, value = pair.partition("=")
         if not sep:
             raise UsageError(f"--env {pair}: expected KEY=VALUE")
@@ -91,7 +96,7 @@ class SandboxMagics(CellMagics):
         "", help="Dask scheduler runs go to (tcp://host:8786); empty: the local engine."
     ).tag(config=True)
     cpus = Float(default.CPU, help="CPUs per run.").tag(config=True)
-    memory = Unicode(default.MEMORY, help="Memory per run (e.g. 512m, 2g).").tag(config=True)
+    memory = Size(default.MEMORY, help=f"Memory per run: {SIZES}.").tag(config=True)
     isolation = Unicode(
         "",
         help="Runtime of each run: container (runc) or gvisor (gVisor's runsc)"
@@ -103,19 +108,11 @@ class SandboxMagics(CellMagics):
         " auto (Docker, else Podman) (default: $JUPYTER_SANDBOX_ENGINE or auto).",
     ).tag(config=True)
 
-    link_limit = Unicode(
+    link_limit = Size(
         default.LINK_LIMIT,
-        help="Bytes of File/Dir outputs one run links into sandbox-outputs/ beside the notebook"
-        " (e.g. 100m, 1g; 0: none): bigger ones stay in their temp folder, with a note.",
+        help="File/Dir outputs one run links into sandbox-outputs/ beside the notebook"
+        f" ({SIZES}; 0: none): bigger ones stay in their temp folder, with a note.",
     ).tag(config=True)
-
-    @validate("link_limit")
-    def _link_limit_checked(self, proposal: Any) -> str:
-        try:
-            parse_size(proposal["value"])
-        except SandboxConfigError as exc:
-            raise TraitError(str(exc)) from None
-        return str(proposal["value"])
 
     allow_net = List(
         Unicode(),
@@ -152,17 +149,19 @@ class SandboxMagics(CellMagics):
     @argument(
         "--in",
         dest="inputs",
-        action="append",
+        nargs="+",
+        action="extend",
         metavar="NAME[:TYPE]",
-        help="notebook variables passed in (comma-separated, repeatable; "
+        help="notebook variables passed in (comma- or space-separated, repeatable; "
         "TYPE e.g. int, str, File; default: the value's type)",
     )
     @argument(
         "--out",
         dest="outputs",
-        action="append",
+        nargs="+",
+        action="extend",
         metavar="NAME[:TYPE]",
-        help="variables of the code set in the notebook afterwards (comma-separated, "
+        help="variables of the code set in the notebook afterwards (comma- or space-separated, "
         "repeatable; default TYPE: the value's type)",
     )
     @argument(
@@ -170,14 +169,23 @@ class SandboxMagics(CellMagics):
         nargs="+",
         action="extend",
         metavar="P",
-        help="pip packages (installed into an image built once)",
+        help="pip packages, comma- or space-separated (installed into an image built once)",
     )
-    @argument("--system-packages", nargs="+", action="extend", metavar="P", help="apt packages")
+    @argument(
+        "--system-packages",
+        nargs="+",
+        action="extend",
+        metavar="P",
+        help="apt packages, comma- or space-separated",
+    )
     @argument("--image", help="prebuilt image to run as is (no build)")
     @argument("--base-image", metavar="IMAGE", help="image to build the environment on")
     @argument("--cpus", type=float, metavar="N", help=f"CPUs (default {default.CPU:g})")
     @argument(
-        "--memory", metavar="SIZE", help=f"memory limit, e.g. 512m or 2g (default {default.MEMORY})"
+        "--memory",
+        type=size_option,
+        metavar="SIZE",
+        help=f"memory limit: {SIZES} (default {default.MEMORY})",
     )
     @argument(
         "--timeout",
@@ -193,9 +201,12 @@ class SandboxMagics(CellMagics):
     )
     @argument(
         "--allow-net",
+        nargs="+",
+        action="extend",
         metavar="HOSTS",
-        help="the only hosts the code reaches, through a filtering proxy (comma-separated:"
-        " pypi.org,api.example.com:443,10.0.0.0/8; ports 443 and 80 unless given)",
+        help="the only hosts the code reaches, through a filtering proxy (comma- or"
+        " space-separated: pypi.org,api.example.com:443,10.0.0.0/8; ports 443 and 80 unless"
+        " given)",
     )
     @argument(
         "--isolation",
@@ -207,14 +218,15 @@ class SandboxMagics(CellMagics):
         nargs="+",
         action="extend",
         metavar="K=V",
-        help="environment variables for the code",
+        help="environment variables for the code (comma- or space-separated)",
     )
     @argument(
         "--secret",
         nargs="+",
         action="extend",
         metavar="NAME",
-        help="host environment variables read at run time, masked as *** in all output",
+        help="host environment variables read at run time, masked as *** in all output"
+        " (comma- or space-separated)",
     )
     @argument(
         "--retries",
@@ -263,7 +275,7 @@ class SandboxMagics(CellMagics):
             )
         network: str | list[str] = args.network or default.NETWORK
         if args.allow_net is not None:
-            network = args.allow_net.split(",")
+            network = split_names(args.allow_net)
         elif args.network is None and self.allow_net:
             network = list(self.allow_net)
         try:
@@ -274,8 +286,8 @@ class SandboxMagics(CellMagics):
                 command=["bash", "-c", cell] if args.command else None,
                 inputs=inputs,
                 outputs=outputs,
-                packages=args.packages,
-                system_packages=args.system_packages,
+                packages=split_requirements(args.packages),
+                system_packages=split_names(args.system_packages) or None,
                 resources=Resources(
                     cpu=self.cpus if args.cpus is None else args.cpus,
                     memory=self.memory if args.memory is None else args.memory,
@@ -285,7 +297,7 @@ class SandboxMagics(CellMagics):
                 retries=args.retries,
                 timeout=args.timeout,
                 env_vars=_env(args.env),
-                secrets=args.secret,
+                secrets=split_names(args.secret) or None,
                 cache="auto" if args.cache else "disable",
                 base_image=base_image,
                 cluster=args.cluster or self.cluster or None,

@@ -434,9 +434,9 @@ class Sandbox:
         if raw.oom_killed:
             raise OutOfMemory(
                 f"out of memory: killed at the {self.resources.memory} limit"
-                " (raise it with Resources(memory=...))",
+                " (raise it with resources=Resources(memory=...))",
                 parameter="memory",
-                hint="Resources(memory=...)",
+                hint="resources=Resources(memory=...)",
             )
         if raw.outputs_error is not None:
             raise raw.outputs_error
@@ -466,8 +466,8 @@ class Sandbox:
             hint = "network=[...]"
             return f"; the network allow-list refused {shown}: add it to {hint}", "allow_net", hint
         if self.network == "none" and _OFFLINE.search(stderr):
-            hint = "network='bridge'"
-            return f"; the sandbox has no network: allow it with {hint}", "network", hint
+            hint = "network=['HOST'] (or network='bridge', the whole internet)"
+            return f"; the sandbox has no network: allow a host with {hint}", "network", hint
         missing = _NO_MODULE.search(stderr)
         if missing:
             hint = "packages=[...]"
