@@ -138,6 +138,16 @@ class ForkedFrom(TypedDict):
     call: int
 
 
+class Caller(TypedDict):
+    """The `Orchestrator` call a notebook cell's record shows (a call from the notebook, not
+    from an orchestration): the call as written, and how many calls of that orchestrator the
+    cell made, this one the first (the others show no record unless ``show=True``)."""
+
+    call: str
+    """``sum_squares(1)``: the orchestrator's name and the call's arguments, previewed."""
+    calls: int
+
+
 AnswerHow = Literal["approved", "rejected", "elsewhere"]
 """How a paused run was answered: see `Answered`."""
 
@@ -203,6 +213,8 @@ class TraceRecord(TypedDict):
     """A paused run's calls that wait for approval (absent unless ``status`` is ``paused``)."""
     forked_from: NotRequired[ForkedFrom]
     """The run and call this run was forked from (absent unless it is a fork)."""
+    caller: NotRequired[Caller]
+    """The orchestrator call this record shows (absent for a cell's own run)."""
     session: NotRequired[str]
     """The ``--session`` name whose variables the run kept (absent without a session)."""
     answered: NotRequired[Answered]
@@ -309,6 +321,7 @@ __all__ = [
     "Answered",
     "BuildRecord",
     "CallRecord",
+    "Caller",
     "DisplayRecord",
     "FileLink",
     "ForkedFrom",

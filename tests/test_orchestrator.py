@@ -9,6 +9,7 @@ import inspect
 import linecache
 import os
 import pydoc
+import re
 import signal
 import textwrap
 import threading
@@ -577,6 +578,30 @@ def test_a_call_in_a_cell_shows_the_record_a_cell_does_once_per_cell(tmp_path: A
         assert failed.status == "error" and "must be int" in failed.text
         final = k.ok("%orchestrate_sessions")  # the kernel goes on
         assert final.status == "ok"
+
+
+def test_a_loop_of_calls_shows_one_record_titled_by_its_call_and_counted(tmp_path: Any) -> None:
+    """Five calls in one cell show the first call's record, which says it is the first of
+    five (not the cell's whole work) in every renderer; each call shown says only itself."""
+    with kernel(tmp_path / "store.sqlite") as k:
+        k.ok(DEFINE)
+        ran = k.ok("for i in range(1, 6):\n    double(i)")
+        (record,) = shown(ran)
+        headline = record["summary"]["headline"]
+        assert re.fullmatch(
+            r"double\(1\) ok in \d+ ms: 1 tool call \u00b7 first of 5 calls in this cell "
+            r"\(show=True shows each\)",
+            headline,
+        ), headline
+        assert record["caller"] == {"call": "double(1)", "calls": 5}
+        final = [m for m in ran.outputs if TRACE_MIME in m["content"].get("data", {})][-1]
+        for fallback in ("text/plain", "text/html"):
+            assert "first of 5 calls in this cell" in final["content"]["data"][fallback]
+        once = shown(k.ok("double(7)"))[0]["summary"]["headline"]
+        assert once.startswith("double(7) ok in ") and once.endswith(": 1 tool call")
+        each = [r["summary"]["headline"] for r in shown(k.ok("loud(1)\nloud(2)"))]
+        assert [h.split(" ok ")[0] for h in each] == ["loud(1)", "loud(2)"]
+        assert not any("first of" in h for h in each)  # show=True: each call is its own
 
 
 def test_the_cell_magic_takes_max_stack_depth(shell: Any) -> None:

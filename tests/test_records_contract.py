@@ -33,6 +33,7 @@ INTERFACES = {
     "ICallRecord": records.CallRecord,
     "IToolRow": records.ToolRow,
     "IForkedFrom": records.ForkedFrom,
+    "ICaller": records.Caller,
     "IBinding": records.Binding,
     "IAnswered": records.Answered,
     "ITraceRecord": records.TraceRecord,

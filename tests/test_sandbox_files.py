@@ -198,8 +198,6 @@ def test_the_magic_links_them_and_the_python_api_does_not(shell, docker_engine, 
     from jupyter_sandbox import create
 
     assert shell.run_cell(WRITE).success
-    report = shell.user_ns["report"]
-    assert isinstance(report, File) and FOLDER not in str(report.path)  # the variable: as before
     linked = sorted(p.as_posix() for p in Path(FOLDER).rglob("*"))
     assert any(p.endswith("/report.txt") for p in linked)
     assert any(p.endswith("/chart.png") for p in linked)
@@ -212,6 +210,31 @@ def test_the_magic_links_them_and_the_python_api_does_not(shell, docker_engine, 
     before = set(Path(FOLDER).iterdir())
     run = create("api", code="open('/var/outputs/f', 'w').write('x')", outputs={"f": File}).run()
     assert isinstance(run, File) and set(Path(FOLDER).iterdir()) == before
+
+
+@pytest.mark.docker
+def test_the_variable_is_the_file_the_link_opens(shell, docker_engine, capsys):
+    """Reading the ``--out`` variable and opening the record's link agree, an edit saved in
+    JupyterLab (the link's copy, written in place) included; a ``--cache`` replay's file is
+    not written through by that edit, and its variable is the new run's own copy."""
+    cell = "%%sandbox --cache --out report:File --out tree:Dir\n"
+    cell += "import os\nopen('/var/outputs/report', 'w').write('total: 42\\n')\n"
+    cell += "os.makedirs('/var/outputs/tree')\nopen('/var/outputs/tree/a.txt', 'w').write('a')"
+    assert shell.run_cell(cell).success
+    out = capsys.readouterr().out
+    report, tree = shell.user_ns["report"], shell.user_ns["tree"]
+    assert isinstance(report, File) and isinstance(tree, Dir)
+    opened = report.path.relative_to(Path.cwd()).as_posix()
+    assert opened.startswith(f"{FOLDER}/cell") and opened.endswith("/report.txt")
+    assert f"report.txt (10 B) at {opened}" in out  # the record's link is the variable's file
+    assert (tree.path / "a.txt").read_text() == "a" and FOLDER in tree.path.parts
+    report.path.write_text("edited in JupyterLab\n")  # the contents API saves in place
+    assert report.read_text() == "edited in JupyterLab\n"
+    assert shell.run_cell(cell).success  # replayed from the cache: the run's file, unedited
+    again = shell.user_ns["report"]
+    assert again.path != report.path and FOLDER in again.path.parts
+    assert again.read_text() == "total: 42\n"
+    assert "result cached" in capsys.readouterr().out
 
 
 @pytest.mark.docker

@@ -172,6 +172,67 @@ def test_jupyterlab_draws_them_saved_with_its_sanitiser(notebook, tmp_home: Path
         lab.stop()
 
 
+FIGURE_FRAME = """(img) => {
+  const style = getComputedStyle(img);
+  const above = img.closest('.jp-OutputArea-child').previousElementSibling;
+  const ink = style.backgroundColor.match(/[0-9.]+/g).map(Number);
+  return {
+    gap: img.getBoundingClientRect().top - above.getBoundingClientRect().bottom,
+    radius: parseFloat(style.borderTopLeftRadius),
+    light: ink.length === 3 || ink[3] > 0 ? (ink[0] + ink[1] + ink[2]) / 3 : 0,
+  };
+}"""
+"""Where a figure sits and on what: its gap below the output above it (the record's build
+line), its corners, and how light its ground is (0 for a transparent one)."""
+
+
+@pytest.mark.browser
+def test_a_figure_stands_off_the_line_above_and_on_a_light_ground_when_dark(
+    notebook, tmp_home: Path, browser
+) -> None:
+    """A matplotlib figure a sandbox displayed is set off from its record's build line, and
+    in the dark theme sits on a light ground with rounded corners (a transparent PNG stays
+    readable, a white one is not a bare block), as JupyterLab does for its own figures."""
+    from _jupyterlab import Lab, notebook_js
+
+    root = tmp_home / "root"
+    root.mkdir()
+    nbformat.write(notebook, root / "figure.ipynb")
+    lab = Lab(root, tmp_home / "home", starts_kernel=False)
+    page = browser.new_page(viewport={"width": 1000, "height": 1400})
+    try:
+        lab.open(page, "figure.ipynb")
+        figure = page.locator(".jsb-display img.jsb-display-image").first
+        figure.wait_for(timeout=60_000)
+        frames = {}
+        for theme, name in (("JupyterLab Light", "light"), ("JupyterLab Dark", "dark")):
+            notebook_js(
+                page, "return app.commands.execute('apputils:change-theme', arg);", {"theme": theme}
+            )
+            page.wait_for_function(
+                "(t) => document.body.dataset.jpThemeName === t", arg=theme, timeout=30_000
+            )
+            page.wait_for_function(  # the theme's stylesheet applied
+                "(l) => document.body.dataset.jpThemeLight === l", arg=str(name == "light").lower()
+            )
+            frames[name] = figure.evaluate(FIGURE_FRAME)
+            box = figure.bounding_box()
+            clip = {
+                "x": 0,
+                "y": max(box["y"] - 80, 0),
+                "width": 1000,
+                "height": box["height"] + 100,
+            }
+            page.screenshot(path=SHOTS / f"lab-sandbox-figure-{name}.png", clip=clip)
+        for name, frame in frames.items():
+            assert frame["gap"] >= 6, (name, frame)  # not flush against the build line
+        dark = frames["dark"]
+        assert dark["light"] > 200 and dark["radius"] > 0, dark
+    finally:
+        page.close()
+        lab.stop()
+
+
 @pytest.mark.browser
 def test_jupyterlab_shows_them_live(notebook, tmp_home: Path, browser) -> None:
     """The same cells typed into a live JupyterLab and run there: the figure and the table

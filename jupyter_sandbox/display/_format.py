@@ -261,14 +261,17 @@ def build_log_tail(build: BuildRecord) -> tuple[list[str], int]:
 
 
 def orchestrate_summary(record: TraceRecord) -> str:
-    """The headline: ``orchestrate ok in 400 ms: 3 tool calls, 1 failed``. Only what happened
+    """The headline: ``orchestrate ok in 400 ms: 3 tool calls, 1 failed`` (an orchestrator
+    call's is titled by the call, ``sum_squares(1) ok in 16 ms: ...``). Only what happened
     is counted (no "0 failed", no calls for a run that made none); an interrupted run stopped
     ``after`` its time and its unfinished calls were abandoned, not failed."""
     if record.get("live"):  # a running cell's record (display._live) says its own headline
         return str(record["live"]["summary"])
     status = str(record.get("status", "?"))
     when = "after" if status == "interrupted" else "in"
-    head = f"orchestrate {status} {when} {seconds(record.get('duration'))}"
+    caller = record.get("caller")
+    title = clip(str(caller.get("call")), 120) if caller else "orchestrate"
+    head = f"{title} {status} {when} {seconds(record.get('duration'))}"
     total = call_count(record)
     counts = [f"{total:,} tool {'call' if total == 1 else 'calls'}"] if total else []
     errors = sum(row["errors"] for row in tool_rows(record))
@@ -279,7 +282,19 @@ def orchestrate_summary(record: TraceRecord) -> str:
         answered = record.get("answered")
         waiting = f"{len(record.get('pending', []))} waiting for approval"
         counts.append(answer_note(answered) if answered else waiting)
-    return f"{head}: {', '.join(counts)}" if counts else head
+    headline = f"{head}: {', '.join(counts)}" if counts else head
+    return headline + (caller_note(record) or "")
+
+
+def caller_note(record: TraceRecord) -> str | None:
+    """What an orchestrator call's headline adds when the cell called it again: the record is
+    the first call's only (``show=None``), and a person must not read its one tool call as the
+    whole cell's work: `` · first of 5 calls in this cell (show=True shows each)``."""
+    caller = record.get("caller")
+    calls = caller.get("calls") if caller else None
+    if not isinstance(calls, int) or calls < 2:
+        return None
+    return f" \u00b7 first of {calls:,} calls in this cell (show=True shows each)"
 
 
 def says_nothing(record: TraceRecord) -> bool:

@@ -108,6 +108,16 @@ class _View:
         if record.get("kind") == "orchestrate" and fmt.says_nothing(record):  # type: ignore[arg-type]
             return
         self._route.show(bundle(record), self._display_id)
+        with self._lock:
+            self._shown = True
+
+    def redraw(self, record: Record) -> None:
+        """Replace the finished record this view shows with ``record`` (the same run, said
+        again: an orchestrator call's count of calls in its cell); nothing when it showed
+        none."""
+        with self._lock:
+            if self._finished and self._shown:
+                self._route.replace(bundle(self._state.placed(record)), self._display_id)
 
 
 class OrchestrateView(_View):

@@ -3,6 +3,7 @@ hand its events to a view and store results. Logic that grows here belongs in an
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from typing import TYPE_CHECKING, Any, TypeVar
 from weakref import WeakKeyDictionary
@@ -68,7 +69,9 @@ def load(ipython: InteractiveShell) -> None:
     ipython.register_magics(CodeModeMagics(ipython, cells))
     ipython.register_magics(DoctorMagics(ipython, cells, sandbox))
     ipython.register_magics(MCPMagics(ipython, cells))
-    presenter.current = OrchestratorViews(ipython)  # each orchestrator call's view
+    views = OrchestratorViews(ipython)  # each orchestrator call's view
+    presenter.current = views
+    ipython.events.register("post_execute", views.cell_ended)
     for transformer in (help_alone, reject_as_typed):
         if transformer not in ipython.input_transformers_cleanup:
             ipython.input_transformers_cleanup.append(transformer)
@@ -115,7 +118,12 @@ def _reap_in_background() -> None:
 def unload(ipython: InteractiveShell) -> None:
     from ..orchestration import presenter
     from ._common import help_alone, reject_as_typed
+    from ._durable import OrchestratorViews
 
+    views = presenter.current
+    if isinstance(views, OrchestratorViews):
+        with contextlib.suppress(ValueError):  # registered by this module's load only
+            ipython.events.unregister("post_execute", views.cell_ended)
     presenter.current = None
     serving = getattr(ipython.magics_manager.magics["line"].get("mcp_serve"), "__self__", None)
     if serving is not None:  # the served notebook is going: so is its server

@@ -58,6 +58,7 @@ from ._common import (
 if TYPE_CHECKING:  # the durable names are imported where a magic needs them: %load_ext
     # loads no store, no SQLite (a cell that runs with a store loads them)
     from ..orchestration import CallNow, PausedRun, Store
+    from ..records import TraceRecord
     from ._orchestrate import OrchestrateMagics
 
 _ARGUMENTS = 60
@@ -78,12 +79,18 @@ class CellView:
     output, so the record does not repeat it). ``quiet``: prints only, no record. It is what
     an orchestrator's call shows too (`Orchestrator`), so both look and save alike."""
 
-    def __init__(self, *, quiet: bool = False, resumable: bool = False) -> None:
+    def __init__(
+        self, *, quiet: bool = False, resumable: bool = False, caller: str | None = None
+    ) -> None:
         from ..display import OrchestrateView  # the views: loaded by the first cell that runs
 
         self.view = OrchestrateView(quiet=quiet)
         self.quiet = quiet
         self.resumable = resumable
+        self.caller = caller
+        """The orchestrator call shown (``sum_squares(1)``), its record's title; None: a cell."""
+        self.record: TraceRecord | None = None
+        """The record shown, once finished."""
         self.on_event: EventCallback = naming_cells(self.view.on_event)
 
     def finish(
@@ -97,7 +104,16 @@ class CellView:
         advice = resume_advice(result, error) if self.resumable else None
         if advice is not None:
             record["advice"] = advice
+        if self.caller is not None:
+            record["caller"] = {"call": self.caller, "calls": 1}
+        self.record = record
         self.view.finish(record)
+
+    def recount(self, calls: int) -> None:
+        """Say that the cell called this orchestrator ``calls`` times (this call the first)."""
+        if self.record is not None and self.caller is not None:
+            self.record = {**self.record, "caller": {"call": self.caller, "calls": calls}}
+            self.view.redraw(self.record)
 
 
 def resume_advice(result: OrchestrationResult, error: BaseException | None = None) -> str | None:
@@ -148,21 +164,44 @@ class OrchestratorViews:
     """The presenter ``%load_ext`` installs for orchestrators (`_orchestrator.presenter`):
     a `CellView` per call, quiet unless the orchestrator's ``show`` asks otherwise or the
     call is its first in the running cell, so a loop of a thousand calls prints what they
-    print but shows one record, not a thousand."""
+    print but shows one record, not a thousand. That record is titled by its call and, when
+    the cell ends (`cell_ended`, IPython's ``post_execute``), says how many calls it stands
+    for: one redraw per orchestrator and cell, however long the loop."""
 
     def __init__(self, shell: InteractiveShell) -> None:
         self.shell = shell
         self._cell: object = None
-        self._shown: set[int] = set()
+        self._seen: dict[int, _Seen] = {}
 
-    def __call__(self, orchestrator: Orchestrator) -> CellView:
+    def __call__(self, orchestrator: Orchestrator, call: str) -> CellView:
         cell = self.shell.execution_count
         if cell != self._cell:
-            self._cell, self._shown = cell, set()
-        first = id(orchestrator) not in self._shown
-        self._shown.add(id(orchestrator))
+            self._cell, self._seen = cell, {}
         show = orchestrator.show
-        return CellView(quiet=not (show or (show is None and first)))
+        seen = self._seen.get(id(orchestrator))
+        if seen is not None:
+            seen.calls += 1
+            return CellView(quiet=not show, caller=call)
+        view = CellView(quiet=not (show or show is None), caller=call)
+        self._seen[id(orchestrator)] = _Seen(orchestrator, view if show is None else None)
+        return view
+
+    def cell_ended(self) -> None:
+        """Redraw each first call's record the cell called again with the count of its calls."""
+        seen, self._seen, self._cell = self._seen, {}, None
+        for each in seen.values():
+            if each.first is not None and each.calls > 1:
+                each.first.recount(each.calls)
+
+
+class _Seen:
+    """An orchestrator a cell called: how often, and the view of the first call when it is
+    the only one shown (``show=None``). Holds the orchestrator, so its id stays its own."""
+
+    def __init__(self, orchestrator: Orchestrator, first: CellView | None) -> None:
+        self.orchestrator = orchestrator
+        self.first = first
+        self.calls = 1
 
 
 @magics_class

@@ -4,7 +4,9 @@ A run's outputs come back to a private temp folder outside the JupyterLab root, 
 in the notebook can reach. So the magic (only the magic: ``create().run()`` returns the temp
 `File` as before) links each one into ``sandbox-outputs/cell<N>-<random>/<name>`` beside the
 notebook (the kernel's working directory, which JupyterLab's contents API serves), and the
-record carries the relative path, name and size for the renderers to draw as a link.
+record carries the relative path, name and size for the renderers to draw as a link. The
+notebook variable becomes that copy (`magics._sandbox`), so the file it reads is the file the
+link opens.
 
 The files are the container's, so untrusted: the name is the ``--out`` variable (an
 identifier the user wrote, never one the container chose), a `Dir`'s entries were already

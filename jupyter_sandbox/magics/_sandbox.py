@@ -336,28 +336,37 @@ def run_shown(
             exc.streamed = True  # the cell shows its stderr: show_error says the rest once
         raise
     record = run.to_record()
-    _link_files(record, run.outputs, link_limit)
+    run.outputs = _link_files(record, run.outputs, link_limit)
     view.finish(record)
     show_displays(run.displays)  # figures, tables, the last value: after the record, as Out[n]
     return run
 
 
-def _link_files(record: RunRecord, outputs: dict[str, Any], limit: int) -> None:
+def _link_files(record: RunRecord, outputs: dict[str, Any], limit: int) -> dict[str, Any]:
     """Link the run's `File`/`Dir` outputs into ``sandbox-outputs/`` of the kernel's working
-    directory (the notebook's folder in JupyterLab); each record row gets its link or note."""
+    directory (the notebook's folder in JupyterLab); each record row gets its link or note.
+
+    Returns the outputs the notebook variables take: a linked one is the copy the record's
+    link opens, so reading the variable and opening the link see one file (an edit saved in
+    JupyterLab included). The run's own file (a ``--cache`` entry replays it) is not that
+    copy, so neither writes through to the other."""
     from IPython import get_ipython
 
     from ._files import link_outputs  # loaded by the first run with file outputs
 
     shell = get_ipython()
     cell = int(shell.execution_count) - 1 if shell is not None else 0  # counted before it runs
-    for name, linked in link_outputs(outputs, root=Path.cwd(), cell=cell, limit=limit).items():
+    root = Path.cwd()
+    taken = dict(outputs)
+    for name, linked in link_outputs(outputs, root=root, cell=cell, limit=limit).items():
         row = record["outputs"][name]
         if isinstance(linked, str):
             row["note"] = linked
         else:
             row["link"] = linked
             row["preview"] = linked["path"]  # older renderers: the path a person can find
+            taken[name] = type(outputs[name])(root / linked["path"])
+    return taken
 
 
 class ShownSandbox:

@@ -43,6 +43,7 @@ import pydantic_monty as pm
 from .. import _defaults as default
 from .._errors import OrchestrationError, SandboxConfigError
 from .._events import Event, Output, ToolCall
+from .._preview import preview
 from . import _typecheck
 from ._approval import Gate, govern, hand_down
 from ._conforms import conforms
@@ -83,9 +84,10 @@ class Shown(Protocol):
 
 
 class Presenter(Protocol):
-    """What shows an orchestrator's call in a notebook: the view for one call of it."""
+    """What shows an orchestrator's call in a notebook: the view for one call of it, given
+    the call as a person reads it (``sum_squares(1)``), which its record is titled by."""
 
-    def __call__(self, orchestrator: Orchestrator) -> Shown: ...
+    def __call__(self, orchestrator: Orchestrator, call: str) -> Shown: ...
 
 
 class _Quiet:
@@ -206,7 +208,7 @@ class Orchestrator(Tool):
 
     def _call(self, call: ToolCall | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         inputs = self._inputs(args, kwargs)
-        shown = self._shown(call)
+        shown = self._shown(call, args, kwargs)
         driver = self._driver(inputs, shown, tool_loop(parent_loop()))
         # The fast path: a run that calls no tool cannot block on the host, so it may take a
         # kept thread. Not when nested: a kept thread must never wait on the run above it.
@@ -223,7 +225,7 @@ class Orchestrator(Tool):
         self, call: ToolCall | None, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
         inputs = self._inputs(args, kwargs)
-        shown = self._shown(call)
+        shown = self._shown(call, args, kwargs)
         driver = self._driver(inputs, shown, asyncio.get_running_loop())
         try:
             result = await asyncio.wrap_future(start(driver))
@@ -282,13 +284,20 @@ class Orchestrator(Tool):
             _expect(value, self.hints.get("return", Any), f"{self.name}() returned a value that")
         return value
 
-    def _shown(self, call: ToolCall | None) -> Shown:
+    def _shown(self, call: ToolCall | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Shown:
         """Where this call shows: nowhere of its own inside an orchestration (the calling
         run's trace holds it), else the notebook's view (`presenter`), else stdout."""
         if call is not None or _running.get() is not None:
             return _QUIET
         current = presenter.current
-        return _Printed() if current is None else current(self)
+        return _Printed() if current is None else current(self, self._written(args, kwargs))
+
+    def _written(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+        """The call as a person reads it, ``sum_squares(1)``: what its record is titled by,
+        so a cell calling several orchestrators (or one several times) says which it shows."""
+        parts = [preview(value, _ARGUMENT) for value in args]
+        parts += [f"{key}={preview(value, _ARGUMENT)}" for key, value in kwargs.items()]
+        return f"{self.name}({', '.join(parts)})"
 
     @staticmethod
     def _finish(
@@ -299,6 +308,10 @@ class Orchestrator(Tool):
         shown.finish(result, raised=raised)
         if call is not None:
             call.children.append(result.to_record())
+
+
+_ARGUMENT = 40
+"""Characters of each argument a call's title shows (its record's calls show more)."""
 
 
 def _expect(value: object, annotation: Any, what: str) -> None:

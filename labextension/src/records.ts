@@ -67,6 +67,13 @@ export interface IForkedFrom {
   call: number;
 }
 
+/** The orchestrator call a notebook cell's record shows (`Caller` in
+ * jupyter_sandbox/records.py): `calls` of it the cell made, this one the first. */
+export interface ICaller {
+  call: string;
+  calls: number;
+}
+
 /** How a paused run was answered (`Answered` in jupyter_sandbox/records.py): approved or
  * rejected in the cell numbered `cell`, or `elsewhere` (the store says it is no longer paused). */
 export interface IAnswered {
@@ -128,6 +135,7 @@ export interface ITraceRecord {
   pending?: ICallRecord[];
   /** The run and call this run was forked from. */
   forked_from?: IForkedFrom;
+  caller?: ICaller;
   /** The `--session` name whose variables the run kept. */
   session?: string;
   /** How the paused run was answered (absent while it waits). */
