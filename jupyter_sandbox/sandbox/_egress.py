@@ -62,7 +62,6 @@ from urllib.parse import urlsplit
 
 from .._errors import ContainerError, SandboxConfigError
 from .._events import EventCallback
-from . import _guard
 from ._allowlist import Destination, allow_list, describe
 from ._client import KIND, LABEL, engine_of, orphaned, owner_labels
 from ._hostcfg import debian_mirror, index_settings
@@ -73,6 +72,8 @@ if TYPE_CHECKING:
     from docker import DockerClient
     from docker.models.containers import Container
     from docker.models.networks import Network
+
+    from . import _guard
 
 DNS_ENV = "JUPYTER_SANDBOX_EGRESS_DNS"
 """Comma-separated resolver addresses the proxy asks (default: the engine's, as for any
@@ -255,6 +256,8 @@ def _watch() -> None:
     global _events
     if _events is not None:
         return
+    from . import _guard  # here: only an allow-listed run needs it, not `%load_ext`
+
     _events = _guard.AddressEvents()
     if _events.fileno() is not None:
         threading.Thread(target=_follow, args=(_events,), name="egress-guard", daemon=True).start()
@@ -271,6 +274,8 @@ def _follow(events: _guard.AddressEvents) -> None:
 def _refresh() -> None:
     """Give every guard the host's and the engine's addresses as they are now. Under `_lock`;
     only when they changed: an engine round trip and an exec per proxy."""
+    from . import _guard  # loaded by `_watch` already
+
     current: dict[str, list[str]] = {}
     for (url, _), egress in _egresses.items():
         client = _clients[url]
@@ -395,6 +400,8 @@ def _launch(
     there). The caller removes what is left when this raises (both carry the network's
     label)."""
     from docker.types import LogConfig
+
+    from . import _guard
 
     image = proxy_image(client, emit)
     name = str(network.name)
