@@ -129,6 +129,6 @@ def test_sizes_take_their_unit_everywhere(kernel: Kernel) -> None:
     assert kernel.ok("%config SandboxMagics.memory").value == "'512m'"
     said = _error(kernel.run("%%orchestrate --max-memory 2x\n1"))
     assert said == (
-        "UsageError: argument --max-memory: bad size '2x': use a size with its unit"
+        "UsageError: --max-memory: bad size '2x': use a size with its unit"
         " (256m, 2g) or a bare number of MB"
     )

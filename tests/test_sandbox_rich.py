@@ -150,6 +150,10 @@ def test_jupyterlab_draws_them_saved_with_its_sanitiser(notebook, tmp_home: Path
         lab.open(page, "rich.ipynb")
         page.wait_for_selector(".jsb-display img.jsb-display-image", timeout=60_000)
         page.wait_for_selector(".jsb-display table", timeout=60_000)
+        # JupyterLab draws the cells' outputs one by one: wait for all of them, then count
+        page.wait_for_function(
+            "() => document.querySelectorAll('.jsb-display').length >= 8", timeout=60_000
+        )
         shown = page.locator(".jsb-display")
         assert shown.count() == 8  # 3 + 1 + 4 displays, none from the plain cell
         assert page.locator(".jsb-display script").count() == 0

@@ -79,11 +79,14 @@ def parse_options(magic: Any, line: str) -> argparse.Namespace | None:
         argv = arg_split(line, strict=True)
     except ValueError as exc:  # shlex: an unbalanced quote ("No closing quotation")
         raise UsageError(f"{magic_name(magic)}: {exc} in {line.strip()[:60]!r}") from None
-    _, extra = parser.parse_known_args(argv)
-    unknown = next((word for word in extra if word.startswith("-")), None)
-    if unknown is not None:
-        raise UsageError(unknown_option(magic, unknown.partition("=")[0]))
-    args: argparse.Namespace = parser.parse_args(argv)
+    try:
+        _, extra = parser.parse_known_args(argv)
+        unknown = next((word for word in extra if word.startswith("-")), None)
+        if unknown is not None:
+            raise UsageError(unknown_option(magic, unknown.partition("=")[0]))
+        args: argparse.Namespace = parser.parse_args(argv)
+    except UsageError as exc:  # argparse's "argument --x: why": the option first, as ours
+        raise UsageError(str(exc).removeprefix("argument ")) from None
     return args
 
 
@@ -296,7 +299,7 @@ def size_text(size: str | int) -> str:
 
 def megabytes_option(text: str) -> int:
     """argparse ``type=`` of a size option in MB (`megabytes`): its error is argparse's
-    line, ``argument --max-memory: bad size '2x': use ...``."""
+    line, ``--max-memory: bad size '2x': use ...`` (`parse_options`)."""
     try:
         return megabytes(text)
     except SandboxConfigError as exc:
