@@ -6,14 +6,46 @@ another (Ctrl-C is not a `LimitExceeded`, an unparseable output is not a `Missin
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import Any, Protocol
 
+from ._events import ToolCall
 from ._text import printable
-from .records import RunRecord
+from .records import RunRecord, TraceRecord
 
-if TYPE_CHECKING:
-    from .codemode import Attempt
-    from .orchestration import OrchestrationResult
+
+class ResultLike(Protocol):
+    """What an `OrchestrationError` carries as ``result``: the run up to the failure (an
+    `OrchestrationResult`). A protocol, so this shared module names no engine's class and
+    the engines it is raised from stay above it; ``orchestration.result_of`` gives the class."""
+
+    @property
+    def code(self) -> str: ...
+    @property
+    def value(self) -> Any: ...
+    @property
+    def stdout(self) -> str: ...
+    @property
+    def error(self) -> str | None: ...
+    @property
+    def trace(self) -> list[ToolCall]: ...
+    def to_record(self) -> TraceRecord: ...
+
+
+class AttemptLike(Protocol):
+    """One of a `CodeModeError`'s ``attempts`` (a `codemode.Attempt`): what the model was
+    sent and replied, the code it wrote and how that ran."""
+
+    @property
+    def number(self) -> int: ...
+    @property
+    def reply(self) -> str: ...
+    @property
+    def code(self) -> str | None: ...
+    @property
+    def result(self) -> ResultLike | None: ...
+    @property
+    def error(self) -> OrchestrationError | None: ...
 
 
 class SandboxError(Exception):
@@ -58,7 +90,7 @@ class OrchestrationError(SandboxError):
     ) -> None:
         super().__init__(message, parameter=parameter, hint=hint)
         self.sandbox_traceback = sandbox_traceback
-        self.result: OrchestrationResult | None = None
+        self.result: ResultLike | None = None
 
 
 class TypeCheckError(OrchestrationError):
@@ -119,10 +151,10 @@ class CodeModeError(OrchestrationError):
     """
 
     def __init__(
-        self, message: str, *, attempts: list[Attempt], sandbox_traceback: str = ""
+        self, message: str, *, attempts: Sequence[AttemptLike], sandbox_traceback: str = ""
     ) -> None:
         super().__init__(message, sandbox_traceback=sandbox_traceback)
-        self.attempts = attempts
+        self.attempts: list[AttemptLike] = list(attempts)
         self.shown = False
         """Whether the cell's view already showed each attempt's error (set by
         ``%%codemode``): the cell's error output then says the rest in one line."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import grimp
@@ -27,6 +28,26 @@ def test_the_contracts_hold() -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "5 kept, 0 broken" in done.stdout
+
+
+def test_the_contracts_count_imports_made_only_for_type_checking() -> None:
+    """An import under ``if TYPE_CHECKING:`` is an import a reader and mypy follow: the
+    contracts see it, so a shared module cannot name an engine's class even for a hint."""
+    linter = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    assert linter.get("exclude_type_checking_imports", False) is False
+
+
+def test_the_errors_reach_no_engine_even_for_type_hints() -> None:
+    """The error tree types the run it carries (``.result``, ``.attempts``) by protocols of its
+    own, so no chain of imports, type-only ones included, leads from it up to an engine."""
+    graph = grimp.build_graph(
+        "jupyter_sandbox", cache_dir=None, exclude_type_checking_imports=False
+    )
+    for engine in ("orchestration", "codemode", "sandbox", "display", "magics"):
+        chain = graph.find_shortest_chain(
+            "jupyter_sandbox._errors", f"jupyter_sandbox.{engine}", as_packages=True
+        )
+        assert chain is None, chain
 
 
 @pytest.mark.parametrize(

@@ -21,6 +21,7 @@ from ..orchestration import (
     orchestrate,
     resolve_limits,
     resolve_tools,
+    result_of,
 )
 from ..records import TraceRecord
 from ._extract import extract_code
@@ -153,7 +154,7 @@ class CodeModeAgent:
         except Interrupted:
             raise
         except OrchestrationError as exc:
-            attempt.result = exc.result
+            attempt.result = result_of(exc)
             attempt.error = exc
             attempt.feedback = feedback(exc)
 

@@ -44,7 +44,14 @@ from .._grammar import (
 )
 from .._grammar import shown as refused_text
 from .._preview import preview
-from ..orchestration import OrchestrationResult, Orchestrator, answered, full_repr, mcp_outcomes
+from ..orchestration import (
+    OrchestrationResult,
+    Orchestrator,
+    answered,
+    full_repr,
+    mcp_outcomes,
+    result_of,
+)
 from ._cells import naming_cells
 from ._common import (
     CellMagics,
@@ -149,10 +156,11 @@ def show_run(
     try:
         result = run(view.on_event)
     except OrchestrationError as exc:
-        if exc.result is not None:
+        failed = result_of(exc)
+        if failed is not None:
             if code is not None:
-                exc.result.code = code
-            view.finish(exc.result, raised=True, error=exc)
+                failed.code = code
+            view.finish(failed, raised=True, error=exc)
         raise
     if code is not None:
         result.code = code

@@ -20,7 +20,16 @@ from .. import _otel
 from .._errors import OrchestrationError, SandboxConfigError, StoreError
 from .._events import EventCallback
 from .._scrub import shown_value
-from ..orchestration import MB, Journals, Keep, Limits, OrchestrationResult, ToolCache, orchestrate
+from ..orchestration import (
+    MB,
+    Journals,
+    Keep,
+    Limits,
+    OrchestrationResult,
+    ToolCache,
+    orchestrate,
+    result_of,
+)
 from ._common import (
     CellMagics,
     check_out,
@@ -248,7 +257,7 @@ class OrchestrateMagics(CellMagics):
         try:
             result = show_run(run, quiet=args.quiet, code=cell, resumable=True)
         except OrchestrationError as exc:
-            self._remember(exc.result, store)
+            self._remember(result_of(exc), store)
             raise
         except SandboxConfigError as exc:
             raise self.usage_error(exc) from None

@@ -42,6 +42,7 @@ from ._registry import Tools as Tools  # codemode reads it here
 from ._replay import Answers
 from ._result import OrchestrationResult
 from ._result import answered as answered
+from ._result import result_of as result_of
 from ._runs import start, wait
 from ._runtime import confinement as confinement
 from ._runtime import tool_loop

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import OrchestrationError, SandboxConfigError
 from .._scrub import mask_record
-from ._result import OrchestrationResult
+from ._result import OrchestrationResult, result_of
 from ._values import MAX_DEPTH, as_seen, is_data_namedtuple, is_host_object
 
 if TYPE_CHECKING:
@@ -109,7 +109,7 @@ def answer(ended: OrchestrationResult | OrchestrationError) -> dict[str, Any]:
     """A run's result or failure as the structured answer a client gets (JSON data only),
     a sandbox tool's secrets masked in it as in what a cell shows (`_scrub`)."""
     if isinstance(ended, OrchestrationError):
-        result = ended.result
+        result = result_of(ended)
         found: dict[str, Any] = {
             "status": "failed",
             "error": f"{type(ended).__name__}: {ended}",

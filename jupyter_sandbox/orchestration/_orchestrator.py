@@ -52,7 +52,7 @@ from ._failures import translate
 from ._limits import Limits, megabytes_from_bytes, seconds_from_ms
 from ._registry import Tools, resolve_tools
 from ._registry import current as current_registry
-from ._result import OrchestrationResult
+from ._result import OrchestrationResult, result_of
 from ._runs import start, wait
 from ._runtime import current, tool_loop
 from ._stubs import _StubWriter, stubs
@@ -216,7 +216,7 @@ class Orchestrator(Tool):
         try:
             result = wait(driver, pooled=pooled)
         except OrchestrationError as exc:
-            self._finish(call, shown, exc.result, raised=True)
+            self._finish(call, shown, result_of(exc), raised=True)
             raise
         self._finish(call, shown, result, raised=False)
         return self._output(result.value)
@@ -233,7 +233,7 @@ class Orchestrator(Tool):
             driver.stop()
             raise
         except OrchestrationError as exc:
-            self._finish(call, shown, exc.result, raised=True)
+            self._finish(call, shown, result_of(exc), raised=True)
             raise
         self._finish(call, shown, result, raised=False)
         return self._output(result.value)

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .._bounds import ToolStats, kept_calls, stream_tail
+from .._errors import OrchestrationError
 from .._events import ToolCall
 from .._preview import preview
 from .._scrub import mask_record
@@ -183,3 +184,11 @@ def _bounded(call: CallRecord, chars: int = TRACEBACK_CHARS) -> CallRecord:
     if error and len(error) > ERROR_CHARS:
         call["error"] = error[: ERROR_CHARS - 1] + "…"
     return call
+
+
+def result_of(error: OrchestrationError) -> OrchestrationResult | None:
+    """The run an `OrchestrationError` carries (``error.result``) as the class it is, for code
+    that shows or keeps it whole; None when nothing ran. ``error.result`` is typed by the
+    shared `ResultLike` protocol, which names no engine's class."""
+    result = error.result
+    return result if isinstance(result, OrchestrationResult) else None
