@@ -12,7 +12,7 @@ import os
 
 from ._errors import SandboxConfigError
 
-MAX_TIMEOUT = 30 * 86_400
+TIMEOUT_CEILING = 30 * 86_400
 """Seconds (30 days): the longest timeout either engine accepts. A run nobody waits 30 days
 for is a mistake, and far larger values overflow the timers underneath (``threading``, Monty)."""
 
@@ -74,9 +74,9 @@ def bounded(
 
 
 def check_timeout(value: object) -> float:
-    """A timeout in seconds, as both engines take it: above 0, at most `MAX_TIMEOUT`."""
+    """A timeout in seconds, as both engines take it: above 0, at most `TIMEOUT_CEILING`."""
     return bounded(
-        value, "timeout", low=0, strict_low=True, high=MAX_TIMEOUT, unit="s", why_high="30 days"
+        value, "timeout", low=0, strict_low=True, high=TIMEOUT_CEILING, unit="s", why_high="30 days"
     )
 
 

@@ -6,8 +6,13 @@ the orchestrators and the magics' options and ``%config`` settings read their de
 module (``docs/conf.py``): a default changed here changes everywhere it is said. A shared
 module: it imports no package of ours.
 
-Sizes are in the unit of the parameter that takes them (MB for the orchestration's limits and
-the store's caps, Docker's size text for a container's).
+A name says one thing. A default is named for the parameter it fills (`MAX_STACK_DEPTH` fills
+``max_stack_depth``; `SANDBOX_TIMEOUT` fills ``create(timeout=...)``); the most a parameter
+accepts, or a run holds, is a ceiling, named ``*_CEILING`` (`DISPLAYS_CEILING` here;
+``STACK_DEPTH_CEILING`` beside the check that enforces it). Sizes are megabytes, the unit the
+docs give, for the orchestration's limits and the store's caps; a size in another unit says so
+in its name (`ORCHESTRATOR_MAX_MEMORY_BYTES`: bytes, as Flyte counts them), and a container's
+is Docker's size text (``"1g"``).
 """
 
 from __future__ import annotations
@@ -95,10 +100,10 @@ SANDBOX_TIMEOUT = 600.0
 """``create(timeout=...)``: seconds a container may run before it is stopped."""
 RETRIES = 0
 """``create(retries=...)``: re-runs of a failed container before its error surfaces."""
-MAX_DISPLAYS = 200
-"""Displays (figures, tables, ``display()`` calls) one sandbox run shows: each is an output of
-the cell, saved in the notebook, so a loop that displays 10,000 times would make it unusable;
-past this many, one line says how many were left out."""
+DISPLAYS_CEILING = 200
+"""The most displays (figures, tables, ``display()`` calls) one sandbox run shows: each is an
+output of the cell, saved in the notebook, so a loop that displays 10,000 times would make it
+unusable; past this many, one line says how many were left out."""
 NETWORK: Final = "none"
 """``create(network=...)``: no network for the code unless asked (``"bridge"``)."""
 LINK_LIMIT = "100m"
@@ -131,7 +136,7 @@ MAX_ATTEMPTS = 3
 """`CodeModeAgent(max_attempts=...)`: model replies tried before `CodeModeError`."""
 ORCHESTRATOR_TIMEOUT_MS = 30_000
 """``@orchestrator(timeout_ms=...)``: Flyte's default for a sandboxed orchestrator."""
-ORCHESTRATOR_MAX_MEMORY = 50 * 1024 * 1024
+ORCHESTRATOR_MAX_MEMORY_BYTES = 50 * 1024 * 1024
 """``@orchestrator(max_memory=...)``: Flyte's default, in bytes as Flyte counts it."""
 ORCHESTRATOR_MAX_STACK_DEPTH = 256
 """``@orchestrator(max_stack_depth=...)``: Flyte's default."""

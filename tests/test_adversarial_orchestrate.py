@@ -30,7 +30,7 @@ from jupyter_sandbox import (
 )
 from jupyter_sandbox.events import Output
 from jupyter_sandbox.magics._common import in_options
-from jupyter_sandbox.orchestration import MAX_NESTING, Journal, orchestrate, orchestrate_async
+from jupyter_sandbox.orchestration import NESTING_CEILING, Journal, orchestrate, orchestrate_async
 from jupyter_sandbox.orchestration._registry import as_tool
 from jupyter_sandbox.orchestration._runtime import WORKERS, tool_loop
 
@@ -153,13 +153,13 @@ def nested_tools(levels: int, called: list[str]) -> dict[str, Callable[..., Any]
 
 def test_orchestrate_nests_in_tools_to_max_nesting_and_deeper_fails_at_once():
     called: list[str] = []
-    tools = nested_tools(MAX_NESTING, called)
-    assert orchestrate(f"level{MAX_NESTING - 1}()", tools=tools).value == MAX_NESTING + 1
+    tools = nested_tools(NESTING_CEILING, called)
+    assert orchestrate(f"level{NESTING_CEILING - 1}()", tools=tools).value == NESTING_CEILING + 1
 
     called.clear()
-    tools = nested_tools(MAX_NESTING + 1, called)
-    with pytest.raises(ToolError, match=f"nested more than {MAX_NESTING} levels"):
-        orchestrate(f"level{MAX_NESTING}()", tools=tools)
+    tools = nested_tools(NESTING_CEILING + 1, called)
+    with pytest.raises(ToolError, match=f"nested more than {NESTING_CEILING} levels"):
+        orchestrate(f"level{NESTING_CEILING}()", tools=tools)
     assert called == []  # it failed on the way down, before the deepest tool ran
 
 

@@ -34,7 +34,7 @@ from jupyter_sandbox.events import Output
 from jupyter_sandbox.orchestration import orchestrate
 from jupyter_sandbox.orchestration._registry import as_tool
 from jupyter_sandbox.sandbox import _client
-from jupyter_sandbox.sandbox._io import MAX_DEPTH
+from jupyter_sandbox.sandbox._io import FOLDER_DEPTH_CEILING
 from jupyter_sandbox.sandbox._pool import settle
 
 pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("no_leaked_containers")]
@@ -135,14 +135,18 @@ def test_an_output_nested_past_the_depth_limit_is_one_line_and_leaves_no_folder(
     """A 1,200-deep `Dir` next to a missing output: the failed run's temp folder could not be
     removed (``shutil.rmtree`` recursed past Python's limit), a raw `RecursionError`."""
     sandbox = create("deep", command=["sh", "-c", DEEP], outputs={"d": Dir, "m": File})
-    with pytest.raises(InvalidOutput, match=f"nested more than {MAX_DEPTH} folders deep") as err:
+    with pytest.raises(
+        InvalidOutput, match=f"nested more than {FOLDER_DEPTH_CEILING} folders deep"
+    ) as err:
         sandbox.run()
     assert "\n" not in str(err.value)
     assert left_behind(host_tmp) == []
 
 
 def test_an_output_within_the_depth_limit_comes_back_whole(host_tmp, isolation):
-    levels = MAX_DEPTH - 1  # folders under the output, then a file: MAX_DEPTH below it
+    levels = (
+        FOLDER_DEPTH_CEILING - 1
+    )  # folders under the output, then a file: FOLDER_DEPTH_CEILING below it
     script = f"p=/var/outputs/d; for i in $(seq {levels}); do p=$p/a; done; mkdir -p $p"
     tree = create("ok", command=["sh", "-c", script + " && echo x > $p/f"], outputs={"d": Dir})
     assert tree.run().path.joinpath(*["a"] * levels, "f").read_text() == "x\n"
@@ -150,9 +154,11 @@ def test_an_output_within_the_depth_limit_comes_back_whole(host_tmp, isolation):
 
 def test_a_dir_input_nested_past_the_depth_limit_is_one_config_line(tmp_path, host_tmp):
     deep = tmp_path / "deep"
-    deep.joinpath(*["a"] * (MAX_DEPTH + 1)).mkdir(parents=True)
+    deep.joinpath(*["a"] * (FOLDER_DEPTH_CEILING + 1)).mkdir(parents=True)
     sandbox = create("count", command=["true"], inputs={"d": Dir})
-    with pytest.raises(SandboxConfigError, match=f"nested more than {MAX_DEPTH} folders deep"):
+    with pytest.raises(
+        SandboxConfigError, match=f"nested more than {FOLDER_DEPTH_CEILING} folders deep"
+    ):
         sandbox.run(d=Dir(deep))
     assert left_behind(host_tmp) == []
 

@@ -120,6 +120,78 @@ def test_no_module_spells_a_container_default_again(value: object) -> None:
     assert found == []
 
 
+def _constants() -> list[tuple[str, str, ast.expr]]:
+    """Every module-level ``NAME = value`` of the package: (module, name, value)."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.parse(path.read_text()).body:
+            target = (
+                node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
+            )
+            if isinstance(target, ast.Name) and target.id.lstrip("_").isupper() and node.value:
+                found.append((str(path.relative_to(PACKAGE)), target.id, node.value))
+    return found
+
+
+def _parameters() -> set[str]:
+    """The names of every parameter and dataclass field the package defines."""
+    names: set[str] = set()
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.arg):
+                names.add(node.arg)
+            elif isinstance(node, ast.ClassDef):
+                names |= {
+                    item.target.id
+                    for item in node.body
+                    if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)
+                }
+    return names
+
+
+def test_a_max_constant_is_the_default_of_the_parameter_it_names() -> None:
+    """``MAX_STACK_DEPTH`` is what ``max_stack_depth`` defaults to, nothing else: the most a
+    parameter accepts is its ``*_CEILING``, so no reader takes a ceiling for a default."""
+    parameters = _parameters()
+    wrong = [
+        f"{module}:{name}"
+        for module, name, _ in _constants()
+        if name.lstrip("_").startswith("MAX_")
+        and (module != "_defaults.py" or name.lower() not in parameters)
+    ]
+    assert wrong == []
+
+
+def test_a_public_limit_name_is_bound_in_one_module() -> None:
+    """One name, one value: a default or ceiling spelled in two modules would say two things."""
+    modules: dict[str, set[str]] = {}
+    for module, name, _ in _constants():
+        if name.startswith(("MAX_", "DEFAULT_")) or name.endswith("_CEILING"):
+            modules.setdefault(name, set()).add(module)
+    assert {name: found for name, found in modules.items() if len(found) > 1} == {}
+
+
+def _counts_bytes(value: ast.expr) -> bool:
+    """Whether an expression is a size written in powers of 1024 (``16 * 2**20``, ``1 << 20``)."""
+    for node in ast.walk(value):
+        if isinstance(node, ast.BinOp) and isinstance(node.right, ast.Constant):
+            power = isinstance(node.op, ast.Pow) and node.right.value in (10, 20, 30)
+            shift = isinstance(node.op, ast.LShift) and node.right.value in (10, 20, 30)
+            if power or shift or node.right.value == 1024:
+                return True
+    return False
+
+
+def test_a_size_in_bytes_says_so_in_its_name() -> None:
+    """Sizes are megabytes (as the docs give them) unless the name ends in its unit."""
+    wrong = [
+        f"{module}:{name}"
+        for module, name, value in _constants()
+        if _counts_bytes(value) and not name.endswith("_BYTES") and name != "MB"
+    ]
+    assert wrong == []
+
+
 # -- the store: one rule ------------------------------------------------------------------
 
 

@@ -143,13 +143,13 @@ def test_saved_words_are_kept_by_an_older_reader(tmp_path: Path) -> None:
 def test_a_10000_call_cell_saves_within_the_budget(tmp_path: Path) -> None:
     """10,000 calls, one in 37 failing through 40 frames with a long message, printing every
     100th: the saved cell (record, HTML, text and its stream output, as nbformat writes it)
-    stays within `SAVED_BUDGET`, and its one line says what the record lists."""
+    stays within `SAVED_BUDGET_BYTES`, and its one line says what the record lists."""
     import json
 
     import nbformat
     from nbclient import NotebookClient
 
-    from jupyter_sandbox.display._format import SAVED_BUDGET
+    from jupyter_sandbox.display._format import SAVED_BUDGET_BYTES
 
     setup = (
         "%load_ext jupyter_sandbox\nfrom jupyter_sandbox import tool\n"
@@ -169,7 +169,7 @@ def test_a_10000_call_cell_saves_within_the_budget(tmp_path: Path) -> None:
     path = tmp_path / "big.ipynb"
     nbformat.write(nb, path)
     cell = nbformat.read(path, as_version=4).cells[1]
-    assert len(json.dumps(cell, indent=1)) <= SAVED_BUDGET
+    assert len(json.dumps(cell, indent=1)) <= SAVED_BUDGET_BYTES
     (shown,) = [o for o in cell.outputs if o.output_type == "display_data"]
     record = shown.data[TRACE_MIME]
     assert record["summary"]["kept"].startswith("showing 300 of 10,000 calls: the first 100")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from _display_samples import run_record, trace_record
 
 from jupyter_sandbox.display import RUN_MIME, TRACE_MIME, bundle
-from jupyter_sandbox.display._format import MAX_ROWS
+from jupyter_sandbox.display._format import ROWS_SHOWN
 
 
 def test_trace_bundle_carries_the_record_and_fallbacks():
@@ -30,10 +30,10 @@ def test_trace_html_has_rows_timeline_and_expandable_errors():
 
 
 def test_long_traces_are_capped_in_fallbacks_but_not_in_the_record():
-    record = trace_record(MAX_ROWS + 50)
+    record = trace_record(ROWS_SHOWN + 50)
     data = bundle(record)
-    assert len(data[TRACE_MIME]["calls"]) == MAX_ROWS + 50
-    assert data["text/html"].count('class="jsb-call ') == MAX_ROWS
+    assert len(data[TRACE_MIME]["calls"]) == ROWS_SHOWN + 50
+    assert data["text/html"].count('class="jsb-call ') == ROWS_SHOWN
     assert "50 more calls in the JSON record" in data["text/html"]
     assert "50 more calls in the JSON record" in data["text/plain"]
 

@@ -331,7 +331,7 @@ def test_a_durable_run_nested_too_deep_is_recorded_as_an_error_not_running(env, 
     driver_module = sys.modules["jupyter_sandbox.orchestration._driver"]
     tmp_path, mod = env
     store = tmp_path / "s.sqlite"
-    monkeypatch.setattr(driver_module, "MAX_NESTING", 0)
+    monkeypatch.setattr(driver_module, "NESTING_CEILING", 0)
 
     def nested() -> int:
         return orchestrate("step(1)", tools=tools(mod), store=store, cell="inner").value

@@ -250,10 +250,10 @@ def closed_by_server(conns: list[socket.socket], count: int, trickles: list[sock
 
 def test_a_flood_of_half_open_connections_holds_few_and_not_for_long(served):
     """300 connections that never finish their request's headers, one that trickles them
-    and one that trickles the body of a refused request hold at most `MAX_CONNECTIONS` of
+    and one that trickles the body of a refused request hold at most `CONNECTIONS_CEILING` of
     the kernel's sockets and none past the header deadline; the notebook's own client is
     served in the middle of the flood."""
-    from jupyter_sandbox.orchestration._mcp_serve import MAX_CONNECTIONS
+    from jupyter_sandbox.orchestration._mcp_serve import CONNECTIONS_CEILING
 
     address = ("127.0.0.1", served.port)
     with contextlib.ExitStack() as opened:
@@ -263,7 +263,7 @@ def test_a_flood_of_half_open_connections_holds_few_and_not_for_long(served):
         slow = [opened.enter_context(socket.create_connection(address, 10)) for _ in range(2)]
         slow[0].sendall(b"POST /mcp HTTP/1.1\r\n")
         slow[1].sendall(b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Length: 99999\r\n\r\n")
-        assert closed_by_server(flood, 300 - MAX_CONNECTIONS, slow) >= 300 - MAX_CONNECTIONS
+        assert closed_by_server(flood, 300 - CONNECTIONS_CEILING, slow) >= 300 - CONNECTIONS_CEILING
         _, result = ask(served, {"code": "add(1, 2)"})
         assert result.structured_content["value"] == 3
         assert closed_by_server([*flood, *slow], 302, slow) == 302

@@ -36,7 +36,7 @@ from jupyter_sandbox import (
     tool,
 )
 from jupyter_sandbox.display._html import render
-from jupyter_sandbox.orchestration import MAX_NESTING
+from jupyter_sandbox.orchestration import NESTING_CEILING
 from jupyter_sandbox.records import TRACE_MIME
 
 # -- the seed documents' examples ----------------------------------------------------------
@@ -497,16 +497,16 @@ def test_an_orchestrator_calling_orchestrators_nests_to_the_limit() -> None:
     chain: list[Orchestrator] = [
         orchestrator_from_str("add(n, 1)", inputs={"n": int}, tools=[add], name="l0")
     ]
-    for depth in range(1, MAX_NESTING + 1):
+    for depth in range(1, NESTING_CEILING + 1):
         chain.append(
             orchestrator_from_str(
                 f"l{depth - 1}(n) + 1", inputs={"n": int}, tools=[chain[-1]], name=f"l{depth}"
             )
         )
-    assert chain[MAX_NESTING](0) == MAX_NESTING + 1  # from the notebook: l0 runs 3 deep
+    assert chain[NESTING_CEILING](0) == NESTING_CEILING + 1  # from the notebook: l0 runs 3 deep
     assert orchestrate("l2(0)", tools=[chain[2]]).value == 3
     with pytest.raises(ToolError, match="nested more than"):  # one level more than allowed
-        orchestrate(f"l{MAX_NESTING}(0)", tools=[chain[MAX_NESTING]])
+        orchestrate(f"l{NESTING_CEILING}(0)", tools=[chain[NESTING_CEILING]])
 
 
 def test_code_mode_calls_an_orchestrator() -> None:

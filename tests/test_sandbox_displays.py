@@ -92,7 +92,7 @@ def test_displays_past_the_output_limit_are_left_out_and_counted(tmp_path: Path)
 def test_a_run_shows_at_most_so_many_displays_and_says_how_many_it_left_out(
     tmp_path: Path,
 ) -> None:
-    cap = _defaults.MAX_DISPLAYS
+    cap = _defaults.DISPLAYS_CEILING
     root = _folder(tmp_path, *({"data": {"text/plain": str(n)}} for n in range(cap + 7)))
     shown = _displays.collect(root, limit=1 << 20, secrets=())
     assert [d["text/plain"] for d in shown[:cap]] == [str(n) for n in range(cap)]

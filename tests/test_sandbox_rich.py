@@ -272,7 +272,7 @@ def test_jupyterlab_shows_them_live(notebook, tmp_home: Path, browser) -> None:
 def test_a_run_shows_at_most_so_many_displays(docker_engine: Any) -> None:
     from jupyter_sandbox import _defaults, create
 
-    cap = _defaults.MAX_DISPLAYS
+    cap = _defaults.DISPLAYS_CEILING
     run = create("many", code=f"for i in range({cap + 50}):\n    display(i)").execute({})
     assert len(run.displays) == cap + 1, (run.exit_code, run.stderr[-500:], run.displays[-3:])
     assert [d["text/plain"] for d in run.displays[:cap]] == [str(i) for i in range(cap)]

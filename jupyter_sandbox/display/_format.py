@@ -23,12 +23,12 @@ from jupyter_sandbox.records import (
     TypedValue,
 )
 
-MAX_ROWS = 40
+ROWS_SHOWN = 40
 """Calls listed in text/HTML fallbacks (an export, a viewer without our extension): the first
 ones, in call order; the labextension draws every call the record keeps. With the record's own
-bounds (`_bounds`) this keeps a saved cell under `SAVED_BUDGET` however many calls it made."""
+bounds (`_bounds`) this keeps a saved cell under `SAVED_BUDGET_BYTES` however many calls it made."""
 
-SAVED_BUDGET = 256 * 1024
+SAVED_BUDGET_BYTES = 256 * 1024
 """Bytes a saved ``%%orchestrate`` cell's display may take in the ``.ipynb`` (record, HTML
 and text as nbformat writes them), for any number of calls: the budget
 ``tests/test_display_reading.py`` checks with a 10,000-call cell."""

@@ -72,12 +72,12 @@ def calls_table(record: TraceRecord, summary: TraceSummary) -> str:
     span = max(record.get("duration") or 0.0, 1e-9)
     rows = ["<tr>" + "".join(f"<th>{title}</th>" for title in COLUMNS) + "</tr>"]
     marks = summary["marks"]
-    for call in calls[: fmt.MAX_ROWS]:
+    for call in calls[: fmt.ROWS_SHOWN]:
         mark = marks.get(str(call.get("call_id")))
         if mark:
             rows.append(_mark(mark))
         rows.append(_call_row(call, span, fmt.row_status(call, record)))
-    more = len(calls) - fmt.MAX_ROWS
+    more = len(calls) - fmt.ROWS_SHOWN
     if summary["after"] and more <= 0:
         rows.append(_mark(summary["after"]))
     tail = f"<p>&hellip; {more} more calls in the JSON record</p>" if more > 0 else ""

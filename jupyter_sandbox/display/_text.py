@@ -29,8 +29,8 @@ def _orchestrate(record: TraceRecord) -> str:
     calls = record.get("calls", [])
     # Replayed rows carry a marker; the others are padded to it so the columns stay aligned.
     mark = " (replayed)"
-    blank = " " * len(mark) if any(call.get("replayed") for call in calls[: fmt.MAX_ROWS]) else ""
-    for call in calls[: fmt.MAX_ROWS]:
+    blank = " " * len(mark) if any(call.get("replayed") for call in calls[: fmt.ROWS_SHOWN]) else ""
+    for call in calls[: fmt.ROWS_SHOWN]:
         printed = summary["marks"].get(str(call.get("call_id")))
         if printed:
             lines.append(f"  ({printed})")
@@ -42,8 +42,8 @@ def _orchestrate(record: TraceRecord) -> str:
             f"{fmt.seconds(fmt.call_duration(call)):>8}  "
             f"{fmt.call_signature(call)}{ended}"
         )
-    if len(calls) > fmt.MAX_ROWS:
-        lines.append(f"  ... {len(calls) - fmt.MAX_ROWS} more calls in the JSON record")
+    if len(calls) > fmt.ROWS_SHOWN:
+        lines.append(f"  ... {len(calls) - fmt.ROWS_SHOWN} more calls in the JSON record")
     elif summary["after"]:
         lines.append(f"  ({summary['after']})")
     if record.get("error") and not record.get("raised"):  # raised: the error output has it

@@ -56,7 +56,7 @@ help_option = argument(
 """Every cell magic's first option. IPython's parsers have no ``--help`` of their own."""
 
 
-MAX_LINE = 100_000
+LINE_CEILING = 100_000
 """Characters of a magic's options line `parse_options` reads. IPython's ``arg_split`` is
 quadratic in the line (300,000 characters: 1.7 s; 3 MB: minutes with the kernel busy), and
 no option needs more; a larger value goes through Python (``fork_run(..., value=x)``)."""
@@ -66,10 +66,10 @@ def parse_options(magic: Any, line: str) -> argparse.Namespace | None:
     """The options of ``magic`` (a cell magic decorated with ``@magic_arguments``) on ``line``;
     None after printing its help when ``-h``/``--help`` is among them, whatever else the line
     holds: a person asking for help gets it, not an error about another option."""
-    if len(line) > MAX_LINE:  # before IPython's splitting, which is quadratic in the line
+    if len(line) > LINE_CEILING:  # before IPython's splitting, which is quadratic in the line
         raise UsageError(
             f"{magic_name(magic)}: its line is {len(line):,} characters, more than any option "
-            f"needs ({MAX_LINE:,}); a large value goes through Python (fork_run(..., value=x))"
+            f"needs ({LINE_CEILING:,}); a large value goes through Python (fork_run(..., value=x))"
         )
     if {"-h", "--help"} & set(line.split()):
         print_help(magic)

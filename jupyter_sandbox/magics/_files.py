@@ -168,7 +168,7 @@ def _copy(source: str | Path, target: str | Path) -> None:
         open(os.open(target, flags, 0o600), "wb") as out,
     ):
         try:
-            while os.copy_file_range(src.fileno(), out.fileno(), _CHUNK):
+            while os.copy_file_range(src.fileno(), out.fileno(), _CHUNK_BYTES):
                 pass
             return
         except OSError as exc:
@@ -180,7 +180,7 @@ def _copy(source: str | Path, target: str | Path) -> None:
         shutil.copyfileobj(src, out)
 
 
-_CHUNK = 1 << 30
+_CHUNK_BYTES = 1 << 30
 """Bytes one ``copy_file_range`` call may copy (it returns 0 at the end of the file)."""
 
 

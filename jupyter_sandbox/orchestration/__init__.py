@@ -21,7 +21,7 @@ from ._approval import govern, hand_down
 from ._confine import ACCOUNT_FILES as ACCOUNT_FILES
 from ._confine import ids_taken as ids_taken
 from ._confine import launcher_works as launcher_works
-from ._driver import MAX_NESTING, Driver, parent_loop
+from ._driver import NESTING_CEILING, Driver, parent_loop
 from ._keep import MB as MB
 from ._keep import Keep
 from ._limits import Limits, resolve_limits, seconds_from_ms
@@ -93,7 +93,7 @@ if TYPE_CHECKING:  # what __getattr__ imports on first use (_DURABLE)
     from .durable import unseen as unseen
 
 __all__ = [
-    "MAX_NESTING",
+    "NESTING_CEILING",
     "Journal",
     "Keep",
     "Limits",
@@ -229,7 +229,7 @@ def orchestrate(
     even while a sync tool runs: that call is recorded as abandoned and its thread left to
     finish on its own (Python cannot stop a thread), while its worker goes back to the pool.
 
-    A tool may itself call ``orchestrate``, up to `MAX_NESTING` levels below the cell; a
+    A tool may itself call ``orchestrate``, up to `NESTING_CEILING` levels below the cell; a
     deeper call raises `LimitExceeded` at once. Any exception a tool raises, ``SystemExit``
     and ``KeyboardInterrupt`` included, is that call's failure: the code sees it as the
     nearest builtin exception Monty knows (a plain ``Exception`` for those two), and uncaught

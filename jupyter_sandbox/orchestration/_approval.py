@@ -59,7 +59,7 @@ from .._grammar import DIGEST_CHARS
 from .._scrub import masked
 from ._failures import describe
 from ._hooks import Answer, Feature, Paused
-from ._values import MAX_DEPTH
+from ._values import DEPTH_CEILING
 
 if TYPE_CHECKING:
     import pydantic_monty as pm
@@ -87,7 +87,7 @@ def _canonical(value: Any, depth: int = 0) -> str:
     """The text a digest hashes for ``value``: its repr, with set members sorted (a set's
     order differs between processes: the same call must hash alike after a restart)."""
     kind = type(value)
-    if depth < MAX_DEPTH:
+    if depth < DEPTH_CEILING:
         if kind is list or kind is tuple:
             inner = ", ".join(_canonical(item, depth + 1) for item in value)
             return f"{kind.__name__}[{inner}]"
@@ -159,11 +159,11 @@ def handles(value: Any, depth: int = 0) -> Iterator[Any]:
     """Each object in ``value`` that is not plain data, walking lists, tuples and dicts."""
     kind = type(value)
     if kind is list or kind is tuple:
-        if depth < MAX_DEPTH:
+        if depth < DEPTH_CEILING:
             for item in value:
                 yield from handles(item, depth + 1)
     elif kind is dict:
-        if depth < MAX_DEPTH:
+        if depth < DEPTH_CEILING:
             for item in value.values():
                 yield from handles(item, depth + 1)
     elif kind not in (str, bytes, int, float, bool, type(None), set, frozenset):
@@ -289,10 +289,10 @@ class Policy:
 
 def _root(func: Any) -> Any:
     """The function under ``func``'s wrappers: a `Tool`'s function, a ``functools.partial``'s,
-    a ``functools.wraps`` wrapper's ``__wrapped__`` (at most `MAX_DEPTH` of them)."""
+    a ``functools.wraps`` wrapper's ``__wrapped__`` (at most `DEPTH_CEILING` of them)."""
     from ._tool import Tool  # here: the tool module is imported by what imports this one
 
-    for _ in range(MAX_DEPTH):
+    for _ in range(DEPTH_CEILING):
         if isinstance(func, (Tool, functools.partial)):
             func = func.func
         else:

@@ -54,10 +54,10 @@ from ._runtime import current
 from ._stubs import build_stubs
 from ._tool import Tool
 from ._trace import Started
-from ._values import MAX_DEPTH, SCALARS, data_size, to_sandbox, too_deep
+from ._values import DEPTH_CEILING, SCALARS, data_size, to_sandbox, too_deep
 
 _NAME = re.compile(r"[^\W\d]\w*")
-MAX_NESTING = 3
+NESTING_CEILING = 3
 """How many levels of `orchestrate` may run inside tools below a cell's own run. Each level
 draws its workers from a pool of its own, so a run never waits for a worker held by a run
 waiting on it; a deeper call fails at once with `LimitExceeded` (``limit="nesting"``)."""
@@ -157,9 +157,9 @@ class Driver:
         self._children: set[Driver] = set()
         self.parent = _running.get()
         self.depth: int = 0 if self.parent is None else self.parent.depth + 1
-        if self.depth > MAX_NESTING:
+        if self.depth > NESTING_CEILING:
             raise LimitExceeded(
-                f"orchestrate() nested more than {MAX_NESTING} levels deep (a tool running "
+                f"orchestrate() nested more than {NESTING_CEILING} levels deep (a tool running "
                 "sandboxed code whose tools run sandboxed code...): flatten the tools",
                 limit="nesting",
             )
@@ -231,7 +231,7 @@ class Driver:
             raise self._fail(
                 OrchestrationError(
                     "a value crossing into Monty is nested too deeply for it "
-                    f"to convert; keep results and tool arguments under {MAX_DEPTH} levels"
+                    f"to convert; keep results and tool arguments under {DEPTH_CEILING} levels"
                 )
             ) from None
         finally:
@@ -703,7 +703,7 @@ class Driver:
             )
         if too_deep(value):
             raise OrchestrationError(
-                f"the code's value nests more than {MAX_DEPTH} levels deep (or holds itself): "
+                f"the code's value nests more than {DEPTH_CEILING} levels deep (or holds itself): "
                 "return something flatter"
             )
         return value

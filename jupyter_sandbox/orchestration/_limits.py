@@ -7,13 +7,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .. import _defaults as default
-from .._checks import MAX_TIMEOUT, bounded, check_timeout, machine_megabytes
+from .._checks import TIMEOUT_CEILING, bounded, check_timeout, machine_megabytes
 
-MAX_CALLS = 10**9
+CALLS_CEILING = 10**9
 """Tool calls a cell may be allowed: at ~40 us a call, hours of calls; Monty's own suspension
 counter (set to twice the limit) stays far inside 64 bits."""
 
-MAX_STACK_DEPTH = 100_000
+STACK_DEPTH_CEILING = 100_000
 """The deepest ``max_stack_depth`` accepted: far past any orchestration's need (Monty keeps its
 frames on the heap: 99,000 nested calls ran in a worker here, bounded by ``max_memory``), and a
 bound a typo (``1e12``) cannot pass."""
@@ -71,7 +71,7 @@ class Limits:
             self.max_calls,
             "max_calls",
             low=1,
-            high=MAX_CALLS,
+            high=CALLS_CEILING,
             integer=True,
             why_high="Monty counts twice that in 64 bits",
         )
@@ -79,7 +79,7 @@ class Limits:
             self.max_stack_depth,
             "max_stack_depth",
             low=1,
-            high=MAX_STACK_DEPTH,
+            high=STACK_DEPTH_CEILING,
             integer=True,
             why_high="far past any orchestration's need",
         )
@@ -117,7 +117,7 @@ def seconds_from_ms(timeout_ms: object) -> float:
         "timeout_ms",
         low=0,
         strict_low=True,
-        high=MAX_TIMEOUT * 1000,
+        high=TIMEOUT_CEILING * 1000,
         unit="ms",
         why_high="30 days",
     )

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from .._errors import OrchestrationError, SandboxConfigError
 from .._scrub import mask_record
 from ._result import OrchestrationResult, result_of
-from ._values import MAX_DEPTH, as_seen, is_data_namedtuple, is_host_object
+from ._values import DEPTH_CEILING, as_seen, is_data_namedtuple, is_host_object
 
 if TYPE_CHECKING:
     import mcp.types
@@ -54,7 +54,7 @@ HEADER = (
 )
 _STOP_SECONDS = 10.0
 _START_SECONDS = 30.0
-MAX_CONNECTIONS = 64
+CONNECTIONS_CEILING = 64
 """Connections held at once. Past it a new connection takes the place of the one that has
 waited longest for its request's headers (what a flood of half-open connections fills the
 slots with; a client with the token sends its headers as it connects), or is closed at once
@@ -144,7 +144,7 @@ def _data(value: Any, depth: int = 0) -> Any:
         return value
     if kind is float and math.isfinite(value):
         return value
-    if depth < MAX_DEPTH:
+    if depth < DEPTH_CEILING:
         if kind is list or kind is tuple or is_data_namedtuple(value):
             return [_data(item, depth + 1) for item in value]
         if kind is dict and not any(map(is_host_object, value)):
@@ -277,7 +277,7 @@ def write_token(folder: Path, port: int, token: str) -> Path:
 @functools.cache
 def _uvicorn_classes() -> tuple[type[Any], type[Any]]:
     """uvicorn's server that says when it answers (``ready``), and its HTTP/1.1 protocol
-    bounded against unauthenticated floods (`MAX_CONNECTIONS`, `HEADER_SECONDS`). Made on
+    bounded against unauthenticated floods (`CONNECTIONS_CEILING`, `HEADER_SECONDS`). Made on
     first use: uvicorn comes with the ``mcp`` extra."""
     import uvicorn
     from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -302,7 +302,7 @@ def _uvicorn_classes() -> tuple[type[Any], type[Any]]:
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
-            if len(self.connections) > MAX_CONNECTIONS:
+            if len(self.connections) > CONNECTIONS_CEILING:
                 waiting = [
                     c for c in self.connections if isinstance(c, Bounded) and c.deadline is not None
                 ]

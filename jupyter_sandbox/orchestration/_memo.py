@@ -24,9 +24,9 @@ from typing import Any
 from .._events import ToolCall
 from ..records import Record
 from ._keep import Keep, quick_size
-from ._values import MAX_DEPTH, HandleMarker, data_size, is_plain
+from ._values import DEPTH_CEILING, HandleMarker, data_size, is_plain
 
-_KEY_LIMIT = 2**20
+_KEY_LIMIT_BYTES = 2**20
 """Bytes of arguments beyond which a call is not cached (its key would be their repr)."""
 
 
@@ -194,7 +194,7 @@ class ToolCache:
         """A stable key, or None when an argument is an object (no safe notion of equality)."""
         if not (is_plain(args) and is_plain(kwargs)):
             return None
-        if data_size((args, kwargs), _KEY_LIMIT) > _KEY_LIMIT:
+        if data_size((args, kwargs), _KEY_LIMIT_BYTES) > _KEY_LIMIT_BYTES:
             return None  # the key is a repr: arguments that write out huge are not cached
         return repr((tool, args, sorted(kwargs.items())))
 
@@ -242,7 +242,7 @@ def _same(a: Any, b: Any, depth: int, compared: set[tuple[int, int]]) -> bool:
         return False
     kind = type(a)  # not isinstance: it asks a handle's own `__class__`, which may raise
     if issubclass(kind, dict | list | tuple):
-        if depth >= MAX_DEPTH or len(a) != len(b):
+        if depth >= DEPTH_CEILING or len(a) != len(b):
             return False
         pair = (id(a), id(b))
         if pair in compared:  # equal when first compared, or the walk has already stopped

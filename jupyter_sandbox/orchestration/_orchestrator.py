@@ -68,13 +68,6 @@ __all__ = [
     "presenter",
 ]
 
-TIMEOUT_MS = default.ORCHESTRATOR_TIMEOUT_MS
-"""Flyte's default ``timeout_ms`` for a sandboxed orchestrator."""
-MAX_MEMORY = default.ORCHESTRATOR_MAX_MEMORY
-"""Flyte's default ``max_memory``, in bytes as Flyte counts it (`Limits` counts MB)."""
-MAX_STACK_DEPTH = default.ORCHESTRATOR_MAX_STACK_DEPTH
-"""Flyte's default ``max_stack_depth``."""
-
 
 class Shown(Protocol):
     """One call's view: it receives the run's events, then the result once (`Presenter`)."""
@@ -440,9 +433,9 @@ def orchestrator(
     tools: Tools = None,
     tasks: Tools = None,
     name: str = ...,
-    timeout_ms: int = TIMEOUT_MS,
-    max_memory: int = MAX_MEMORY,
-    max_stack_depth: int = MAX_STACK_DEPTH,
+    timeout_ms: int = default.ORCHESTRATOR_TIMEOUT_MS,
+    max_memory: int = default.ORCHESTRATOR_MAX_MEMORY_BYTES,
+    max_stack_depth: int = default.ORCHESTRATOR_MAX_STACK_DEPTH,
     type_check: bool = True,
     limits: Limits | None = None,
     show: bool | None = None,
@@ -453,9 +446,9 @@ def orchestrator(
     tools: Tools = None,
     tasks: Tools = None,
     name: str | None = None,
-    timeout_ms: int = TIMEOUT_MS,
-    max_memory: int = MAX_MEMORY,
-    max_stack_depth: int = MAX_STACK_DEPTH,
+    timeout_ms: int = default.ORCHESTRATOR_TIMEOUT_MS,
+    max_memory: int = default.ORCHESTRATOR_MAX_MEMORY_BYTES,
+    max_stack_depth: int = default.ORCHESTRATOR_MAX_STACK_DEPTH,
     type_check: bool = True,
     limits: Limits | None = None,
     show: bool | None = None,
@@ -469,9 +462,9 @@ def orchestrator(
     tools: Tools = None,
     tasks: Tools = None,
     name: str | None = None,
-    timeout_ms: int = TIMEOUT_MS,
-    max_memory: int = MAX_MEMORY,
-    max_stack_depth: int = MAX_STACK_DEPTH,
+    timeout_ms: int = default.ORCHESTRATOR_TIMEOUT_MS,
+    max_memory: int = default.ORCHESTRATOR_MAX_MEMORY_BYTES,
+    max_stack_depth: int = default.ORCHESTRATOR_MAX_STACK_DEPTH,
     type_check: bool = True,
     limits: Limits | None = None,
     show: bool | None = None,
@@ -538,9 +531,9 @@ def orchestrator_from_str(
     tools: Tools = None,
     tasks: Tools = None,
     name: str = "orchestrator",
-    timeout_ms: int = TIMEOUT_MS,
-    max_memory: int = MAX_MEMORY,
-    max_stack_depth: int = MAX_STACK_DEPTH,
+    timeout_ms: int = default.ORCHESTRATOR_TIMEOUT_MS,
+    max_memory: int = default.ORCHESTRATOR_MAX_MEMORY_BYTES,
+    max_stack_depth: int = default.ORCHESTRATOR_MAX_STACK_DEPTH,
     type_check: bool = True,
     limits: Limits | None = None,
     show: bool | None = None,

@@ -28,7 +28,7 @@ TRACEBACK_CHARS = 4000
 TRACEBACKS_CHARS = 30_000
 """The most of all its calls' host tracebacks one record keeps: with many failures kept, each
 keeps its share (at least `TRACEBACK_MIN`), so a saved cell stays within its budget
-(``display._format.SAVED_BUDGET``)."""
+(``display._format.SAVED_BUDGET_BYTES``)."""
 
 TRACEBACK_MIN = 400
 """The least of a host traceback a call's record keeps: its last frames and the error."""

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 _FLAGS = ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
 """A cell may ``await`` at top level, as Monty allows."""
-_MAX_ALIASES = 32
+_ALIASES_CEILING = 32
 """Alias hops followed before giving up (``a = b``, ``b = a`` must not loop)."""
 
 
@@ -46,7 +46,7 @@ def held_call(code: str, name: str, row: int) -> Source | None:
             for target in node.targets:
                 if isinstance(target, ast.Name):
                     binds.setdefault(target.id, []).append(node)
-    for _ in range(_MAX_ALIASES):
+    for _ in range(_ALIASES_CEILING):
         before = [node for node in binds.get(name, ()) if node.lineno < row]
         if not before:
             return None

@@ -45,7 +45,7 @@ _CONTAINERS: frozenset[type] = frozenset({list, tuple, set, frozenset})
 _WRITTEN_BY_REPR: frozenset[type] = SCALARS - {type(None), bool, int, str, bytes}
 """Data whose written-out size `data_size` takes from its repr (each is short to compute, and
 the walk stops at the limit, so ``[d] * 10**6`` costs at most the limit's worth)."""
-MAX_DEPTH = 64
+DEPTH_CEILING = 64
 """Nesting levels that cross as data; deeper parts cross as handles (Monty's conversion
 recurses, and a 5000-deep list would overflow it)."""
 _HANDLE_SIZE = 8
@@ -55,7 +55,7 @@ _HANDLE_SIZE = 8
 def is_plain(value: object) -> bool:
     """True when Monty can hold ``value`` as data (exact types only: a dict subclass would
     silently lose its class on the way in, so it travels as a handle instead). Containers
-    nested deeper than `MAX_DEPTH`, or holding themselves, are not."""
+    nested deeper than `DEPTH_CEILING`, or holding themselves, are not."""
     return type(value) in SCALARS or _plain(value, 0, {})
 
 
@@ -67,7 +67,7 @@ def _plain(value: object, depth: int, seen: dict[int, bool]) -> bool:
     kind = type(value)
     if kind in SCALARS:
         return True
-    if depth >= MAX_DEPTH or not (kind is dict or kind in _CONTAINERS or _is_namedtuple(value)):
+    if depth >= DEPTH_CEILING or not (kind is dict or kind in _CONTAINERS or _is_namedtuple(value)):
         return False
     key = id(value)
     if key in seen:
@@ -97,7 +97,7 @@ def to_sandbox(value: Any) -> Any:
     ``{"frame": df, "rows": 3}`` and the code can still read ``rows``. What cannot be split
     that way crosses whole as one handle: a dict keyed by an object (``{handle: 1}``) or a set
     of objects (sandbox keys and set members must be hashable data), a named tuple holding an
-    object, and whatever sits deeper than `MAX_DEPTH`. A container that holds itself crosses
+    object, and whatever sits deeper than `DEPTH_CEILING`. A container that holds itself crosses
     with a handle where the cycle closes.
     """
     if type(value) in SCALARS:  # the common case first: once per call
@@ -109,7 +109,7 @@ def _to_sandbox(value: Any, depth: int, plain: dict[int, bool], done: dict[int, 
     if _plain(value, depth, plain):
         return value
     kind = type(value)
-    if depth >= MAX_DEPTH or not (kind is dict or kind in _CONTAINERS):
+    if depth >= DEPTH_CEILING or not (kind is dict or kind in _CONTAINERS):
         return ClassInstance(value)
     if kind is dict:
         if not all(_plain(k, depth + 1, plain) for k in value):
@@ -191,7 +191,7 @@ def _repr_size(item: object, limit: int) -> int:
 
 
 def too_deep(value: object) -> bool:
-    """True when containers in ``value`` nest more than `MAX_DEPTH` levels deep (a container
+    """True when containers in ``value`` nest more than `DEPTH_CEILING` levels deep (a container
     that holds itself nests without end): printing or displaying it would recurse past
     Python's limit. Each container is walked again only when met deeper than before."""
     deepest: dict[int, int] = {}
@@ -201,7 +201,7 @@ def too_deep(value: object) -> bool:
         kind = type(item)
         if not (kind is dict or kind in _CONTAINERS or _is_namedtuple(item)):
             continue
-        if depth > MAX_DEPTH:
+        if depth > DEPTH_CEILING:
             return True
         if deepest.get(id(item), -1) >= depth:
             continue
@@ -225,7 +225,7 @@ def as_seen(value: Any, depth: int = 0) -> str:
     kind = type(value)
     if kind in SCALARS:
         return repr(value)
-    if depth >= MAX_DEPTH:
+    if depth >= DEPTH_CEILING:
         return "..."
     step = depth + 1
     if kind is list:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from .._errors import SandboxConfigError
 
 DEFAULT_PORTS = (443, 80)
-MAX_ENTRIES = 256
+ENTRIES_CEILING = 256
 """Destinations one sandbox may list: a proxy rule each; more is a mistake, not a policy."""
 _LABEL = r"(?!-)[a-z0-9-]{1,63}(?<!-)"
 _NAME = re.compile(rf"^{_LABEL}(?:\.{_LABEL})*$")
@@ -166,9 +166,10 @@ def allow_list(entries: object) -> tuple[Destination, ...]:
             "network is an empty allow-list: name the hosts the code needs, or use network='none'",
             parameter="network",
         )
-    if len(ports) > MAX_ENTRIES:
+    if len(ports) > ENTRIES_CEILING:
         raise SandboxConfigError(
-            f"network lists {len(ports)} destinations; at most {MAX_ENTRIES}: use a CIDR network",
+            f"network lists {len(ports)} destinations; at most {ENTRIES_CEILING}: "
+            "use a CIDR network",
             parameter="network",
         )
     return tuple(

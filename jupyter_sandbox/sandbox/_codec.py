@@ -30,7 +30,7 @@ INFERRED_TYPES = ".inferred-types.json"
 """Tags the auto-IO runner chose for outputs declared without one (no output name starts with
 a dot, so it cannot collide)."""
 _MICROS = 1_000_000
-_MAX_SECONDS = int(dt.timedelta.max.total_seconds()) + 1
+_SECONDS_CEILING = int(dt.timedelta.max.total_seconds()) + 1
 """Checked before converting, so ``1e999999`` is refused instead of built as a huge integer."""
 _COSTS = ((b"[", 120), (b"{", 216), (b":", 64), (b",", 44), (b'"', 28))
 """Bytes of Python objects `json_size` counts per character of JSON, each at least what that
@@ -170,7 +170,7 @@ def _decode(tag: str, data: bytes) -> Any:
         from decimal import Decimal
 
         seconds = Decimal(word)
-        if not seconds.is_finite() or abs(seconds) > _MAX_SECONDS:
+        if not seconds.is_finite() or abs(seconds) > _SECONDS_CEILING:
             raise ValueError(f"not a timedelta in seconds: {word[:40]!r}")
         return dt.timedelta(microseconds=int(seconds * _MICROS))
     if tag == "json":

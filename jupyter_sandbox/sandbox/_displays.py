@@ -7,7 +7,7 @@ the types a notebook can show without running anything of it (`SHOWN`), each val
 type it must be (text as text, a PNG or JPEG as base64 that decodes to one, JSON as data),
 with the run's secrets masked in every text, and an image that holds a secret's bytes left
 out. Together they are bounded by the run's output limit (what the cell's stdout may be) and
-in number (`_defaults.MAX_DISPLAYS`): the displays past either are left out with one line
+in number (`_defaults.DISPLAYS_CEILING`): the displays past either are left out with one line
 saying how many and why. The HTML and SVG are still untrusted markup after this: the display
 layer sanitises them (`display._rich`).
 """
@@ -76,7 +76,7 @@ def possible(code: str) -> bool:
 
 def collect(folder: Path | None, *, limit: int, secrets: tuple[str, ...]) -> list[Display]:
     """The displays in ``folder`` (the run's unpacked outputs), in the order they were made,
-    checked and masked, at most `_defaults.MAX_DISPLAYS` of them; past that many or past
+    checked and masked, at most `_defaults.DISPLAYS_CEILING` of them; past that many or past
     ``limit`` bytes, a last text display says how many were left out and why."""
     root = folder / FOLDER if folder is not None else None
     if root is None or not root.is_dir() or root.is_symlink():
@@ -84,7 +84,7 @@ def collect(folder: Path | None, *, limit: int, secrets: tuple[str, ...]) -> lis
     names = sorted(n for n in os.listdir(root) if n.endswith(".json"))
     displays: list[Display] = []
     spent = too_big = 0
-    for name in names[: default.MAX_DISPLAYS]:  # the rest are not read: each costs a file read
+    for name in names[: default.DISPLAYS_CEILING]:  # the rest are not read: each costs a file read
         path = root / name
         info = os.lstat(path)
         if not stat.S_ISREG(info.st_mode):
@@ -100,7 +100,7 @@ def collect(folder: Path | None, *, limit: int, secrets: tuple[str, ...]) -> lis
         display = _checked(data, secrets)
         if display:
             displays.append(display)
-    too_many = max(len(names) - default.MAX_DISPLAYS, 0)
+    too_many = max(len(names) - default.DISPLAYS_CEILING, 0)
     if too_big:
         displays.append(
             _note(
@@ -110,7 +110,7 @@ def collect(folder: Path | None, *, limit: int, secrets: tuple[str, ...]) -> lis
             )
         )
     if too_many:
-        displays.append(_note(too_many, f"a run shows at most {default.MAX_DISPLAYS} displays"))
+        displays.append(_note(too_many, f"a run shows at most {default.DISPLAYS_CEILING} displays"))
     return displays
 
 

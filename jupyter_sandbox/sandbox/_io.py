@@ -53,13 +53,13 @@ ENTRY_COST = 4096
 """Bytes each entry of ``/var/outputs`` counts against the limit besides its size (a disk
 block's worth): empty files are not free to unpack (creating one took ~1-2 ms on the
 development host's ext4 under load), so the default 256 MiB admits at most 65,536 entries."""
-_STREAM_SLACK = 1 << 20
+_STREAM_SLACK_BYTES = 1 << 20
 _SHOWN = 120
 """Characters of an entry's name shown in an error."""
-_MAX_LINK = 4096
-_MAX_HOPS = 40
+_LINK_CEILING = 4096
+_HOPS_CEILING = 40
 """Links followed in one resolution, as the kernel allows."""
-MAX_DEPTH = 100
+FOLDER_DEPTH_CEILING = 100
 """Folders an input or output may nest. Python's own tree walkers recurse once or twice per
 level (``shutil.rmtree`` of a failed run's temp folder, ``copytree``, ``rglob``), so a
 1,200-deep output raised a raw `RecursionError` and left its folder behind."""
@@ -202,9 +202,9 @@ def _copy_dir(name: str, root: Path, dest: Path) -> None:
     Each folder is opened from its parent's descriptor without following links, so a folder
     swapped for a link while the copy runs is refused instead of copied from elsewhere.
 
-    Depth first, one open folder per level (at most `MAX_DEPTH`): opening every subfolder of
-    a listing at once ran out of descriptors (``EMFILE``, a raw `OSError`) on a folder of 600
-    subfolders under a 512-descriptor limit.
+    Depth first, one open folder per level (at most `FOLDER_DEPTH_CEILING`): opening every
+    subfolder of a listing at once ran out of descriptors (``EMFILE``, a raw `OSError`) on a
+    folder of 600 subfolders under a 512-descriptor limit.
     """
     dirs = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
     os.mkdir(dest)
@@ -234,10 +234,10 @@ def _copy_dir(name: str, root: Path, dest: Path) -> None:
             if entry.is_symlink():
                 _copy_link(name, root, source, target, label)
             elif entry.is_dir(follow_symlinks=False):
-                if len(stack) > MAX_DEPTH:
+                if len(stack) > FOLDER_DEPTH_CEILING:
                     raise SandboxConfigError(
-                        f"input {name!r}: {label[:_SHOWN]} is nested more than {MAX_DEPTH} "
-                        "folders deep"
+                        f"input {name!r}: {label[:_SHOWN]} is nested more than "
+                        f"{FOLDER_DEPTH_CEILING} folders deep"
                     )
                 os.mkdir(target)
                 os.chmod(target, 0o755)
@@ -452,7 +452,7 @@ class _Chunks(io.RawIOBase):
         chunk = next(self._chunks, None)
         if chunk is not None:
             self.size += len(chunk)
-            if self.size > 2 * self._limit + _STREAM_SLACK:  # headers past any honest tar
+            if self.size > 2 * self._limit + _STREAM_SLACK_BYTES:  # headers past any honest tar
                 raise _too_big(self._limit)
         return chunk
 
@@ -524,8 +524,8 @@ class _Tree:
 
         if any(p == ".." or _ODD.search(p) for p in parts):
             raise invalid("has a '..', control character or undecodable byte in its name")
-        if len(parts) > MAX_DEPTH + 1:
-            raise invalid(f"is nested more than {MAX_DEPTH} folders deep")
+        if len(parts) > FOLDER_DEPTH_CEILING + 1:
+            raise invalid(f"is nested more than {FOLDER_DEPTH_CEILING} folders deep")
         if any(parts[:i] in self.links for i in range(1, len(parts))):
             raise invalid("lies under a link (the link would lead elsewhere)")
         path = self.root.joinpath(*parts)
@@ -538,7 +538,7 @@ class _Tree:
             elif member.issym():
                 if len(parts) == 1:
                     raise invalid("is a link: an output must be a file or a directory")
-                if parts in self.links or len(member.linkname) > _MAX_LINK:
+                if parts in self.links or len(member.linkname) > _LINK_CEILING:
                     raise invalid("is a link given twice, or with an overlong target")
                 self.links[parts] = member.linkname
             elif member.islnk():
@@ -621,7 +621,7 @@ def _stays_inside(links: Mapping[tuple[str, ...], str], link: tuple[str, ...], t
             onward = links.get(tuple(path))
             if onward is not None:
                 hops += 1
-                if hops > _MAX_HOPS:
+                if hops > _HOPS_CEILING:
                     return False
                 path.pop()
                 todo.append("/".join(parts[i + 1 :]))

@@ -13,7 +13,7 @@ How many spares wait per image and limits follows demand: as many as runs of tha
 once at the peak of the last `_IDLE` seconds (one for cells run one at a time, 16 after a
 fan-out of 16), or as the longest row of runs back to back in that time (each asked for
 within `_IN_A_ROW` s of the previous one's return to its caller: 4 after a loop of 4 runs,
-which one refill cannot keep up with), at most `_MAX_SPARES` in all (a full pool makes room
+which one refill cannot keep up with), at most `Pool.max_spares` in all (a full pool makes room
 by taking a spare of the key that has the most: `_crowding`). They are started one at a
 time by one thread per key, and not while several runs of the key go on, nor beside a run of
 it: refilling waits for the run's end (and while spares are left, for the end of a row of
@@ -95,10 +95,6 @@ _UID_TRIES = 1000
 """Random draws before `fresh_uid` gives up: only a range nearly all taken runs out."""
 _IDLE = default.SPARE_IDLE
 """Seconds a spare container waits for a run; then it is removed."""
-_MAX_SPARES = default.MAX_SPARES
-"""Spares kept at most, all keys together (`Pool.max_spares`): a full pool makes room by taking
-a spare of the key that has the most (`Pool._crowding`). Each is a sleeping process (~1 MB)
-and cost ~0.3 CPU-s to start."""
 _IN_A_ROW = 0.25
 """Seconds between a run's return to its caller and the call of the next one that make them a
 row (`_Demand`): a loop's or a run-all's gap (milliseconds), never a person's between cells.
@@ -312,9 +308,11 @@ class Pool:
     its place (`install`, the ``sandbox_pool`` fixture) and `close` it after. Background jobs
     (refills, removals) act on the pool that started them."""
 
-    def __init__(self, max_spares: int = _MAX_SPARES) -> None:
+    def __init__(self, max_spares: int = default.MAX_SPARES) -> None:
         self.max_spares = max_spares
-        """Spares kept at most, all keys together (see `_MAX_SPARES`)."""
+        """Spares kept at most, all keys together: a full pool makes room by taking a spare of
+        the key that has the most (`_crowding`). Each is a sleeping process (~1 MB) and cost
+        ~0.3 CPU-s to start."""
         self.lock = threading.Lock()
         self.live: dict[str, Slot] = {}
         """Every container this pool created and has not removed, by id."""

@@ -64,9 +64,9 @@ if TYPE_CHECKING:
 _POLL = 0.05
 """Seconds between looks at the cancel flag and the deadline."""
 _ASK = 0.2
-_MAX_ASK = 0.8
+_ASK_CEILING = 0.8
 """The engine is asked whether the container still runs after `_ASK` s, then at doubling
-intervals up to `_MAX_ASK`: the stream says so for free (most runs end before the first
+intervals up to `_ASK_CEILING`: the stream says so for free (most runs end before the first
 question), the question is only for a container that died without its stream ending."""
 _TRAILING = 0.5
 """Seconds a run waits, after its status line, for the marker on stderr or the end of the
@@ -372,7 +372,7 @@ def _wait(
         if not _running(client, slot):
             _until(reader.collected, time.monotonic() + _ASK, cancel)  # what is still on its way
             break
-        poll = min(2 * poll, _MAX_ASK)
+        poll = min(2 * poll, _ASK_CEILING)
     if reader.flooded or reader.failure is not None:  # the run raises the failure
         return True, None, False
     if reader.status is not None:

@@ -73,7 +73,7 @@ if TYPE_CHECKING:
 
 DEFAULT_TIMEOUT = default.SANDBOX_TIMEOUT
 """Seconds a run may take when ``timeout`` is None: every run has a wall-clock limit."""
-MAX_RETRIES = 100
+RETRIES_CEILING = 100
 """Re-runs one run may ask for: past that, retrying is a loop, not a remedy."""
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _STDERR_TAIL = 20
@@ -512,7 +512,7 @@ def _cannot_start(raw: RawRun) -> tuple[str, str] | None:
     return None
 
 
-_MAX_EXEC_STRING = 128 * 1024
+_EXEC_STRING_BYTES = 128 * 1024
 """Bytes Linux accepts in one argument or environment string (``MAX_ARG_STRLEN``)."""
 
 
@@ -537,7 +537,7 @@ def _passable(value: str) -> bool:
         data = value.encode()
     except UnicodeEncodeError:
         return False
-    return b"\x00" not in data and len(data) <= _MAX_EXEC_STRING
+    return b"\x00" not in data and len(data) <= _EXEC_STRING_BYTES
 
 
 def _names(declared: Mapping[str, Any] | Iterable[str] | None) -> dict[str, Any]:
@@ -701,7 +701,7 @@ def create(
         from ._cluster import check_cluster
 
         check_cluster(cluster)
-    bounded(retries, "retries", low=0, high=MAX_RETRIES, integer=True)
+    bounded(retries, "retries", low=0, high=RETRIES_CEILING, integer=True)
     if timeout is not None:
         check_timeout(timeout)
     env, secret_names = _environment(env_vars, secrets)

@@ -41,7 +41,7 @@ _CA_VARS = ("SSL_CERT_FILE", "PIP_CERT", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
 _FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 _MIN_MEMORY_MB = 6
 """The Docker engine's smallest memory limit: below it, container creation fails."""
-_MAX_PIDS = 4_194_304
+_PIDS_CEILING = 4_194_304
 """Linux's highest possible ``pid_max``: more processes than that can never exist."""
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 _HOST = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
@@ -90,7 +90,7 @@ class Resources:
             object.__setattr__(self, "cpu", cpu)
         cpus = machine_cpus()
         bounded(self.cpu, "cpu", low=0.01, high=cpus, why_high=f"the host has {cpus} CPUs")
-        bounded(self.pids, "pids", low=1, high=_MAX_PIDS, integer=True)
+        bounded(self.pids, "pids", low=1, high=_PIDS_CEILING, integer=True)
         ram = machine_megabytes()
         for name, low in (("memory", _MIN_MEMORY_MB), ("disk", 1), ("output", 0)):
             size = getattr(self, name)

@@ -12,7 +12,7 @@ ENDED = "('ok', 'error', 'interrupted')"
 """The statuses of runs the store may evict for room (a paused run waits for a person, a
 running one may be another kernel's)."""
 
-WAL_KEPT = 16 * 2**20
+WAL_KEPT_BYTES = 16 * 2**20
 """Bytes the ``-wal`` file is cut back to after a checkpoint (SQLite's journal_size_limit):
 without it the WAL stays as large as the largest burst of writes ever was."""
 

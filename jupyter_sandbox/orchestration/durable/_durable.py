@@ -33,7 +33,7 @@ A run given a store (``orchestrate(..., store=...)``) is *durable*: it survives 
   the kernel died are answered from them too, in order, while the code repeats them (the
   journal's replay, `_replay.Answers`).
 - **Handles** (opaque host objects, `_values`) are not in a dump: it keeps only their uuids.
-  The store keeps plain data only (`keepable`): an object, or data over `KEEP_LIMIT`, is kept
+  The store keeps plain data only (`keepable`): an object, or data over `KEEP_LIMIT_BYTES`, is kept
   as a `HandleMarker` naming its type, so a durable cell never pickles a DataFrame it was
   handed or a tool returned. Each handle sent into Monty is named instead (`_rebind`: the
   input it came from, or the call that returned it, kept with the inputs' and that call's
@@ -71,7 +71,7 @@ from .._hooks import Answer, Feature
 from .._keep import TINY, Summary, quick_size, summary
 from .._memo import Recorded, same
 from .._sandbox_tool import SandboxTool, secret_values
-from .._values import MAX_DEPTH, data_size, is_plain
+from .._values import DEPTH_CEILING, data_size, is_plain
 from ._rebind import (
     Origin,
     Rebinder,
@@ -93,12 +93,12 @@ CHECKPOINT_EVERY = 1.0
 which buffered records are written on their own."""
 INPUTS = -1
 """The record number a run's inputs are kept under."""
-KEEP_LIMIT = 2**20
+KEEP_LIMIT_BYTES = 2**20
 """Bytes (written out) past which a value is not kept in the store but named (`keepable`)."""
 
 _SMALL = frozenset({type(None), bool, float})
 _SHORT = 4096
-"""Characters of a text `keepable` keeps without measuring it (far under `KEEP_LIMIT`)."""
+"""Characters of a text `keepable` keeps without measuring it (far under `KEEP_LIMIT_BYTES`)."""
 
 
 class Process:
@@ -451,9 +451,9 @@ class _Room:
 
     def kept(self, value: Any, secrets: tuple[str, ...]) -> Any:
         """`keepable`, within what is left (a short text or a number always fits)."""
-        kept = keepable(value, secrets, max(TINY, min(KEEP_LIMIT, self.left)))
+        kept = keepable(value, secrets, max(TINY, min(KEEP_LIMIT_BYTES, self.left)))
         if kept is value:
-            self.left -= quick_size(value, KEEP_LIMIT) or 0
+            self.left -= quick_size(value, KEEP_LIMIT_BYTES) or 0
         elif type(kept) is Summary:
             self.summarized = True
         return kept
@@ -594,7 +594,7 @@ def unkept_inputs(run: StoredRun, namespace: Mapping[str, Any]) -> dict[str, Any
     }
 
 
-def keepable(value: Any, secrets: tuple[str, ...] = (), limit: int = KEEP_LIMIT) -> Any:
+def keepable(value: Any, secrets: tuple[str, ...] = (), limit: int = KEEP_LIMIT_BYTES) -> Any:
     """``value`` if the store should keep it (plain data up to ``limit`` bytes, holding none
     of ``secrets``), else a `HandleMarker` naming its type (or `SECRET`): for plain data, its
     `Summary` (type, size, digest). A marker already (the trace kept a summary) stays one."""
@@ -620,7 +620,7 @@ def handle_in(value: Any, depth: int = 0) -> str | None:
     keep), else None."""
     if isinstance(value, HandleMarker):
         return value["handle"]
-    if depth < MAX_DEPTH and type(value) in (list, tuple, set, frozenset, dict):
+    if depth < DEPTH_CEILING and type(value) in (list, tuple, set, frozenset, dict):
         items = value.values() if type(value) is dict else value
         for item in items:
             found = handle_in(item, depth + 1)

@@ -37,7 +37,7 @@ from typing import Any
 import pydantic_monty as pm
 
 from ..._errors import OrchestrationError, SandboxError, StoreError
-from .._values import MAX_DEPTH, HandleMarker
+from .._values import DEPTH_CEILING, HandleMarker
 
 Origin = dict[str, Any]
 """Where a handle came from, as the store keeps it (builtin data only): ``type`` always, then
@@ -82,7 +82,7 @@ def sent(converted: Any) -> Iterator[tuple[Path, pm.ClassInstance]]:
         kind = type(item)
         if kind is pm.ClassInstance:
             yield path, item
-        elif (kind is dict or kind is list or kind is tuple) and len(path) <= MAX_DEPTH:
+        elif (kind is dict or kind is list or kind is tuple) and len(path) <= DEPTH_CEILING:
             if id(item) in seen:
                 continue
             seen.add(id(item))
@@ -166,7 +166,7 @@ class Rebinder:
             if uuid in self.objects:
                 return self.objects[uuid]
             return self._bound(uuid, value["handle"])
-        if depth >= MAX_DEPTH or not (kind is tuple or kind is list or kind is dict):
+        if depth >= DEPTH_CEILING or not (kind is tuple or kind is list or kind is dict):
             return value
         if kind is dict:
             pairs = {k: self.rebind(v, depth + 1) for k, v in value.items()}

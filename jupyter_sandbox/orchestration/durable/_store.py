@@ -46,7 +46,7 @@ One SQLite file (standard library), shared by every kernel of the user:
   run's cell holds at most ``caps.store_cell`` and the store ``caps.store_total``
   (`_keep.Keep`; paused runs are never evicted, but count, as do sessions and other kernels'
   running runs), gives the freed pages back to the file system (incremental vacuum, the WAL
-  checkpointed and cut to `WAL_KEPT`) and tells the run how many bytes it may still write
+  checkpointed and cut to `WAL_KEPT_BYTES`) and tells the run how many bytes it may still write
   (its own ``caps.store_run`` included): `_durable.Durable` keeps later values as summaries.
   A file made before incremental vacuum was set (``auto_vacuum`` NONE) is rebuilt once, when
   first opened, so that it can shrink.
@@ -76,7 +76,7 @@ from ..._grammar import new_run_id
 from ..._owner import Owner, me, parse_token
 from .._keep import Keep
 from .._values import HandleMarker as HandleMarker
-from ._caps import ENDED, WAL_KEPT, evict, prune
+from ._caps import ENDED, WAL_KEPT_BYTES, evict, prune
 from ._files import SIDE_FILES as SIDE_FILES
 from ._files import check_private_file as check_private_file
 from ._files import check_private_folder as check_private_folder
@@ -588,7 +588,7 @@ class Store:
         """Give the pages freed by dropping runs back to the file system: free pages moved
         to the end and cut off (incremental vacuum), then the WAL copied into the file
         (which cuts the file there) and truncated. Waiting for no one: another process
-        reading meanwhile leaves the WAL to be cut back to `WAL_KEPT` on its next reuse."""
+        reading meanwhile leaves the WAL to be cut back to `WAL_KEPT_BYTES` on its next reuse."""
         with self._lock, self._errors():  # execute() would free one page: one per step
             db = self._connection()
             db.executescript("PRAGMA incremental_vacuum;")
@@ -636,7 +636,7 @@ class Store:
             db.execute("PRAGMA journal_mode = WAL")
             db.execute("PRAGMA synchronous = NORMAL")
             db.execute("PRAGMA foreign_keys = ON")
-            db.execute(f"PRAGMA journal_size_limit = {WAL_KEPT}")
+            db.execute(f"PRAGMA journal_size_limit = {WAL_KEPT_BYTES}")
             db.executescript(
                 f"BEGIN IMMEDIATE; {SCHEMA} INSERT OR IGNORE INTO meta "
                 f"VALUES ('schema', '{SCHEMA_VERSION}'); COMMIT;"
