@@ -45,10 +45,11 @@ def load(ipython: InteractiveShell) -> None:
     start): registering them again would drop their state (the ``--resume`` journals, the
     ``--cache`` results)."""
     from ..orchestration import presenter
+    from ._cell_view import OrchestratorViews
     from ._codemode import CodeModeMagics
     from ._common import help_alone, reject_as_typed, show_error
     from ._doctor import DoctorMagics
-    from ._durable import DurableMagics, OrchestratorViews
+    from ._durable import DurableMagics
     from ._mcp import MCPMagics
     from ._orchestrate import OrchestrateMagics
     from ._sandbox import SandboxMagics
@@ -117,8 +118,8 @@ def _reap_in_background() -> None:
 
 def unload(ipython: InteractiveShell) -> None:
     from ..orchestration import presenter
+    from ._cell_view import OrchestratorViews
     from ._common import help_alone, reject_as_typed
-    from ._durable import OrchestratorViews
 
     views = presenter.current
     if isinstance(views, OrchestratorViews):

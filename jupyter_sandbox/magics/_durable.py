@@ -20,7 +20,6 @@ import ast
 import contextlib
 import functools
 import json
-import os
 import time
 from collections.abc import Callable
 from html import escape
@@ -31,8 +30,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import line_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments
 
-from .._errors import LimitExceeded, OrchestrationError, SandboxConfigError, StoreError
-from .._events import EventCallback
+from .._errors import OrchestrationError, SandboxConfigError, StoreError
 from .._grammar import (
     JSON_OPTION,
     check_run_id,
@@ -44,15 +42,8 @@ from .._grammar import (
 )
 from .._grammar import shown as refused_text
 from .._preview import preview
-from ..orchestration import (
-    OrchestrationResult,
-    Orchestrator,
-    answered,
-    full_repr,
-    mcp_outcomes,
-    result_of,
-)
-from ._cells import naming_cells
+from ..orchestration import answered, full_repr, mcp_outcomes
+from ._cell_view import notebook_scope, show_run
 from ._common import (
     CellMagics,
     help_option,
@@ -65,151 +56,10 @@ from ._common import (
 if TYPE_CHECKING:  # the durable names are imported where a magic needs them: %load_ext
     # loads no store, no SQLite (a cell that runs with a store loads them)
     from ..orchestration import CallNow, PausedRun, Store
-    from ..records import TraceRecord
     from ._orchestrate import OrchestrateMagics
 
 _ARGUMENTS = 60
 """Characters of a pending call's arguments `%orchestrate_pending` shows."""
-
-
-def notebook_scope(shell: InteractiveShell) -> str:
-    """Which notebook this kernel runs: what sessions and stored runs are kept under. Jupyter
-    Server tells the kernel its notebook's path (``JPY_SESSION_NAME``; ipykernel also sets
-    ``__session__``); a kernel started otherwise is ``"default"``."""
-    named = os.environ.get("JPY_SESSION_NAME") or shell.user_ns.get("__session__")
-    return str(named) if named else "default"
-
-
-class CellView:
-    """One run's view in the cell, as ``%%orchestrate`` shows it: live while it runs, then
-    its record (paused runs show their pending calls; a raised error is in the cell's error
-    output, so the record does not repeat it). ``quiet``: prints only, no record. It is what
-    an orchestrator's call shows too (`Orchestrator`), so both look and save alike."""
-
-    def __init__(
-        self, *, quiet: bool = False, resumable: bool = False, caller: str | None = None
-    ) -> None:
-        from ..display import OrchestrateView  # the views: loaded by the first cell that runs
-
-        self.view = OrchestrateView(quiet=quiet)
-        self.quiet = quiet
-        self.resumable = resumable
-        self.caller = caller
-        """The orchestrator call shown (``sum_squares(1)``), its record's title; None: a cell."""
-        self.record: TraceRecord | None = None
-        """The record shown, once finished."""
-        self.on_event: EventCallback = naming_cells(self.view.on_event)
-
-    def finish(
-        self, result: OrchestrationResult, *, raised: bool, error: BaseException | None = None
-    ) -> None:
-        if self.quiet:  # a quiet view shows no record: skip previewing every call
-            return
-        record = result.to_record()
-        if raised:
-            record["raised"] = True
-        advice = resume_advice(result, error) if self.resumable else None
-        if advice is not None:
-            record["advice"] = advice
-        if self.caller is not None:
-            record["caller"] = {"call": self.caller, "calls": 1}
-        self.record = record
-        self.view.finish(record)
-
-    def recount(self, calls: int) -> None:
-        """Say that the cell called this orchestrator ``calls`` times (this call the first)."""
-        if self.record is not None and self.caller is not None:
-            self.record = {**self.record, "caller": {"call": self.caller, "calls": calls}}
-            self.view.redraw(self.record)
-
-
-def resume_advice(result: OrchestrationResult, error: BaseException | None = None) -> str | None:
-    """The line after an interrupt or an error that says how to go on, when ``--resume``
-    saves something: the tool calls that finished are not made again. Not after the
-    tool-call limit (``error``): a resumed run counts its answered calls again and stops
-    at the same place; the error's own advice (``--max-calls``) is the way on."""
-    if result.status not in ("error", "interrupted"):
-        return None
-    if isinstance(error, LimitExceeded) and error.limit == "calls":
-        return None
-    done = sum(call.status == "ok" for call in result.trace)
-    if not done:
-        return None
-    calls = "call that finished is" if done == 1 else f"{done:,} calls that finished are"
-    return (
-        "to go on, run this cell again with %%orchestrate --resume (after fixing it, if it "
-        f"needs a fix): the {calls} answered from the last run, not made again"
-    )
-
-
-def show_run(
-    run: Callable[[EventCallback], OrchestrationResult],
-    *,
-    quiet: bool = False,
-    code: str | None = None,
-    resumable: bool = False,
-) -> OrchestrationResult:
-    """Run ``run`` with a live view, as ``%%orchestrate`` shows a cell (`CellView`).
-    ``code`` replaces the record's code (the cell as written); ``resumable``: the cell can be
-    run again with ``--resume`` (its record then says so after a failure)."""
-    view = CellView(quiet=quiet, resumable=resumable)
-    try:
-        result = run(view.on_event)
-    except OrchestrationError as exc:
-        failed = result_of(exc)
-        if failed is not None:
-            if code is not None:
-                failed.code = code
-            view.finish(failed, raised=True, error=exc)
-        raise
-    if code is not None:
-        result.code = code
-    view.finish(result, raised=False)
-    return result
-
-
-class OrchestratorViews:
-    """The presenter ``%load_ext`` installs for orchestrators (`_orchestrator.presenter`):
-    a `CellView` per call, quiet unless the orchestrator's ``show`` asks otherwise or the
-    call is its first in the running cell, so a loop of a thousand calls prints what they
-    print but shows one record, not a thousand. That record is titled by its call and, when
-    the cell ends (`cell_ended`, IPython's ``post_execute``), says how many calls it stands
-    for: one redraw per orchestrator and cell, however long the loop."""
-
-    def __init__(self, shell: InteractiveShell) -> None:
-        self.shell = shell
-        self._cell: object = None
-        self._seen: dict[int, _Seen] = {}
-
-    def __call__(self, orchestrator: Orchestrator, call: str) -> CellView:
-        cell = self.shell.execution_count
-        if cell != self._cell:
-            self._cell, self._seen = cell, {}
-        show = orchestrator.show
-        seen = self._seen.get(id(orchestrator))
-        if seen is not None:
-            seen.calls += 1
-            return CellView(quiet=not show, caller=call)
-        view = CellView(quiet=not (show or show is None), caller=call)
-        self._seen[id(orchestrator)] = _Seen(orchestrator, view if show is None else None)
-        return view
-
-    def cell_ended(self) -> None:
-        """Redraw each first call's record the cell called again with the count of its calls."""
-        seen, self._seen, self._cell = self._seen, {}, None
-        for each in seen.values():
-            if each.first is not None and each.calls > 1:
-                each.first.recount(each.calls)
-
-
-class _Seen:
-    """An orchestrator a cell called: how often, and the view of the first call when it is
-    the only one shown (``show=None``). Holds the orchestrator, so its id stays its own."""
-
-    def __init__(self, orchestrator: Orchestrator, first: CellView | None) -> None:
-        self.orchestrator = orchestrator
-        self.first = first
-        self.calls = 1
 
 
 @magics_class

@@ -23,8 +23,8 @@ from ..orchestration import (
     registry,
     serve_mcp,
 )
+from ._cell_view import notebook_scope
 from ._common import CellMagics, help_option, parse_options
-from ._durable import notebook_scope
 
 if TYPE_CHECKING:
     from ._orchestrate import OrchestrateMagics

@@ -30,6 +30,7 @@ from ..orchestration import (
     orchestrate,
     result_of,
 )
+from ._cell_view import notebook_scope, show_run
 from ._common import (
     CellMagics,
     check_out,
@@ -45,7 +46,6 @@ from ._common import (
     split_names,
     tools_option,
 )
-from ._durable import notebook_scope, show_run
 
 if TYPE_CHECKING:  # the store is imported when a cell first opens one (`open_store`)
     from ..orchestration import Store
