@@ -16,8 +16,9 @@ from jupyter_sandbox.orchestration import Journal, Limits, Tool, ToolCache
 from jupyter_sandbox.orchestration._approval import Gate
 from jupyter_sandbox.orchestration._driver import Driver
 from jupyter_sandbox.orchestration._hooks import Answer, Feature
+from jupyter_sandbox.orchestration._memo import Journaling
 from jupyter_sandbox.orchestration._plug import plug
-from jupyter_sandbox.orchestration._replay import Answers, Journaling, Replay
+from jupyter_sandbox.orchestration._replay import Answers, Replay
 from jupyter_sandbox.orchestration._runs import wait
 from jupyter_sandbox.orchestration._runtime import tool_loop
 

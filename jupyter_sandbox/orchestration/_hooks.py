@@ -24,7 +24,7 @@ is given, asked at fixed points of the run in list order:
 
 A plain run has no features, and its loop no branch for any of them. The features are:
 `_replay.Replay` (``--resume`` journal and the cache answering calls), `_memo`'s journal
-(`_replay.Journaling`), `durable.SessionLink`, `durable.DurableFeature` (the store's
+(`_memo.Journaling`), `durable.SessionLink`, `durable.DurableFeature` (the store's
 records and checkpoints) and `durable.Restored` (the same, for a run that starts from its
 snapshot), `_approval.Gate` (approval gates).
 `plug` builds the list from what a run was given, in the order that keeps each one's

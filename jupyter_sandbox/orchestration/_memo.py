@@ -9,6 +9,8 @@ Both answer a call without calling the tool, and the trace marks such calls ``re
   ``b`` failed after ``c`` finished, only ``b`` runs again. From the first call the code makes
   differently on, tools are called again. That makes a run that failed half-way (a tool
   raised, a limit, an interrupt) cheap to finish.
+- `Journaling`: the run's feature (`_hooks`) that writes its calls into its `Journal` when it
+  ends.
 - `Journals`: the journals ``%%orchestrate`` keeps, by cell and by code (see `Journals.start`).
 - `ToolCache`: results by tool and arguments, across cells and runs, for tools whose result
   depends only on their arguments. Opt-in: a cache must never hide a side effect by surprise.
@@ -19,12 +21,16 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._events import ToolCall
 from ..records import Record
+from ._hooks import Feature
 from ._keep import Keep, quick_size
 from ._values import DEPTH_CEILING, HandleMarker, data_size, is_plain
+
+if TYPE_CHECKING:
+    from ._driver import Driver
 
 _KEY_LIMIT_BYTES = 2**20
 """Bytes of arguments beyond which a call is not cached (its key would be their repr)."""
@@ -102,6 +108,19 @@ class Journal:
     def completed(self) -> int:
         """Calls a resumed run can be answered with."""
         return sum(call.status == "ok" for call in self.calls)
+
+
+class Journaling(Feature):
+    """Writes the run's calls into ``journal`` when it ends (what ``--resume`` answers the
+    next run of the cell from in this kernel)."""
+
+    def __init__(self, journal: Journal) -> None:
+        self.journal = journal
+
+    def end(self, run: Driver) -> None:
+        self.journal.calls = [Recorded.of(call) for call in run.result.trace]
+        self.journal.failed = run.result.error is not None
+        self.journal.size = run.keeper.used
 
 
 class Journals:

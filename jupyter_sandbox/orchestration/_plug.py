@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 from .._events import ToolCall
 from ._approval import Gate, Policy, govern
 from ._hooks import Feature
-from ._memo import Journal
-from ._replay import Answers, Journaling, Replay
+from ._memo import Journal, Journaling
+from ._replay import Answers, Replay
 from ._tool import Tool
 
 if TYPE_CHECKING:  # a run without a store never loads the durable subsystem (nor sqlite3)

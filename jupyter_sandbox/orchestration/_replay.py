@@ -9,7 +9,7 @@ also answers one index with a value of the user's choosing (`fixed`).
 
 `Replay` is the run's feature (`_hooks`) that asks `lookup` at each call and reports each
 value a tool returned with `remember` (the cache keeps it); a run with nothing to replay and no
-cache has no `Replay`, and pays nothing. `Journaling` keeps the run's calls for the next.
+cache has no `Replay`, and pays nothing. `_memo.Journaling` keeps the run's calls for the next.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from .._events import ToolCall
 from .._scrub import note
 from ._hooks import Answer, Feature
-from ._memo import Journal, Recorded, ToolCache, same
+from ._memo import Recorded, ToolCache, same
 from ._sandbox_tool import secret_values
 
 if TYPE_CHECKING:
@@ -99,16 +99,3 @@ class Replay(Feature):
 
     def call_answered(self, call: ToolCall, value: Any) -> None:
         self.answers.remember(call, value)  # before the trace bounds them: keyed by the args
-
-
-class Journaling(Feature):
-    """Writes the run's calls into ``journal`` when it ends (what ``--resume`` answers the
-    next run of the cell from in this kernel)."""
-
-    def __init__(self, journal: Journal) -> None:
-        self.journal = journal
-
-    def end(self, run: Driver) -> None:
-        self.journal.calls = [Recorded.of(call) for call in run.result.trace]
-        self.journal.failed = run.result.error is not None
-        self.journal.size = run.keeper.used
