@@ -50,6 +50,19 @@ def test_the_errors_reach_no_engine_even_for_type_hints() -> None:
         assert chain is None, chain
 
 
+def test_the_orchestrate_magic_shows_its_run_without_the_durable_magics() -> None:
+    """The cell's view is a module of its own (``magics._cell_view``), which both magics
+    import: ``%%orchestrate`` imports no durable magic, so the two form no circle."""
+    graph = grimp.build_graph(
+        "jupyter_sandbox", cache_dir=None, exclude_type_checking_imports=False
+    )
+    magics = "jupyter_sandbox.magics"
+    assert not graph.direct_import_exists(
+        importer=f"{magics}._orchestrate", imported=f"{magics}._durable"
+    )
+    assert graph.find_shortest_chain(f"{magics}._cell_view", f"{magics}._orchestrate") is None
+
+
 @pytest.mark.parametrize(
     ("module", "home"),
     [
