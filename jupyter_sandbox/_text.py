@@ -48,6 +48,9 @@ def unindented(code: str) -> str:
     unchanged (whitespace-only lines and string literals included), so only code that could
     not run as written (its first statement indented) is touched; no line is added or
     removed, so errors name the lines as written."""
+    first = len(code) - len(code.lstrip())  # where the first non-blank line's text starts
+    if first == 0 or code[first - 1] in "\r\n":  # at the margin: the usual case, no scan
+        return code
     margin = os.path.commonprefix(_MARGIN.findall(code))  # noqa: RUF071  # by character: tabs, spaces
     if not margin:
         return code
