@@ -1,14 +1,20 @@
-"""Text from a container made safe for our error messages.
+"""Text both engines handle as written: a container's made safe for our error messages, and
+code we are given made runnable when it is indented as a whole.
 
 A container's stderr or output can hold terminal escape sequences (OSC 52 sets the clipboard,
 OSC 0 the window title, CSI moves the cursor or clears the screen). Our error messages are
 shown by terminals too (IPython's, a log), so what a container wrote is made printable before
 it enters one. The streams themselves are passed on as written: they are the program's output,
 and notebooks render its colours.
+
+Code arrives indented as a whole when it is written as a triple-quoted string inside a function
+(as Flyte's examples and tests write it) or pasted from one; `unindented` removes the margin
+every line shares, once, before either engine sees the code.
 """
 
 from __future__ import annotations
 
+import os
 import re
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -30,3 +36,25 @@ differently from what it is)."""
 def printable(text: str) -> str:
     """``text`` without escape sequences or control characters: safe inside an error message."""
     return _CONTROLS.sub("", _ESCAPES.sub("", text))
+
+
+_MARGIN = re.compile(r"^[ \t]*(?=\S)", re.MULTILINE)
+"""The leading whitespace of a line that holds more than whitespace."""
+
+
+def unindented(code: str) -> str:
+    """``code`` without the indentation all its non-blank lines share, as Flyte's
+    ``orchestrate_local`` and IPython's cells dedent it. Code with no such margin is returned
+    unchanged (whitespace-only lines and string literals included), so only code that could
+    not run as written (its first statement indented) is touched; no line is added or
+    removed, so errors name the lines as written."""
+    first = len(code) - len(code.lstrip())  # where the first non-blank line's text starts
+    if first == 0 or code[first - 1] in "\r\n":  # at the margin: the usual case, no scan
+        return code
+    margin = os.path.commonprefix(_MARGIN.findall(code))  # noqa: RUF071  # by character: tabs, spaces
+    if not margin:
+        return code
+    return "\n".join(  # lines as Python counts them: a \u2028 in a string is not a line end
+        line[len(margin) :] if line.startswith(margin) else line.lstrip(" \t")
+        for line in code.split("\n")
+    )

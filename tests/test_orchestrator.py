@@ -202,7 +202,7 @@ def test_the_seed_keywords_and_defaults_hold() -> None:
             assert parameters[name].default == default, (factory, name)
             assert parameters[name].kind is inspect.Parameter.KEYWORD_ONLY
     shape = inspect.signature(orchestrator_from_str).parameters
-    assert list(shape)[:6] == ["code", "inputs", "output", "tools", "tasks", "name"]
+    assert list(shape)[:6] == ["source", "inputs", "output", "tools", "tasks", "name"]
 
 
 # -- defined once, called like the function -------------------------------------------------

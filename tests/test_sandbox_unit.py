@@ -192,8 +192,8 @@ def test_resources_as_object_or_dict():
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"code": "x", "command": ["true"]}, "exactly one of"),
-        ({}, "exactly one of"),
+        ({"code": "x", "command": ["true"]}, "mutually exclusive"),
+        ({}, "give code= .* or command="),
         ({"code": "x", "arguments": ["a"]}, "arguments= only goes with command="),
         ({"code": "x", "inputs": {"x": complex}}, "unsupported type"),
         ({"code": "x", "outputs": {"y": set}}, "unsupported type"),

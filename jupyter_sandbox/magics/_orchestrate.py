@@ -20,6 +20,7 @@ from .. import _otel
 from .._errors import OrchestrationError, SandboxConfigError, StoreError
 from .._events import EventCallback
 from .._scrub import shown_value
+from .._text import unindented
 from ..orchestration import (
     MB,
     Journals,
@@ -233,7 +234,7 @@ class OrchestrateMagics(CellMagics):
         def run(on_event: EventCallback) -> OrchestrationResult:
             return orchestrate(
                 # a leading newline: errors count lines as the editor does (%% is line 1)
-                "\n" + _with_out_value(cell, args.out),
+                "\n" + _with_out_value(unindented(cell), args.out),
                 tools=tools,
                 inputs=inputs,
                 limits=limits,

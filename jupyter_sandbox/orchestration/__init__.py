@@ -33,7 +33,7 @@ from ._mcp_serve import serve_mcp as serve_mcp
 from ._memo import Journal, ToolCache
 from ._memo import Journals as Journals
 from ._options import RunOptions
-from ._orchestrator import Orchestrator, orchestrator, orchestrator_from_str
+from ._orchestrator import Orchestrator, orchestrator, orchestrator_from_str, with_flyte_map
 from ._orchestrator import presenter as presenter
 from ._otel import traced_options
 from ._plug import plug
@@ -316,9 +316,11 @@ async def orchestrate_local(
 ) -> Any:
     """Flyte's ``flyte.sandbox.orchestrate_local``, same parameters: run ``source`` with
     ``tasks`` as its tools and return its value. ``timeout_ms`` is `Limits.timeout` in
-    milliseconds; every other limit is its default (`orchestrate_async` takes them all)."""
+    milliseconds; every other limit is its default (`orchestrate_async` takes them all).
+    Flyte's built-in ``flyte_map`` is there when the code names it (`with_flyte_map`)."""
+    tools = with_flyte_map(resolve_tools(tasks), source)
     result = await orchestrate_async(
-        source, tools=tasks, inputs=inputs, timeout=seconds_from_ms(timeout_ms)
+        source, tools=tools, inputs=inputs, timeout=seconds_from_ms(timeout_ms)
     )
     return result.value
 

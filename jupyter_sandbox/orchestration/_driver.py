@@ -42,6 +42,7 @@ from .._errors import (
 )
 from .._events import CallFinished, CallStarted, EventCallback, Output, ToolCall, ignore
 from .._scrub import Scrub, scrubbing
+from .._text import unindented
 from . import _typecheck
 from ._confine import kill_worker
 from ._failures import describe, for_sandbox, translate
@@ -103,7 +104,7 @@ class Driver:
         features: Sequence[Feature] = (),
         keep: Keep | None = None,
     ) -> None:
-        self.code = code
+        self.code = code = unindented(code)  # every door's code: a string indented as a whole
         self.tools = dict(tools)
         self.inputs = dict(inputs)
         self.limits = limits

@@ -30,6 +30,7 @@ import ast
 import asyncio
 import functools
 import inspect
+import re
 import sys
 import textwrap
 import types
@@ -41,9 +42,11 @@ from typing import Any, Protocol, overload
 import pydantic_monty as pm
 
 from .. import _defaults as default
-from .._errors import OrchestrationError, SandboxConfigError
+from .._checks import bounded
+from .._errors import OrchestrationError, SandboxConfigError, ToolError
 from .._events import Event, Output, ToolCall
 from .._preview import preview
+from .._text import unindented
 from . import _typecheck
 from ._approval import Gate, govern, hand_down
 from ._conforms import conforms
@@ -67,6 +70,9 @@ __all__ = [
     "orchestrator_from_str",
     "presenter",
 ]
+
+CALL_RETRIES_CEILING = 100
+"""Re-runs one call may ask for (``retries=``): past that, retrying is a loop, not a remedy."""
 
 
 class Shown(Protocol):
@@ -122,7 +128,8 @@ class Orchestrator(Tool):
     """A reusable sandboxed orchestration: call it like the function it was made from.
 
     Made by `orchestrator` (from a function) or `orchestrator_from_str` (from code and typed
-    inputs). Its body runs in Monty and can call only ``tools``; ``limits`` bound each call.
+    inputs). Its body runs in Monty and can call only ``tools``; ``limits`` bound each call,
+    and a call whose run fails in a tool (`ToolError`) runs again up to ``retries`` times.
     ``show`` says which calls in a notebook cell show the live view and record: None (the
     default) the first call of each cell (a loop of calls prints, but shows one record),
     True every call, False none. A `Tool`: ``tool(o)``, or passing it in ``tools=``, lets
@@ -138,6 +145,7 @@ class Orchestrator(Tool):
         hints: Mapping[str, Any],
         tools: Mapping[str, Tool],
         limits: Limits,
+        retries: int,
         type_check: bool,
         show: bool | None,
         is_async: bool,
@@ -152,6 +160,7 @@ class Orchestrator(Tool):
         whose signature and docstring the orchestrator shows (else ``signature``, ``doc``)."""
         self.tools = dict(tools)
         self.limits = limits
+        self.retries = int(bounded(retries, "retries", low=0, high=CALL_RETRIES_CEILING, integer=True))
         self.type_check = type_check
         self.show = show
         self.hints = dict(hints)
@@ -162,6 +171,7 @@ class Orchestrator(Tool):
             _check_definition(code, self.tools, declared, self.hints.values(), value, limits)
         self.code = f"{code}\n{call}\n" if call else code
         """What runs at each call: the body, then (a function's) the line that calls it."""
+        self._function = wrapped
         runner = self._runner(is_async)
         if wrapped is not None:
             functools.update_wrapper(runner, wrapped)
@@ -197,20 +207,37 @@ class Orchestrator(Tool):
         kind = "async orchestrator" if self.is_async else "orchestrator"
         return f"<{kind} {self.name}{self.__signature__}>"
 
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """Flyte's ``forward``: the function itself, run as plain Python on the host, outside
+        the sandbox (its tools called as functions), to test its logic without Monty; the
+        same function ``__wrapped__`` holds. An orchestrator from a code string has no
+        function: ``NotImplementedError``."""
+        if self._function is None:
+            raise NotImplementedError(
+                f"{self.name}: an orchestrator from a code string does not support forward():"
+                " there is no Python function to call; call the orchestrator itself"
+            )
+        return self._function(*args, **kwargs)
+
     # -- a call --------------------------------------------------------------------------
 
     def _call(self, call: ToolCall | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         inputs = self._inputs(args, kwargs)
         shown = self._shown(call, args, kwargs)
-        driver = self._driver(inputs, shown, tool_loop(parent_loop()))
-        # The fast path: a run that calls no tool cannot block on the host, so it may take a
-        # kept thread. Not when nested: a kept thread must never wait on the run above it.
-        pooled = not self.tools and driver.parent is None
-        try:
-            result = wait(driver, pooled=pooled)
-        except OrchestrationError as exc:
-            self._finish(call, shown, result_of(exc), raised=True)
-            raise
+        attempt = 0
+        while True:
+            driver = self._driver(inputs, shown, tool_loop(parent_loop()))
+            # The fast path: a run that calls no tool cannot block on the host, so it may take
+            # a kept thread. Not when nested: a kept thread must never wait on the run above.
+            pooled = not self.tools and driver.parent is None
+            try:
+                result = wait(driver, pooled=pooled)
+                break
+            except OrchestrationError as exc:
+                attempt += 1
+                if not self._again(exc, attempt, shown):
+                    self._finish(call, shown, result_of(exc), raised=True)
+                    raise
         self._finish(call, shown, result, raised=False)
         return self._output(result.value)
 
@@ -219,17 +246,33 @@ class Orchestrator(Tool):
     ) -> Any:
         inputs = self._inputs(args, kwargs)
         shown = self._shown(call, args, kwargs)
-        driver = self._driver(inputs, shown, asyncio.get_running_loop())
-        try:
-            result = await asyncio.wrap_future(start(driver))
-        except asyncio.CancelledError:  # as `orchestrate_async`: cancelling stops the sandbox
-            driver.stop()
-            raise
-        except OrchestrationError as exc:
-            self._finish(call, shown, result_of(exc), raised=True)
-            raise
+        attempt = 0
+        while True:
+            driver = self._driver(inputs, shown, asyncio.get_running_loop())
+            try:
+                result = await asyncio.wrap_future(start(driver))
+                break
+            except asyncio.CancelledError:  # as `orchestrate_async`: cancelling stops it
+                driver.stop()
+                raise
+            except OrchestrationError as exc:
+                attempt += 1
+                if not self._again(exc, attempt, shown):
+                    self._finish(call, shown, result_of(exc), raised=True)
+                    raise
         self._finish(call, shown, result, raised=False)
         return self._output(result.value)
+
+    def _again(self, exc: OrchestrationError, attempt: int, shown: Shown) -> bool:
+        """Whether a call whose ``attempt``-th run failed with ``exc`` runs again, saying so
+        on stderr. Only a tool's failure: the body is deterministic given its tools' answers,
+        so any other failure (its own error, a limit, Ctrl-C) would only happen again."""
+        if not isinstance(exc, ToolError) or attempt > self.retries:
+            return False
+        why = str(exc).partition("\n")[0]
+        line = f"{self.name}: retry {attempt} of {self.retries} after {why:.200}\n"
+        shown.on_event(Output("stderr", line))
+        return True
 
     def _driver(
         self, inputs: dict[str, Any], shown: Shown, loop: asyncio.AbstractEventLoop
@@ -361,7 +404,7 @@ def _check_definition(
                 raise translate(
                     exc, code=code, limits=limits, interrupted=False, last_tool_error=None
                 ) from None
-    except pm.MontySyntaxError as exc:
+    except pm.MontyError as exc:  # a syntax error, or a feature Monty lacks (yield)
         raise translate(
             exc, code=code, limits=limits, interrupted=False, last_tool_error=None
         ) from None
@@ -410,6 +453,21 @@ def _limits(
     )
 
 
+_FLYTE_MAP = re.compile(r"\bflyte_map\b")
+
+
+def with_flyte_map(tools: Mapping[str, Tool], code: str) -> dict[str, Tool]:
+    """``tools``, plus Flyte's built-in ``flyte_map`` over them (`_flyte_map`) when ``code``
+    names it and no tool has its name: what Flyte's doors (`orchestrate_local`, an
+    orchestrator) give ported code, and no other run."""
+    chosen = dict(tools)
+    if "flyte_map" not in chosen and isinstance(code, str) and _FLYTE_MAP.search(code):
+        from ._flyte_map import NAME, flyte_map_over  # loaded by the first code that needs it
+
+        chosen[NAME] = flyte_map_over(tools)
+    return chosen
+
+
 def _tool_name(name: str) -> str:
     """Flyte names tasks ``compute-pipeline``; a tool's name is what code calls it by."""
     return name.replace("-", "_")
@@ -432,10 +490,11 @@ def orchestrator(
     output: Any = None,
     tools: Tools = None,
     tasks: Tools = None,
-    name: str = ...,
+    name: str = default.ORCHESTRATOR_NAME,
     timeout_ms: int = default.ORCHESTRATOR_TIMEOUT_MS,
     max_memory: int = default.ORCHESTRATOR_MAX_MEMORY_BYTES,
     max_stack_depth: int = default.ORCHESTRATOR_MAX_STACK_DEPTH,
+    retries: int = default.RETRIES,
     type_check: bool = True,
     limits: Limits | None = None,
     show: bool | None = None,
@@ -449,6 +508,7 @@ def orchestrator(
     timeout_ms: int = default.ORCHESTRATOR_TIMEOUT_MS,
     max_memory: int = default.ORCHESTRATOR_MAX_MEMORY_BYTES,
     max_stack_depth: int = default.ORCHESTRATOR_MAX_STACK_DEPTH,
+    retries: int = default.RETRIES,
     type_check: bool = True,
     limits: Limits | None = None,
     show: bool | None = None,
@@ -465,6 +525,7 @@ def orchestrator(
     timeout_ms: int = default.ORCHESTRATOR_TIMEOUT_MS,
     max_memory: int = default.ORCHESTRATOR_MAX_MEMORY_BYTES,
     max_stack_depth: int = default.ORCHESTRATOR_MAX_STACK_DEPTH,
+    retries: int = default.RETRIES,
     type_check: bool = True,
     limits: Limits | None = None,
     show: bool | None = None,
@@ -484,8 +545,9 @@ def orchestrator(
 
     Limits, per call: ``timeout_ms`` (Monty compute time), ``max_memory`` (bytes of heap,
     rounded up to whole MB), ``max_stack_depth`` (nested calls), Flyte's defaults; ``limits``
-    sets the others (`Limits`). ``show`` decides which calls show a record in a notebook (see
-    `Orchestrator`)."""
+    sets the others (`Limits`). ``retries`` (Flyte's) runs a call again when its run fails in a
+    tool (`ToolError`). ``show`` decides which calls show a record in a notebook (see
+    `Orchestrator`). `Orchestrator.forward` runs the function itself, outside the sandbox."""
     if isinstance(func, str):
         if inputs is None:
             raise SandboxConfigError("orchestrator(code, ...) needs inputs= (name -> type)")
@@ -495,10 +557,11 @@ def orchestrator(
             output=output,
             tools=tools,
             tasks=tasks,
-            name=name or "orchestrator",
+            name=name or default.ORCHESTRATOR_NAME,
             timeout_ms=timeout_ms,
             max_memory=max_memory,
             max_stack_depth=max_stack_depth,
+            retries=retries,
             type_check=type_check,
             limits=limits,
             show=show,
@@ -516,6 +579,7 @@ def orchestrator(
             tools=chosen,
             name=name,
             limits=resolved,
+            retries=retries,
             type_check=type_check,
             show=show,
         )
@@ -524,16 +588,17 @@ def orchestrator(
 
 
 def orchestrator_from_str(
-    code: str,
+    source: str,
     *,
     inputs: Mapping[str, Any],
     output: Any = None,
     tools: Tools = None,
     tasks: Tools = None,
-    name: str = "orchestrator",
+    name: str = default.ORCHESTRATOR_NAME,
     timeout_ms: int = default.ORCHESTRATOR_TIMEOUT_MS,
     max_memory: int = default.ORCHESTRATOR_MAX_MEMORY_BYTES,
     max_stack_depth: int = default.ORCHESTRATOR_MAX_STACK_DEPTH,
+    retries: int = default.RETRIES,
     type_check: bool = True,
     limits: Limits | None = None,
     show: bool | None = None,
@@ -543,11 +608,13 @@ def orchestrator_from_str(
     ``inputs`` (name -> type) are its parameters, in that order (by position or by name);
     the value of the code's last expression is its result, of type ``output`` (None: not
     declared, any value). ``tools`` (or ``tasks``) are what it may call (None: every
-    registered tool); ``name`` is the tool name other code calls it by (a ``-`` becomes
-    ``_``). Type-checked now, checked at each call, limited as `orchestrator` says."""
-    if not isinstance(code, str):
+    registered tool); ``name`` (default Flyte's ``sandboxed-code``) is the tool name other code calls it by
+    (a ``-`` becomes ``_``). ``source`` indented as a whole (a triple-quoted string inside a
+    function) is unindented, as Flyte does. Type-checked now, checked at each call, limited and
+    retried as `orchestrator` says."""
+    if not isinstance(source, str):
         raise SandboxConfigError(
-            f"orchestrator_from_str() needs code as a str, got {type(code).__name__}"
+            f"orchestrator_from_str() needs source code as a str, got {type(source).__name__}"
         )
     if not isinstance(inputs, Mapping) or not all(
         isinstance(key, str) and key.isidentifier() for key in inputs
@@ -559,19 +626,21 @@ def orchestrator_from_str(
     ]
     returns = Any if output is None else output
     hints = {**inputs, "return": returns}
+    body = unindented(source)
     return Orchestrator(
-        code=textwrap.dedent(code).strip("\n") + "\n",
+        code=body,
         call="",
         name=_tool_name(name),
         signature=inspect.Signature(parameters, return_annotation=returns),
         hints=hints,
-        tools=resolve_tools(_tools(tools, tasks)),
+        tools=with_flyte_map(resolve_tools(_tools(tools, tasks)), body),
         limits=_limits(limits, timeout_ms, max_memory, max_stack_depth),
+        retries=retries,
         type_check=type_check,
         show=show,
         is_async=False,
         wrapped=None,
-        doc=f"Runs in the Monty sandbox:\n\n{textwrap.indent(code.strip(), '    ')}",
+        doc=f"Runs in the Monty sandbox:\n\n{textwrap.indent(body.strip(), '    ')}",
         declared=inputs,
     )
 
@@ -582,12 +651,18 @@ def _from_function(
     tools: Tools,
     name: str | None,
     limits: Limits,
+    retries: int,
     type_check: bool,
     show: bool | None,
 ) -> Orchestrator:
     if isinstance(func, Tool) or not inspect.isfunction(func):
         raise SandboxConfigError(
             f"@orchestrator takes a function defined with def, got {type(func).__name__}"
+        )
+    if inspect.isgeneratorfunction(func) or inspect.isasyncgenfunction(func):
+        kind = "async generators" if inspect.isasyncgenfunction(func) else "generators"
+        raise SandboxConfigError(
+            f"orchestrators cannot be {kind}: {func.__qualname__}() yields; return a list"
         )
     code, defined = _definition(func)
     signature = inspect.signature(func)
@@ -605,8 +680,9 @@ def _from_function(
         name=_tool_name(name or defined),
         signature=signature,
         hints=hints,
-        tools=_named_tools(func) if tools is None else resolve_tools(tools),
+        tools=with_flyte_map(_named_tools(func) if tools is None else resolve_tools(tools), code),
         limits=limits,
+        retries=retries,
         type_check=type_check,
         show=show,
         is_async=is_async,
@@ -621,7 +697,7 @@ def _definition(func: Callable[..., Any]) -> tuple[str, str]:
     become comments (they are host code: ``@orchestrator`` itself), so the code's lines are
     the lines as written, from the first decorator, and a traceback's line numbers match."""
     try:
-        source = textwrap.dedent(inspect.getsource(func))
+        source = unindented(inspect.getsource(func))
     except (OSError, TypeError):
         raise SandboxConfigError(
             f"@orchestrator needs the source of {func.__qualname__}(): define it in a file or "

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, overload
 
+from .._errors import SandboxConfigError
 from .._instances import Default
 from ._sandbox_tool import SandboxTool, is_sandbox
 from ._tool import Approve, Tool
@@ -155,10 +156,21 @@ def tool(
 
 
 def resolve_tools(tools: Tools) -> dict[str, Tool]:
-    """Normalise the ``tools=`` argument: None means every registered tool."""
+    """Normalise the ``tools=`` argument: None means every registered tool. In a list, two
+    different tools under one name are refused (Flyte's ``tasks=`` refuses them too): the
+    code could only ever call the last."""
     if tools is None:
         return dict(current())
     if isinstance(tools, Mapping):
         return {n: as_tool(f, n) for n, f in tools.items()}
-    resolved = [as_tool(t) for t in tools]
-    return {t.name: t for t in resolved}
+    resolved: dict[str, Tool] = {}
+    given: dict[str, object] = {}
+    for item in tools:
+        one = as_tool(item)
+        if given.setdefault(one.name, item) is not item and resolved[one.name].func is not one.func:
+            raise SandboxConfigError(
+                f"duplicate tool name {one.name!r} in tools=: the code could call only one of"
+                " them; give one another name (Tool(f, name=...), or a name -> function mapping)"
+            )
+        resolved[one.name] = one
+    return resolved

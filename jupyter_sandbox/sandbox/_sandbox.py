@@ -34,6 +34,7 @@ from .._errors import (
 )
 from .._events import EventCallback, Output, RunFinished, RunStarted, ignore
 from .._secrets import hide_values, mask_error
+from .._text import unindented
 from .._threads import in_thread
 from . import _cache, _displays, _pool
 from ._allowlist import Destination, allow_list, describe
@@ -73,6 +74,8 @@ if TYPE_CHECKING:
 
 DEFAULT_TIMEOUT = default.SANDBOX_TIMEOUT
 """Seconds a run may take when ``timeout`` is None: every run has a wall-clock limit."""
+DEFAULT_NAME = "sandbox"
+"""A sandbox's name when ``create()`` is given none: Flyte's fallback."""
 RETRIES_CEILING = 100
 """Re-runs one run may ask for: past that, retrying is a loop, not a remedy."""
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -558,8 +561,13 @@ def _strings(value: Sequence[str] | None, what: str) -> list[str]:
 
 def _mode(*, code: str | None, command: object, arguments: object, auto_io: bool) -> Mode:
     """The run's mode, from the one of ``code`` and ``command`` given (and ``auto_io``)."""
-    if (code is None) == (command is None):
-        raise SandboxConfigError("give exactly one of code= and command=")
+    if code is not None and command is not None:
+        raise SandboxConfigError("code= and command= are mutually exclusive: give one of them")
+    if code is None and command is None:
+        # Flyte runs the image's ENTRYPOINT here; our runner needs the program it runs
+        raise SandboxConfigError("give code= (Python) or command= (a program and its arguments)")
+    if code is not None and not isinstance(code, str):
+        raise SandboxConfigError(f"code= takes Python as a str, got {type(code).__name__}")
     if arguments is not None and command is None:
         raise SandboxConfigError("arguments= only goes with command=")
     return "command" if command is not None else "auto" if auto_io else "verbatim"
@@ -569,7 +577,7 @@ def _declared(
     declared: Mapping[str, Any] | Iterable[str] | None, *, mode: Mode, what: str
 ) -> dict[str, str | None]:
     """Inputs or outputs as name -> type tag, names usable in ``mode``."""
-    types = normalise_types(_names(declared))
+    types = normalise_types(_names(declared), what)
     check_names(types, mode=mode, what=what)
     return types
 
@@ -636,7 +644,7 @@ def _run_command(
 
 
 def create(
-    name: str,
+    name: str | None = None,
     *,
     code: str | None = None,
     inputs: Mapping[str, Any] | Iterable[str] | None = None,
@@ -660,7 +668,11 @@ def create(
     isolation: Isolation | None = None,
 ) -> Sandbox:
     """Define a disposable Docker sandbox (parameters as Flyte's ``flyte.sandbox.create``:
-    ``name``, then keywords only).
+    ``name``, default `DEFAULT_NAME`, then keywords only).
+
+    ``code`` indented as a whole (a triple-quoted string inside a function) runs unindented,
+    as Flyte runs it; ``code`` and ``command`` are mutually exclusive, and one is needed
+    (Flyte would run a prebuilt image's ENTRYPOINT: here ``command=`` names the program).
 
     Modes: auto-IO (default: inputs are variables, outputs are read from variables),
     verbatim (``auto_io=False``: the script reads ``/var/inputs/<name>`` and writes
@@ -675,8 +687,10 @@ def create(
     gVisor's ``runsc``, which serves the code's system calls itself).
     Raises `SandboxConfigError` (or `InvalidPackageError` for a malformed package) at once.
     """
+    if name is None:
+        name = DEFAULT_NAME
     if not isinstance(name, str) or not name.strip():
-        raise SandboxConfigError("a sandbox needs a name")
+        raise SandboxConfigError("a sandbox's name= must be a non-empty str")
     mode = _mode(code=code, command=command, arguments=arguments, auto_io=auto_io)
     in_types = _declared(inputs, mode=mode, what="input")
     out_types = _declared(outputs, mode=mode, what="output")
@@ -708,7 +722,7 @@ def create(
     return Sandbox(
         name=name,
         mode=mode,
-        code=code,
+        code=None if code is None else unindented(code),
         command=_run_command(mode, command, arguments),
         inputs=in_types,
         outputs=out_types,

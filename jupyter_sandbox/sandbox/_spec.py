@@ -254,6 +254,13 @@ def check_names(names: Iterable[str], *, mode: Mode, what: str) -> None:
             )
 
 
-def normalise_types(declared: Mapping[str, Any] | None) -> dict[str, str | None]:
-    """Name -> tag, keeping declaration order; None means "infer from the value"."""
-    return {name: None if t is None else type_tag(t) for name, t in (declared or {}).items()}
+def normalise_types(declared: Mapping[str, Any] | None, what: str) -> dict[str, str | None]:
+    """Name -> tag, keeping declaration order; None means "infer from the value". An
+    unsupported type is refused naming the ``what`` (input, output) it was declared for."""
+    tags: dict[str, str | None] = {}
+    for name, declared_type in (declared or {}).items():
+        try:
+            tags[name] = None if declared_type is None else type_tag(declared_type)
+        except SandboxConfigError as exc:
+            raise SandboxConfigError(f"{what} {name!r}: {exc}") from None
+    return tags
