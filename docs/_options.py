@@ -46,6 +46,7 @@ EXAMPLES: dict[str, dict[str, str]] = {
         "--network": "`--network bridge`",
         "--allow-net": "`--allow-net pypi.org,api.example.com:443`",
         "--isolation": "`--isolation gvisor`",
+        "--ca-bundle": "`--ca-bundle /etc/ssl/certs/ca-certificates.crt`",
         "--env": "`--env MODE=fast LEVEL=2`",
         "--secret": "`--secret API_KEY`",
         "--retries": "`--retries 2`",

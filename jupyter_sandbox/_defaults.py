@@ -106,6 +106,10 @@ output of the cell, saved in the notebook, so a loop that displays 10,000 times 
 unusable; past this many, one line says how many were left out."""
 NETWORK: Final = "none"
 """``create(network=...)``: no network for the code unless asked (``"bridge"``)."""
+CA_BUNDLE: Final = ""
+"""``create(ca_bundle=...)``, ``--ca-bundle``, ``%config SandboxMagics.ca_bundle``: the PEM file
+of CAs the code's HTTPS trusts; empty, none: the code trusts the image's own CAs (and a
+build, the host's bundle)."""
 LINK_LIMIT = "100m"
 """``%config SandboxMagics.link_limit``: bytes of `File`/`Dir` outputs one ``%%sandbox`` cell
 links into ``sandbox-outputs/`` beside the notebook (a notebook's folder is often synced or

@@ -193,8 +193,8 @@ class IsolationUnavailable(ContainerError):
 class ImageBuildError(ContainerError):
     """The image build failed; ``log`` holds the failing step's output."""
 
-    def __init__(self, message: str, *, log: str = "") -> None:
-        super().__init__(message)
+    def __init__(self, message: str, *, log: str = "", parameter: str = "", hint: str = "") -> None:
+        super().__init__(message, parameter=parameter, hint=hint)
         self.log = printable(log)
 
 

@@ -143,6 +143,29 @@ def test_a_rejected_call_raises_permission_error_with_the_reason(store):
         assert made(k) == "[('count', 2)]"
 
 
+def test_a_run_id_in_a_variable_is_named_with_a_dollar_and_nothing_else_expands(store):
+    """``%orchestrate_approve $run_id`` (and reject, fork) reads the variable's value; a
+    missing or non-string variable is one line, and ``{...}`` is still not run."""
+    with kernel(store) as k:
+        k.ok(GATED)
+        k.ok(f"run_id = {paused_run(k.ok(CELL))!r}")
+        for line, says in [
+            ("%orchestrate_approve $nothing", "RUN_ID $nothing: no notebook variable nothing"),
+            ("%orchestrate_approve $made", "RUN_ID $made: made is a list, not a run id"),
+            ("%orchestrate_approve {run_id}", "RUN_ID"),
+        ]:
+            shown = k.run(line).text.strip()
+            assert shown.startswith("UsageError: ") and "\n" not in shown, shown
+            assert says in shown, shown
+        approved = k.ok("%orchestrate_approve $run_id")
+        assert approved.value == "(2, 'deleted /data/old')"
+        k.ok(f"again = {paused_run(k.ok(CELL))!r}")
+        rejected = k.ok("%orchestrate_reject $again not on a Friday, $run_id")
+        assert rejected.value == "(2, 'refused: not on a Friday, $run_id')"  # the reason as written
+        forked = k.ok("%orchestrate_fork $run_id 0 --value 5").records(TRACE_MIME)[-1]
+        assert forked["forked_from"]["run_id"] == k.ok("run_id").value.strip("'"), forked
+
+
 def test_approve_in_a_new_kernel_after_the_first_was_killed(tmp_path):
     """Both kernels find the store through ``%config`` (their environment names another)."""
     shared = tmp_path / "shared.sqlite"

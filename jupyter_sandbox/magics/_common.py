@@ -157,6 +157,7 @@ ADVICE: Mapping[str, str] = {
     "memory": "--memory, e.g. --memory 2g",
     "network": "--allow-net HOST (or --network bridge, the whole internet)",
     "allow_net": "--allow-net",
+    "ca_bundle": "--ca-bundle PATH (or %config SandboxMagics.ca_bundle)",
     "packages": "--packages",
     "command": "--command",
     "runs": "%orchestrate_pending lists paused runs",

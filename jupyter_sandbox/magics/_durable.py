@@ -9,9 +9,12 @@ OrchestrateMagics.store``. What a person must have seen before approving, and th
 seals it, is the engine's (`orchestration._approval`, `orchestration._paused`): the magics only
 say it.
 
-None of them expands ``{...}`` or ``$name`` (`no_var_expand`): their lines come from people and
+None of them lets IPython expand its line (`no_var_expand`): their lines come from people and
 from buttons built from saved (untrusted) records, and IPython's expansion would run any code
-between braces. Run ids are checked against the store's grammar (`_grammar`) before a lookup.
+between braces. The one thing expanded is a run id written ``$name``: the value of the notebook
+variable ``name``, looked up, never evaluated (`_run_id`), so a notebook that keeps a run id in
+a variable says ``%orchestrate_approve $run_id``. Run ids are checked against the store's
+grammar (`_grammar`) before a lookup.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ import ast
 import contextlib
 import functools
 import json
+import os
+import re
 import time
 from collections.abc import Callable
 from html import escape
@@ -205,7 +210,8 @@ class DurableMagics(CellMagics):
         args = parse_options(self.orchestrate_approve, line)
         if args is None:
             return None
-        return self._continue(_checked(args.run_id), approve=True, reason=None, expect=args.expect)
+        run_id = _checked(self._run_id(args.run_id))
+        return self._continue(run_id, approve=True, reason=None, expect=args.expect)
 
     @magic_arguments()
     @help_option
@@ -230,7 +236,7 @@ class DurableMagics(CellMagics):
             print_help(self.orchestrate_reject)
             return None
         try:
-            run_id, reason = parse_reject(line)
+            run_id, reason = parse_reject(_NAMED.sub(lambda m: m[1] + self._run_id(m[2]), line, 1))
         except SandboxConfigError as exc:
             raise usage_error(exc, _WORDS) from None
         return self._continue(run_id, approve=False, reason=reason)
@@ -260,7 +266,7 @@ class DurableMagics(CellMagics):
         args = parse_options(self.orchestrate_fork, line)
         if args is None:
             return None
-        run_id = _checked(args.run_id)
+        run_id = _checked(self._run_id(args.run_id))
         value = fork_value(" ".join(args.value))
         store = self._store("%orchestrate_fork")
         run = _stored(lambda: store.run(run_id))  # an unknown run: one line, before a view
@@ -370,6 +376,23 @@ class DurableMagics(CellMagics):
             elif shown is not None:
                 shown.keep()
 
+    def _run_id(self, word: str) -> str:
+        """``word``, or for ``$name`` the run id the notebook variable ``name`` holds (a
+        string the store's grammar accepts). Only a name is looked up, nothing is
+        evaluated: ``{...}`` and ``$name.attr`` stay as written, and fail the grammar."""
+        name = word.strip()[1:]
+        if not word.strip().startswith("$") or not name.isidentifier():
+            return word
+        if name not in self.shell.user_ns:
+            raise UsageError(f"RUN_ID ${name}: no notebook variable {name} holds a run id")
+        value = self.shell.user_ns[name]
+        if not isinstance(value, str):
+            raise UsageError(
+                f"RUN_ID ${name}: {name} is a {type(value).__name__}, not a run id (a str such"
+                " as '3f2a9c1d0b7e')"
+            )
+        return _checked(value)
+
     def _cell_name(self, store: Store, run_id: str) -> str:
         """The cell a paused run was started in, as a person finds it: its prompt number (this
         kernel's, else the one the store kept: the saved notebook's) and its first line
@@ -398,6 +421,8 @@ class DurableMagics(CellMagics):
         return store
 
 
+_NAMED = re.compile(rf"^(\s*(?:{re.escape(JSON_OPTION)}\s+)?)(\$\w+)(?=\s|$)")
+"""``%orchestrate_reject``'s run id when written ``$name`` (after ``--json``, if given)."""
 _WORDS = {"run_id": "RUN_ID", "reason": "REASON"}
 """The engine's parameters as the line magics' usage names them."""
 

@@ -26,6 +26,7 @@ from ..sandbox import (
     engine_choice,
     isolation_level,
     parse_size,
+    read_ca_bundle,
 )
 from ._common import (
     SIZES,
@@ -113,6 +114,23 @@ class SandboxMagics(CellMagics):
         help="File/Dir outputs one run links into sandbox-outputs/ beside the notebook"
         f" ({SIZES}; 0: none): bigger ones stay in their temp folder, with a note.",
     ).tag(config=True)
+
+    ca_bundle = Unicode(
+        default.CA_BUNDLE,
+        help="PEM file of CA certificates every run's HTTPS trusts (and its build's, beside"
+        " the host's), e.g. /etc/ssl/certs/ca-certificates.crt behind a TLS-inspecting proxy;"
+        " a cell's --ca-bundle wins; empty: the image's own CAs.",
+    ).tag(config=True)
+
+    @validate("ca_bundle")
+    def _ca_bundle_checked(self, proposal: Any) -> str:
+        """A missing or non-PEM file fails the ``%config`` line, saying why; nothing changes."""
+        if proposal["value"]:
+            try:
+                read_ca_bundle(proposal["value"])
+            except SandboxConfigError as exc:
+                raise TraitError(str(exc)) from None
+        return str(proposal["value"])
 
     allow_net = List(
         Unicode(),
@@ -214,6 +232,13 @@ class SandboxMagics(CellMagics):
         help="container (runc, default) or gvisor (the code's system calls served by gVisor)",
     )
     @argument(
+        "--ca-bundle",
+        metavar="PATH",
+        help="PEM file of CA certificates the code's HTTPS trusts, mounted read-only"
+        " (SSL_CERT_FILE, REQUESTS_CA_BUNDLE, PIP_CERT; the build's installs too), e.g. the"
+        " host's behind a TLS-inspecting proxy (default: the image's own CAs)",
+    )
+    @argument(
         "--env",
         nargs="+",
         action="extend",
@@ -303,6 +328,7 @@ class SandboxMagics(CellMagics):
                 cluster=args.cluster or self.cluster or None,
                 network=network,
                 isolation=isolation_level(args.isolation or self.isolation),
+                ca_bundle=args.ca_bundle or self.ca_bundle or None,
             )
         except SandboxConfigError as exc:
             if args.allow_net is not None and exc.parameter == "network":

@@ -160,7 +160,9 @@ class Orchestrator(Tool):
         whose signature and docstring the orchestrator shows (else ``signature``, ``doc``)."""
         self.tools = dict(tools)
         self.limits = limits
-        self.retries = int(bounded(retries, "retries", low=0, high=CALL_RETRIES_CEILING, integer=True))
+        self.retries = int(
+            bounded(retries, "retries", low=0, high=CALL_RETRIES_CEILING, integer=True)
+        )
         self.type_check = type_check
         self.show = show
         self.hints = dict(hints)
@@ -608,8 +610,8 @@ def orchestrator_from_str(
     ``inputs`` (name -> type) are its parameters, in that order (by position or by name);
     the value of the code's last expression is its result, of type ``output`` (None: not
     declared, any value). ``tools`` (or ``tasks``) are what it may call (None: every
-    registered tool); ``name`` (default Flyte's ``sandboxed-code``) is the tool name other code calls it by
-    (a ``-`` becomes ``_``). ``source`` indented as a whole (a triple-quoted string inside a
+    registered tool); ``name`` (default Flyte's ``sandboxed-code``) is the tool name other
+    code calls it by (a ``-`` becomes ``_``). ``source`` indented as a whole (a triple-quoted string inside a
     function) is unindented, as Flyte does. Type-checked now, checked at each call, limited and
     retried as `orchestrator` says."""
     if not isinstance(source, str):

@@ -38,6 +38,7 @@ from ._engine import engine_from as engine_from
 from ._engine import limits_accepted as limits_accepted
 from ._engine import limits_fix as limits_fix
 from ._engine import supports_gvisor as supports_gvisor
+from ._hostcfg import read_ca_bundle as read_ca_bundle
 from ._image import BASE_IMAGE_ENV, default_base_image
 from ._isolation import ISOLATION_ENV as ISOLATION_ENV
 from ._isolation import REGISTER as REGISTER

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -20,7 +19,7 @@ from .._owner import temp_prefix
 from ._baseimage import DEFAULT_BASE_IMAGE
 from ._build import BuildInfo, build_image, local_id
 from ._client import KIND, LABEL
-from ._hostcfg import ca_bundle, index_settings
+from ._hostcfg import UNTRUSTED, ca_bundle, index_settings, read_ca_bundle, untrusted_advice
 from ._spec import ImageSpec
 
 if TYPE_CHECKING:
@@ -65,10 +64,12 @@ def _canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def build_error(spec: ImageSpec, info: BuildInfo) -> ImageBuildError:
+def build_error(spec: ImageSpec, info: BuildInfo, trusted: Path | None = None) -> ImageBuildError:
     """What a failed build raises, in one line: `InvalidPackageError` naming the requested
     package when the installer says it does not exist, else `ImageBuildError` saying where the
-    build stopped. ``.log`` holds the failing step's log (the whole log is in the record)."""
+    build stopped, and how to pass the network's CA when an install did not trust a server's
+    certificate (``trusted``: the sandbox's ``ca_bundle``, if it has one). ``.log`` holds the
+    failing step's log (the whole log is in the record)."""
     log = info.failed_log or info.log
     pip = {_canonical(re.split(r"[\[<>=!~ ]", p)[0]): p for p in spec.packages}
     apt = {p.split("=")[0]: p for p in spec.system_packages}
@@ -88,7 +89,13 @@ def build_error(spec: ImageSpec, info: BuildInfo) -> ImageBuildError:
                     package=package,
                     log=log,
                 )
-    return ImageBuildError(f"image build failed at {info.failure or 'its start'}", log=log)
+    stopped = f"image build failed at {info.failure or 'its start'}"
+    if UNTRUSTED.search(log):
+        advice, parameter, hint = untrusted_advice(trusted, "the build")
+        return ImageBuildError(
+            stopped + advice.replace(";", ":", 1), log=log, parameter=parameter, hint=hint
+        )
+    return ImageBuildError(stopped, log=log)
 
 
 class Ensured(NamedTuple):
@@ -108,12 +115,15 @@ def ensure_image(
     spec: ImageSpec,
     on_event: EventCallback,
     network: Callable[[], tuple[str, dict[str, str]]] | None = None,
+    trusted: Path | None = None,
 ) -> Ensured:
     """The image to run, its id and how it came to be (`Ensured`).
 
     ``network``, called only when a build runs, gives the network the build's steps join and
     the variables they get (an allow-list's index-only proxy, `_egress.for_build`); without
-    it, the engine's default network.
+    it, the engine's default network. ``trusted``: the sandbox's ``ca_bundle``, whose
+    certificates are trusted by the build's steps beside the host's bundle (more trust than
+    either alone, so a bundle given for the runs never breaks a build that worked).
 
     A failed build comes back with ``info.error`` set: the caller records it, then raises
     `build_error` (so the error still carries the build log in its record).
@@ -126,14 +136,17 @@ def ensure_image(
     if found is not None:
         on_event(BuildFinished(tag, cached=True, seconds=0.0))  # no steps to count: none ran
         return Ensured(tag, found, BuildInfo(tag=tag, cached=True))
-    ca = ca_bundle()
+    host = ca_bundle()
+    given = read_ca_bundle(trusted) if trusted is not None else b""
+    bundle = (host.read_bytes() if host is not None else b"") + b"\n" + given
+    ca = bool(bundle.strip())
     args = index_settings() if spec.packages else {}
     mode, proxy = network() if network is not None else ("default", {})
-    dockerfile = spec.dockerfile(with_ca=ca is not None, build_args=args)
+    dockerfile = spec.dockerfile(with_ca=ca, build_args=args)
     with tempfile.TemporaryDirectory(prefix=temp_prefix("build")) as tmp:
         context = Path(tmp)
-        if ca is not None:
-            shutil.copyfile(ca, context / "host-ca.crt")
+        if ca:
+            (context / "host-ca.crt").write_bytes(bundle)
         info = build_image(
             client,
             context,
@@ -141,8 +154,8 @@ def ensure_image(
             tag=tag,
             on_event=on_event,
             labels=_labels(spec),
-            descriptions=[d for _, d in spec.build_steps(with_ca=ca is not None, build_args=args)],
-            explain=lambda failed: str(build_error(spec, failed)),
+            descriptions=[d for _, d in spec.build_steps(with_ca=ca, build_args=args)],
+            explain=lambda failed: str(build_error(spec, failed, trusted)),
             buildargs={**args, **proxy},  # the proxy's: predefined, never in the image
             network_mode=mode,
         )

@@ -45,6 +45,8 @@ from ._types import Dir, File
 INPUTS = "/var/inputs"
 OUTPUTS = "/var/outputs"
 PROGRAM = "/opt/jupyter-sandbox"
+CA_FILE = f"{PROGRAM}/ca-bundle.pem"
+"""Where a run finds its sandbox's ``ca_bundle``: beside the program, in its read-only mount."""
 _HERE = Path(__file__).parent
 _PREVIEW = 200
 _BLOCK = 1 << 16
@@ -274,10 +276,15 @@ def stage_program(
     code: str | None,
     inputs: Mapping[str, str],
     outputs: Mapping[str, str | None],
+    ca_bundle: bytes | None = None,
 ) -> None:
-    """Write what the container runs: the cell, plus the runner and codec in auto-IO mode."""
+    """Write what the container runs: the cell, plus the runner and codec in auto-IO mode, and
+    the CA bundle its HTTPS trusts (`CA_FILE`) when it has one: a copy, so a host file only
+    its owner may read is still readable by the container's own uid."""
     with _host_space("staging the program"):
         dest.mkdir(parents=True, exist_ok=True)
+        if ca_bundle is not None:
+            (dest / Path(CA_FILE).name).write_bytes(ca_bundle)
         if code is not None:
             (dest / "main.py").write_text(code)
         if mode == "auto":

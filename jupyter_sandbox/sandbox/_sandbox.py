@@ -39,8 +39,10 @@ from .._threads import in_thread
 from . import _cache, _displays, _pool
 from ._allowlist import Destination, allow_list, describe
 from ._client import client, engine_error_message, is_engine_error
+from ._hostcfg import UNTRUSTED, read_ca_bundle, untrusted_advice
 from ._image import build_error, default_base_image, ensure_image, image_id
 from ._io import (
+    CA_FILE,
     check_input,
     collect_outputs,
     output_entries,
@@ -55,6 +57,7 @@ from ._record import SandboxRun
 from ._run import RawRun, run_container
 from ._scripts import WRAPPER
 from ._spec import (
+    CA_VARS,
     CacheMode,
     ImageSpec,
     Mode,
@@ -114,6 +117,9 @@ class Sandbox:
     """The runtime the container runs under (`_isolation`): runc, or gVisor's runsc."""
     cluster: str | Client | None = None
     """Where runs go: a Dask cluster (`_cluster`), or None for the local engine."""
+    ca_bundle: Path | None = None
+    """A PEM file of the CAs the code's HTTPS trusts (and a build's, beside the host's): read
+    at each run, so a bundle the host renews is the one used."""
 
     def __repr__(self) -> str:
         ins = ", ".join(self.inputs)
@@ -164,6 +170,7 @@ class Sandbox:
         start = time.monotonic()  # when the run was asked for: `_pool.acquire`
         tags = self._bind(inputs)
         env = self._environment()  # read once: the values run are the values masked
+        trust = self._trust()
         run = SandboxRun(
             name=self.name,
             image=self.image or self.image_spec.base,
@@ -177,7 +184,7 @@ class Sandbox:
             try:
                 try:
                     with traced(run, on_event or ignore) as emit:  # its spans, if on (`_otel`)
-                        self._execute(run, tags, env, emit, cancel, start)
+                        self._execute(run, tags, env, emit, cancel, start, trust)
                 except ContainerError:
                     raise
                 except KeyboardInterrupt:
@@ -218,6 +225,11 @@ class Sandbox:
         for name, tag in self._bind(inputs).items():
             check_input(name, tag, inputs[name])
         self._environment()
+        self._trust()
+
+    def _trust(self) -> bytes | None:
+        """The certificates of `ca_bundle`, read now (None: none given)."""
+        return None if self.ca_bundle is None else read_ca_bundle(self.ca_bundle)
 
     def _bind(self, inputs: Mapping[str, Any]) -> dict[str, str]:
         unexpected = sorted(set(inputs) - set(self.inputs))
@@ -238,6 +250,7 @@ class Sandbox:
         emit: EventCallback,
         cancel: threading.Event | None,
         asked: float,
+        trust: bytes | None = None,
     ) -> None:
         docker = None if self.cluster is not None else client()
         run_id = None  # the image's id, for the cache key
@@ -250,10 +263,10 @@ class Sandbox:
 
                 build_network = _egress.for_build(docker, self.image_spec, emit)
             run.image, run_id, run.build = ensure_image(
-                docker, self.image_spec, emit, build_network
+                docker, self.image_spec, emit, build_network, self.ca_bundle
             )
             if run.build is not None and run.build.error is not None:
-                raise build_error(self.image_spec, run.build)
+                raise build_error(self.image_spec, run.build, trusted=self.ca_bundle)
             # its first spare starts now; an allow-list's joins its proxy's network, which
             # the first run starts (`_attempts`), so its runs start theirs then
             fresh = run.build is not None and not run.build.cached
@@ -264,7 +277,12 @@ class Sandbox:
         with _pool.scratch() as work:
             stage_inputs(work / "inputs", tags, run.inputs)
             stage_program(
-                work / "program", mode=self.mode, code=self.code, inputs=tags, outputs=self.outputs
+                work / "program",
+                mode=self.mode,
+                code=self.code,
+                inputs=tags,
+                outputs=self.outputs,
+                ca_bundle=trust,
             )
             key = None
             if self.cache != "disable":
@@ -374,6 +392,8 @@ class Sandbox:
         """Only what was asked for: env_vars, and secrets read from the host right now, after
         what every run starts with (`START_ENV`: a spare's interpreter starts with it)."""
         env = {**START_ENV, **self.env_vars}
+        if self.ca_bundle is not None:  # staged beside the program (`stage_program`)
+            env.update(dict.fromkeys(CA_VARS, CA_FILE))
         for secret in self.secrets:
             if secret not in os.environ:
                 raise SandboxConfigError(f"secret {secret!r} is not set in the host environment")
@@ -471,6 +491,8 @@ class Sandbox:
         if self.network == "none" and _OFFLINE.search(stderr):
             hint = "network=['HOST'] (or network='bridge', the whole internet)"
             return f"; the sandbox has no network: allow a host with {hint}", "network", hint
+        if UNTRUSTED.search(stderr):
+            return untrusted_advice(self.ca_bundle, "the code")
         missing = _NO_MODULE.search(stderr)
         if missing:
             hint = "packages=[...]"
@@ -666,6 +688,7 @@ def create(
     network: Network | Sequence[str] = default.NETWORK,
     cluster: str | Client | None = None,
     isolation: Isolation | None = None,
+    ca_bundle: str | os.PathLike[str] | None = None,
 ) -> Sandbox:
     """Define a disposable Docker sandbox (parameters as Flyte's ``flyte.sandbox.create``:
     ``name``, default `DEFAULT_NAME`, then keywords only).
@@ -685,6 +708,11 @@ def create(
     ``isolation``: ``"container"`` (the engine's runtime, runc; the default unless
     ``$JUPYTER_SANDBOX_ISOLATION`` says otherwise) or ``"gvisor"`` (the same image under
     gVisor's ``runsc``, which serves the code's system calls itself).
+    ``ca_bundle``: a PEM file of CA certificates on the host (behind a TLS-inspecting proxy,
+    the host's own bundle holds its CA) that the code's HTTPS trusts instead of the image's:
+    each run gets a read-only copy, named by ``SSL_CERT_FILE``, ``REQUESTS_CA_BUNDLE``,
+    ``PIP_CERT`` and ``CURL_CA_BUNDLE``; a build's installs trust it beside the host's bundle
+    (on a ``cluster``, the worker's build trusts its own host's).
     Raises `SandboxConfigError` (or `InvalidPackageError` for a malformed package) at once.
     """
     if name is None:
@@ -719,6 +747,8 @@ def create(
     if timeout is not None:
         check_timeout(timeout)
     env, secret_names = _environment(env_vars, secrets)
+    if ca_bundle is not None:
+        read_ca_bundle(ca_bundle)  # a bad path fails here, before anything runs
     return Sandbox(
         name=name,
         mode=mode,
@@ -742,4 +772,5 @@ def create(
         network=chosen,
         cluster=cluster,
         isolation=level,
+        ca_bundle=None if ca_bundle is None else Path(ca_bundle).expanduser(),
     )

@@ -37,7 +37,8 @@ _PIP_REQ = re.compile(
 _APT_PKG = re.compile(r"^[a-z0-9][a-z0-9+.-]+(?:=[A-Za-z0-9.+~:-]+)?$")
 _RECIPE = 3
 """Version of `ImageSpec.dockerfile`'s output: bump it when the template changes."""
-_CA_VARS = ("SSL_CERT_FILE", "PIP_CERT", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
+CA_VARS = ("SSL_CERT_FILE", "PIP_CERT", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
+"""What Python's ``ssl``, pip, uv, requests and curl read for the CA bundle to trust."""
 _FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 _MIN_MEMORY_MB = 6
 """The Docker engine's smallest memory limit: below it, container creation fails."""
@@ -203,7 +204,7 @@ class ImageSpec:
         if with_ca:
             ca = "/etc/jupyter-sandbox/host-ca.crt"
             steps.append((f"COPY host-ca.crt {ca}", "trusting the host's CA bundle"))
-            trust = "export" + "".join(f" {var}={ca}" for var in _CA_VARS) + "; "
+            trust = "export" + "".join(f" {var}={ca}" for var in CA_VARS) + "; "
         steps += [(f"ARG {name}", f"using the host's {name}") for name in build_args]
         if self.system_packages:
             apt = " ".join(self.system_packages)
