@@ -98,7 +98,7 @@ CREATE_DIFFERENCES = {
     "cache": "default 'disable': a notebook re-runs a cell to run it again",
 }
 """Flyte parameters we lack or default otherwise (the README's table gives the same reasons)."""
-OUR_EXTRAS = {"base_image", "network", "cluster", "isolation"}
+OUR_EXTRAS = {"base_image", "network", "cluster", "isolation", "ca_bundle"}
 """Keyword-only parameters of ours that Flyte lacks."""
 
 

@@ -23,7 +23,6 @@ import ast
 import contextlib
 import functools
 import json
-import os
 import re
 import time
 from collections.abc import Callable

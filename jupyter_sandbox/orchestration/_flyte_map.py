@@ -55,7 +55,7 @@ def flyte_map_over(tools: Mapping[str, Tool]) -> Tool:
         calls = list(zip(*iterables, strict=False))
         if not calls:
             return []
-        width = min(limit or len(calls), len(calls), MAX_THREADS)
+        width = min(limit or len(calls), len(calls), THREADS_CEILING)
         if task.is_async:  # on the run's tool loop, as the run's own async calls
             loop = parent_loop() or tool_loop()
             gathered = _gathered(task, calls, width, return_exceptions)
@@ -68,7 +68,7 @@ def flyte_map_over(tools: Mapping[str, Tool]) -> Tool:
     return Tool(flyte_map, NAME)
 
 
-MAX_THREADS = 32
+THREADS_CEILING = 32
 """Sync calls of one ``flyte_map`` running at once, whatever its ``concurrency``."""
 
 

@@ -611,9 +611,9 @@ def orchestrator_from_str(
     the value of the code's last expression is its result, of type ``output`` (None: not
     declared, any value). ``tools`` (or ``tasks``) are what it may call (None: every
     registered tool); ``name`` (default Flyte's ``sandboxed-code``) is the tool name other
-    code calls it by (a ``-`` becomes ``_``). ``source`` indented as a whole (a triple-quoted string inside a
-    function) is unindented, as Flyte does. Type-checked now, checked at each call, limited and
-    retried as `orchestrator` says."""
+    code calls it by (a ``-`` becomes ``_``). ``source`` indented as a whole (a triple-quoted
+    string inside a function) is unindented, as Flyte does. Type-checked now, checked at each
+    call, limited and retried as `orchestrator` says."""
     if not isinstance(source, str):
         raise SandboxConfigError(
             f"orchestrator_from_str() needs source code as a str, got {type(source).__name__}"

@@ -50,7 +50,7 @@ def ca_bundle() -> Path | None:
     return None
 
 
-CA_BUNDLE_MAX = 4 * 2**20
+CA_BUNDLE_CEILING_BYTES = 4 * 2**20
 """Bytes a given CA bundle may have: a system bundle of every public CA is ~220 KB, so a
 bigger file is not a bundle (and each run copies it)."""
 _PEM_CERTIFICATE = b"-----BEGIN CERTIFICATE-----"
@@ -83,19 +83,19 @@ def read_ca_bundle(path: str | os.PathLike[str]) -> bytes:
             f"ca_bundle {shown!r} is not a regular file: give a PEM file of CA certificates",
             parameter="ca_bundle",
         )
-    if info.st_size > CA_BUNDLE_MAX:
+    if info.st_size > CA_BUNDLE_CEILING_BYTES:
         raise SandboxConfigError(
             f"ca_bundle {shown!r} has {info.st_size:,} bytes, more than a CA bundle"
-            f" ({CA_BUNDLE_MAX // 2**20} MiB at most)",
+            f" ({CA_BUNDLE_CEILING_BYTES // 2**20} MiB at most)",
             parameter="ca_bundle",
         )
     try:
-        data = file.read_bytes()[: CA_BUNDLE_MAX + 1]
+        data = file.read_bytes()[: CA_BUNDLE_CEILING_BYTES + 1]
     except OSError as exc:
         raise SandboxConfigError(
             f"ca_bundle {shown!r} cannot be read: {exc.strerror}", parameter="ca_bundle"
         ) from None
-    if _PEM_CERTIFICATE not in data or len(data) > CA_BUNDLE_MAX:
+    if _PEM_CERTIFICATE not in data or len(data) > CA_BUNDLE_CEILING_BYTES:
         raise SandboxConfigError(
             f"ca_bundle {shown!r} holds no PEM certificate (-----BEGIN CERTIFICATE-----):"
             " convert a DER file with `openssl x509 -inform der -in CA.der -out CA.pem`",
