@@ -121,6 +121,12 @@ class CallRecord(TypedDict):
     printed: NotRequired[int]
     """Lines the cell had printed when the call started (a cell's record only): where its
     output falls among the calls."""
+    printed_since: NotRequired[int]
+    """Lines the cell printed since the call before (or since it began, for its first call);
+    absent when it printed none there, and in older records."""
+    printed_first: NotRequired[list[str]]
+    """The first of those lines (at most two, each clipped): what the trace shows where they
+    were printed (absent with ``printed_since``)."""
 
 
 class Binding(TypedDict):
@@ -179,9 +185,12 @@ class TraceSummary(TypedDict):
     tools: bool
     """Whether the per-tool table is worth showing (a short trace's rows say it all)."""
     marks: dict[str, str]
-    """By call id: the cell's output printed between the call before and this one."""
-    after: str | None
-    """The cell's output printed after the last call."""
+    """By call id: the cell's output printed between the call before and this one, as the
+    trace shows it above that call (``printed: loading 3 files``). What the cell prints after
+    its last call has no mark: the cell's output, right below the trace, ends with it."""
+    after: NotRequired[str | None]
+    """Older records only: a line about the output printed after the last call, which
+    renderers no longer draw."""
 
 
 class TraceRecord(TypedDict):

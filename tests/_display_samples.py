@@ -126,8 +126,10 @@ def forked_record() -> dict[str, Any]:
 
 def bare(record: dict[str, Any]) -> dict[str, Any]:
     """``record`` as the engine made it: without what a cell's display adds to it (its words,
-    ``summary``, and where the cell's output fell among the calls, ``printed``)."""
-    calls = [{k: v for k, v in c.items() if k != "printed"} for c in record.get("calls", [])]
+    ``summary``, and where the cell's output fell among the calls, ``printed...``)."""
+    calls = [
+        {k: v for k, v in c.items() if not k.startswith("printed")} for c in record.get("calls", [])
+    ]
     kept = {k: v for k, v in record.items() if k not in ("summary", "printed")}
     return {**kept, "calls": calls} if "calls" in record else kept
 

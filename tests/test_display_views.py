@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 from _display_samples import bare, run_record, trace_record
@@ -238,3 +239,124 @@ def test_text_view_keeps_its_columns_when_some_calls_are_replayed() -> None:
     rows = [line for line in render(record).splitlines() if line.startswith("  #")]
     assert len(rows) == 3 and "(replayed)" in rows[0]
     assert len({row.index("ms  ") for row in rows}) == 1, rows
+
+
+class Written(Shown):
+    """`Shown`, with the cell's output too, in one list in the order the cell got them."""
+
+    def __init__(self, view) -> None:
+        super().__init__(view)
+        view._route.write = lambda stream, text: self.sent.append((stream, {"text": text}))
+
+    def order(self) -> list[str]:
+        return [data["text"] if kind in ("stdout", "stderr") else kind for kind, data in self.sent]
+
+
+def printing_run(view) -> None:
+    """Prints before, between and after two calls (ids 1 and 2, as `trace_record(2)`'s)."""
+    view.on_event(Output("stdout", "loading 3 files\n"))
+    view.on_event(Output("stdout", "file 1\nfile 2\n"))
+    view.on_event(Output("stderr", "careful\n"))
+    view.on_event(CallStarted(ToolCall(1, "add", (1, 2), {}, start=0.0)))
+    view.on_event(Output("stdout", "between\n"))
+    view.on_event(CallStarted(ToolCall(2, "fetch", ("<page>",), {}, start=0.3)))
+    view.on_event(Output("stdout", "all read\n"))
+    view.finish(trace_record(2))
+
+
+def test_output_printed_before_the_first_call_comes_after_the_header():
+    view = OrchestrateView(live=True)
+    cell = Written(view)
+    printing_run(view)
+    assert cell.order() == [
+        "show",  # the header, then the output in the order it was printed
+        "loading 3 files\n",
+        "file 1\nfile 2\n",
+        "careful\n",
+        "between\n",
+        "all read\n",
+        "update",
+    ]
+
+
+def test_the_trace_shows_what_was_printed_above_the_call_it_came_before():
+    view = OrchestrateView(live=True)
+    cell = Written(view)
+    printing_run(view)
+    record = cell.last(TRACE_MIME)
+    first, second = record["calls"]
+    assert (first["printed_since"], first["printed_first"]) == (4, ["loading 3 files", "file 1"])
+    assert (second["printed_since"], second["printed_first"]) == (1, ["between"])
+    assert record["summary"]["marks"] == {
+        "1": "printed: loading 3 files\n         file 1\n         \u2026 2 more lines in the cell's output",
+        "2": "printed: between",
+    }
+    assert "after" not in record["summary"]
+    text = cell.last("text/plain")
+    lines = text.splitlines()
+    assert lines[0].startswith("orchestrate ok")  # the header first
+    at = lines.index("  printed: loading 3 files")
+    assert lines[at + 1 : at + 3] == [
+        "           file 1",
+        "           \u2026 2 more lines in the cell's output",
+    ]
+    assert lines[at + 3].startswith("  #1 ") and lines[at + 4] == "  printed: between"
+    assert lines[at + 5].startswith("  #2 ")
+    html = cell.last("text/html")
+    assert html.index("orchestrate ok") < html.index("printed: loading") < html.index(">1<")
+    assert html.index("printed: between") < html.index(">2<")
+    for said in (text, html):
+        assert "all read" not in said  # after the last call: the output right below says it
+        assert "output line" not in said and "after the last call" not in said
+
+
+def test_a_cell_that_calls_nothing_writes_its_output_at_the_end_with_no_trace():
+    view = OrchestrateView(live=True)
+    cell = Written(view)
+    view.on_event(Output("stdout", "hi\n"))
+    assert cell.order() == []  # held for a header that may come with a call
+    record = trace_record(0)
+    record["calls"] = []
+    view.finish(record)
+    assert cell.order() == ["hi\n"]
+
+
+def test_output_held_for_the_header_is_written_when_no_call_comes(monkeypatch):
+    monkeypatch.setattr("jupyter_sandbox.display._views.HOLD_PRINTS", 0.05)
+    view = OrchestrateView(live=True)
+    cell = Written(view)
+    view.on_event(Output("stdout", "working\n"))
+    deadline = time.monotonic() + 5
+    while not cell.order() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert cell.order() == ["working\n"]  # a slow first call does not hide what was printed
+    view.on_event(CallStarted(ToolCall(1, "add", (1, 2), {}, start=0.0)))
+    view.on_event(Output("stdout", "more\n"))
+    assert cell.order() == ["working\n", "show", "more\n"]
+    assert cell.sent[1][1][TRACE_MIME]["summary"]["marks"] == {"1": "printed: working"}
+
+
+def test_a_long_stretch_of_output_keeps_two_short_lines():
+    view = OrchestrateView(live=True)
+    Written(view)
+    view.on_event(Output("stdout", "x" * 10_000))  # one line, still open
+    view.on_event(Output("stdout", "y" * 10_000 + "\n"))
+    for i in range(1000):
+        view.on_event(Output("stdout", f"line {i}\n"))
+    view.on_event(CallStarted(ToolCall(1, "add", (1, 2), {}, start=0.0)))
+    (call,) = view.live_record()["calls"]
+    assert call["printed_since"] == 1001
+    assert [len(line) for line in call["printed_first"]] == [120, 8]
+    assert call["printed_first"][0].endswith("\u2026") and call["printed_first"][1] == "line 0"
+
+
+def test_a_line_left_open_at_a_call_is_shown_under_the_next_call():
+    view = OrchestrateView(live=True)
+    Written(view)
+    view.on_event(Output("stdout", "count: "))
+    view.on_event(CallStarted(ToolCall(1, "add", (1, 2), {}, start=0.0)))
+    view.on_event(Output("stdout", "3\nnext\n"))
+    view.on_event(CallStarted(ToolCall(2, "add", (1, 2), {}, start=0.1)))
+    first, second = view.live_record()["calls"]
+    assert first["printed_first"] == ["count:"]
+    assert second["printed_first"] == ["3", "next"] and second["printed_since"] == 1

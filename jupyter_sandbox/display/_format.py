@@ -486,46 +486,33 @@ def dropped_note(record: TraceRecord) -> str | None:
     )
 
 
-def output_marks(record: TraceRecord) -> tuple[dict[str, str], str | None]:
-    """Where the cell's output falls among its calls (``printed`` on a cell's record): by
-    call id, the output lines printed since the call before; and those printed after the last.
-    Lines printed before the first call are above the trace (it appears with that call),
-    the others below it."""
-    printed = record.get("printed")
-    if not printed:
-        return {}, None
+def output_marks(record: TraceRecord) -> dict[str, str]:
+    """By call id, what the cell printed just before that call (``printed_first`` on a cell's
+    record), as the trace shows it above the call: ``printed: loading 3 files``, a second line
+    under it, and how many more the cell's output holds. A record saved before
+    records kept those lines has none: its line numbers said nothing a person could read."""
     marks: dict[str, str] = {}
-    before = 0
     for call in record.get("calls", []):
-        lines = call.get("printed")
-        if lines is None or lines <= before:
+        first = call.get("printed_first")
+        if not first:
             continue
-        where = "above" if before == 0 and call is record["calls"][0] else "below"
-        marks[str(call.get("call_id"))] = f"printed: {_lines(before, lines)} ({where})"
-        before = lines
-    after = f"printed after the last call: {_lines(before, printed)} (below)"
-    return marks, after if printed > before else None
-
-
-def _lines(before: int, upto: int) -> str:
-    """``output line 3`` or ``output lines 3-5``: lines ``before + 1`` to ``upto``."""
-    if upto == before + 1:
-        return f"output line {upto:,}"
-    return f"output lines {before + 1:,}\u2013{upto:,}"
+        more = int(call.get("printed_since") or 0) - len(first)
+        noun = "line" if more == 1 else "lines"
+        lines = [*first, *[f"\u2026 {more:,} more {noun} in the cell's output"] * (more > 0)]
+        marks[str(call.get("call_id"))] = "printed: " + "\n         ".join(lines)
+    return marks
 
 
 def trace_summary(record: TraceRecord) -> TraceSummary:
     """Every renderer's words for a trace: the record's own (`summarised`), else worded now."""
     if record.get("summary") is not None:
         return record["summary"]
-    marks, after = output_marks(record)
     return {
         "headline": orchestrate_summary(record),
         "notes": origin_notes(record),
         "kept": dropped_note(record),
         "tools": shows_tools(record),
-        "marks": marks,
-        "after": after,
+        "marks": output_marks(record),
     }
 
 

@@ -65,7 +65,7 @@ COLUMNS = ("#", "tool", "call", "result", "duration", "status", "timeline")
 
 def calls_table(record: TraceRecord, summary: TraceSummary) -> str:
     """One row per call with a timeline column (bars placed on the run's time axis show
-    overlap); the cell's output marked where it was printed among the calls; a nested record
+    overlap); what the cell printed between calls, where it printed it; a nested record
     (a sandbox used as a tool) in a row of its own, the table's width. No scroll box: a box
     inside the notebook's own scroll hid the rows below it; the record is bounded instead."""
     calls = record.get("calls", [])
@@ -78,14 +78,12 @@ def calls_table(record: TraceRecord, summary: TraceSummary) -> str:
             rows.append(_mark(mark))
         rows.append(_call_row(call, span, fmt.row_status(call, record)))
     more = len(calls) - fmt.ROWS_SHOWN
-    if summary["after"] and more <= 0:
-        rows.append(_mark(summary["after"]))
     tail = f"<p>&hellip; {more} more calls in the JSON record</p>" if more > 0 else ""
     return f'<table class="jsb-calls">{"".join(rows)}</table>{tail}'
 
 
 def _mark(text: str) -> str:
-    """A row saying where the cell's output was printed among the calls."""
+    """A row with what the cell printed just before the call under it."""
     return (
         f'<tr class="jsb-mark"><td></td><td colspan="{len(COLUMNS) - 1}" class="jsb-muted">'
         f"{escape(text)}</td></tr>"

@@ -28,7 +28,7 @@ import time
 from collections import deque
 from typing import TypedDict
 
-from jupyter_sandbox._bounds import ToolStats
+from jupyter_sandbox._bounds import KEEP_EDGE, ToolStats
 from jupyter_sandbox._events import (
     BuildFinished,
     BuildLog,
@@ -79,6 +79,8 @@ class LiveTrace:
         self._lines = 0  # output lines the cell has begun printing
         self._open_line = False  # the last one has no newline yet
         self._printed: list[tuple[int, int]] = []  # (call id, lines) where the count changed
+        self._head: list[str] = []  # the first lines printed since the last call began
+        self._gaps = _Gaps()  # by call id: what was printed just before it
 
     def on_event(self, event: Event) -> bool:
         """Fold in one event; False when it changes nothing this view shows (output streams
@@ -86,6 +88,7 @@ class LiveTrace:
         if isinstance(event, Output):
             with self._lock:
                 if event.text:
+                    self._keep_head(event.text)
                     self._lines += event.text.count("\n") + (not self._open_line)
                     self._open_line = not event.text.endswith("\n")
                     self._lines -= not self._open_line  # the newline closed a line, not begun one
@@ -95,8 +98,11 @@ class LiveTrace:
                 self._started += 1
                 self._recent.append(event.call)
                 self._open[id(event.call)] = event.call
-                if self._lines != (self._printed[-1][1] if self._printed else 0):
+                since = self._lines - (self._printed[-1][1] if self._printed else 0)
+                if since:
                     self._printed.append((event.call.call_id, self._lines))
+                    self._gaps.add(event.call.call_id, since, self._head)
+                self._head = []
         elif isinstance(event, CallFinished):
             with self._lock:
                 self._finished += 1
@@ -108,11 +114,25 @@ class LiveTrace:
             return False
         return True
 
+    def _keep_head(self, text: str) -> None:
+        """Keep the start of what was printed since the last call: its first `PRINT_LINES`
+        lines (a line still open when the call came is continued here as a line of its own),
+        each cut at `PRINT_CHARS` characters, so a long gap costs no more than a short one."""
+        if len(self._head) >= PRINT_LINES and not self._open_line:
+            return
+        parts = (text[:-1] if text.endswith("\n") else text).split("\n")
+        if self._open_line and self._head:
+            self._head[-1] = (self._head[-1] + parts.pop(0))[: PRINT_CHARS + 1]
+        room = PRINT_LINES - len(self._head)
+        self._head += [part[: PRINT_CHARS + 1] for part in parts[:room]]
+
     def placed(self, record: TraceRecord) -> TraceRecord:
-        """``record`` with where the cell's output fell among its calls (``printed``), when
-        the cell printed anything: the calls' records are copied, not changed."""
+        """``record`` with where the cell's output fell among its calls (``printed``) and, on
+        a call the cell printed just before, how much and its first lines (``printed_since``,
+        ``printed_first``), when the cell printed anything: the calls' records are copied,
+        not changed."""
         with self._lock:
-            lines, printed = self._lines, list(self._printed)
+            lines, printed, gaps = self._lines, list(self._printed), self._gaps.copy()
         if not lines:
             return record
         ids = [call_id for call_id, _ in printed]
@@ -121,7 +141,10 @@ class LiveTrace:
             at = bisect.bisect_right(ids, call_id)
             return printed[at - 1][1] if at else 0
 
-        calls = [{**call, "printed": before(call["call_id"])} for call in record["calls"]]
+        calls = [
+            {**call, "printed": before(call["call_id"]), **_gap_keys(gaps, call["call_id"])}
+            for call in record["calls"]
+        ]
         return {**record, "calls": calls, "printed": lines}  # type: ignore[typeddict-item]
 
     def record(self) -> TraceRecord:
@@ -162,6 +185,41 @@ class LiveTrace:
                 },
             }
         )
+
+
+PRINT_LINES = 2
+"""Lines of each stretch of output a trace shows where it was printed: what the cell was
+doing; the cell's output below the trace has all of it."""
+
+PRINT_CHARS = 120
+"""Characters of each of those lines a record keeps."""
+
+
+class _Gaps:
+    """What the cell printed just before each call: ``(lines, first lines)`` by call id, for
+    the first and the latest `KEEP_EDGE` calls the cell printed before (what a long trace's
+    record keeps of its calls), so a run that prints between a million calls stays bounded."""
+
+    def __init__(self) -> None:
+        self.first: dict[int, tuple[int, tuple[str, ...]]] = {}
+        self.latest: deque[tuple[int, int, tuple[str, ...]]] = deque(maxlen=KEEP_EDGE)
+
+    def add(self, call_id: int, lines: int, head: list[str]) -> None:
+        if len(self.first) < KEEP_EDGE:
+            self.first[call_id] = (lines, tuple(head))
+        else:
+            self.latest.append((call_id, lines, tuple(head)))
+
+    def copy(self) -> dict[int, tuple[int, tuple[str, ...]]]:
+        return {**self.first, **{call_id: (n, head) for call_id, n, head in self.latest}}
+
+
+def _gap_keys(gaps: dict[int, tuple[int, tuple[str, ...]]], call_id: int) -> dict[str, object]:
+    """The record keys of what was printed just before call ``call_id`` (none: nothing)."""
+    if call_id not in gaps:
+        return {}
+    lines, head = gaps[call_id]
+    return {"printed_since": lines, "printed_first": [fmt.clip(line, PRINT_CHARS) for line in head]}
 
 
 def _live_call(call: ToolCall) -> CallRecord:

@@ -33,7 +33,7 @@ def _orchestrate(record: TraceRecord) -> str:
     for call in calls[: fmt.ROWS_SHOWN]:
         printed = summary["marks"].get(str(call.get("call_id")))
         if printed:
-            lines.append(f"  ({printed})")
+            lines += [f"  {line}" for line in printed.splitlines()]
         result = call.get("error") if call.get("error") is not None else call.get("result")
         ended = "" if call.get("end") is None else f" -> {fmt.clip(str(result), 60)}"
         lines.append(
@@ -44,8 +44,6 @@ def _orchestrate(record: TraceRecord) -> str:
         )
     if len(calls) > fmt.ROWS_SHOWN:
         lines.append(f"  ... {len(calls) - fmt.ROWS_SHOWN} more calls in the JSON record")
-    elif summary["after"]:
-        lines.append(f"  ({summary['after']})")
     if record.get("error") and not record.get("raised"):  # raised: the error output has it
         lines.append(f"error: {record['error']}")
         traceback = record.get("sandbox_traceback")

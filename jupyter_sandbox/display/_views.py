@@ -34,6 +34,10 @@ from ._route import CellRoute, kernel_present
 from ._throttle import Throttle
 
 
+HOLD_PRINTS = 1.0
+"""Seconds output printed before a cell's first call waits for the live view's header."""
+
+
 class _LiveRecord(Protocol):
     def on_event(self, event: Event) -> bool: ...
 
@@ -55,6 +59,8 @@ class _View:
         self._lock = threading.Lock()
         self._display_id = f"jupyter-sandbox-{uuid.uuid4().hex}"
         self._throttle = Throttle(self._render)
+        self._held: list[tuple[str, str]] | None = [] if self._live_display else None
+        self._release: threading.Timer | None = None
 
     def _live_record(self) -> _LiveRecord:
         raise NotImplementedError
@@ -76,15 +82,46 @@ class _View:
             else:
                 self._route.show(data, self._display_id)
                 self._shown = True
+                self._write_held()
+
+    def _write_held(self) -> None:
+        """Write the output held back for the header (with ``_lock`` held); from now on the
+        output streams as it comes."""
+        held, self._held = self._held or [], None
+        if self._release is not None:
+            self._release.cancel()
+        for stream, text in held:
+            self._route.write(stream, text)
+
+    def _hold(self, event: Output) -> bool:
+        """Hold output printed before the live view is shown, so the view's header comes
+        first and the output follows it, as the trace's rows say it was printed; False once
+        the view shows (or without one): write it. Held output is written anyway after
+        `HOLD_PRINTS` seconds, so a cell that prints and then works a while before its
+        first call says so while it works."""
+        with self._lock:
+            if self._held is None:
+                return False
+            self._held.append((event.stream, event.text))
+            if self._release is None:
+                self._release = threading.Timer(HOLD_PRINTS, self._let_go)
+                self._release.daemon = True
+                self._release.start()
+            return True
+
+    def _let_go(self) -> None:
+        with self._lock:
+            self._write_held()
 
     def _text_event(self, event: Event) -> None:
         """Progress in text mode; most events only matter in the final record."""
 
     def on_event(self, event: Event) -> None:
         if isinstance(event, Output):
-            self._route.write(event.stream, event.text)
             if self._live_display and not self._finished:  # where it falls among the calls
                 self._state.on_event(event)
+            if not self._hold(event):
+                self._route.write(event.stream, event.text)
         elif self._live_display:
             if not self._finished and self._state.on_event(event):
                 if self._shown:
@@ -105,11 +142,10 @@ class _View:
             if self._shown:
                 self._route.replace(bundle(record), self._display_id)
                 return
-        if record.get("kind") == "orchestrate" and fmt.says_nothing(record):  # type: ignore[arg-type]
-            return
-        self._route.show(bundle(record), self._display_id)
-        with self._lock:
-            self._shown = True
+            if not (record.get("kind") == "orchestrate" and fmt.says_nothing(record)):  # type: ignore[arg-type]
+                self._route.show(bundle(record), self._display_id)
+                self._shown = True
+            self._write_held()
 
     def redraw(self, record: Record) -> None:
         """Replace the finished record this view shows with ``record`` (the same run, said

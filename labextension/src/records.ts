@@ -43,6 +43,10 @@ export interface ICallRecord {
   bindings?: IBinding[];
   /** Lines the cell had printed when the call started (a cell's record only). */
   printed?: number;
+  /** Lines the cell printed since the call before (absent when none, and in older records). */
+  printed_since?: number;
+  /** The first of those lines (at most two, each clipped). */
+  printed_first?: string[];
 }
 
 /** A notebook variable a paused call's handle argument is bound to after a restart. */
@@ -93,10 +97,11 @@ export interface ITraceSummary {
   kept: string | null;
   /** Whether the per-tool table is worth showing. */
   tools: boolean;
-  /** By call id: the cell's output printed between the call before and this one. */
+  /** By call id: the cell's output printed between the call before and this one, as the
+   * trace shows it above that call. */
   marks: Record<string, string>;
-  /** The cell's output printed after the last call. */
-  after: string | null;
+  /** Older records only: a line about the output after the last call, no longer drawn. */
+  after?: string | null;
 }
 
 /** A sandbox run's words, worded once in Python (`RunSummary`). */

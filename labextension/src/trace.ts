@@ -70,8 +70,7 @@ export function legacyTraceSummary(record: ITraceRecord): ITraceSummary {
     notes: originNotes(record),
     kept: record.dropped ? `showing ${record.calls.length} of ${total} calls` : null,
     tools: (record.tools ?? []).length > 0,
-    marks: {},
-    after: null
+    marks: {}
   };
 }
 
@@ -206,23 +205,22 @@ class CallTable {
       th.setAttribute('aria-sort', th.dataset.key === key ? order : 'none');
     });
     const limit = this.sort.showAll ? Number.POSITIVE_INFINITY : ROW_LIMIT;
-    // where the output was printed reads only in the order the calls were made
+    // what was printed between calls reads only in the order the calls were made; a record
+    // saved before records kept the printed lines marked only line numbers: it shows none
     const inOrder = (key === 'call_id' || key === 'start') && this.sort.ascending;
     const shown = calls.slice(0, limit);
     const rows = shown.flatMap(call => {
-      const mark = inOrder ? this.summary.marks[String(call.call_id)] : undefined;
+      const kept = inOrder && (call.printed_first ?? []).length > 0;
+      const mark = kept ? this.summary.marks[String(call.call_id)] : undefined;
       return [...(mark ? [this.mark(mark)] : []), ...this.rows(call)];
     });
-    if (inOrder && this.summary.after && shown.length === calls.length) {
-      rows.push(this.mark(this.summary.after));
-    }
     this.body.replaceChildren(...rows);
     const hidden = calls.length - Math.min(calls.length, limit);
     this.more.textContent = `show all (${hidden} more calls)`;
     this.more.hidden = hidden <= 0;
   }
 
-  /** A row saying where the cell's output was printed among the calls. */
+  /** A row with what the cell printed just before the call under it. */
   private mark(text: string): HTMLTableRowElement {
     const tr = el('tr', 'jsb-mark');
     tr.appendChild(el('td'));
