@@ -63,27 +63,35 @@ def test_a_cell_with_no_tool_call_reads_like_a_plain_cell(lab, code, value, prin
     assert streams == printed
 
 
-def test_output_is_placed_among_the_calls_it_was_printed_between(lab: Kernel) -> None:
+def test_the_header_comes_first_and_prints_show_where_they_happened(lab: Kernel) -> None:
     ran = lab.ok(
-        "%%orchestrate\nprint('a')\nadd(1, 2)\nprint('b')\nprint('c')\nadd(3, 4)\nprint('d')"
+        "%%orchestrate\nprint('a')\nadd(1, 2)\nprint('b')\nprint('c')\nprint('d')\n"
+        "add(3, 4)\nprint('e')"
     )
     kinds = [
         m["content"]["text"] if m["msg_type"] == "stream" else m["msg_type"]
         for m in ran.outputs
         if m["msg_type"] in ("stream", "display_data")
     ]
-    assert kinds[0] == "a\n" and kinds[1] == "display_data"  # the trace appears with its call
+    assert kinds[0] == "display_data"  # the trace's header, then what was printed
+    assert "".join(kinds[1:]) == "a\nb\nc\nd\ne\n"
     record = ran.records(TRACE_MIME)[-1]
-    assert [c["printed"] for c in record["calls"]] == [1, 3] and record["printed"] == 4
+    assert [c["printed"] for c in record["calls"]] == [1, 4] and record["printed"] == 5
+    assert [c.get("printed_first") for c in record["calls"]] == [["a"], ["b", "c"]]
     summary = record["summary"]
     assert summary["marks"] == {
-        "0": "printed: output line 1 (above)",
-        "1": "printed: output lines 2\u20133 (below)",
+        "0": "printed: a",
+        "1": "printed: b\n         c\n         \u2026 1 more line in the cell's output",
     }
-    assert summary["after"] == "printed after the last call: output line 4 (below)"
+    assert "after" not in summary
+    for mime in ("text/plain", "text/html"):
+        said = final(ran, mime)
+        assert said.index("orchestrate ok") < said.index("printed: a") < said.index("printed: b")
+        assert "output line" not in said and "after the last call" not in said
     text = final(ran, "text/plain")
-    assert text.index("line 1 (above)") < text.index("#0 ") < text.index("lines 2")
-    assert text.index("lines 2") < text.index("#1 ") < text.index("after the last call")
+    assert text.index("printed: a") < text.index("#0 ") < text.index("printed: b")
+    assert text.index("printed: b") < text.index("#1 ")
+    assert "printed: e" not in text  # after the last call: the output right below says it
 
 
 def test_a_failed_cell_says_how_to_go_on_once(lab: Kernel) -> None:

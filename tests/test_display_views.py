@@ -346,7 +346,7 @@ def test_a_long_stretch_of_output_keeps_two_short_lines():
     view.on_event(CallStarted(ToolCall(1, "add", (1, 2), {}, start=0.0)))
     (call,) = view.live_record()["calls"]
     assert call["printed_since"] == 1001
-    assert [len(line) for line in call["printed_first"]] == [120, 8]
+    assert [len(line) for line in call["printed_first"]] == [120, 6]
     assert call["printed_first"][0].endswith("\u2026") and call["printed_first"][1] == "line 0"
 
 

@@ -154,6 +154,40 @@ def test_a_print_reaches_the_frontend_while_the_cell_still_runs(tmp_path: Path):
         km.shutdown_kernel(now=True)
 
 
+PRINTING = """%%orchestrate
+print("loading 3 files")
+add(1, 2)
+print("between the calls")
+add(3, 4)
+print("all done")
+"""
+
+
+def test_an_export_shows_the_header_first_and_prints_where_they_happened(tmp_path: Path):
+    """The notebook nbconvert --execute saves, read back and exported to HTML: the trace's
+    header before any output, each print above the call it came before, nothing about line
+    numbers or "after the last call", then the cell's output in the order it was printed."""
+    from nbconvert import HTMLExporter
+
+    path = tmp_path / "printing.ipynb"
+    nbformat.write(execute(PRINTING), path)
+    cell = nbformat.read(path, as_version=4).cells[2]
+    kinds = [o.output_type for o in cell.outputs]
+    assert kinds[0] == "display_data" and set(kinds[1:]) == {"stream"}, kinds
+    assert "".join(streams(cell, "stdout")) == "loading 3 files\nbetween the calls\nall done\n"
+    html, _ = HTMLExporter().from_notebook_node(nbformat.read(path, as_version=4))
+    body = html[html.index('<div class="jsb">') :]
+    order = ["orchestrate ok", "printed: loading 3 files", "add(1, 2)", "printed: between"]
+    order += ["add(3, 4)", "</table>", "loading 3 files", "between the calls", "all done"]
+    cursor = 0
+    for words in order:  # each after the one before
+        cursor = body.find(words, cursor)
+        assert cursor >= 0, (words, body)
+    trace = body[: body.index("</table>")]
+    assert "output line" not in trace and "after the last call" not in trace
+    assert "all done" not in trace  # after the last call: the output right below says it
+
+
 ORCHESTRATE_3000 = """%%orchestrate
 add(1, 2)
 for i in range(3000):
