@@ -27,9 +27,27 @@ def nested() -> dict[str, Any]:
     before, between and after the calls."""
     record = trace_record(3)
     record["calls"][1]["children"] = [run_record()]
-    for index, printed in enumerate((1, 3, 3)):
+    for index, printed in enumerate((1, 4, 4)):
         record["calls"][index]["printed"] = printed
-    record["printed"] = 5
+    record["calls"][0].update(printed_since=1, printed_first=["loading 3 files"])
+    record["calls"][1].update(printed_since=3, printed_first=["file 1", "file 2"])
+    record["printed"] = 6
+    return record
+
+
+def worded_before() -> dict[str, Any]:
+    """A trace saved before records kept what was printed: its words said line numbers."""
+    record = trace_record(2)
+    record["calls"][0]["printed"] = 1
+    record["printed"] = 2
+    record["summary"] = {
+        "headline": "orchestrate ok in 400 ms: 2 tool calls, 1 failed",
+        "notes": [],
+        "kept": None,
+        "tools": False,
+        "marks": {"1": "printed: output line 1 (above)"},
+        "after": "printed after the last call: output line 2 (below)",
+    }
     return record
 
 
@@ -42,7 +60,8 @@ def interrupted() -> dict[str, Any]:
 def notebook() -> nbformat.NotebookNode:
     nb = nbformat.v4.new_notebook()
     legacy = {"text/plain": "old", "application/vnd.jupyter-sandbox.trace+json": trace_record()}
-    for data in (bundle(nested()), bundle(interrupted()), legacy):
+    worded = {"text/plain": "old", "application/vnd.jupyter-sandbox.trace+json": worded_before()}
+    for data in (bundle(nested()), bundle(interrupted()), legacy, worded):
         cell = nbformat.v4.new_code_cell("%%orchestrate\n...")
         cell.outputs = [nbformat.v4.new_output("display_data", data=data)]
         nb.cells.append(cell)
@@ -53,9 +72,10 @@ def check(page: Any, root: str) -> None:
     """What every view of the notebook must show (``root``: a trace's outermost element)."""
     first, second = page.locator(root).nth(0), page.locator(root).nth(1)
     text = first.inner_text()
-    assert "printed: output line 1 (above)" in text
-    assert "printed: output lines 2\u20133 (below)" in text
-    assert "printed after the last call: output lines 4\u20135 (below)" in text
+    assert text.index("orchestrate ok") < text.index("printed: loading 3 files")
+    assert text.index("printed: loading 3 files") < text.index("printed: file 1")
+    assert "file 2" in text and "\u2026 1 more line in the cell's output" in text
+    assert "output line" not in text and "after the last call" not in text
     assert "value:" not in text
     # the nested sandbox record: a row of its own, as wide as the call table
     child = first.locator(".jsb-child-row").first
@@ -85,6 +105,9 @@ def test_saved_notebook_reads_in_jupyterlab(tmp_home: Path, browser) -> None:
         check(page, ".jsb-trace")
         legacy = page.locator(".jsb-trace").nth(2).inner_text()
         assert "orchestrate ok in 400 ms: 3 tool calls" in legacy  # worded on the spot
+        worded = page.locator(".jsb-trace").nth(3).inner_text()
+        assert "2 tool calls, 1 failed" in worded  # its own words, but not its line numbers
+        assert "output line" not in worded and "after the last call" not in worded
         for theme, name in (("JupyterLab Light", "light"), ("JupyterLab Dark", "dark")):
             page.evaluate(
                 "(t) => window.jupyterapp.commands.execute('apputils:change-theme', {theme: t})",

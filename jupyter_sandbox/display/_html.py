@@ -45,6 +45,7 @@ border:0!important;border-bottom:1px solid var(--jp-border-color2,#e0e0e0)!impor
 .jsb .jsb-abandoned .jsb-state{font-style:italic}
 .jsb .jsb-bar.jsb-waiting{background:var(--jp-warn-color1,#f57c00)}
 .jsb .jsb-muted{color:var(--jp-content-font-color2,#616161)}
+.jsb .jsb-mark td{font-style:italic}
 .jsb pre{margin:2px 0;max-height:300px;overflow:auto}
 .jsb .jsb-tools td+td,.jsb .jsb-tools th+th{text-align:right!important}
 .jsb code,.jsb .jsb-calls td{white-space:pre-wrap}
