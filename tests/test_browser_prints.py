@@ -43,9 +43,18 @@ def check(page) -> None:
     outputs = area.evaluate(OUTPUTS_JS)
     assert outputs[0] == "trace", outputs  # the header first, then what was printed
     printed = "".join(outputs[1:])
-    assert printed == "loading 3 files\nread a.csv\nread b.csv\nread c.csv\nbetween the calls\nall done\n"
+    assert (
+        printed
+        == "loading 3 files\nread a.csv\nread b.csv\nread c.csv\nbetween the calls\nall done\n"
+    )
     text = area.locator(".jsb-trace").inner_text()
-    order = ["orchestrate ok", "printed: loading 3 files", "read a.csv", "2 more lines", "add(1, 2)"]
+    order = [
+        "orchestrate ok",
+        "printed: loading 3 files",
+        "read a.csv",
+        "2 more lines",
+        "add(1, 2)",
+    ]
     order += ["printed: between the calls", "add(3, 4)"]
     cursor = 0
     for words in order:  # each after the one before

@@ -288,7 +288,9 @@ def test_the_trace_shows_what_was_printed_above_the_call_it_came_before():
     assert (first["printed_since"], first["printed_first"]) == (4, ["loading 3 files", "file 1"])
     assert (second["printed_since"], second["printed_first"]) == (1, ["between"])
     assert record["summary"]["marks"] == {
-        "1": "printed: loading 3 files\n         file 1\n         \u2026 2 more lines in the cell's output",
+        "1": "printed: loading 3 files\n"
+        "         file 1\n"
+        "         \u2026 2 more lines in the cell's output",
         "2": "printed: between",
     }
     assert "after" not in record["summary"]

@@ -84,7 +84,8 @@ class LiveTrace:
 
     def on_event(self, event: Event) -> bool:
         """Fold in one event; False when it changes nothing this view shows (output streams
-        into the cell by itself: only where it falls among the calls is kept)."""
+        into the cell by itself: only where it falls among the calls, and the first lines of
+        each stretch of it, are kept)."""
         if isinstance(event, Output):
             with self._lock:
                 if event.text:

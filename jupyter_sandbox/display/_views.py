@@ -3,7 +3,10 @@
 Contract: create the view when the cell starts (on the cell's thread), call ``on_event`` for
 each engine event from any thread, call ``finish(record)`` once at the end, success or failure.
 
-- The code's own stdout/stderr (`Output` events) always stream live into the cell.
+- The code's own stdout/stderr (`Output` events) always stream live into the cell; what it
+  prints before the live view is shown (before its first call) waits for it, up to
+  `HOLD_PRINTS` seconds, so the trace's header comes first and the output follows it in the
+  order the trace's rows say it was printed.
 - With a kernel, the live view is the final display's own MIME bundle built from a live
   record (`_live`): shown on the first engine event under a display id, replaced at most
   every 0.2 s (`Throttle`) and, by ``finish``, with the final bundle. Every frontend draws the
@@ -23,7 +26,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from jupyter_sandbox._events import BuildFinished, BuildStarted, BuildStep, Event, Output
+from jupyter_sandbox._events import BuildFinished, BuildStarted, BuildStep, Event, Output, Stream
 from jupyter_sandbox._grammar import is_run_id
 from jupyter_sandbox.records import Answered, BuildRecord, Record, TraceRecord
 
@@ -32,7 +35,6 @@ from ._live import LiveRun, LiveTrace
 from ._mime import bundle
 from ._route import CellRoute, kernel_present
 from ._throttle import Throttle
-
 
 HOLD_PRINTS = 1.0
 """Seconds output printed before a cell's first call waits for the live view's header."""
@@ -59,7 +61,7 @@ class _View:
         self._lock = threading.Lock()
         self._display_id = f"jupyter-sandbox-{uuid.uuid4().hex}"
         self._throttle = Throttle(self._render)
-        self._held: list[tuple[str, str]] | None = [] if self._live_display else None
+        self._held: list[tuple[Stream, str]] | None = [] if self._live_display else None
         self._release: threading.Timer | None = None
 
     def _live_record(self) -> _LiveRecord:
