@@ -6,7 +6,7 @@ import threading
 import time
 
 import pytest
-from _display_samples import bare, run_record, trace_record
+from _display_samples import bare, call, run_record, trace_record
 
 from jupyter_sandbox.display import RUN_MIME, TRACE_MIME, OrchestrateView, SandboxView
 from jupyter_sandbox.display._throttle import Throttle
@@ -362,3 +362,24 @@ def test_a_line_left_open_at_a_call_is_shown_under_the_next_call():
     first, second = view.live_record()["calls"]
     assert first["printed_first"] == ["count:"]
     assert second["printed_first"] == ["3", "next"] and second["printed_since"] == 1
+
+
+def test_prints_between_many_calls_keep_what_a_long_record_keeps_of_its_calls():
+    """A print before each of 1,000 calls: the lines are kept for the first and the latest
+    calls (a long trace's record keeps those), not for all 1,000."""
+    view = OrchestrateView(live=True)
+    Written(view)
+    for i in range(1000):
+        view.on_event(Output("stdout", f"step {i}\n"))
+        view.on_event(CallStarted(ToolCall(i, "add", (i, 1), {}, start=i / 1000)))
+    record = trace_record(0)
+    record["calls"] = [call(i, "add", i / 1000, i / 1000 + 0.001) for i in (0, 99, 500, 900, 999)]
+    placed = view._state.placed(record)
+    assert [c.get("printed_first") for c in placed["calls"]] == [
+        ["step 0"],
+        ["step 99"],
+        None,
+        ["step 900"],
+        ["step 999"],
+    ]
+    assert [c["printed"] for c in placed["calls"]] == [1, 100, 501, 901, 1000]
