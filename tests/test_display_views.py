@@ -6,7 +6,8 @@ import threading
 import time
 
 import pytest
-from _display_samples import bare, call, run_record, trace_record
+from _display_samples import bare, run_record, trace_record
+from _display_samples import call as call_record
 
 from jupyter_sandbox.display import RUN_MIME, TRACE_MIME, OrchestrateView, SandboxView
 from jupyter_sandbox.display._throttle import Throttle
@@ -373,7 +374,9 @@ def test_prints_between_many_calls_keep_what_a_long_record_keeps_of_its_calls():
         view.on_event(Output("stdout", f"step {i}\n"))
         view.on_event(CallStarted(ToolCall(i, "add", (i, 1), {}, start=i / 1000)))
     record = trace_record(0)
-    record["calls"] = [call(i, "add", i / 1000, i / 1000 + 0.001) for i in (0, 99, 500, 900, 999)]
+    record["calls"] = [
+        call_record(i, "add", i / 1000, i / 1000 + 0.001) for i in (0, 99, 500, 900, 999)
+    ]
     placed = view._state.placed(record)
     assert [c.get("printed_first") for c in placed["calls"]] == [
         ["step 0"],
