@@ -130,3 +130,21 @@ def test_a_name_the_code_lost_is_reported_with_its_page_and_line(tmp_path: Path)
         "docs/page.md:2: `orchestration/_gone.py`",
         "docs/page.md:2: `jupyter_sandbox.nope`",
     ]
+
+
+@pytest.mark.parametrize(
+    "page",
+    sorted(p.name for p in (ROOT / "docs/how-to").glob("*.md") if p.name != "index.md"),
+)
+def test_a_how_to_is_numbered_steps_a_person_reads_in_a_few_minutes(page: str) -> None:
+    """Numbered steps toward one goal, under ~120 lines; internals (the tests that attack a
+    promise, file modes, seals) live on the safety and reference pages."""
+    text = (ROOT / "docs/how-to" / page).read_text()
+    assert len(text.splitlines()) <= 120
+    assert re.search(r"^(## )?1\. ", text, re.MULTILINE), "no step 1"
+    assert re.search(r"^(## )?2\. ", text, re.MULTILINE), "no step 2"
+    assert not re.search(r"test_\w+\.py|tests/", text)
+
+
+def test_the_tutorials_page_names_no_test_file() -> None:
+    assert not re.search(r"test_\w+\.py", (ROOT / "docs/tutorials/index.md").read_text())
