@@ -4,6 +4,7 @@ is shown catching what it forbids."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import tomllib
@@ -96,3 +97,101 @@ def test_a_reach_into_another_packages_private_module_is_caught(tmp_path, monkey
     monkeypatch.syspath_prepend(str(tmp_path))
     graph = grimp.build_graph("planted", cache_dir=None)
     assert reaches(graph, "planted") == [("planted.b.y", "planted.a._x", [2])]
+
+
+_SVG = "{http://www.w3.org/2000/svg}"
+_APP = {
+    "jupyter_sandbox",
+    "jupyter_sandbox.__main__",
+    "jupyter_sandbox._doctor",
+    "jupyter_sandbox._kernelspec",
+}
+"""Modules of the top layer that are not in a package: drawn as part of the magics' box."""
+
+
+def _drawing() -> tuple[dict[str, str], set[tuple[str, str]]]:
+    """docs/_static/layers.svg read back: each box (named by the bold name inside it, a
+    package or ``shared``) with the notes written in it, and each arrow, as the boxes it
+    starts and ends at."""
+    import xml.etree.ElementTree as ET
+
+    root = ET.parse(ROOT / "docs/_static/layers.svg").getroot()
+    rects = [r for r in root.iter(f"{_SVG}rect") if "box" in r.get("class", "")]
+    boxes = {}
+    for text in root.iter(f"{_SVG}text"):
+        if text.get("class") != "name":
+            continue
+        x, y = float(text.get("x", 0)), float(text.get("y", 0))
+        for r in rects:
+            left, top = float(r.get("x", 0)), float(r.get("y", 0))
+            right, bottom = left + float(r.get("width", 0)), top + float(r.get("height", 0))
+            if left <= x <= right and top <= y <= bottom:
+                name = (text.text or "").strip().removesuffix("/").removesuffix(" modules")
+                boxes[name] = (left, top, right, bottom)
+
+    def box_at(x: float, y: float, margin: float = 3) -> str:  # an arrow ends by a box
+        (name,) = [
+            n
+            for n, (left, top, right, bottom) in boxes.items()
+            if left <= x <= right and top - margin <= y <= bottom + margin
+        ]
+        return name
+
+    notes = {name: "" for name in boxes}
+    for text in root.iter(f"{_SVG}text"):
+        x, y = float(text.get("x", 0)), float(text.get("y", 0))
+        for name, (left, top, right, bottom) in boxes.items():
+            if text.get("class") == "note" and left <= x <= right and top <= y <= bottom:
+                notes[name] += " " + (text.text or "")  # an arrow's label is in no box
+
+    arrows = set()
+    for path in root.iter(f"{_SVG}path"):
+        if "edge" not in path.get("class", "") or "dashed" in path.get("class", ""):
+            continue  # a dashed arrow is the TypeScript extension reading records
+        points = re.findall(r"(-?[\d.]+) (-?[\d.]+)", path.get("d", ""))
+        (x0, y0), (x1, y1) = points[0], points[-1]
+        arrows.add((box_at(float(x0), float(y0)), box_at(float(x1), float(y1))))
+    return notes, arrows
+
+
+def test_the_layers_drawing_has_the_arrows_the_imports_have() -> None:
+    """docs/_static/layers.svg is drawn by hand, so it is checked against the code: each arrow
+    is an import the code makes (type-only imports included), and each import between packages
+    runs along the arrows; the boxes are the packages, and the shared modules it names are the
+    ones the shared-modules contract keeps from importing any package."""
+    boxes, arrows = _drawing()
+    packages = {
+        p.name for p in (ROOT / "jupyter_sandbox").iterdir() if (p / "__init__.py").exists()
+    }
+    assert set(boxes) == packages | {"shared", "labextension"}
+    graph = grimp.build_graph(
+        "jupyter_sandbox", include_external_packages=False, exclude_type_checking_imports=False
+    )
+
+    def box(module: str) -> str:
+        part = module.split(".")[1] if "." in module else ""
+        if module in _APP:
+            return "magics"
+        return part if part in packages else "shared"
+
+    imports = {
+        (box(m), box(i))
+        for m in graph.modules
+        for i in graph.find_modules_directly_imported_by(m)
+        if box(m) != box(i)
+    }
+    assert arrows <= imports  # no arrow the code does not have
+    reach = set(arrows)
+    while True:  # the arrows' closure: where a reader following them can get
+        more = {(a, d) for a, b in reach for c, d in reach if b == c} - reach
+        if not more:
+            break
+        reach |= more
+    assert imports <= reach, imports - reach
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    (shared,) = [c for c in contracts["contracts"] if "shared modules" in c["name"]]
+    words = boxes["shared"].split()
+    named = [w.removesuffix(".py") for w in words if w.endswith(".py") or w.startswith("_")]
+    assert named
+    for name in named:
+        assert f"jupyter_sandbox.{name}" in shared["source_modules"], name

@@ -7,6 +7,7 @@ import json
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -98,3 +99,52 @@ def test_every_option_of_a_cell_magic_is_a_row_of_its_docs_table(magic: str) -> 
     assert not set(_options.EXAMPLES[magic]) - set(names)  # no example of a removed option
     page = "orchestrate" if magic == "codemode" else magic
     assert f"_generated/options-{magic}.md" in (ROOT / "docs/reference" / f"{page}.md").read_text()
+
+
+def _doc_names() -> Any:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import doc_names
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    return doc_names
+
+
+def test_every_name_the_docs_and_architecture_give_exists_in_the_code() -> None:
+    """A rename that misses a page fails here, with the page, the line and the name."""
+    assert _doc_names().stale() == []
+
+
+def test_a_name_the_code_lost_is_reported_with_its_page_and_line(tmp_path: Path) -> None:
+    doc_names = _doc_names()
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "page.md").write_text(
+        "`Driver.run` and `_plug.plug` hold; `orchestration/_plug.py` too.\n"
+        "`Driver.gone`, `_plug.vanished`, `orchestration/_gone.py`, `jupyter_sandbox.nope`\n"
+        "`--max-result 5`, `os.path.join`, `x = 1` are not names of ours\n"
+    )
+    stale = doc_names.stale(tmp_path)
+    assert stale == [
+        "docs/page.md:2: `Driver.gone`",
+        "docs/page.md:2: `_plug.vanished`",
+        "docs/page.md:2: `orchestration/_gone.py`",
+        "docs/page.md:2: `jupyter_sandbox.nope`",
+    ]
+
+
+@pytest.mark.parametrize(
+    "page",
+    sorted(p.name for p in (ROOT / "docs/how-to").glob("*.md") if p.name != "index.md"),
+)
+def test_a_how_to_is_numbered_steps_a_person_reads_in_a_few_minutes(page: str) -> None:
+    """Numbered steps toward one goal, under ~120 lines; internals (the tests that attack a
+    promise, file modes, seals) live on the safety and reference pages."""
+    text = (ROOT / "docs/how-to" / page).read_text()
+    assert len(text.splitlines()) <= 120
+    assert re.search(r"^(## )?1\. ", text, re.MULTILINE), "no step 1"
+    assert re.search(r"^(## )?2\. ", text, re.MULTILINE), "no step 2"
+    assert not re.search(r"test_\w+\.py|tests/", text)
+
+
+def test_the_tutorials_page_names_no_test_file() -> None:
+    assert not re.search(r"test_\w+\.py", (ROOT / "docs/tutorials/index.md").read_text())
