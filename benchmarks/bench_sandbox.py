@@ -7,7 +7,8 @@ Runs: ``docker run --rm`` of a one-line program through the CLI, with the confin
 gets (the baseline); a warm ``create().run`` spaced like cells (the spare started after the
 previous run is up), back to back (mean of 4 runs in a row, with limits of their own; as when
 a cell's loop runs again, the pool remembers the previous round's row and keeps 4 spares), and
-cold (limits no run had before, new each round: no spare can wait for it); the
+cold (a tmpfs size no run had, new each round: no spare can serve it), and fresh limits (a
+memory limit no run had, new each round: a waiting spare is set to it); the
 same warm run through ``%%sandbox``; a cache hit. Fan-out: 16 runs through
 ``tool(sandbox, concurrency=16)`` and ``asyncio.gather`` in ``orchestrate``, with the spares
 that recent demand left and with none, against 16 parallel CLI runs. Rows take turns each
@@ -55,9 +56,12 @@ CONFINED = [
 ]
 CLI = ["docker", "run", "--rm", *CONFINED, DEFAULT_BASE_IMAGE, "python3", "-c", "print(21 * 2)"]
 SANDBOX = create("bench", code="y = x * 2", inputs={"x": int}, outputs={"y": int})
-ROW = create("bench-row", code="y = x * 2", inputs={"x": int}, outputs={"y": int}, timeout=301)
-"""The back-to-back row's own limits, so its own spares: spares follow each image and limits'
-demand, and the rows spaced like cells must not be served by the spares a row left."""
+ROW = create(
+    "bench-row", code="y = x * 2", inputs={"x": int}, outputs={"y": int}, resources={"disk": "255m"}
+)
+"""The back-to-back row's own tmpfs size, so its own spares (a spare of another size cannot be
+set to it): spares follow each image and limits' demand, and the rows spaced like cells must
+not be served by the spares a row left."""
 GATHER = f"import asyncio\nawait asyncio.gather(*[double(i) for i in range({FAN_OUT})])"
 
 
@@ -106,10 +110,11 @@ def back_to_back() -> None:
 def cold(
     isolation: Isolation = "container", network: str | list[str] = "none"
 ) -> tuple[Callable[[], None], Callable[[], None]]:
-    """(prepare, run): each round a sandbox of limits (the timeout) no run had before, so no
-    spare waits for it (and the other rows' spares stay); created untimed, as the other rows'
-    sandboxes are. ``network`` as `create`'s (an allow-list's proxy is up from round 0)."""
-    timeouts = itertools.count(1000)
+    """(prepare, run): each round a sandbox of a tmpfs size no run had before (fixed when a
+    container is made, so no spare can serve it, and the other rows' spares stay); created
+    untimed, as the other rows' sandboxes are. ``network`` as `create`'s (an allow-list's
+    proxy is up from round 0)."""
+    disks = itertools.count(1000)
     sandbox = [SANDBOX]
 
     def prepare() -> None:
@@ -119,7 +124,7 @@ def cold(
             code="y = x * 2",
             inputs={"x": int},
             outputs={"y": int},
-            timeout=next(timeouts),
+            resources={"disk": f"{next(disks)}m"},
             isolation=isolation,
             network=network,
         )
@@ -128,6 +133,28 @@ def cold(
         assert sandbox[0].run(x=21) == 42
 
     return prepare, run_cold
+
+
+def fresh_limits() -> tuple[Callable[[], None], Callable[[], None]]:
+    """(prepare, run): each round a sandbox of a memory limit no run had before, after the
+    spares are up: a spare of the other rows' limits is set to it (`_pool.retune`)."""
+    megabytes = itertools.count(700)
+    sandbox = [SANDBOX]
+
+    def prepare() -> None:
+        quiesce()
+        sandbox[0] = create(
+            "bench-fresh",
+            code="y = x * 2",
+            inputs={"x": int},
+            outputs={"y": int},
+            resources={"memory": f"{next(megabytes)}m"},
+        )
+
+    def run_fresh() -> None:
+        assert sandbox[0].run(x=21) == 42
+
+    return prepare, run_fresh
 
 
 def magic_run() -> Callable[[], None]:
@@ -189,6 +216,7 @@ def main() -> None:
                 (f"warm create().run, {args.pause:g} s apart", spaced(args.pause), run),
                 (f"warm create().run, back to back (mean of {IN_A_ROW})", quiesce, back_to_back),
                 ("cold create().run (no spare)", *cold()),
+                ("fresh limits create().run (a spare set to them)", *fresh_limits()),
                 (f"warm %%sandbox, {args.pause:g} s apart", spaced(args.pause), magic_run()),
                 ("cache hit (identical run, cache='auto')", nothing, cache_hit()),
             ],
