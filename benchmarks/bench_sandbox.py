@@ -26,8 +26,9 @@ import itertools
 import os
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from _timing import measure_prepared, print_table
 from docker.errors import ImageNotFound
@@ -107,54 +108,44 @@ def back_to_back() -> None:
         assert ROW.run(x=21) == 42
 
 
+def _new_each_round(
+    name: str, resource: str, sizes: Iterator[int], **options: Any
+) -> tuple[Callable[[], None], Callable[[], None]]:
+    """(prepare, run): each round, once the spares are up, a sandbox whose ``resource`` is a
+    size no run had before; created untimed, as the other rows' sandboxes are."""
+    sandbox = [SANDBOX]
+
+    def prepare() -> None:
+        quiesce()
+        sandbox[0] = create(
+            name,
+            code="y = x * 2",
+            inputs={"x": int},
+            outputs={"y": int},
+            resources={resource: f"{next(sizes)}m"},
+            **options,
+        )
+
+    def run_it() -> None:
+        assert sandbox[0].run(x=21) == 42
+
+    return prepare, run_it
+
+
 def cold(
     isolation: Isolation = "container", network: str | list[str] = "none"
 ) -> tuple[Callable[[], None], Callable[[], None]]:
-    """(prepare, run): each round a sandbox of a tmpfs size no run had before (fixed when a
-    container is made, so no spare can serve it, and the other rows' spares stay); created
-    untimed, as the other rows' sandboxes are. ``network`` as `create`'s (an allow-list's
-    proxy is up from round 0)."""
+    """A tmpfs size no run had (fixed when a container is made): no spare can serve it, and
+    the other rows' spares stay. ``network`` as `create`'s (an allow-list's proxy is up from
+    round 0)."""
     disks = itertools.count(1000)
-    sandbox = [SANDBOX]
-
-    def prepare() -> None:
-        quiesce()
-        sandbox[0] = create(
-            "bench-cold",
-            code="y = x * 2",
-            inputs={"x": int},
-            outputs={"y": int},
-            resources={"disk": f"{next(disks)}m"},
-            isolation=isolation,
-            network=network,
-        )
-
-    def run_cold() -> None:
-        assert sandbox[0].run(x=21) == 42
-
-    return prepare, run_cold
+    return _new_each_round("bench-cold", "disk", disks, isolation=isolation, network=network)
 
 
 def fresh_limits() -> tuple[Callable[[], None], Callable[[], None]]:
-    """(prepare, run): each round a sandbox of a memory limit no run had before, after the
-    spares are up: a spare of the other rows' limits is set to it (`_pool.retune`)."""
-    megabytes = itertools.count(700)
-    sandbox = [SANDBOX]
-
-    def prepare() -> None:
-        quiesce()
-        sandbox[0] = create(
-            "bench-fresh",
-            code="y = x * 2",
-            inputs={"x": int},
-            outputs={"y": int},
-            resources={"memory": f"{next(megabytes)}m"},
-        )
-
-    def run_fresh() -> None:
-        assert sandbox[0].run(x=21) == 42
-
-    return prepare, run_fresh
+    """A memory limit no run had: a waiting spare of the other rows' limits is set to it
+    (`_pool.retune`)."""
+    return _new_each_round("bench-fresh", "memory", itertools.count(700))
 
 
 def magic_run() -> Callable[[], None]:
@@ -216,7 +207,7 @@ def main() -> None:
                 (f"warm create().run, {args.pause:g} s apart", spaced(args.pause), run),
                 (f"warm create().run, back to back (mean of {IN_A_ROW})", quiesce, back_to_back),
                 ("cold create().run (no spare)", *cold()),
-                ("fresh limits create().run (a spare set to them)", *fresh_limits()),
+                ("fresh limits create().run (spare retuned)", *fresh_limits()),
                 (f"warm %%sandbox, {args.pause:g} s apart", spaced(args.pause), magic_run()),
                 ("cache hit (identical run, cache='auto')", nothing, cache_hit()),
             ],
