@@ -7,7 +7,8 @@ Runs: ``docker run --rm`` of a one-line program through the CLI, with the confin
 gets (the baseline); a warm ``create().run`` spaced like cells (the spare started after the
 previous run is up), back to back (mean of 4 runs in a row, with limits of their own; as when
 a cell's loop runs again, the pool remembers the previous round's row and keeps 4 spares), and
-cold (limits no run had before, new each round: no spare can wait for it); the
+cold (a tmpfs size no run had, new each round: no spare can serve it), and fresh limits (a
+memory limit no run had, new each round: a waiting spare is set to it); the
 same warm run through ``%%sandbox``; a cache hit. Fan-out: 16 runs through
 ``tool(sandbox, concurrency=16)`` and ``asyncio.gather`` in ``orchestrate``, with the spares
 that recent demand left and with none, against 16 parallel CLI runs. Rows take turns each
@@ -25,8 +26,9 @@ import itertools
 import os
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from _timing import measure_prepared, print_table
 from docker.errors import ImageNotFound
@@ -55,9 +57,12 @@ CONFINED = [
 ]
 CLI = ["docker", "run", "--rm", *CONFINED, DEFAULT_BASE_IMAGE, "python3", "-c", "print(21 * 2)"]
 SANDBOX = create("bench", code="y = x * 2", inputs={"x": int}, outputs={"y": int})
-ROW = create("bench-row", code="y = x * 2", inputs={"x": int}, outputs={"y": int}, timeout=301)
-"""The back-to-back row's own limits, so its own spares: spares follow each image and limits'
-demand, and the rows spaced like cells must not be served by the spares a row left."""
+ROW = create(
+    "bench-row", code="y = x * 2", inputs={"x": int}, outputs={"y": int}, resources={"disk": "255m"}
+)
+"""The back-to-back row's own tmpfs size, so its own spares (a spare of another size cannot be
+set to it): spares follow each image and limits' demand, and the rows spaced like cells must
+not be served by the spares a row left."""
 GATHER = f"import asyncio\nawait asyncio.gather(*[double(i) for i in range({FAN_OUT})])"
 
 
@@ -103,31 +108,44 @@ def back_to_back() -> None:
         assert ROW.run(x=21) == 42
 
 
-def cold(
-    isolation: Isolation = "container", network: str | list[str] = "none"
+def _new_each_round(
+    name: str, resource: str, sizes: Iterator[int], **options: Any
 ) -> tuple[Callable[[], None], Callable[[], None]]:
-    """(prepare, run): each round a sandbox of limits (the timeout) no run had before, so no
-    spare waits for it (and the other rows' spares stay); created untimed, as the other rows'
-    sandboxes are. ``network`` as `create`'s (an allow-list's proxy is up from round 0)."""
-    timeouts = itertools.count(1000)
+    """(prepare, run): each round, once the spares are up, a sandbox whose ``resource`` is a
+    size no run had before; created untimed, as the other rows' sandboxes are."""
     sandbox = [SANDBOX]
 
     def prepare() -> None:
         quiesce()
         sandbox[0] = create(
-            "bench-cold",
+            name,
             code="y = x * 2",
             inputs={"x": int},
             outputs={"y": int},
-            timeout=next(timeouts),
-            isolation=isolation,
-            network=network,
+            resources={resource: f"{next(sizes)}m"},
+            **options,
         )
 
-    def run_cold() -> None:
+    def run_it() -> None:
         assert sandbox[0].run(x=21) == 42
 
-    return prepare, run_cold
+    return prepare, run_it
+
+
+def cold(
+    isolation: Isolation = "container", network: str | list[str] = "none"
+) -> tuple[Callable[[], None], Callable[[], None]]:
+    """A tmpfs size no run had (fixed when a container is made): no spare can serve it, and
+    the other rows' spares stay. ``network`` as `create`'s (an allow-list's proxy is up from
+    round 0)."""
+    disks = itertools.count(1000)
+    return _new_each_round("bench-cold", "disk", disks, isolation=isolation, network=network)
+
+
+def fresh_limits() -> tuple[Callable[[], None], Callable[[], None]]:
+    """A memory limit no run had: a waiting spare of the other rows' limits is set to it
+    (`_pool.retune`)."""
+    return _new_each_round("bench-fresh", "memory", itertools.count(700))
 
 
 def magic_run() -> Callable[[], None]:
@@ -189,6 +207,7 @@ def main() -> None:
                 (f"warm create().run, {args.pause:g} s apart", spaced(args.pause), run),
                 (f"warm create().run, back to back (mean of {IN_A_ROW})", quiesce, back_to_back),
                 ("cold create().run (no spare)", *cold()),
+                ("fresh limits create().run (spare retuned)", *fresh_limits()),
                 (f"warm %%sandbox, {args.pause:g} s apart", spaced(args.pause), magic_run()),
                 ("cache hit (identical run, cache='auto')", nothing, cache_hit()),
             ],

@@ -92,13 +92,15 @@ def test_a_fan_out_filling_the_pool_leaves_the_other_sandbox_its_spare(sandbox_p
     from concurrent.futures import ThreadPoolExecutor
 
     sandbox_pool.max_spares = 3
-    cell = create("cell", code="y = x + 1", inputs={"x": int}, outputs={"y": int}, timeout=61)
-    wide = create("wide", code="y = x * 2", inputs={"x": int}, outputs={"y": int}, timeout=63)
+    # tmpfs sizes of their own: a spare of one cannot be set to the other's (`_pool.retune`)
+    io = {"inputs": {"x": int}, "outputs": {"y": int}}
+    cell = create("cell", code="y = x + 1", resources={"disk": "61m"}, **io)
+    wide = create("wide", code="y = x * 2", resources={"disk": "63m"}, **io)
     _pool.settle()
     assert cell.run(x=1) == 2
     _pool.quiesce()
     with ThreadPoolExecutor(3) as threads:  # three runs at once: `wide` wants 3 spares
         assert list(threads.map(lambda i: wide.run(x=i), range(3))) == [0, 2, 4]
     _pool.quiesce()
-    spares = {key[1].timeout: len(slots) for key, slots in _pool.current().spares.items()}
-    assert spares == {61: 1, 63: 2}
+    spares = {key[1].resources.disk: len(slots) for key, slots in _pool.current().spares.items()}
+    assert spares == {"61m": 1, "63m": 2}

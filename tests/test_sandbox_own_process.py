@@ -216,9 +216,9 @@ def test_the_last_stderr_is_not_cut_off_by_the_status_line(isolation):
     microseconds before it. Cut off, the run is not known as an unusable image and is run
     again (6 of 30 under load before the run waited for the marker on stderr too; CI saw
     it)."""
-    for i in range(12):  # limits no run had before: no spare, each run is its container's own
+    for i in range(12):  # a tmpfs no spare has (fixed at creation): each run its container's own
         sandbox = create(
-            "t", command=["no-such-program"], retries=1, resources={"memory": f"{300 + i}m"}
+            "t", command=["no-such-program"], retries=1, resources={"disk": f"{300 + i}m"}
         )
         with pytest.raises(UnusableImage, match="cannot start no-such-program") as caught:
             sandbox.run()

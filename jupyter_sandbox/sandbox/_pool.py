@@ -60,7 +60,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -215,6 +215,65 @@ def keyed(client: DockerClient, limits: ContainerSetup) -> ContainerSetup:
     return dataclasses.replace(limits, engine=engine_of(client).url)
 
 
+def _retunable(
+    spares: Mapping[_Key, list[Slot]], image: str, limits: ContainerSetup, now: float
+) -> tuple[_Key, Slot] | None:
+    """The key and oldest spare of ``image`` that `retune` can make a container of ``limits``:
+    the same network, runtime, engine and tmpfs size (fixed at creation; the output cap is the
+    host's), and a clock that outlasts the run (a spare's ``sleep`` ends `lifetime` after its
+    start: its idle time and its own timeout), so the spare's own end never cuts the run short."""
+    wanted = limits.resources
+    for (spare_image, setup), slots in spares.items():
+        if spare_image != image or parse_size(setup.resources.disk) != parse_size(wanted.disk):
+            continue
+        changed = dataclasses.replace(
+            setup.resources,
+            cpu=wanted.cpu,
+            memory=wanted.memory,
+            pids=wanted.pids,
+            output=wanted.output,
+            disk=wanted.disk,
+        )
+        if dataclasses.replace(setup, timeout=limits.timeout, resources=changed) != limits:
+            continue
+        for slot in slots:
+            if now - slot.born + limits.timeout <= _IDLE + setup.timeout:
+                return (spare_image, setup), slot
+    return None
+
+
+def retune(client: DockerClient, slot: Slot, limits: ContainerSetup) -> bool | None:
+    """Set a waiting spare's memory, CPUs and pids to ``limits`` (the engine's update of a
+    running container's cgroups) and check that the engine now holds exactly those. True when
+    it does, and the slot is then ``limits``'; False when the engine refused these values (a
+    bad request: a memory limit below what the waiter uses); None when it cannot change a
+    running container's limits at all (gVisor's runsc has no ``update``; an engine whose
+    answer kept other values). Unless True, the caller must not use the spare."""
+    from docker.errors import APIError
+
+    res = limits.resources
+    memory = parse_size(res.memory)
+    wanted = {
+        "Memory": memory,
+        "MemorySwap": memory,
+        "NanoCpus": int(float(res.cpu) * 1e9),
+        "PidsLimit": res.pids,
+    }
+    api = client.api
+    container = slot.container.id or ""
+    try:
+        api._result(api._post_json(api._url("/containers/{0}/update", container), data=wanted))
+        held = api.inspect_container(container)["HostConfig"]
+    except APIError as error:
+        return False if error.is_client_error() else None
+    except (OSError, KeyError):
+        return None
+    if any(held.get(name) != value for name, value in wanted.items()):
+        return None
+    slot.limits = limits
+    return True
+
+
 def wait_gone(container: Container, until: float, cancel: threading.Event | None = None) -> bool:
     """Wait for the engine's own removal (``auto_remove``), until the monotonic time
     ``until`` or ``cancel``, so "removed" means gone (and its events are all written) when
@@ -335,6 +394,10 @@ class Pool:
         started again by this pool; their runs are cold."""
         self.not_up: dict[str, int] = {}
         """Starts in a row, per image, whose waiter did not come up (`_NOT_UP_MAX`)."""
+        self.fixed: set[tuple[str, str]] = set()
+        """(engine URL, isolation) whose running containers' limits the engine could not
+        change (gVisor's runsc has no ``update``): their spares are not offered to `retune`
+        again, so a run of other limits is a cold start at once."""
         self.demand: dict[_Key, _Demand] = {}
         self.called = 0
         """Runs called for that have not returned (`call`); those not holding a container
@@ -612,14 +675,12 @@ class Pool:
             slot = self._claim(key)
             if key not in self.spares:
                 self.ready.notify_all()  # a refill waiting for the row's end starts now (`_refill`)
-        while slot is not None and (
-            time.monotonic() - slot.born > _IDLE
-            or slot.attached is None
-            or not _warm.probe(slot.attached)
-        ):
+        while slot is not None and not self._usable(slot):
             self.remove_later(slot)  # never used: it died, was tampered with, or its stream broke
             with self.lock:
                 slot = self._take(key) if key in self.spares else None
+        if slot is None:
+            slot = self._retuned(client, image, limits)
         warm = slot is not None
         try:
             if slot is None:
@@ -631,6 +692,37 @@ class Pool:
         if warm:  # else the refill waits for this run's end (`remove`): a burst runs first
             self._refill_later(client, image, limits)
         return slot
+
+    @staticmethod
+    def _usable(slot: Slot) -> bool:
+        """A spare not past its idle time whose waiter answers ready (`_warm.probe`)."""
+        fresh = time.monotonic() - slot.born <= _IDLE
+        return fresh and slot.attached is not None and _warm.probe(slot.attached)
+
+    def _retuned(self, client: DockerClient, image: str, limits: ContainerSetup) -> Slot | None:
+        """A waiting spare of ``image`` set to ``limits``, or None: a run whose CPUs, memory,
+        pids or timeout no spare has takes one that differs only in those, and the engine
+        changes its cgroup limits before the program is sent (`retune`). The spare is taken
+        from its own key, whose refill starts more of it when its runs come back. One that
+        cannot be changed (the engine refuses, or says it kept other values) is removed, never
+        used: the run starts cold with its own limits."""
+        runtime_of = (limits.engine, limits.isolation)
+        with self.lock:
+            if runtime_of in self.fixed:
+                return None
+            found = _retunable(self.spares, image, limits, time.monotonic())
+            if found is None:
+                return None
+            slot = self._take(*found)
+        if self._usable(slot):
+            done = retune(client, slot, limits)
+            if done:
+                return slot
+            if done is None:
+                with self.lock:
+                    self.fixed.add(runtime_of)
+        self.remove_later(slot)
+        return None
 
     def prestart(self, client: DockerClient, image: str, limits: ContainerSetup) -> None:
         """Start a spare of ``image`` and ``limits`` now, in the background: an image just built
