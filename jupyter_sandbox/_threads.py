@@ -1,10 +1,10 @@
 """Blocking work awaited from an event loop, on a thread of its own.
 
 ``asyncio.to_thread`` shares the loop's default executor: ``min(32, cpus + 4)`` threads, 6 on
-a 2-core host, so a ``gather`` of 16 sandbox runs (each blocked on its container) ran 6 at a
-time whatever the tool's ``concurrency`` said. A container run holds its thread for a fifth of
-a second or more, so a thread per run costs nothing that shows (~0.1 ms to start); the
-callers' own limits (a tool's ``concurrency``) bound how many there are.
+a 2-core host, so a ``gather`` of 16 sandbox runs (each blocked on its container) would run 6
+at a time whatever the tool's ``concurrency`` says. A container run holds its thread far longer
+than a thread takes to start, so a thread per run costs nothing that shows; the callers' own
+limits (a tool's ``concurrency``) bound how many there are.
 """
 
 from __future__ import annotations

@@ -4,10 +4,10 @@ records when someone reads them.
 A call nobody watches while the run goes (no live view, store, session, replay, gate or
 container: see `Driver._tool_call`) is kept as the bare facts the driver read from Monty, two
 tuples (`Plain`), and becomes a `ToolCall` when the trace is first read. Between two resumes
-every object the driver touches is cache-cold (about a microsecond per step here, ten times
-a warm loop's), and a `ToolCall` with its ``children`` list is two more objects the garbage
-collector walks again and again while the run goes: a loop of 1000 calls spent ~3.7 ms per run
-in collections with records, ~1.0 ms with tuples (which the collector stops tracking). A
+every object the driver touches is cache-cold, and a `ToolCall` with its ``children`` list is
+two more objects the garbage collector walks again and again while the run goes; tuples of
+plain values the collector stops tracking, so a long loop of calls spends several times less
+in collections. A
 call recorded as a `ToolCall` from the start (`add`) keeps its place: the plain calls made
 before it are made into records first.
 """

@@ -519,11 +519,10 @@ class Pool:
     def _refill(self, client: DockerClient, image: str, limits: ContainerSetup) -> None:
         """Start spares for the key, one at a time, until it has `_target` of them. Not while
         several runs of the key go on: a burst needs the CPU more (its last `release` refills).
-        Nor beside a run of the key (`_Demand.hold`): a start costs ~0.3 CPU-s, and starts beside
-        a row of 4 runs on 2 cores made each run ~100 ms slower (measured: 0.75x the CLI, 0.45x
-        without). It waits for the run's end, and while spares are left, for the row's end; only
-        a row that used up its spares gets one started beside its runs (the next run would
-        otherwise wait for a whole start).
+        Nor beside a run of the key (`_Demand.hold`): a start costs about a third of a CPU-second,
+        which a small host takes from the runs it would serve. It waits for the run's end, and
+        while spares are left, for the row's end; only a row that used up its spares gets one
+        started beside its runs (the next run would otherwise wait for a whole start).
 
         Deciding to stop and leaving `refilling` happen under one hold of `lock`: a `release`
         that found this thread still running (so started none) is never left without a refill.
@@ -833,8 +832,8 @@ class Pool:
     @contextlib.contextmanager
     def scratch(self) -> Iterator[Path]:
         """A private folder for one run's staging (inputs, program, outputs), removed off the
-        caller's path after a run that returned: ~6 ms of a ~22 ms warm run went to deleting
-        it (`rmdir` on this host's /tmp), and `quiesce` (so kernel exit) still waits for it.
+        caller's path after a run that returned (deleting it is a good part of a warm run's
+        time), and `quiesce` (so kernel exit) still waits for it.
         After a failure, at once: the space is back before the error is (a full disk's run,
         retried at once, found the half-staged folder still there)."""
         folder = Path(tempfile.mkdtemp(prefix=temp_prefix("run")))
