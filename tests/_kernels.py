@@ -47,6 +47,12 @@ class Ran:
         return "\n".join(parts)
 
     @property
+    def printed(self) -> str:
+        """The streams only: what the cell printed, without the displays (a trace repeats the
+        first lines printed before a call above it)."""
+        return "".join(m["content"]["text"] for m in self.outputs if m["msg_type"] == "stream")
+
+    @property
     def value(self) -> str | None:
         """The cell's ``Out`` as text."""
         for msg in self.outputs:

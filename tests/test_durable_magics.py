@@ -435,7 +435,7 @@ def test_resume_after_a_failure_uses_the_input_set_since(store):
         resumed = k.ok(FLAKY_CELL.format(resume=" --resume"))
         assert resumed.value == "51"
         assert made(k) == "[('step', 1), ('flaky', 1), ('flaky', 5)]"
-        changed = [line for line in resumed.text.splitlines() if "changed" in line]
+        changed = [line for line in resumed.printed.splitlines() if "changed" in line]
         assert len(changed) == 1 and "input k changed" in changed[0], resumed.text
         # the same inputs: from the snapshot, step(1) not repeated, no line about inputs
         k.ok("flaky_once.append(True); made.clear()")

@@ -568,7 +568,7 @@ def test_a_call_in_a_cell_shows_the_record_a_cell_does_once_per_cell(tmp_path: A
         (record,) = shown(ran)  # the first call of the cell only
         assert record["status"] == "ok" and [c["tool"] for c in record["calls"]] == ["add"]
         assert "def double(n: int) -> int:" in record["code"]
-        assert ran.text.count("doubling") == 4  # every call's prints
+        assert ran.printed.count("doubling") == 4  # every call's prints
         assert ran.value == "10"
         again = k.ok("double(1)")  # a new cell shows its first call again
         assert len(shown(again)) == 1
