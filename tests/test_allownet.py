@@ -280,7 +280,8 @@ def _lines(log: Path) -> list[str]:
 
 def test_the_code_reaches_the_listed_hosts_and_every_bypass_is_refused(world):
     probes = create("probes", code=PROBES, network=ALLOW, timeout=180)
-    seen = json.loads(probes.execute({}).stdout.strip().splitlines()[-1])
+    run = probes.execute({})
+    seen = json.loads(run.stdout.strip().splitlines()[-1])
     allowed = {"allowed": 200, "cidr_literal": 200}
     assert {k: seen[k] for k in allowed} == allowed, seen
     assert seen["tunnel_allowed"].startswith("HTTP/1.1 200 "), seen
@@ -334,6 +335,26 @@ def test_the_code_reaches_the_listed_hosts_and_every_bypass_is_refused(world):
         assert ipaddress.ip_address(address) in subnet, name
     assert queried - reverse <= {"allowed.test", "host.test", "meta.test", "gateway.test"}
     assert "allowed.test" in queried
+
+    # the run's record: each refused destination once, with why, in the proxy's own terms
+    log = run.to_record()["requests"]
+    unreachable = "resolves to an address no sandbox may reach"
+    assert log["refusals"] == {
+        "other.test:8080": "not on the list",
+        "allowed.test:8081": "port not on the list",
+        "cidr.test:8080": "not on the list",
+        f"{NET}.1.2:8080": "not on the list",
+        f"{NET}.3.1:8080": "an address no sandbox may reach",
+        "host.test:8080": unreachable,
+        "169.254.169.254:80": "not on the list",
+        "meta.test:80": unreachable,
+        "gateway.test:8080": unreachable,
+        "allowed.test:8080": "ftp: only HTTP and HTTPS",
+        "allowed.test:2222": "port not on the list",
+        "exfil-proxy.test:80": "not on the list",
+        "exfil-connect.test:443": "not on the list",
+    }, log["refusals"]
+    assert (log["allowed"], log["refused"]) == (4, 15), log  # the raw sockets never got there
 
 
 def test_a_refused_host_fails_the_cell_in_one_line(world, shell, capsys):

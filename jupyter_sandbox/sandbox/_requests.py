@@ -155,6 +155,8 @@ def refusal(
         return "not on the list"
     if not any(port in d.ports for d in listed):
         return "port not on the list"
+    if all(d.network is not None for d in listed):
+        return "an address no sandbox may reach"  # the host's own, another container's...
     return "resolves to an address no sandbox may reach"
 
 
