@@ -462,9 +462,13 @@ def test_a_runs_record_lists_every_request_it_sent_with_queries_and_secrets_mask
     assert f"http 8080 /ok?key={token}" in _lines(world["a"])
     assert _lines(world["b"]) == []
 
+    from test_records_contract import check_record
+
     from jupyter_sandbox.display._format import summarised
 
+    check_record(record)
     shown = summarised(record)
+    check_record(shown)
     line = (
         "6 requests: 3 allowed, 3 refused: other.test:8080 not on the list,"
         " allowed.test:8081 port not on the list, ***.exfil.test:80 not on the list"
@@ -514,6 +518,34 @@ def test_runs_in_flight_together_each_list_only_their_own_requests(world):
     assert _lines(world["a"]).index("http 8080 /two") < _lines(world["a"]).index(
         "http 8080 /one-again"
     )
+
+
+LEFT_OPEN = (
+    CLIENT
+    + r"""
+import os
+proxy = urllib.request.getproxies()["http"].rsplit("/", 1)[-1].split(":")
+s = socket.create_connection((proxy[0], int(proxy[1])), timeout=20)
+s.sendall(b"CONNECT allowed.test:8080 HTTP/1.1\r\nHost: allowed.test:8080\r\n\r\n")
+s.recv(4096)
+s.sendall(b"GET /left-open HTTP/1.0\r\n\r\n")
+s.recv(4096)
+os._exit(0)  # the tunnel still open: the proxy logs it only when the container's end closes it
+"""
+)
+
+
+def test_a_tunnel_the_code_left_open_is_in_its_record(world):
+    sandbox = create("open", code=LEFT_OPEN, network=["allowed.test:8080"], timeout=60)
+    for _ in range(3):
+        (row,) = sandbox.execute({}).to_record()["requests"]["rows"]
+        assert (row["method"], row["host"], row["port"], row["status"]) == (
+            "CONNECT",
+            "allowed.test",
+            8080,
+            200,
+        ), row
+    assert _lines(world["a"]).count("http 8080 /left-open") == 3
 
 
 def _paths(record: Any) -> list[str]:
