@@ -32,6 +32,7 @@ from typing import Any
 
 import pytest
 from _kernels import kernel
+from test_otel import spans  # noqa: F401  (tracing on, into the process's one exporter)
 
 from jupyter_sandbox import SandboxConfigError, create
 from jupyter_sandbox.errors import NonZeroExit
@@ -398,33 +399,10 @@ print(json.dumps([
 and refused ones (another host, another port, a secret in the host)."""
 
 
-@pytest.fixture
-def spans() -> Iterator[Any]:
-    """Tracing on, into an in-memory exporter of this module's own."""
-    from opentelemetry import trace
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-    from jupyter_sandbox import _otel
-
-    exporter = InMemorySpanExporter()
-    provider = trace.get_tracer_provider()
-    if isinstance(provider, trace.ProxyTracerProvider):
-        provider = TracerProvider()
-        trace.set_tracer_provider(provider)
-    assert isinstance(provider, TracerProvider)
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    _otel.configure(True)
-    try:
-        yield exporter
-    finally:
-        _otel.configure(None)
-        exporter.shutdown()
-
-
 def test_a_runs_record_lists_every_request_it_sent_with_queries_and_secrets_masked(
-    world, monkeypatch, spans
+    world,
+    monkeypatch,
+    spans,  # noqa: F811  (the fixture imported above)
 ):
     from jupyter_sandbox.display import _html, _text
 
