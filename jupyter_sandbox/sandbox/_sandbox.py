@@ -344,8 +344,10 @@ class Sandbox:
                 asked=asked,
             )
             run.stdout, run.stderr, run.exit_code = raw.stdout, raw.stderr, raw.exit_code
+            sent = egress.requests(began, time.time(), raw.address, run.secrets) if egress else None
+            run.log_requests(sent)  # what the attempt sent out, from its proxy's log
             try:
-                refused = partial(egress.denied, began) if egress else None
+                refused = partial(egress.refused, sent) if egress and sent is not None else None
                 lost = partial(egress.lost, began) if egress else None
                 self._check(raw, run.image, refused, lost)
                 run.outputs = collect_outputs(archive, self.outputs, memory=self.resources.memory)
