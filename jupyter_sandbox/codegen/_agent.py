@@ -502,7 +502,7 @@ class _Generation:
             return {"kind": "tests", "output": output, "run_error": f"{type(exc).__name__}: {exc}"}
         self.run_record = run.to_record()
         build = run.build
-        build_seconds = 0.0 if build is None or build.cached else build.seconds
+        build_seconds = 0.0 if build is None else build.seconds  # a cached image: its lookup
         return {
             "kind": "tests",
             "image": run.image,
