@@ -29,19 +29,14 @@ from jupyter_sandbox.events import Event, IterationStarted
 from jupyter_sandbox.sandbox import File
 from jupyter_sandbox.sandbox._pool import quiesce, settle
 
-PROGRAM = """\
-import csv
-with open(sales) as handle:
-    rows = list(csv.DictReader(handle))
-total = float(sum(float(row["amount"]) for row in rows{cut}))
-"""
-TESTS = """\
-def test_the_samples_total(run):
-    assert run()["total"] == 6.0
-"""
-BUG = format_reply(plan="add up the amounts", code=PROGRAM.format(cut="[1:]"), tests=TESTS)
-FIX = format_reply(diagnosis="logic: rows[1:] skips a row", code=PROGRAM.format(cut=""))
-GOOD = format_reply(plan="add up the amounts", code=PROGRAM.format(cut=""), tests=TESTS)
+PROGRAM = (
+    "lines = open(sales).read().splitlines()[{first}:]\n"
+    'total = float(sum(int(x.split(",")[1]) for x in lines))\n'
+)
+TESTS = 'def test_the_samples_total(run):\n    assert run()["total"] == 6.0\n'
+BUG = format_reply(plan="add up the amounts", code=PROGRAM.format(first=2), tests=TESTS)
+FIX = format_reply(diagnosis="logic: the header is one line, not two", code=PROGRAM.format(first=1))
+GOOD = format_reply(plan="add up the amounts", code=PROGRAM.format(first=1), tests=TESTS)
 SIZES = itertools.count(300)
 
 
