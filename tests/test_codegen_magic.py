@@ -47,6 +47,9 @@ def test_the_cell_shows_each_iteration_inserts_a_sandbox_cell_and_binds_out(tmp_
         assert "```diff" in shown  # iteration 2 shows the code's diff
         assert "✔ `test_one_row` passed" in shown
         assert "Iteration 2: tests passed" in shown
+        assert "**Tests passed after 2 iteration(s)**" in shown
+        assert "The tests that passed:" in shown and "def test_one_row" in shown
+        assert ran.value is None  # the view showed the result; no repr of it below
         assert "- amounts are numbers" in k.ok("print(model.requests[0][1]['content'])").text
         (inserted,) = [p["text"] for p in ran.payload if p.get("source") == "set_next_input"]
         header, mark, body = inserted.split("\n", 2)
@@ -68,11 +71,17 @@ def test_out_is_bound_from_the_whole_dataframe_not_the_sample(tmp_path) -> None:
     with kernel(tmp_path / "store.sqlite") as k:
         k.ok(SETUP.format(folder=tmp_path / "data", replies=[format_reply(code=code, tests=tests)]))
         k.ok("sales = pd.DataFrame({'amount': range(1000)})")
-        k.ok(CELL.replace("--in sales", "--in sales --max-sample-rows 3"), timeout=600)
+        ran = k.ok(CELL.replace("--in sales", "--in sales --max-sample-rows 3"), timeout=600)
         assert k.ok("print(total)").text.strip() == str(float(sum(range(1000))))
         sent = k.ok("print(model.requests[0][1]['content'])").text
         assert "1000 rows" in sent
         assert "\n999\n" not in sent
+        k.ok("del total")
+        (inserted,) = [p["text"] for p in ran.payload if p.get("source") == "set_next_input"]
+        assert inserted.startswith("%%sandbox --in sales_csv --out total:float\n")
+        assert "\nsales = sales_csv  # the CSV of the DataFrame sales\n" in inserted
+        k.ok(inserted, timeout=300)  # runs as it is, on the CSV of the whole DataFrame
+        assert k.ok("print(total)").text.strip() == str(float(sum(range(1000))))
 
 
 def test_running_out_of_iterations_is_one_clear_error(tmp_path) -> None:
@@ -83,6 +92,7 @@ def test_running_out_of_iterations_is_one_clear_error(tmp_path) -> None:
         assert "UsageError: %%codegen: no passing tests after 2 iteration(s)" in ran.text
         assert ran.payload == []  # nothing inserted
         assert "Iteration 2: failed" in markdown(ran)
+        assert "**No passing tests after 2 iteration(s)**" in markdown(ran)
 
 
 def test_resume_after_the_kernel_was_killed_asks_the_model_for_the_rest_only(tmp_path) -> None:

@@ -108,7 +108,7 @@ class Iteration:
         }
 
 
-@dataclass
+@dataclass(repr=False)
 class CodeGenEvalResult:
     """A code generation's outcome (``success`` False when ``max_iterations`` ran out).
 
@@ -142,6 +142,14 @@ class CodeGenEvalResult:
     prompt: str = ""
     options: dict[str, Any] = field(default_factory=dict, repr=False)
     """What `as_task` creates the sandbox with (resources, timeout, secrets...)."""
+
+    def __repr__(self) -> str:
+        state = "passed" if self.success else "failed"
+        cached = ", cached" if self.cached else ""
+        return (
+            f"<CodeGenEvalResult {state} after {self.attempts} iteration(s){cached}; "
+            f"packages {self.detected_packages}>"
+        )
 
     def as_task(self, name: str = "run_code_on_real_data", **overrides: Any) -> Sandbox:
         """The tested program as a `Sandbox` on the tested image; keywords as `create`'s."""

@@ -52,6 +52,27 @@ class CodeGenView:
         elif isinstance(event, Output):
             self._route.write(event.stream, event.text)
 
+    def finish(self, record: Mapping[str, Any]) -> None:
+        """The generation's end: what passed (the tests, beside the code the cell inserts)."""
+        if not self.quiet:
+            self._route.show(result_bundle(record))
+
+
+def result_bundle(record: Mapping[str, Any]) -> dict[str, Any]:
+    iterations = record.get("iterations") or []
+    if not record.get("success"):
+        head = f"**No passing tests after {len(iterations)} iteration(s)**"
+        markdown = f"{head}\n\n{record.get('error') or ''}".strip()
+        return {"text/markdown": markdown, "text/plain": _plain(markdown)}
+    how = " (the cached result: the model was not asked)" if record.get("cached") else ""
+    parts = [f"**Tests passed after {len(iterations)} iteration(s){how}**"]
+    packages = ", ".join(record.get("packages") or []) or "none"
+    parts.append(f"Packages: {packages}")
+    if record.get("tests"):
+        parts.append("The tests that passed:\n\n" + fenced(str(record["tests"]), "python"))
+    markdown = "\n\n".join(parts)
+    return {"text/markdown": markdown, "text/plain": _plain(markdown)}
+
 
 def fenced(text: str, language: str) -> str:
     fence = "`" * max([3, *(len(m) + 1 for m in _BACKTICKS.findall(text))])

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from IPython.core.error import UsageError
 from IPython.core.magic import cell_magic, magics_class
@@ -23,6 +23,10 @@ from traitlets import Int, Unicode
 
 from .. import _defaults as default
 from .._errors import SandboxConfigError
+
+if TYPE_CHECKING:
+    from ..codegen import CodeGenEvalResult
+
 from ._common import (
     CellMagics,
     help_option,
@@ -91,7 +95,7 @@ class CodeGenMagics(CellMagics):
     @argument("--no-insert", action="store_true", help="insert no %%%%sandbox cell")
     @argument("--quiet", action="store_true", help="no iteration view")
     @cell_magic
-    def codegen(self, line: str, cell: str) -> Any:
+    def codegen(self, line: str, cell: str) -> None:
         """Ask a model for a program and its tests; run the tests in the sandbox until they
         pass. Example:
 
@@ -101,7 +105,7 @@ class CodeGenMagics(CellMagics):
         """  # fmt: skip
         args = parse_options(self.codegen, line)
         if args is None:
-            return None
+            return
         prompt, constraints = _task(cell)
         name = args.llm or self.llm
         if not name:
@@ -118,6 +122,7 @@ class CodeGenMagics(CellMagics):
 
         samples = {n: v for n, v in values.items() if isinstance(v, File) or _is_frame(v)}
         inputs = {n: type(v) for n, v in values.items() if n not in samples}
+        view = CodeGenView(quiet=args.quiet)
         rows = {} if args.max_sample_rows is None else {"max_sample_rows": args.max_sample_rows}
         try:
             agent = AutoCoderAgent(
@@ -134,46 +139,53 @@ class CodeGenMagics(CellMagics):
                 samples=samples,
                 inputs=inputs,
                 outputs=outputs,
-                on_event=CodeGenView(quiet=args.quiet).on_event,
+                on_event=view.on_event,
                 resume=args.resume,
             )
         except SandboxConfigError as exc:
             raise self.usage_error(exc) from None
+        view.finish(result.to_record())
         if not result.success:
             raise UsageError(f"%%codegen: {result.error}")
         if result.cached:
             print("%%codegen: the cached result of this task (--no-cache asks the model again)")
         if not args.no_insert:
-            self._insert(args, result.solution.code, result.detected_packages, line, cell)
+            self._insert(args, result, [n for n in samples if _is_frame(samples[n])], line, cell)
         if outputs:
             value = result.run(**values)
             bound = value if len(outputs) > 1 else (value,)
             for out, each in zip(outputs, bound, strict=True):
                 self.shell.user_ns[out] = each
-        return result
+        # nothing returned: the view showed the result, the code is in the cell below
 
     def _store(self) -> str:
         if self.store == "-":
             return ""
         return self.store or str(default.default_store_path().with_name("codegen"))
 
-    def _insert(self, args: Any, code: str, packages: list[str], line: str, cell: str) -> None:
-        """The tested code as a ``%%sandbox`` cell below that runs as the tests did."""
+    def _insert(
+        self, args: Any, result: CodeGenEvalResult, frames: list[str], line: str, cell: str
+    ) -> None:
+        """The tested code as a ``%%sandbox`` cell below that runs as the tests did. A
+        DataFrame cannot go into a sandbox, its CSV can: each DataFrame ``NAME`` in ``--in``
+        is bound as ``NAME_csv`` (a `File`) and the cell names it ``NAME`` first."""
         source = self.frontend_cell_id() or f"{line}\n{cell}"
         mark = f"{INSERT_MARK} {hashlib.sha256(source.encode()).hexdigest()[:8]}"
+        names = [f"{n}_csv" if n in frames else n for n in split_names(args.inputs)]
         words = ["%%sandbox"]
-        for option, items in (
-            ("--in", split_names(args.inputs)),
-            ("--out", split_names(args.outputs)),
-        ):
+        for option, items in (("--in", names), ("--out", split_names(args.outputs))):
             if items:
                 words.append(f"{option} {','.join(items)}")
-        if packages:
-            words.append(f"--packages {','.join(packages)}")
-        text = " ".join(words) + f"\n{mark}\n{code.rstrip()}\n"
+        if result.detected_packages:
+            words.append(f"--packages {','.join(result.detected_packages)}")
+        aliases = "".join(f"{n} = {n}_csv  # the CSV of the DataFrame {n}\n" for n in frames)
+        text = " ".join(words) + f"\n{mark}\n{aliases}{result.solution.code.rstrip()}\n"
         if self._inserted.get(mark) == text:
             print(f"%%codegen: not inserted again: the cell below marked `{mark}` has this code")
             return
+        files = result.inputs_for({n: self.shell.user_ns[n] for n in frames})
+        for name in frames:
+            self.shell.user_ns[f"{name}_csv"] = files[name]
         self.shell.set_next_input(text)
         self._inserted[mark] = text
 
