@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import time
 
+import nbformat
 import pytest
 from _kernels import Kernel, kernel
-from test_codegen import BUGGY, FIXED, TOTAL
+from test_codegen import BUGGY, FIXED, TESTS, TOTAL
 
 from jupyter_sandbox.codegen import format_reply
 
@@ -129,3 +130,45 @@ def test_resume_after_the_kernel_was_killed_asks_the_model_for_the_rest_only(tmp
         again = k.ok(CELL.replace("--llm model", "--llm scripted"), timeout=600)
         assert "the cached result of this task" in again.text
         assert k.ok("print(len(model.requests))").text.strip() == "1"
+
+
+@pytest.mark.browser
+def test_jupyterlab_rerun_replaces_the_inserted_sandbox_cell(browser, tmp_path) -> None:
+    """A real kernel in JupyterLab: a second ``%%codegen`` run's new code takes the place of
+    the ``%%sandbox`` cell the first run inserted (our extension's insert plugin)."""
+    from _jupyterlab import Lab, notebook_js, wait_kernel_ready
+    from test_cell_details import run_cell, sources
+
+    two = format_reply(
+        code=TOTAL.format(cut="").replace("total =", "total = 0.0 +"),
+        tests=TESTS.format(expected=6.0),
+    )
+    setup = SETUP.format(folder=tmp_path / "data", replies=[BUGGY, FIXED, two])
+    cell = CELL.replace("--llm model", "--llm model --no-cache")
+    (tmp_path / "root").mkdir()
+    cells = [nbformat.v4.new_code_cell("%load_ext jupyter_sandbox\n" + setup)]
+    cells.append(nbformat.v4.new_code_cell(cell))
+    kernelspec = {"name": "python3", "display_name": "Python 3"}
+    notebook = nbformat.v4.new_notebook(cells=cells, metadata={"kernelspec": kernelspec})
+    nbformat.write(notebook, tmp_path / "root" / "codegen.ipynb")
+    lab = Lab(tmp_path / "root", tmp_path / "home")
+    try:
+        page = browser.new_page(viewport={"width": 1100, "height": 800})
+        lab.open(page, "codegen.ipynb")
+        wait_kernel_ready(page)
+        for index in (0, 1):
+            run_cell(page, index)
+        first = sources(page)
+        assert len(first) == 3
+        assert first[2].startswith("%%sandbox --in sales --out total:float\n# inserted by")
+        run_cell(page, 1)  # new code: it replaces the copy below
+        page.wait_for_function(
+            "() => { const cells = window.jupyterapp.shell.currentWidget.content.widgets;"
+            " return cells.length === 3"
+            " && cells[2].model.sharedModel.source.includes('total = 0.0 +'); }",
+            timeout=60_000,
+        )
+        assert sources(page)[2].split("\n")[1] == first[2].split("\n")[1]  # the same mark
+        assert notebook_js(page, "return panel.content.widgets.length;") == 3
+    finally:
+        lab.stop()

@@ -37,6 +37,9 @@ the tests
 
 After a failure, begin with `Diagnosis: logic|test|environment: why`, then send the blocks \
 you change (a block you leave out stays as it was)."""
+"""What the model is told first (``system_prompt=`` replaces it): the program is an auto-IO
+``%%sandbox`` cell, the tests a pytest module with the ``run`` and ``samples`` fixtures, and the
+reply's format, which `format_reply` writes."""
 
 RETRY = """\
 Your reply could not be used: {why}. Reply in the format of the instructions: a ```python \

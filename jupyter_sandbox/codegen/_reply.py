@@ -3,7 +3,8 @@
 A reply holds labelled lines (``Plan:``, ``Diagnosis:``, ``Packages:``, ``System packages:``)
 and fenced Python blocks: the solution, and the tests (a block whose first line names
 ``test_solution.py``, whose info string says ``tests``, or that defines ``test_`` functions).
-Either block may be left out after the first iteration: the last one stands.
+Either block may be left out after the first iteration: the last one stands. A block's first
+line naming its file (``# solution.py``) is not kept: it says where the block goes.
 """
 
 from __future__ import annotations
@@ -80,6 +81,8 @@ def parse(text: str) -> Reply:
                 and re.search(r"^def test_", body, re.MULTILINE) is not None
             )
         )
+        if re.fullmatch(r"#\s*(test_)?solution\.py\s*", first):
+            body = body.lstrip().split("\n", 1)[1] if "\n" in body.lstrip() else ""
         if is_tests and reply.tests is None:
             reply.tests = body
         elif not is_tests and reply.code is None:
