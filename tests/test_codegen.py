@@ -13,7 +13,7 @@ import pytest
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from jupyter_sandbox import SandboxConfigError
+from jupyter_sandbox import SandboxConfigError, orchestrate, tool
 from jupyter_sandbox.codegen import AutoCoderAgent, format_reply
 from jupyter_sandbox.codegen._packages import checked, distributions, imported
 from jupyter_sandbox.codegen._reply import parse
@@ -112,6 +112,24 @@ def test_bad_options_are_refused_before_any_model_call() -> None:
         AutoCoderAgent(ScriptedLLM([])).generate("t", samples={"x": 3})
 
 
+def test_a_model_that_returns_no_text_fails_its_iterations_without_a_crash() -> None:
+    """Not text, twice per iteration (the reply and the one retry): each iteration fails as
+    a reply error, no sandbox is started, and the result says so."""
+    seen = []
+
+    def broken(messages):
+        seen.append(messages)
+        return None if len(seen) % 2 else 42
+
+    result = AutoCoderAgent(broken, max_iterations=2).generate("Total", outputs={"total": float})
+    assert not result.success
+    assert len(seen) == 4
+    assert [i.diagnosis.error_type for i in result.iterations if i.diagnosis] == ["reply"] * 2
+    assert "the model returned NoneType, not text" in seen[1][-2]["content"]
+    assert result.error is not None
+    assert "reply error" in result.error
+
+
 # -- with Docker ---------------------------------------------------------------------------
 
 docker = pytest.mark.usefixtures("no_leaked_containers")
@@ -147,7 +165,9 @@ def test_a_model_that_fixes_its_bug_passes_in_the_second_iteration(sales) -> Non
     big.write_text("item,amount\n" + "".join(f"i{n},{n}\n" for n in range(1, 101)))
     assert result.run(sales=File(big)) == 5050.0
     assert result.run() == 6.0  # the samples are the defaults
-    assert result.as_task()(sales=File(big)) == 5050.0
+    total_of = tool(result.as_task(), name="total_of")  # a tool for orchestration code
+    done = orchestrate("await total_of(sales=data)", tools=[total_of], inputs={"data": File(big)})
+    assert done.value == 5050.0
 
 
 @pytest.mark.docker

@@ -130,7 +130,7 @@ class AutoCoderAgent:
             raise SandboxConfigError(
                 f"cache must be 'auto', 'override' or 'disable', got {cache!r}", parameter="cache"
             )
-        self.llm: LLM = CodeModeAgent(model, [], store="").llm
+        self.llm: LLM = CodeModeAgent(model, tools=[], store="").llm
         """The model as a function from messages to text (as code mode wraps it)."""
         self.name = name
         self.system_prompt = system_prompt or _prompt.SYSTEM_PROMPT
