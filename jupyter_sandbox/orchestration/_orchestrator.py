@@ -48,16 +48,17 @@ from .._events import Event, Output, ToolCall
 from .._preview import preview
 from .._text import unindented
 from . import _typecheck
-from ._approval import Gate, govern, hand_down
 from ._conforms import conforms
 from ._driver import _CHECKED_STUB, _SCRIPT, Driver, _running, check_apart, parent_loop
 from ._failures import translate
 from ._limits import Limits, megabytes_from_bytes, seconds_from_ms
+from ._plan import plan
 from ._registry import Tools, resolve_tools
 from ._registry import current as current_registry
 from ._result import OrchestrationResult, result_of
 from ._runs import start, wait
 from ._runtime import current, tool_loop
+from ._spec import RunSpec
 from ._stubs import _StubWriter, stubs
 from ._tool import Tool
 from ._values import type_name
@@ -279,21 +280,18 @@ class Orchestrator(Tool):
     def _driver(
         self, inputs: dict[str, Any], shown: Shown, loop: asyncio.AbstractEventLoop
     ) -> Driver:
-        """One run of the body, as `orchestrate` makes it without a store, journal or session;
+        """One run of the body, as `orchestrate` plans it without a store, journal or session;
         the type check was done when the orchestrator was defined. Its gated calls are asked
         to the run it is nested in (`_approval`): with none, they fail it."""
-        policy = govern(self.tools, None, durable=False)
-        driver = Driver(
-            self.code,
-            self.tools,
-            inputs,
-            self.limits,
+        spec = RunSpec(
+            code=self.code,
+            tools=self.tools,
+            inputs=inputs,
+            limits=self.limits,
             type_check=False,
             on_event=shown.on_event,
-            loop=loop,
-            features=[Gate(policy, None)] if policy.gated else (),
         )
-        return hand_down(driver, policy)
+        return plan(spec, loop)
 
     def _inputs(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         """The call's arguments by parameter name, as Python binds them (defaults filled in),
