@@ -215,7 +215,7 @@ class OrchestrateMagics(CellMagics):
                 "--resume: no earlier run of this cell, nor a failed run of the same code, "
                 "completed a tool call; running every call"
             )
-        try:  # a bad %config value: one usage line naming the option, as a bad option gets
+        try:  # a bad option or %config value: one usage line naming the option
             limits = self.limits(
                 timeout=args.timeout,
                 max_memory=args.max_memory,

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from .._events import Output, ignore
 from ._approval import Policy, govern, hand_down
 from ._driver import Driver
-from ._memo import Journal, Recorded
+from ._memo import Recorded
 from ._plug import plug
 from ._replay import Answers
 from ._result import answered
@@ -76,9 +76,10 @@ def _durable(spec: RunSpec, loop: asyncio.AbstractEventLoop) -> Driver:
             told=lambda line: emit(Output("stderr", line)),
         )
     journal = spec.journal
-    taken_up = restore is not None or (records is not None and not journal_failed(journal))
-    if journal is not None and spec.resume and not taken_up:
-        # this kernel's own journal keeps the values themselves (the store only plain data)
+    kept = journal is not None and spec.resume and restore is None
+    if kept and journal is not None and (records is None or journal.failed):
+        # this kernel's own journal keeps the values themselves (the store only plain data):
+        # it answers the calls when the store has no records or its last run failed
         records = dict(enumerate(journal.calls))
     answers = Answers(records, spec.cache) if spec.cache is not None or records else None
     policy = govern(spec.tools, spec.approver, durable=durable is not None)
@@ -96,12 +97,6 @@ def _durable(spec: RunSpec, loop: asyncio.AbstractEventLoop) -> Driver:
     driver.result.run_id = None if durable is None else durable.run_id
     driver.result.session = spec.session
     return driver
-
-
-def journal_failed(journal: Journal | None) -> bool:
-    """Whether this kernel's journal of the cell says its last run failed: its calls answer
-    the next run's then, rather than the store's records."""
-    return journal is not None and journal.failed
 
 
 def _stored(spec: RunSpec, loop: asyncio.AbstractEventLoop) -> Driver:
