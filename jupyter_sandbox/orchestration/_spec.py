@@ -87,7 +87,7 @@ class RunSpec:
     (``limits``, ``keep``), how it is watched (``on_event``) and answered (``approver`` for
     gated calls, ``journal``/``cache`` for repeated calls), and where it is kept (``store``,
     ``session``, ``scope``, ``cell``, ``run_id``, ``resume``). See `orchestrate` for what each
-    does; ``title`` is the span's attributes' source (`_otel`), nothing else reads it."""
+    does."""
 
     code: str
     tools: Mapping[str, Tool]
@@ -107,29 +107,27 @@ class RunSpec:
     resume: bool | TakeUp | Fork = False
 
     def __post_init__(self) -> None:
-        """One line per bad field, naming it and what it takes."""
-        _typed("code", self.code, str)
-        _typed("tools", self.tools, Mapping)
-        for name, one in self.tools.items():
+        """One line per bad field, naming it and what it takes. Every run is checked, so the
+        fields are read in one loop (`_KINDS`) and a helper is called only for a bad one."""
+        for name, kind, optional in _KINDS:
+            value = getattr(self, name)
+            if not ((optional and value is None) or isinstance(value, kind)):
+                _typed(name, value, kind, optional=optional)
+        for name in ("on_event", "approver"):
+            value = getattr(self, name)
+            if value is not None and not callable(value):
+                raise SandboxConfigError(
+                    f"{name} takes a function or None, got {type(value).__name__}", parameter=name
+                )
+        for key, one in self.tools.items():
             if not isinstance(one, Tool):
                 raise SandboxConfigError(
-                    f"tools: {name!r} is a {type(one).__name__}, not a Tool; resolve it "
+                    f"tools: {key!r} is a {type(one).__name__}, not a Tool; resolve it "
                     "with resolve_tools (or pass the function to orchestrate)",
                     parameter="tools",
                 )
-        _typed("inputs", self.inputs, Mapping)
         if not all(isinstance(key, str) for key in self.inputs):
             raise SandboxConfigError("inputs: names must be str", parameter="inputs")
-        if not isinstance(self.limits, Limits):
-            raise SandboxConfigError(
-                f"limits takes Limits(...), got {type(self.limits).__name__}", parameter="limits"
-            )
-        _typed("keep", self.keep, Keep, optional=True)
-        _typed("type_check", self.type_check, bool)
-        _callable("on_event", self.on_event)
-        _callable("approver", self.approver)
-        _typed("journal", self.journal, Journal, optional=True)
-        _typed("cache", self.cache, ToolCache, optional=True)
         if self.store is not None and not isinstance(self.store, (str, os.PathLike)):
             from .durable import Store  # only a store given as one loads the subsystem
 
@@ -138,35 +136,39 @@ class RunSpec:
                     f"store takes a Store or its path, got {type(self.store).__name__}",
                     parameter="store",
                 )
-        _typed("session", self.session, str, optional=True)
-        _typed("scope", self.scope, str)
-        _typed("cell", self.cell, str, optional=True)
-        _typed("run_id", self.run_id, str, optional=True)
-        if not isinstance(self.resume, (bool, TakeUp, Fork)):
-            raise SandboxConfigError(
-                f"resume takes True/False, got {type(self.resume).__name__}", parameter="resume"
-            )
         if isinstance(self.resume, (TakeUp, Fork)) and self.store is None:
             raise SandboxConfigError(
                 "store: a stored run is taken up from a store; pass store=", parameter="store"
             )
 
 
-def _typed(name: str, value: object, kind: type, *, optional: bool = False) -> None:
+_KINDS: tuple[tuple[str, type | tuple[type, ...], bool], ...] = (
+    ("code", str, False),
+    ("tools", Mapping, False),
+    ("inputs", Mapping, False),
+    ("limits", Limits, False),
+    ("keep", Keep, True),
+    ("type_check", bool, False),
+    ("journal", Journal, True),
+    ("cache", ToolCache, True),
+    ("session", str, True),
+    ("scope", str, False),
+    ("cell", str, True),
+    ("run_id", str, True),
+    ("resume", (bool, TakeUp, Fork), False),
+)
+"""`RunSpec`'s fields checked by kind: name, what it takes, whether None is allowed."""
+
+
+def _typed(
+    name: str, value: object, kind: type | tuple[type, ...], *, optional: bool = False
+) -> None:
     """`SandboxConfigError` naming ``name`` unless ``value`` is a ``kind`` (or None when
-    ``optional``); a bool is no int here, as everywhere a count is checked (`_checks`)."""
-    if optional and value is None:
+    ``optional``)."""
+    if (optional and value is None) or isinstance(value, kind):
         return
-    if isinstance(value, kind) and not (kind is not bool and isinstance(value, bool)):
-        return
-    wanted = kind.__name__ + (" or None" if optional else "")
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    wanted = " or ".join(k.__name__ for k in kinds) + (" or None" if optional else "")
     raise SandboxConfigError(
         f"{name} takes a {wanted}, got {type(value).__name__}: {value!r:.60}", parameter=name
     )
-
-
-def _callable(name: str, value: object) -> None:
-    if value is not None and not callable(value):
-        raise SandboxConfigError(
-            f"{name} takes a function or None, got {type(value).__name__}", parameter=name
-        )
