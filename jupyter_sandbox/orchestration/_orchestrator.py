@@ -179,11 +179,12 @@ class Orchestrator(Tool):
         if wrapped is not None:
             functools.update_wrapper(runner, wrapped)
         else:
-            runner.__name__ = runner.__qualname__ = name
+            runner.__name__ = runner.__qualname__ = _tool_name(name)
             runner.__doc__ = doc
             runner.__annotations__ = dict(hints)
             runner.__signature__ = signature  # type: ignore[attr-defined]
-        super().__init__(runner, name)
+        super().__init__(runner, _tool_name(name))
+        self.name = name  # Flyte's, as given: ``t.name == "sandboxed-code"``
 
     def _runner(self, is_async: bool) -> Callable[..., Any]:
         """The function behind the tool: a run of the body in Monty, never the body on the host
@@ -608,9 +609,10 @@ def orchestrator_from_str(
     ``inputs`` (name -> type) are its parameters, in that order (by position or by name);
     the value of the code's last expression is its result, of type ``output`` (None: not
     declared, any value). ``tools`` (or ``tasks``) are what it may call (None: every
-    registered tool); ``name`` (default Flyte's ``sandboxed-code``) is the tool name other
-    code calls it by (a ``-`` becomes ``_``). ``source`` indented as a whole (a triple-quoted
-    string inside a function) is unindented, as Flyte does. Type-checked now, checked at each
+    registered tool); ``name`` (default Flyte's ``sandboxed-code``) is its ``name``, as
+    Flyte's, and other code calls it by its ``key``, the name with each ``-`` an ``_``.
+    ``source`` indented as a whole (a triple-quoted string inside a function) is unindented,
+    as Flyte does. Type-checked now, checked at each
     call, limited and retried as `orchestrator` says."""
     if not isinstance(source, str):
         raise SandboxConfigError(
@@ -630,7 +632,7 @@ def orchestrator_from_str(
     return Orchestrator(
         code=body,
         call="",
-        name=_tool_name(name),
+        name=name,
         signature=inspect.Signature(parameters, return_annotation=returns),
         hints=hints,
         tools=with_flyte_map(resolve_tools(_tools(tools, tasks)), body),
@@ -677,7 +679,7 @@ def _from_function(
     return Orchestrator(
         code=code,
         call=f"await {call}" if is_async else call,
-        name=_tool_name(name or defined),
+        name=name or defined,
         signature=signature,
         hints=hints,
         tools=with_flyte_map(_named_tools(func) if tools is None else resolve_tools(tools), code),
