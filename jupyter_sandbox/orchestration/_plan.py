@@ -11,6 +11,7 @@ parameter from the door to the loop.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -166,20 +167,18 @@ def _made(
     """The `Driver` itself, its policy handed down to the runs nested in its tools
     (`_approval.hand_down`); a durable run given back if this fails (`durable.driven`)."""
     features, policy = planned
-
-    def make() -> Driver:
-        return Driver(
-            code,
-            spec.tools,
-            inputs,
-            spec.limits,
-            type_check=spec.type_check if type_check is None else type_check,
-            on_event=spec.on_event or ignore,
-            loop=loop,
-            features=features,
-            keep=spec.keep,
-        )
-
+    make = functools.partial(
+        Driver,
+        code,
+        spec.tools,
+        inputs,
+        spec.limits,
+        type_check=spec.type_check if type_check is None else type_check,
+        on_event=spec.on_event or ignore,
+        loop=loop,
+        features=features,
+        keep=spec.keep,
+    )
     if durable is None:
         return hand_down(make(), policy)
     from .durable import driven

@@ -126,8 +126,9 @@ class RunSpec:
                     "with resolve_tools (or pass the function to orchestrate)",
                     parameter="tools",
                 )
-        if not all(isinstance(key, str) for key in self.inputs):
-            raise SandboxConfigError("inputs: names must be str", parameter="inputs")
+        for key in self.inputs:
+            if not isinstance(key, str):
+                raise SandboxConfigError("inputs: names must be str", parameter="inputs")
         if self.store is not None and not isinstance(self.store, (str, os.PathLike)):
             from .durable import Store  # only a store given as one loads the subsystem
 
