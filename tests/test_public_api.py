@@ -175,13 +175,11 @@ def test_load_ext_loads_no_code_mode_display_cluster_or_store_until_a_cell_needs
     assert (tmp_path / "store.sqlite").exists()  # the cell's store: opened by the cell
 
 
-LOAD_EXT_MODULES = 91
-"""Our modules ``%load_ext`` loads (benchmarks/bench_import.py; 100 before the durable
-subsystem became lazy; 87 then, 89 with the warm path's `sandbox._warm` and
-`sandbox._scripts`, 90 with `magics._cell_view`, the cell's view out of the durable magics
-so they and ``%%orchestrate`` no longer import each other; 91 with `magics._codegen`, whose
-engine loads at the first ``%%codegen`` cell). A new module imported at
-``%load_ext`` must be worth raising it."""
+LOAD_EXT_MODULES = 93
+"""Our modules ``%load_ext`` loads (benchmarks/bench_import.py), the orchestration engine's
+doors, spec and plan (`orchestration._doors`, `_spec`, `_plan`) among them, since every cell's
+run goes through them, and `magics._codegen` (its engine loads at the first ``%%codegen``
+cell). A new module imported at ``%load_ext`` must be worth raising it."""
 
 
 def test_the_function_orchestrate_is_not_shadowed_by_its_engine() -> None:
