@@ -26,7 +26,7 @@ def session_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pat
     folder = tmp_path / "sessions"
     monkeypatch.setenv(_kept.SESSION_DIR_ENV, str(folder))
     yield folder
-    _session.close_all(kept=True)
+    _session.close_sessions(kept=True)
 
 
 def _containers(docker_engine, session: _session.SandboxSession) -> list[str]:

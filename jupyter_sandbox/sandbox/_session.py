@@ -503,7 +503,28 @@ class SandboxSession:
         snap = _snapshots.get((self.name, tag)) if tag else None
         if snap is None:
             snap = self.snapshot(tag)
-        return start_from(name, snap)
+        return start_session_from(name, snap)
+
+    def as_tool_function(self) -> Callable[[str], Any]:
+        """The session as one function of code (what ``tool(session)`` registers): each call
+        runs its code in the session, one call at a time, and returns the last expression's
+        value (JSON data as itself, else its repr) plus what it printed."""
+        session = self
+
+        def run_code(code: str) -> Any:
+            cell = session.execute(code)
+            value = None if cell.result is None else _plain(cell.result)
+            if cell.stdout or cell.stderr:
+                return {"value": value, "printed": cell.stdout + cell.stderr}
+            return value
+
+        run_code.__name__ = self.name
+        run_code.__doc__ = (
+            f"Run Python code in the sandbox session {self.name!r}: its variables, imports and"
+            " files stay between calls. Returns the last expression's value (its repr when it"
+            " is not JSON data), or {'value': ..., 'printed': ...} when the code printed."
+        )
+        return run_code
 
     def close(self) -> None:
         """Remove the session's container (a kept one too)."""
@@ -513,8 +534,14 @@ class SandboxSession:
         self._remove()
 
     def _remove(self) -> None:
+        """Remove the container: off the caller's path, unless kept (no watchdog removes a
+        kept one should the kernel die before the removal ran)."""
         self.channel.close()
-        _pool.remove_later(self.slot)
+        if self.keep:
+            _pool.remove(self.slot)
+            _kept.forget(self.name)
+        else:
+            _pool.remove_later(self.slot)
 
 
 @dataclass(frozen=True)
@@ -546,7 +573,7 @@ def sessions() -> list[SandboxSession]:
         return list(_sessions.values())
 
 
-def get(name: str) -> SandboxSession | None:
+def get_session(name: str) -> SandboxSession | None:
     with _registry_lock:
         return _sessions.get(name)
 
@@ -630,7 +657,7 @@ def create_session(
     ``keep``: it outlives the kernel, and a new kernel of the same notebook re-attaches to it
     (`_kept`). ``idle``: seconds without a cell before it is stopped (0: never)."""
     _check_name(name, "name")
-    if get(name) is not None:
+    if get_session(name) is not None:
         raise SandboxConfigError(
             f"session {name!r} is running already: use it, or stop it first (%sandbox_stop"
             f" {name}, or .close())"
@@ -638,10 +665,10 @@ def create_session(
     spec = session_spec(
         packages=packages, resources=resources, network=network, isolation=isolation, image=image
     )
-    return start(name, spec, keep=keep, idle=idle, timeout=timeout)
+    return start_session(name, spec, keep=keep, idle=idle, timeout=timeout)
 
 
-def start(
+def start_session(
     name: str,
     spec: SessionSpec,
     *,
@@ -719,6 +746,39 @@ def greet(session: SandboxSession) -> int:
     return session.cells
 
 
+def reattach_session(name: str, spec: SessionSpec) -> SandboxSession | None:
+    """This notebook's kept session ``name``, attached again (a new kernel's first cell of
+    it), or None when there is none we hold the token of (`_kept.find`)."""
+    import tempfile
+
+    docker = client()
+    for row in _kept.find(docker):
+        if row["name"] != name:
+            continue
+        container = docker.containers.get(row["Id"])
+        slot = Slot(
+            container,
+            Path(tempfile.mkdtemp(prefix="jupyter-sandbox-kept-")),
+            time.monotonic(),
+            spec.setup,
+            0,
+        )
+        slot.attached = Attached(docker, row["Id"])
+        marker = f"{MARKER_START}{secrets.token_hex(16)}\x1e".encode()
+        session = SandboxSession(
+            name, spec, slot, Channel(slot.attached, marker), row["token"], keep=True
+        )
+        try:
+            greet(session)
+        except BaseException:
+            session.channel.close()
+            raise
+        with _registry_lock:
+            _sessions[name] = session
+        return session
+    return None
+
+
 def _first(channel: Channel, wait: float) -> dict[str, Any] | None:
     try:
         return channel.messages.get(timeout=wait)
@@ -726,12 +786,12 @@ def _first(channel: Channel, wait: float) -> dict[str, Any] | None:
         return None
 
 
-def start_from(name: str, snap: Snapshot, *, keep: bool = False) -> SandboxSession:
+def start_session_from(name: str, snap: Snapshot, *, keep: bool = False) -> SandboxSession:
     """A new session of the snapshot's environment, its files and state restored."""
     _check_name(name, "name")
-    if get(name) is not None:
+    if get_session(name) is not None:
         raise SandboxConfigError(f"session {name!r} is running already: stop it first")
-    session = start(name, snap.spec, keep=keep)
+    session = start_session(name, snap.spec, keep=keep)
     try:
         session.restore(snap)
     except BaseException:
@@ -740,7 +800,7 @@ def start_from(name: str, snap: Snapshot, *, keep: bool = False) -> SandboxSessi
     return session
 
 
-def plain(described: Mapping[str, Any] | None) -> Any:
+def session_value(described: Mapping[str, Any] | None) -> Any:
     """A described value as the caller gets it: JSON data as itself, else its repr."""
     return _plain(described)
 
@@ -760,7 +820,12 @@ def engine_supports_checkpoint(docker: DockerClient | None = None) -> bool:
     return bool(docker.info().get("ExperimentalBuild")) and engine_of(docker).name == "docker"
 
 
-def close_all(*, kept: bool = False) -> None:
+def set_session_notebook(scope: str) -> None:
+    """Which notebook this kernel runs (`_kept`: what kept sessions and snapshots belong to)."""
+    _kept.scope = scope
+
+
+def close_sessions(*, kept: bool = False) -> None:
     """Remove this kernel's sessions (``kept``: the kept ones too)."""
     for session in sessions():
         if kept or not session.keep:
