@@ -17,12 +17,13 @@ from jupyter_sandbox.errors import SandboxConfigError, SessionCellError, Session
 from jupyter_sandbox.sandbox import _kept, _session
 from jupyter_sandbox.sandbox._session import create_session
 
-pytestmark = pytest.mark.usefixtures("no_leaked_containers")
-
 
 @pytest.fixture(autouse=True)
-def session_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """Tokens and snapshots in the test's own folder; every session closed after."""
+def session_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_leaked_containers: None
+) -> Iterator[Path]:
+    """Tokens and snapshots in the test's own folder; every session closed after (and the
+    ready one, before the check that nothing is left)."""
     folder = tmp_path / "sessions"
     monkeypatch.setenv(_kept.SESSION_DIR_ENV, str(folder))
     yield folder

@@ -676,24 +676,40 @@ def start_session(
     idle: float = SESSION_IDLE,
     timeout: float | None = None,
 ) -> SandboxSession:
-    """A session of ``spec`` started now: from a waiting spare unless ``keep`` (a kept one is
-    labelled for its notebook, which a spare cannot be)."""
+    """A session of ``spec`` started now: the ready one of ``spec`` if there is one (its
+    server up, waiting for its first hello: `_prepare`), else from a waiting spare; a kept one
+    is made for itself (labelled for its notebook, which a spare cannot be). Then the next
+    ready one of ``spec`` is started in the background."""
     docker = client()
     token = secrets.token_hex(32)
-    if keep:
-        slot = _kept.create(docker, spec.image, spec.setup, name, token)
+    ready = None if keep else _take_ready(spec)
+    if ready is not None:
+        slot, channel = ready
     else:
-        slot = _pool.acquire(docker, spec.image, spec.setup, _warm.spare_command(_lifetime(spec)))
-        _pool.hand_over(docker, slot)
+        if keep:
+            slot = _kept.create(docker, spec.image, spec.setup, name, token)
+        else:
+            slot = _pool.acquire(
+                docker, spec.image, spec.setup, _warm.spare_command(_lifetime(spec))
+            )
+            _pool.hand_over(docker, slot)
+        try:
+            channel = _launch(name, slot, docker)
+        except BaseException:
+            _pool.remove_later(slot)
+            raise
+    session = SandboxSession(name, spec, slot, channel, token, keep=keep, idle=idle)
     try:
-        session = _connect(name, spec, slot, token, docker, keep=keep, idle=idle)
+        greet(session)
     except BaseException:
-        _pool.remove_later(slot)
+        session._remove()
         raise
     if timeout is not None:
         session.timeout = float(timeout)
     with _registry_lock:
         _sessions[name] = session
+    if not keep:
+        _prepare_later(spec)
     return session
 
 
@@ -701,17 +717,9 @@ def _lifetime(spec: SessionSpec) -> int:
     return _pool.lifetime(spec.setup)
 
 
-def _connect(
-    name: str,
-    spec: SessionSpec,
-    slot: Slot,
-    token: str,
-    docker: DockerClient,
-    *,
-    keep: bool,
-    idle: float,
-) -> SandboxSession:
-    """Hand the slot's waiter the server, then greet it with the session's token."""
+def _launch(name: str, slot: Slot, docker: DockerClient) -> Channel:
+    """Hand the slot's waiter the server (starting a container made for it first) and wait
+    until it is up: the channel to it."""
     if slot.attached is None:  # made for the session: start it and wait for its waiter
         slot.attached = Attached(docker, slot.container.id or "")
         slot.container.start()
@@ -721,24 +729,100 @@ def _connect(
             raise ContainerError(f"session {name!r}: its container did not start its interpreter")
     (slot.program / SERVER_FILE).write_bytes((_HERE / "_session_server.py").read_bytes())
     marker = f"{MARKER_START}{secrets.token_hex(16)}\x1e".encode()
-    env = {**_warm.START_ENV, "JSBX_SESSION_IDLE": str(float(idle or 0) + 60 if idle else 0)}
+    env = {**_warm.START_ENV, "JSBX_SESSION_IDLE": str(READY_IDLE)}
     command = ["python3", f"{PROGRAM}/{SERVER_FILE}"]
     slot.attached.write(_warm.header(command, env, marker, [], keep_stdin=True))
     channel = Channel(slot.attached, marker)
-    session = SandboxSession(name, spec, slot, channel, token, keep=keep, idle=idle)
     up = _first(channel, _UP_WAIT)
     if up is None or not up.get("up"):
         said = channel.stderr.decode(errors="replace").strip()[-500:]
+        channel.close()
         raise ContainerError(f"session {name!r}: its server did not start: {said or up}")
-    greet(session)
-    return session
+    return channel
+
+
+READY_IDLE = default.SPARE_IDLE
+"""Seconds a ready session's server waits for its first hello before it ends (a spare's idle
+time); the hello sets the session's own (`SandboxSession.idle`)."""
+_ready: dict[SessionSpec, tuple[Slot, Channel, float]] = {}
+"""One ready session per environment in use: its server up, nobody greeted it yet."""
+_preparing: dict[SessionSpec, threading.Thread] = {}
+_ready_lock = threading.Lock()
+
+
+def _take_ready(spec: SessionSpec) -> tuple[Slot, Channel] | None:
+    with _ready_lock:
+        found = _ready.pop(spec, None)
+    if found is None:
+        return None
+    slot, channel, born = found
+    if channel.ended.is_set() or time.monotonic() - born > READY_IDLE - 30:
+        channel.close()
+        _pool.remove_later(slot)
+        return None
+    return slot, channel
+
+
+def _prepare_later(spec: SessionSpec) -> None:
+    """Start the next ready session of ``spec`` in the background, unless one waits or is
+    being started: the next `start_session` of it then costs one hello."""
+    with _ready_lock:
+        if spec in _ready or spec in _preparing:
+            return
+        thread = threading.Thread(target=_prepare, args=(spec,), daemon=True, name="session-ready")
+        _preparing[spec] = thread
+    thread.start()
+
+
+def _prepare(spec: SessionSpec) -> None:
+    try:
+        docker = client()
+        slot = _pool.acquire(docker, spec.image, spec.setup, _warm.spare_command(_lifetime(spec)))
+        _pool.hand_over(docker, slot)
+        try:
+            channel = _launch("(ready)", slot, docker)
+        except BaseException:
+            _pool.remove_later(slot)
+            raise
+        with _ready_lock:
+            _ready[spec] = (slot, channel, time.monotonic())
+    except Exception:  # an optimisation: the next start takes the ordinary path
+        pass
+    finally:
+        with _ready_lock:
+            _preparing.pop(spec, None)
+
+
+def wait_ready() -> None:
+    """Wait until no ready session is being started (tests, benchmarks)."""
+    while True:
+        with _ready_lock:
+            threads = list(_preparing.values())
+        if not threads:
+            return
+        for thread in threads:
+            thread.join()
+
+
+def discard_ready() -> None:
+    """Remove the ready sessions (their containers), after those being started."""
+    wait_ready()
+    with _ready_lock:
+        ready = list(_ready.values())
+        _ready.clear()
+    for slot, channel, _born in ready:
+        channel.close()
+        _pool.remove(slot)
 
 
 def greet(session: SandboxSession) -> int:
     """Say hello with the token and check the server proves it knows it (a container that
     merely carries our labels cannot); the server's cell count."""
     nonce = secrets.token_hex(16)
-    answer = session._request("hello", {"token": session.token, "nonce": nonce}, timeout=30)
+    hello = {"token": session.token, "nonce": nonce, "idle": float(session.idle or 0)}
+    if session.idle:  # the server's own end comes a minute after the host's check
+        hello["idle"] = float(session.idle) + 60
+    answer = session._request("hello", hello, timeout=30)
     proof = hmac.new(session.token.encode(), nonce.encode(), hashlib.sha256).hexdigest()
     if answer.get("refused") or not hmac.compare_digest(str(answer.get("proof", "")), proof):
         raise ContainerError(f"session {session.name!r} refused its token")
@@ -826,10 +910,11 @@ def set_session_notebook(scope: str) -> None:
 
 
 def close_sessions(*, kept: bool = False) -> None:
-    """Remove this kernel's sessions (``kept``: the kept ones too)."""
+    """Remove this kernel's sessions (``kept``: the kept ones too) and the ready ones."""
     for session in sessions():
         if kept or not session.keep:
             session.close()
+    discard_ready()
 
 
 @atexit.register

@@ -229,6 +229,9 @@ class Server:
             token = str(request.get("token", ""))
             if self.token is None:
                 self.token = token
+                idle = request.get("idle")
+                if isinstance(idle, int | float) and idle >= 0:
+                    self.idle = float(idle)
             if not hmac.compare_digest(self.token.encode(), token.encode()):
                 self.send({"id": rid, "refused": "wrong token"})
                 return
