@@ -126,3 +126,40 @@ def test_a_forged_token_file_cannot_attach(tmp_path: Path) -> None:
     finally:
         for cid in _running("jupyter-sandbox.session=guarded"):
             client().api.remove_container(cid, force=True)
+
+
+def test_a_snapshot_is_restored_after_a_kernel_restart(tmp_path: Path) -> None:
+    folder = tmp_path / "s"
+    with kernel(tmp_path / "store.sqlite", _env(folder)) as k:
+        k.ok(
+            "%%sandbox --session loaded\ntable = {'rows': 3}\nopen('t.csv', 'w').write('a\\n1\\n')"
+        )
+        k.ok("%sandbox_snapshot loaded --tag ready")
+    with kernel(tmp_path / "store.sqlite", _env(folder)) as k:
+        ran = k.ok("%%sandbox --session again --from loaded@ready\ntable, open('t.csv').read()")
+        assert "started from loaded@ready" in ran.text
+        assert "{'rows': 3}" in ran.text and "a\\n1\\n" in ran.text
+        k.ok("%sandbox_stop --all")
+    with kernel(tmp_path / "store.sqlite", _env(folder, "other.ipynb")) as k:
+        ran = k.run("%%sandbox --session thief --from loaded@ready\ntable")
+        assert "no snapshot 'loaded@ready'" in ran.text  # another notebook's are not its
+
+
+def test_a_lost_session_starts_again_from_its_last_snapshot_saying_so(tmp_path: Path) -> None:
+    with kernel(tmp_path / "store.sqlite", _env(tmp_path / "s")) as k:
+        k.ok("%%sandbox --session fragile\nx = 7")
+        k.ok("%sandbox_snapshot fragile --tag seven")
+        k.ok("%%sandbox --session fragile\nx = 8")
+        cid = k.ok(
+            "from jupyter_sandbox.sandbox import get_session\nget_session('fragile').container_id"
+        ).value
+        assert cid is not None
+        client().api.kill(cid.strip("'"))
+        lost = k.run("%%sandbox --session fragile\nx")
+        assert lost.status == "error" and "SessionLost" in lost.text
+        assert "'fragile' was lost" in lost.text
+        time.sleep(0.5)
+        again = k.ok("%%sandbox --session fragile\nx")
+        assert "started again from fragile@seven" in again.text
+        assert "7" in again.text
+        k.ok("%sandbox_stop --all")

@@ -168,3 +168,26 @@ def test_a_spec_that_differs_is_named() -> None:
     big = _session.session_spec(resources={"memory": "512m"})
     assert small.difference(big) == "memory '512m' (the session has '256m')"
     assert small.difference(small) is None
+
+
+def test_token_files_are_private_and_one_others_could_read_is_refused(
+    session_dir: Path,
+) -> None:
+    token_file = _kept.state_dir() / "probe.token"
+    _kept._private_write(token_file, b"secret")
+    assert token_file.stat().st_mode & 0o777 == 0o600
+    assert _kept.state_dir().stat().st_mode & 0o777 == 0o700
+    assert _kept.token_of("probe") == "secret"
+    token_file.chmod(0o644)
+    assert _kept.token_of("probe") is None
+
+
+def test_a_session_runs_under_gvisor(docker_engine) -> None:
+    with create_session("gvisor", isolation="gvisor") as session:
+        session.run("x = 2")
+        assert session.run("x * 21") == 42
+        runtime = docker_engine.api.inspect_container(session.container_id)["HostConfig"]
+        assert runtime["Runtime"] == "runsc"
+        with pytest.raises(SessionCellError, match="KeyboardInterrupt"):
+            session.run("import time; time.sleep(30)", timeout=1)
+        assert session.run("x") == 2

@@ -57,6 +57,10 @@ def run_cell(
         except SandboxConfigError as exc:
             raise magics.usage_error(exc) from None
     session = _session.get_session(name)
+    if session is not None and session.expired():
+        session.close()
+        print(f"session {name!r} was stopped after {session.idle:g} s idle; starting it afresh")
+        session = None
     if session is not None and args.source:
         raise UsageError(
             f"session {name!r} runs already: --from starts a new one (%sandbox_stop {name} first)"
@@ -109,6 +113,14 @@ def _start(name: str, spec: SessionSpec, args: Any, idle: float) -> SandboxSessi
         if found is not None:
             print(f"session {name!r} re-attached (kept, cell {found.cells})")
             return found
+    why = _session.lost_sessions.pop(name, None)
+    if why is not None:
+        snap = _session.snapshot_of(name, None)
+        if snap is not None and snap.spec == spec:
+            session = _session.start_session_from(name, snap, keep=args.keep)
+            print(f"session {name!r} was lost ({why}): started again from {name}@{snap.tag}")
+            return session
+        print(f"session {name!r} was lost ({why}): started afresh")
     return _session.start_session(name, spec, keep=args.keep, idle=idle)
 
 

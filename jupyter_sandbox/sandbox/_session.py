@@ -79,6 +79,26 @@ class SessionSpec:
     packages: tuple[str, ...]
     setup: ContainerSetup
     """Resources, network and isolation (the timeout is the spares' key, never a cell's)."""
+    prebuilt: bool = False
+    """``image`` was asked for as is (``--image``), not built from ``packages``."""
+
+    def saved(self) -> dict[str, Any]:
+        """What `session_spec` needs to find this environment again (a snapshot's side file:
+        read back through the same checks as a cell's options, `from_saved`)."""
+        res = self.setup.resources
+        return {
+            "packages": list(self.packages),
+            "image": self.image if self.prebuilt else None,
+            "resources": {
+                "cpu": res.cpu,
+                "memory": res.memory,
+                "pids": res.pids,
+                "disk": res.disk,
+                "output": res.output,
+            },
+            "network": self.setup.network,
+            "isolation": self.setup.isolation,
+        }
 
     def difference(self, other: SessionSpec) -> str | None:
         """One line naming what ``other`` asks for that this session does not have, or None."""
@@ -341,6 +361,7 @@ class SandboxSession:
 
     def _lose(self, why: str) -> None:
         self.lost = why
+        lost_sessions[self.name] = why
         _forget(self)
         self._remove()
 
@@ -426,8 +447,12 @@ class SandboxSession:
             seconds=time.monotonic() - started,
         )
 
+    def expired(self) -> bool:
+        """Whether it waited longer than its idle time for this cell."""
+        return bool(self.idle) and time.time() - self.last_used > self.idle
+
     def _check_idle(self) -> None:
-        if self.idle and time.time() - self.last_used > self.idle:
+        if self.expired():
             self._lose(f"it was idle for more than {self.idle:g} s")
             raise SessionLost(
                 f"session {self.name!r} was stopped after {self.idle:g} s idle; the next cell"
@@ -465,7 +490,7 @@ class SandboxSession:
         snap = Snapshot(
             self.name,
             tag,
-            _kept.store_snapshot(self.name, tag, data),
+            _kept.store_snapshot(self.name, tag, data, self.spec.saved()),
             self.spec,
             saved=list(final.get("saved") or []),
             unsaved=dict(final.get("unsaved") or {}),
@@ -561,6 +586,10 @@ _snapshots: dict[tuple[str, str], Snapshot] = {}
 _registry_lock = threading.Lock()
 
 
+lost_sessions: dict[str, str] = {}
+"""Sessions of this kernel that were lost, and why: the next cell of one says so."""
+
+
 def _forget(session: SandboxSession) -> None:
     with _registry_lock:
         if _sessions.get(session.name) is session:
@@ -587,7 +616,23 @@ def snapshot_of(name: str, tag: str | None) -> Snapshot | None:
             return found[-1]
     elif (name, tag) in _snapshots:
         return _snapshots[(name, tag)]
-    return None
+    stored = _kept.stored_snapshot(name, tag)
+    if stored is None:
+        return None
+    path, saved = stored
+    try:
+        spec = session_spec(
+            packages=[str(p) for p in saved.get("packages") or []],
+            resources=dict(saved.get("resources") or {}),
+            network=str(saved.get("network", "none")),  # type: ignore[arg-type]
+            isolation=saved.get("isolation"),
+            image=saved.get("image"),
+        )
+    except (SandboxConfigError, TypeError, ValueError):
+        return None  # a side file that does not pass a cell's checks is no snapshot
+    snap = Snapshot(name, path.stem.partition("@")[2], path, spec)
+    _snapshots[(name, snap.tag)] = snap
+    return snap
 
 
 def _check_name(name: object, what: str) -> str:
@@ -637,7 +682,7 @@ def session_spec(
         image_id(docker, image)
         tag = image
     setup = _pool.keyed(docker, box._limits())
-    return SessionSpec(tag, asked, setup)
+    return SessionSpec(tag, asked, setup, prebuilt=image is not None)
 
 
 def create_session(
