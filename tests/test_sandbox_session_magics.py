@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 from _kernels import Kernel, kernel
+from test_records_contract import check_record
 
+from jupyter_sandbox.records import RUN_MIME
 from jupyter_sandbox.sandbox._client import client
 
 pytestmark = pytest.mark.usefixtures("docker_engine")
@@ -31,6 +33,10 @@ def test_cells_of_a_session_share_state_and_say_which_session_ran_them(tmp_path:
         assert "loaded" not in ran.text
         assert "session analysis · cell 2" in ran.text
         assert "12" in ran.text
+        (record,) = ran.records(RUN_MIME)
+        check_record(record)
+        assert (record["session"], record["session_cell"]) == ("analysis", 2)
+        assert "session analysis · cell 2 ok" in record["summary"]["headline"]
         assert k.ok("total").value == "6"
         k.ok("n = 5")
         assert "[1, 2, 3, 5]" in k.ok("%%sandbox --session analysis --in n\nrows + [n]").text

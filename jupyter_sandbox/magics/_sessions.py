@@ -74,6 +74,7 @@ def run_cell(
                 f"session {name!r} runs another environment: this cell asks for {differs};"
                 f" stop it first (%sandbox_stop {name})"
             )
+    started = time.monotonic()
     try:
         cell_run = session.execute(
             "\n" + cell,
@@ -84,8 +85,9 @@ def run_cell(
         )
     except SessionCellError as error:
         sys.stderr.write(error.traceback)
+        _show_record(session, "error", time.monotonic() - started, str(error), quiet=args.quiet)
         raise
-    _badge(session)
+    _show_record(session, "ok", cell_run.seconds, None, quiet=args.quiet)
     for out in outputs:
         magics.shell.user_ns[out] = _session.session_value(cell_run.outputs.get(out))
     result = cell_run.result
@@ -128,14 +130,39 @@ def _print(stream: str, text: str) -> None:
     (sys.stderr if stream == "stderr" else sys.stdout).write(text)
 
 
-def _badge(session: SandboxSession) -> None:
-    """The line that says which session ran the cell, and its count."""
-    from IPython.display import publish_display_data
+def _show_record(
+    session: SandboxSession, status: str, seconds: float, error: str | None, *, quiet: bool
+) -> None:
+    """The cell's run record, saying which session ran it and its cell count (the cell's
+    streams and error output show the rest)."""
+    if quiet:
+        return
+    from IPython.display import display
 
-    text = f"session {session.name} · cell {session.cells}"
-    publish_display_data(
-        {"text/plain": text, "text/html": f'<div class="jsbx-session"><small>{text}</small></div>'}
-    )
+    from ..display import bundle
+    from ..records import RECORD_VERSION, RunRecord
+
+    record: RunRecord = {
+        "version": RECORD_VERSION,
+        "kind": "sandbox",
+        "name": session.name,
+        "image": session.spec.image,
+        "status": "ok" if status == "ok" else "error",
+        "error": error,
+        "raised": error is not None,
+        "duration": round(seconds, 4),
+        "exit_code": None,
+        "attempts": 1,
+        "cached": False,
+        "build": None,
+        "stdout": "",
+        "stderr": "",
+        "outputs": {},
+        "inputs": {},
+        "session": session.name,
+        "session_cell": session.cells,
+    }
+    display(bundle(record), raw=True)
 
 
 @magics_class
