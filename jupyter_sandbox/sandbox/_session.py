@@ -745,7 +745,15 @@ def start_session(
             raise
     session = SandboxSession(name, spec, slot, channel, token, keep=keep, idle=idle)
     try:
-        greet(session)
+        greet(session, timeout=_warm.PROBE_WAIT if ready is not None else 30)
+    except (ContainerError, OSError):
+        session._remove()
+        if ready is None:
+            raise
+        lost_sessions.pop(name, None)
+        # the ready one died, was tampered with or stopped answering: never used, and the
+        # session takes the ordinary path (a probed spare, or a container of its own)
+        return start_session(name, spec, keep=keep, idle=idle, timeout=timeout)
     except BaseException:
         session._remove()
         raise
@@ -860,14 +868,14 @@ def discard_ready() -> None:
         _pool.remove(slot)
 
 
-def greet(session: SandboxSession) -> int:
+def greet(session: SandboxSession, timeout: float = 30) -> int:
     """Say hello with the token and check the server proves it knows it (a container that
     merely carries our labels cannot); the server's cell count."""
     nonce = secrets.token_hex(16)
     hello = {"token": session.token, "nonce": nonce, "idle": float(session.idle or 0)}
     if session.idle:  # the server's own end comes a minute after the host's check
         hello["idle"] = float(session.idle) + 60
-    answer = session._request("hello", hello, timeout=30)
+    answer = session._request("hello", hello, timeout=timeout)
     proof = hmac.new(session.token.encode(), nonce.encode(), hashlib.sha256).hexdigest()
     if answer.get("refused") or not hmac.compare_digest(str(answer.get("proof", "")), proof):
         raise ContainerError(f"session {session.name!r} refused its token")

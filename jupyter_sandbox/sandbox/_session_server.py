@@ -228,6 +228,10 @@ class Server:
 
             token = str(request.get("token", ""))
             if self.token is None:
+                problem = _intruded()
+                if problem:  # someone was here before the session's owner: never use it
+                    self.send({"id": rid, "refused": problem})
+                    return
                 self.token = token
                 idle = request.get("idle")
                 if isinstance(idle, int | float) and idle >= 0:
@@ -476,6 +480,31 @@ def described(value: object) -> dict[str, Any]:
     if rich:
         out["rich"] = rich
     return out
+
+
+def _intruded() -> str:
+    """What should not be here before the first hello (a ready session waits for it, as a
+    spare waits for its run: `_warm`): files in ``/tmp`` or ``/dev/shm``, or a live process
+    but the container's own and this one (the clock's, killed at start, may linger as
+    zombies until the shell reaps them)."""
+    for folder in ("/tmp", "/dev/shm"):
+        try:
+            if os.listdir(folder):
+                return "files in " + folder
+        except FileNotFoundError:
+            pass
+    me = os.getpid()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) in (1, me):
+            continue
+        try:
+            with open("/proc/" + pid + "/stat", "rb") as stat:
+                state = stat.read().rpartition(b")")[2].split()[0]
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        if state not in (b"Z", b"X"):
+            return "a process of its own, pid " + pid
+    return ""
 
 
 def _stop_clock() -> None:
