@@ -191,3 +191,27 @@ def test_a_session_runs_under_gvisor(docker_engine) -> None:
         with pytest.raises(SessionCellError, match="KeyboardInterrupt"):
             session.run("import time; time.sleep(30)", timeout=1)
         assert session.run("x") == 2
+
+
+def test_env_vars_reach_the_code_and_secrets_are_masked_in_all_it_sends_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SESSION_TOKEN", "hunter2-very-secret")
+    streamed: list[str] = []
+    with create_session(
+        "secretive", env_vars={"MODE": "test"}, secrets=["SESSION_TOKEN"]
+    ) as session:
+        assert session.run("import os; os.environ['MODE']") == "test"
+        cell = session.execute(
+            "token = os.environ['SESSION_TOKEN']\n"
+            "for ch in token: print(ch, end='', flush=True)\n"
+            "print()\ntoken",
+            outputs=["token"],
+            on_stream=lambda _name, text: streamed.append(text),
+        )
+        with pytest.raises(SessionCellError) as raised:
+            session.run("raise ValueError(token)")
+    shown = "".join(streamed) + cell.stdout + str(cell.result) + str(cell.outputs)
+    shown += str(raised.value) + raised.value.traceback
+    assert "hunter2" not in shown
+    assert "***" in cell.stdout

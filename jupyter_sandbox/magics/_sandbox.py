@@ -337,6 +337,8 @@ class SandboxMagics(CellMagics):
                 ),
                 network=network,
                 isolation=isolation_level(args.isolation or self.isolation),
+                env_vars=_env(args.env),
+                secrets=split_names(args.secret) or None,
             )
         if args.keep or args.source:
             raise UsageError("--keep and --from go with --session NAME")

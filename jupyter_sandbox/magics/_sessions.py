@@ -34,6 +34,8 @@ def run_cell(
     resources: Any,
     network: Any,
     isolation: Any,
+    env_vars: dict[str, str] | None = None,
+    secrets: list[str] | None = None,
 ) -> None:
     """Run ``cell`` in the session ``args.session`` (started by its first cell, re-attached
     when kept, or forked ``--from`` a snapshot), then show what it printed and returned."""
@@ -66,7 +68,11 @@ def run_cell(
             f"session {name!r} runs already: --from starts a new one (%sandbox_stop {name} first)"
         )
     if session is None:
-        session = _start(name, spec, args, float(magics.session_idle))
+        try:
+            env, masked = _session.session_env(env_vars, secrets)
+        except SandboxConfigError as exc:
+            raise magics.usage_error(exc) from None
+        session = _start(name, spec, args, float(magics.session_idle), env, masked)
     else:
         differs = session.spec.difference(spec)
         if differs is not None:
@@ -97,7 +103,14 @@ def run_cell(
         show_displays([shown])
 
 
-def _start(name: str, spec: SessionSpec, args: Any, idle: float) -> SandboxSession:
+def _start(
+    name: str,
+    spec: SessionSpec,
+    args: Any,
+    idle: float,
+    env: dict[str, str],
+    masked: tuple[str, ...],
+) -> SandboxSession:
     from .. import sandbox as _session
 
     if args.source:
@@ -123,7 +136,7 @@ def _start(name: str, spec: SessionSpec, args: Any, idle: float) -> SandboxSessi
             print(f"session {name!r} was lost ({why}): started again from {name}@{snap.tag}")
             return session
         print(f"session {name!r} was lost ({why}): started afresh")
-    return _session.start_session(name, spec, keep=args.keep, idle=idle)
+    return _session.start_session(name, spec, keep=args.keep, idle=idle, env=env, masked=masked)
 
 
 def _print(stream: str, text: str) -> None:

@@ -58,6 +58,7 @@ from ._session import close_sessions as close_sessions
 from ._session import get_session as get_session
 from ._session import lost_sessions as lost_sessions
 from ._session import reattach_session as reattach_session
+from ._session import session_env as session_env
 from ._session import session_spec as session_spec
 from ._session import session_value as session_value
 from ._session import sessions as sessions

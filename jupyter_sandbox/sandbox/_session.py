@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import _defaults as default
 from .._errors import ContainerError, SandboxConfigError, SessionCellError, SessionLost
+from .._secrets import StreamMasker, mask
 from . import _kept, _pool, _warm
 from ._attach import Attached
 from ._client import client, engine_of
@@ -245,6 +246,10 @@ class SandboxSession:
     """Why the session ended under its user (None while it lives)."""
     timeout: float = default.SANDBOX_TIMEOUT
     idle: float = SESSION_IDLE
+    env: dict[str, str] = field(default_factory=dict, repr=False)
+    """Its ``env_vars`` and secrets, set in the server at its first hello."""
+    secrets: tuple[str, ...] = field(default=(), repr=False)
+    """The secrets' values: masked in everything the session sends back."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
 
@@ -405,11 +410,13 @@ class SandboxSession:
                     " str, numbers, bools, None, lists and dicts of them"
                 ) from None
         printed: dict[str, list[str]] = {"stdout": [], "stderr": []}
+        maskers = {name: StreamMasker(self.secrets) for name in printed}
 
         def stream(name: str, text: str) -> None:
-            printed.setdefault(name, []).append(text)
-            if on_stream is not None:
-                on_stream(name, text)
+            shown = maskers[name].feed_text(text) if name in maskers else text
+            printed.setdefault(name, []).append(shown)
+            if on_stream is not None and shown:
+                on_stream(name, shown)
 
         started = time.monotonic()
         with self._lock:
@@ -421,6 +428,15 @@ class SandboxSession:
                 timeout=timeout,
             )
             self.last_used = time.time()
+        for name, masker in maskers.items():
+            stream(name, "")
+            rest = masker.flush()
+            if rest:
+                printed[name].append(rest)
+                if on_stream is not None:
+                    on_stream(name, rest)
+        if self.secrets:
+            answer = _masked(answer, self.secrets)
         self.cells = int(answer.get("cells", self.cells + 1))
         if answer.get("exit"):
             self._lose("its code called exit()")
@@ -696,9 +712,12 @@ def create_session(
     keep: bool = False,
     idle: float = SESSION_IDLE,
     timeout: float | None = None,
+    env_vars: Mapping[str, str] | None = None,
+    secrets: Sequence[str] | None = None,
 ) -> SandboxSession:
     """Start a session ``name`` (a Python identifier) with the environment asked for: the
-    packages, resources, network and isolation of a one-shot run, confined as one.
+    packages, resources, network and isolation of a one-shot run, confined as one; its
+    ``env_vars`` and ``secrets`` (host variables read now, masked in all it sends back).
     ``keep``: it outlives the kernel, and a new kernel of the same notebook re-attaches to it
     (`_kept`). ``idle``: seconds without a cell before it is stopped (0: never)."""
     _check_name(name, "name")
@@ -710,7 +729,8 @@ def create_session(
     spec = session_spec(
         packages=packages, resources=resources, network=network, isolation=isolation, image=image
     )
-    return start_session(name, spec, keep=keep, idle=idle, timeout=timeout)
+    env, masked = session_env(env_vars, secrets)
+    return start_session(name, spec, keep=keep, idle=idle, timeout=timeout, env=env, masked=masked)
 
 
 def start_session(
@@ -720,8 +740,11 @@ def start_session(
     keep: bool = False,
     idle: float = SESSION_IDLE,
     timeout: float | None = None,
+    env: Mapping[str, str] | None = None,
+    masked: tuple[str, ...] = (),
 ) -> SandboxSession:
-    """A session of ``spec`` started now: the ready one of ``spec`` if there is one (its
+    """A session of ``spec`` started now (``env``: its code's variables; ``masked``: the
+    secrets' values among them): the ready one of ``spec`` if there is one (its
     server up, waiting for its first hello: `_prepare`), else from a waiting spare; a kept one
     is made for itself (labelled for its notebook, which a spare cannot be). Then the next
     ready one of ``spec`` is started in the background."""
@@ -743,7 +766,17 @@ def start_session(
         except BaseException:
             _pool.remove_later(slot)
             raise
-    session = SandboxSession(name, spec, slot, channel, token, keep=keep, idle=idle)
+    session = SandboxSession(
+        name,
+        spec,
+        slot,
+        channel,
+        token,
+        keep=keep,
+        idle=idle,
+        env=dict(env or {}),
+        secrets=masked,
+    )
     try:
         greet(session, timeout=_warm.PROBE_WAIT if ready is not None else 30)
     except (ContainerError, OSError):
@@ -753,7 +786,9 @@ def start_session(
         lost_sessions.pop(name, None)
         # the ready one died, was tampered with or stopped answering: never used, and the
         # session takes the ordinary path (a probed spare, or a container of its own)
-        return start_session(name, spec, keep=keep, idle=idle, timeout=timeout)
+        return start_session(
+            name, spec, keep=keep, idle=idle, timeout=timeout, env=env, masked=masked
+        )
     except BaseException:
         session._remove()
         raise
@@ -872,7 +907,12 @@ def greet(session: SandboxSession, timeout: float = 30) -> int:
     """Say hello with the token and check the server proves it knows it (a container that
     merely carries our labels cannot); the server's cell count."""
     nonce = secrets.token_hex(16)
-    hello = {"token": session.token, "nonce": nonce, "idle": float(session.idle or 0)}
+    hello: dict[str, Any] = {
+        "token": session.token,
+        "nonce": nonce,
+        "idle": float(session.idle or 0),
+        "env": session.env,
+    }
     if session.idle:  # the server's own end comes a minute after the host's check
         hello["idle"] = float(session.idle) + 60
     answer = session._request("hello", hello, timeout=timeout)
@@ -935,6 +975,22 @@ def start_session_from(name: str, snap: Snapshot, *, keep: bool = False) -> Sand
         session.close()
         raise
     return session
+
+
+def _masked(answer: dict[str, Any], secrets: tuple[str, ...]) -> dict[str, Any]:
+    """``answer`` with every secret's value (in each of its spellings) masked."""
+    masked: dict[str, Any] = json.loads(mask(json.dumps(answer), secrets))
+    return masked
+
+
+def session_env(
+    env_vars: Mapping[str, str] | None = None, secrets: Sequence[str] | None = None
+) -> tuple[dict[str, str], tuple[str, ...]]:
+    """The environment a session's code gets (``env_vars``, and the ``secrets`` read from the
+    host now, checked as a one-shot run's are) and the secrets' values, to mask."""
+    box = create("session", code="pass", env_vars=env_vars, secrets=secrets)
+    env = {k: v for k, v in box._environment().items() if _warm.START_ENV.get(k) != v}
+    return env, tuple(env[name] for name in box.secrets)
 
 
 def session_value(described: Mapping[str, Any] | None) -> Any:

@@ -233,6 +233,9 @@ class Server:
                     self.send({"id": rid, "refused": problem})
                     return
                 self.token = token
+                env = request.get("env")
+                if isinstance(env, dict):  # the session's --env and --secret values
+                    os.environ.update({str(k): str(v) for k, v in env.items()})
                 idle = request.get("idle")
                 if isinstance(idle, int | float) and idle >= 0:
                     self.idle = float(idle)
