@@ -918,7 +918,8 @@ def greet(session: SandboxSession, timeout: float = 30) -> int:
     answer = session._request("hello", hello, timeout=timeout)
     proof = hmac.new(session.token.encode(), nonce.encode(), hashlib.sha256).hexdigest()
     if answer.get("refused") or not hmac.compare_digest(str(answer.get("proof", "")), proof):
-        raise ContainerError(f"session {session.name!r} refused its token")
+        why = answer.get("refused") or "its proof did not match"
+        raise ContainerError(f"session {session.name!r} refused its token: {why}")
     session.cells = int(answer.get("cells", 0))
     return session.cells
 

@@ -485,6 +485,11 @@ def described(value: object) -> dict[str, Any]:
     return out
 
 
+_CLOCK: set[int] = set()
+"""The spare's clock processes this server killed at its start (`_stop_clock`): a kill takes
+a moment to land, so they are never taken for an intruder (`_intruded`)."""
+
+
 def _intruded() -> str:
     """What should not be here before the first hello (a ready session waits for it, as a
     spare waits for its run: `_warm`): files in ``/tmp`` or ``/dev/shm``, or a live process
@@ -498,7 +503,7 @@ def _intruded() -> str:
             pass
     me = os.getpid()
     for pid in os.listdir("/proc"):
-        if not pid.isdigit() or int(pid) in (1, me):
+        if not pid.isdigit() or int(pid) in (1, me) or int(pid) in _CLOCK:
             continue
         try:
             with open("/proc/" + pid + "/stat", "rb") as stat:
@@ -518,6 +523,7 @@ def _stop_clock() -> None:
     me = os.getpid()
     for pid in os.listdir("/proc"):
         if pid.isdigit() and int(pid) not in (1, me):
+            _CLOCK.add(int(pid))
             try:  # noqa: SIM105
                 os.kill(int(pid), signal.SIGKILL)
             except OSError:
