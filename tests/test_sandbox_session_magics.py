@@ -169,3 +169,13 @@ def test_a_lost_session_starts_again_from_its_last_snapshot_saying_so(tmp_path: 
         assert "started again from fragile@seven" in again.text
         assert "7" in again.text
         k.ok("%sandbox_stop --all")
+
+
+def test_unload_ext_removes_the_kernels_sessions(tmp_path: Path) -> None:
+    with kernel(tmp_path / "store.sqlite", _env(tmp_path / "s")) as k:
+        k.ok("%%sandbox --session short\nx = 1")
+        pid = k.ok("import os; os.getpid()").value
+        k.ok("%unload_ext jupyter_sandbox")
+        k.ok("from jupyter_sandbox.sandbox._pool import settle; settle()")
+        owned = f"jupyter-sandbox.owner-pid={pid}"
+        assert not _running(owned)

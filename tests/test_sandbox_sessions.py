@@ -215,3 +215,30 @@ def test_env_vars_reach_the_code_and_secrets_are_masked_in_all_it_sends_back(
     shown += str(raised.value) + raised.value.traceback
     assert "hunter2" not in shown
     assert "***" in cell.stdout
+
+
+def test_a_flood_of_output_is_capped_and_interrupted_and_the_session_stays() -> None:
+    from jupyter_sandbox.errors import OutputLimitExceeded
+
+    streamed: list[str] = []
+    with create_session("flood", resources={"output": "64k"}) as session:
+        session.run("kept = 1")
+        with pytest.raises(OutputLimitExceeded, match="output cap"):
+            session.run(
+                "while True: print('x' * 1000)",
+                on_stream=lambda _name, text: streamed.append(text),
+            )
+        assert len("".join(streamed)) <= 64 * 1024
+        assert session.run("kept") == 1
+
+
+def test_a_cell_that_ignores_interrupts_is_killed_with_its_session_at_the_second() -> None:
+    with create_session("stubborn") as session:
+        for _ in range(2):
+            threading.Timer(1.0 + 2 * _, _thread.interrupt_main).start()
+        with pytest.raises(SessionLost, match="second interrupt"):
+            session.run(
+                "import time\nwhile True:\n    try:\n        time.sleep(0.1)\n"
+                "    except KeyboardInterrupt:\n        pass"
+            )
+        assert session.lost

@@ -38,7 +38,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import _defaults as default
-from .._errors import ContainerError, SandboxConfigError, SessionCellError, SessionLost
+from .._errors import (
+    ContainerError,
+    OutputLimitExceeded,
+    SandboxConfigError,
+    SessionCellError,
+    SessionLost,
+)
 from .._secrets import StreamMasker, mask
 from . import _kept, _pool, _warm
 from ._attach import Attached
@@ -49,7 +55,7 @@ from ._isolation import Isolation
 from ._pool import ContainerSetup, Slot
 from ._sandbox import create
 from ._scripts import MARKER_START
-from ._spec import Network, Resources
+from ._spec import Network, Resources, parse_size
 
 if TYPE_CHECKING:
     from docker import DockerClient
@@ -250,6 +256,8 @@ class SandboxSession:
     """Its ``env_vars`` and secrets, set in the server at its first hello."""
     secrets: tuple[str, ...] = field(default=(), repr=False)
     """The secrets' values: masked in everything the session sends back."""
+    _current: int = 0
+    """The id of the request under way (an interrupt names it)."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
 
@@ -284,6 +292,7 @@ class SandboxSession:
         if self.lost:
             raise SessionLost(f"session {self.name!r} is gone: {self.lost}", name=self.name)
         rid = next(self._ids)
+        self._current = rid
         self.channel.send({"op": op, "id": rid, **(body or {})}, blob)
         deadline = time.monotonic() + (timeout or self.timeout)
         interrupted_at: float | None = None
@@ -411,8 +420,17 @@ class SandboxSession:
                 ) from None
         printed: dict[str, list[str]] = {"stdout": [], "stderr": []}
         maskers = {name: StreamMasker(self.secrets) for name in printed}
+        cap = parse_size(self.spec.setup.resources.output)
+        written = [0]
+        flooded = threading.Event()
 
         def stream(name: str, text: str) -> None:
+            written[0] += len(text.encode())
+            if written[0] > cap:  # the output cap: the cell is interrupted, the rest dropped
+                if not flooded.is_set():
+                    flooded.set()
+                    self.channel.send({"op": "interrupt", "cell": self._current})
+                return
             shown = maskers[name].feed_text(text) if name in maskers else text
             printed.setdefault(name, []).append(shown)
             if on_stream is not None and shown:
@@ -441,6 +459,11 @@ class SandboxSession:
         if answer.get("exit"):
             self._lose("its code called exit()")
         error = answer.get("error")
+        if flooded.is_set():
+            raise OutputLimitExceeded(
+                f"session {self.name!r}: the cell wrote more than its output cap"
+                f" ({self.spec.setup.resources.output}) and was interrupted; the session stays"
+            )
         if error:
             raise SessionCellError(
                 f"{error.get('type')}: {error.get('message')}"
