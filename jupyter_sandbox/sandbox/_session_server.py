@@ -45,9 +45,9 @@ FRAME = b"\x1e"
 SESSION_DIR = "/tmp"
 NAMESPACE_MEMBER = ".jupyter-sandbox-namespace.pickle"
 """The snapshot tar's member holding the namespace (the files are under ``files/``)."""
-_VALUE_MAX = 1 << 20
+_VALUE_BYTES = 1 << 20
 """Bytes of JSON a value may take before its repr is sent instead."""
-_REPR_MAX = 20_000
+_REPR_CHARS = 20_000
 _MIME = (
     ("text/html", "_repr_html_"),
     ("text/markdown", "_repr_markdown_"),
@@ -452,12 +452,12 @@ def described(value: object) -> dict[str, Any]:
     try:
         if _data(value, 0):
             text = json.dumps(value, allow_nan=False)
-            if len(text) <= _VALUE_MAX:
+            if len(text) <= _VALUE_BYTES:
                 out["value"] = json.loads(text)
     except BaseException:
         pass
     try:
-        out["repr"] = repr(value)[:_REPR_MAX]
+        out["repr"] = repr(value)[:_REPR_CHARS]
     except BaseException as error:
         out["repr"] = f"<repr failed: {type(error).__name__}>"
     out["type"] = type(value).__name__
