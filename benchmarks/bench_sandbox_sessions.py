@@ -81,10 +81,15 @@ def _starts(rounds: int) -> list[tuple[str, float]]:
         _session.wait_ready()  # the ready session of the spec is up (`_session._prepare`)
         quiesce()  # and the one-shot run's spare
 
+    def no_ready() -> None:
+        _session.discard_ready()  # the session claims a spare and starts its server itself
+        quiesce()
+
     return measure_prepared(
         [
             ("warm one-shot run (baseline)", ready, one_shot.run),
-            ("session start (server up, hello answered)", ready, start_and_close),
+            ("session start from its ready session", ready, start_and_close),
+            ("session start from a spare (no ready one)", no_ready, start_and_close),
         ],
         rounds,
     )
