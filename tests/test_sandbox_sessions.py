@@ -242,3 +242,16 @@ def test_a_cell_that_ignores_interrupts_is_killed_with_its_session_at_the_second
                 "    except KeyboardInterrupt:\n        pass"
             )
         assert session.lost
+
+
+def test_a_session_as_a_tool_keeps_its_state_between_the_codes_calls() -> None:
+    from jupyter_sandbox import orchestrate, tool
+
+    with create_session("explore") as session:
+        explore = tool(session)
+        assert explore.name == "explore"
+        result = orchestrate(
+            "explore('rows = [3, 1, 2]')\nexplore('sorted(rows)')", tools=[explore]
+        )
+        assert result.value == [1, 2, 3]
+        assert session.run("len(rows)") == 3
