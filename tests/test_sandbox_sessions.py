@@ -255,3 +255,13 @@ def test_a_session_as_a_tool_keeps_its_state_between_the_codes_calls() -> None:
         )
         assert result.value == [1, 2, 3]
         assert session.run("len(rows)") == 3
+
+
+def test_a_snapshot_of_tens_of_megabytes_forks_whole() -> None:
+    with create_session("heavy", resources={"memory": "1g"}) as heavy:
+        heavy.run("import hashlib, os\nblob = os.urandom(40 * 2**20)")
+        digest = heavy.run("hashlib.sha256(blob).hexdigest()")
+        snap = heavy.snapshot("big")
+        assert snap.path.stat().st_size > 40 * 2**20
+        with heavy.fork("heavy_fork", "big") as fork:
+            assert fork.run("import hashlib\nhashlib.sha256(blob).hexdigest()") == digest

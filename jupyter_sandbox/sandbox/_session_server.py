@@ -187,13 +187,16 @@ class Server:
                     continue
                 size = request.get("blob") or 0
                 if isinstance(size, int) and size > 0:  # raw bytes follow the frame
-                    while len(buffer) < size:
-                        chunk = os.read(stdin, max(size - len(buffer), 65536))
+                    parts, have = [buffer], len(buffer)  # joined once: never quadratic
+                    while have < size:
+                        chunk = os.read(stdin, max(size - have, 65536))
                         if not chunk:
                             self.requests.put(None)
                             return
-                        buffer += chunk
-                    request["data"], buffer = buffer[:size], buffer[size:]
+                        parts.append(chunk)
+                        have += len(chunk)
+                    joined = b"".join(parts)
+                    request["data"], buffer = joined[:size], joined[size:]
                 if request.get("op") == "interrupt":
                     if self.running is not None and request.get("cell") == self.running:
                         os.kill(os.getpid(), signal.SIGINT)
