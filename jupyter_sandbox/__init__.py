@@ -41,6 +41,8 @@ from .errors import (
     SandboxConfigError,
     SandboxError,
     SandboxTimeout,
+    SessionCellError,
+    SessionLost,
     ToolError,
     TypeCheckError,
     UnusableImage,
@@ -71,7 +73,16 @@ if TYPE_CHECKING:  # what __getattr__ imports on first use (_public.TOP_LEVEL)
         tool,
         tools_from_mcp,
     )
-    from .sandbox import Dir, File, Resources, Sandbox, SandboxRun, create
+    from .sandbox import (
+        Dir,
+        File,
+        Resources,
+        Sandbox,
+        SandboxRun,
+        SandboxSession,
+        create,
+        create_session,
+    )
 
 __version__ = version("jupyter-sandbox")
 """From the installed package's metadata, which the build reads from the labextension's
@@ -109,8 +120,11 @@ __all__ = [
     "SandboxConfigError",
     "SandboxError",
     "SandboxRun",
+    "SandboxSession",
     "SandboxTimeout",
     "ScriptedLLM",
+    "SessionCellError",
+    "SessionLost",
     "Store",
     "Tool",
     "ToolCache",
@@ -120,6 +134,7 @@ __all__ = [
     "UnusableImage",
     "__version__",
     "create",
+    "create_session",
     "errors",
     "events",
     "fork_run",

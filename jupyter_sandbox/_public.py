@@ -39,7 +39,9 @@ TOP_LEVEL: dict[str, tuple[str, ...]] = {
         "Resources",
         "Sandbox",
         "SandboxRun",
+        "SandboxSession",
         "create",
+        "create_session",
     ),
 }
 """``jupyter_sandbox.NAME`` is ``jupyter_sandbox.<subpackage>.NAME``, imported on first use."""
