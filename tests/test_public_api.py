@@ -174,12 +174,13 @@ def test_load_ext_loads_no_code_mode_display_cluster_or_store_until_a_cell_needs
     assert (tmp_path / "store.sqlite").exists()  # the cell's store: opened by the cell
 
 
-LOAD_EXT_MODULES = 90
+LOAD_EXT_MODULES = 92
 """Our modules ``%load_ext`` loads (benchmarks/bench_import.py; 100 before the durable
 subsystem became lazy; 87 then, 89 with the warm path's `sandbox._warm` and
 `sandbox._scripts`, 90 with `magics._cell_view`, the cell's view out of the durable magics
-so they and ``%%orchestrate`` no longer import each other). A new module imported at
-``%load_ext`` must be worth raising it."""
+so they and ``%%orchestrate`` no longer import each other; 92 with `sandbox._plan` and
+`sandbox._staging`, the sandbox engine's strategies and its inputs' one pass). A new module
+imported at ``%load_ext`` must be worth raising it."""
 
 
 def test_the_function_orchestrate_is_not_shadowed_by_its_engine() -> None:
