@@ -107,8 +107,9 @@ def stage_inputs(
 ) -> tuple[bytes, ...]:
     """Write each input to ``dest/<name>``: encoded scalars, or copies of `File`/`Dir` paths.
     With ``hashed``, return what the result cache keys them by (`_cache.cache_key`): each
-    staged path relative to ``dest`` and its content's digest, in the tree's sorted order,
-    read as it is written (a file is read once); without, nothing.
+    staged path relative to ``dest`` and its content's digest, in the tree's sorted order:
+    a scalar's and a `File`'s taken as they are written (a file is read once), a `Dir`'s read
+    back from its copy; without, nothing.
 
     Copies (not bind mounts of the originals) so the non-root user can read them whatever
     their host permissions, and so the code can never reach the host file itself. Staging
@@ -133,15 +134,16 @@ def stage_inputs(
                 _write_new(target, data)
                 if digest is not None:
                     digest.update(data)
-            if digest is not None:
-                whole = tag != "dir"  # a folder's entries are hashed one by one
-                chunks[name] = (name.encode() + b"\0", *([digest.digest()] if whole else []))
-                if not whole:
-                    chunks[name] += tree_digests(dest, target)
+            if digest is None:
+                continue
+            if tag == "dir":  # a folder's entries, one by one, as its copy holds them
+                chunks[name] = (name.encode() + b"\0", *_tree_digests(dest, target))
+            else:
+                chunks[name] = (name.encode() + b"\0", digest.digest())
     return tuple(chunk for name in sorted(chunks) for chunk in chunks[name])
 
 
-def tree_digests(root: Path, top: Path) -> tuple[bytes, ...]:
+def _tree_digests(root: Path, top: Path) -> tuple[bytes, ...]:
     """What the cache key takes of the tree under ``top``: each path relative to ``root``,
     then the digest of a file's content, in sorted order."""
     chunks: list[bytes] = []
