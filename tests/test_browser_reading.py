@@ -11,7 +11,7 @@ from typing import Any
 
 import nbformat
 import pytest
-from _display_samples import interrupted_record, run_record, trace_record
+from _display_samples import interrupted_record, requests_record, run_record, trace_record
 from _jupyterlab import Lab
 
 from jupyter_sandbox.display import bundle
@@ -134,6 +134,47 @@ def test_html_export_reads_the_same(tmp_home: Path, browser) -> None:
         check(page, ".jsb:not(.jsb .jsb)")  # the nested run is a .jsb too
         page.screenshot(path=SHOTS / f"reading-export-{theme}.png", full_page=True)
         page.close()
+
+
+REQUESTS_LINE = "3 requests: 2 allowed, 1 refused: evil.example:443 not on the list"
+
+
+def test_an_allow_listed_runs_requests_read_in_jupyterlab(tmp_home: Path, browser) -> None:
+    """A saved ``%%sandbox`` cell lists what the run sent out: one line with the refused
+    destination, then (opened) a row per request, the refused one marked."""
+    root = tmp_home / "root"
+    root.mkdir()
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("%%sandbox --allow-net pypi.org api.example.com\n...")
+    cell.outputs = [nbformat.v4.new_output("display_data", data=bundle(requests_record()))]
+    nb.cells.append(cell)
+    nbformat.write(nb, root / "requests.ipynb")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    lab = Lab(root, tmp_home / "home", starts_kernel=False)
+    try:
+        page = browser.new_page(viewport={"width": 1300, "height": 700})
+        lab.open(page, "requests.ipynb")
+        block = page.locator(".jsb-run details.jsb-requests")
+        block.wait_for(timeout=60_000)
+        assert block.locator("summary").inner_text() == REQUESTS_LINE
+        block.locator("summary").click()
+        rows = block.locator("tbody tr")
+        assert rows.count() == 3
+        refused = block.locator("tbody tr.jsb-refused")
+        assert refused.count() == 1
+        cells = refused.locator("td").all_inner_texts()
+        assert cells[2:] == [
+            "evil.example:443",
+            "",
+            "403",
+            "122 B",
+            "0 B",
+            "refused: not on the list",
+        ]
+        assert "/v1/items?***" in rows.nth(1).inner_text()
+        page.screenshot(path=SHOTS / "reading-requests.png", full_page=True)
+    finally:
+        lab.stop()
 
 
 @pytest.mark.docker  # the browser fixture's conftest; no container runs

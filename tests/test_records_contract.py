@@ -44,6 +44,8 @@ INTERFACES = {
     "ITraceSummary": records.TraceSummary,
     "IRunSummary": records.RunSummary,
     "IDisplayRecord": records.DisplayRecord,
+    "IRequestRow": records.RequestRow,
+    "IRequestLogRecord": records.RequestLogRecord,
 }
 """Each TypeScript record interface and the TypedDict it mirrors."""
 
@@ -223,11 +225,12 @@ def test_build_and_live_run_records_have_exactly_the_declared_keys():
 
 def test_the_hand_written_samples_are_records():
     """The renderer tests' samples (older records: no summary, no stream sizes) fit too."""
-    from _display_samples import run_record, trace_record
+    from _display_samples import requests_record, run_record, trace_record
 
     check_record(trace_record())
     check_record(run_record())
     check_record(run_record(build_error="ERROR: no such package"))
+    check_record(requests_record())
 
 
 @pytest.mark.docker

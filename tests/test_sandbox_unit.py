@@ -240,3 +240,59 @@ def test_index_settings_keep_only_urls_a_container_can_reach(monkeypatch):
     settings = _hostcfg.index_settings()
     assert settings["UV_INDEX_URL"] == "https://pypi.example/simple"
     assert settings["UV_EXTRA_INDEX_URL"] == "https://extra.example/s"
+
+
+# --- what an allow-listed run sent out, as its proxy's log lines say ----------------------
+
+
+def _line(host: str, port: str, url: str, *, method: str = "GET", denied: bool = False) -> str:
+    from jupyter_sandbox.sandbox._requests import TAG
+
+    result = "TCP_DENIED 403 150 400 ERR_ACCESS_DENIED" if denied else "TCP_MISS 200 150 900 -"
+    return f"{TAG} 1790000000.125 172.19.0.3 {method} http {host} {port} {result} {url}"
+
+
+def test_request_lines_are_parsed_strictly_and_masked():
+    from jupyter_sandbox.sandbox._allowlist import allow_list
+    from jupyter_sandbox.sandbox._requests import parse
+
+    secret = "s3cr3t-token"
+    logs = "\n".join(
+        [
+            "1790000000.1 0 172.19.0.3 TCP_DENIED/403 0 GET http://x/ - HIER_NONE/- text/html",
+            _line("api.test", "443", f"http://api.test:443/v1/{secret}/items?key={secret}"),
+            _line(f"{secret}.evil.test", "80", "http://x/", denied=True),
+            _line("api.test", "8443", "http://api.test:8443/", denied=True),
+            _line("api.test", "443", "http://api.test/ extra words"),  # not our format
+            _line("[2001:db8::5]", "443", "[2001:db8::5]:443", method="CONNECT", denied=True),
+            "jsbx-request not a number at all",
+        ]
+    )
+    rows = parse(logs, allow_list(["api.test:443", "2001:db8::/64"]), (secret,))
+    assert [(r.host, r.port, r.path, r.allowed, r.why) for r in rows] == [
+        ("api.test", 443, "/v1/***/items?***", True, None),
+        ("***.evil.test", 80, "/", False, "not on the list"),
+        ("api.test", 8443, "/", False, "port not on the list"),
+        ("2001:db8::5", 443, "", False, "an address no sandbox may reach"),
+    ]
+    assert rows[3].target == "[2001:db8::5]:443"
+    assert all(secret not in repr(r) for r in rows)
+
+
+def test_a_run_keeps_its_first_requests_and_counts_the_rest():
+    from jupyter_sandbox.display._format import requests_line
+    from jupyter_sandbox.sandbox._allowlist import allow_list
+    from jupyter_sandbox.sandbox._requests import REQUESTS_KEPT, RequestLog, parse
+
+    many = [_line("api.test", "443", f"http://api.test/{n}") for n in range(REQUESTS_KEPT + 5)]
+    refused = [_line(f"h{n}.test", "443", "h:443", method="CONNECT", denied=True) for n in range(4)]
+    log = RequestLog()
+    log.add(parse("\n".join(many + refused), allow_list(["api.test:443"])))
+    record = log.to_record()
+    assert len(record["rows"]) == REQUESTS_KEPT
+    assert (record["total"], record["allowed"], record["refused"]) == (REQUESTS_KEPT + 9, 205, 4)
+    assert list(record["refusals"]) == [f"h{n}.test:443" for n in range(4)]  # kept past the rows
+    assert requests_line(record) == (
+        "209 requests: 205 allowed, 4 refused: h0.test:443 not on the list,"
+        " h1.test:443 not on the list, h2.test:443 not on the list, ..."
+    )

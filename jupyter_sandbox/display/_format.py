@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import cast
 
 from jupyter_sandbox._bounds import KEEP_EDGE, SUMMARY_MIN_CALLS, ToolStats
@@ -15,6 +16,8 @@ from jupyter_sandbox.records import (
     CallRecord,
     FileLink,
     Record,
+    RequestLogRecord,
+    RequestRow,
     RunRecord,
     RunSummary,
     ToolRow,
@@ -521,11 +524,54 @@ def run_summary(record: RunRecord) -> RunSummary:
     if record.get("summary") is not None:
         return record["summary"]
     build = record.get("build")
-    return {
+    summary: RunSummary = {
         "headline": sandbox_summary(record),
         "build": f"image {build.get('tag', '?')}: {build_state(build)}" if build else None,
         "error": record_error(record),
     }
+    if record.get("requests") is not None:
+        summary["requests"] = requests_line(record["requests"])
+    return summary
+
+
+REFUSALS_NAMED = 3
+"""Refused destinations the requests' line names; the table lists them all."""
+REQUESTS_SHOWN = 20
+"""Request rows the text fallback lists (the HTML and the labextension list every row kept)."""
+REQUEST_COLUMNS = ("time", "method", "destination", "path", "status", "sent", "received", "")
+
+
+def requests_line(log: RequestLogRecord) -> str:
+    """``3 requests: 2 allowed, 1 refused: evil.example:443 not on the list``."""
+    total = log.get("total", 0)
+    if not total:
+        return "no requests"
+    refused = log.get("refused", 0)
+    line = f"{total:,} request{'s' * (total != 1)}: {log.get('allowed', 0):,} allowed"
+    if refused:
+        named = [f"{target} {why}" for target, why in log.get("refusals", {}).items()]
+        more = ", ..." if len(named) > REFUSALS_NAMED else ""
+        line += f", {refused:,} refused: " + ", ".join(named[:REFUSALS_NAMED]) + more
+    return line
+
+
+def request_cells(row: RequestRow) -> list[str]:
+    """A request as every renderer words it, in `REQUEST_COLUMNS` order (UTC clock time)."""
+    host = str(row.get("host"))
+    when = datetime.fromtimestamp(float(row.get("time", 0)), UTC).strftime("%H:%M:%S.%f")
+    status = row.get("status", 0)
+    why = row.get("why")
+    result = ("allowed" if row.get("allowed") else "refused") + (f": {why}" if why else "")
+    return [
+        when[:-3],
+        str(row.get("method")),
+        f"[{host}]:{row.get('port')}" if ":" in host else f"{host}:{row.get('port')}",
+        str(row.get("path") or ""),
+        str(status) if status else "-",
+        size_text(int(row.get("sent", 0))),
+        size_text(int(row.get("received", 0))),
+        result,
+    ]
 
 
 def summarised(record: Record) -> Record:

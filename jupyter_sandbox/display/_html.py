@@ -18,6 +18,7 @@ from jupyter_sandbox.records import (
     BuildRecord,
     CallRecord,
     Record,
+    RequestLogRecord,
     RunRecord,
     ToolRow,
     TraceRecord,
@@ -260,12 +261,31 @@ def _sandbox(record: RunRecord) -> str:
                 for name, v in values.items()
             )
             parts.append(f'<div>{label}</div><table class="jsb-{label}">{rows}</table>')
+    log_of = record.get("requests")
+    if log_of is not None:
+        parts.append(requests_table(log_of, summary.get("requests") or fmt.requests_line(log_of)))
     error = summary["error"]
     if error:
         parts.append(f'<div class="jsb-error">{escape(fmt.plain(error))}</div>')
     if build and build.get("error"):
         parts.append(log)  # collapsed below the one-line error: the log once, when wanted
     return "".join(parts)  # no stdout/stderr: the cell's stream outputs show them, once
+
+
+def requests_table(log: RequestLogRecord, line: str) -> str:
+    """The requests' line, then (folded) a row per request the record keeps."""
+    head = "".join(f"<th>{title}</th>" for title in fmt.REQUEST_COLUMNS)
+    body = "".join(
+        ("<tr>" if row.get("allowed") else '<tr class="jsb-error">')
+        + "".join(f"<td>{escape(cell)}</td>" for cell in fmt.request_cells(row))
+        + "</tr>"
+        for row in log.get("rows", [])
+    )
+    kept = len(log.get("rows", []))
+    more = log.get("total", 0) - kept
+    tail = f'<div class="jsb-muted">{more:,} more not kept</div>' if more > 0 else ""
+    table = f'<table class="jsb-requests"><tr>{head}</tr>{body}</table>{tail}' if kept else ""
+    return _details(escape(line), None, table) if kept else f"<div>{escape(line)}</div>"
 
 
 def _value(value: TypedValue) -> str:

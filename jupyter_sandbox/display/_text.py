@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from typing import cast
 
-from jupyter_sandbox.records import CallRecord, Record, RunRecord, ToolRow, TraceRecord
+from jupyter_sandbox.records import (
+    CallRecord,
+    Record,
+    RequestLogRecord,
+    RunRecord,
+    ToolRow,
+    TraceRecord,
+)
 
 from . import _format as fmt
 
@@ -111,6 +118,9 @@ def _sandbox(record: RunRecord) -> str:
     ):
         for name, value in values.items():
             lines.append(f"{label[:-1]} {name}: {value.get('type')} = {fmt.file_label(value)}")
+    log = record.get("requests")
+    if log is not None:
+        lines += _requests(log, summary.get("requests") or fmt.requests_line(log))
     error = summary["error"]
     if error:
         lines.append(f"error: {fmt.plain(error)}")
@@ -120,3 +130,22 @@ def _sandbox(record: RunRecord) -> str:
         lines.append(f"build log (last {len(tail)} lines{more}):")
         lines += [f"  {line}" for line in tail]
     return "\n".join(lines)
+
+
+def _requests(log: RequestLogRecord, line: str) -> list[str]:
+    """The requests' line, then the first `fmt.REQUESTS_SHOWN` rows as an aligned table."""
+    rows = log.get("rows", [])[: fmt.REQUESTS_SHOWN]
+    if not rows:
+        return [line]
+    table = [list(fmt.REQUEST_COLUMNS), *(fmt.request_cells(row) for row in rows)]
+    widths = [max(len(cells[i]) for cells in table) for i in range(len(fmt.REQUEST_COLUMNS))]
+    lines = [line]
+    lines += [
+        "  " + "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
+        for cells in table
+    ]
+    more = log.get("total", 0) - len(rows)
+    if more > 0:
+        kept = len(log.get("rows", []))
+        lines.append(f"  ... {more:,} more (the JSON record keeps {kept:,} rows)")
+    return lines

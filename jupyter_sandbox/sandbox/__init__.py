@@ -14,7 +14,8 @@ Layers, low to high:
   stream), `_run` (one run in one container);
 - `_allowlist`, `_egress` and `_guard` (``network=[hosts]``: the checked allow-list, the
   Squid proxy on an internal network that enforces it, and the packet filter in the proxy's
-  namespace that keeps it off addresses that appear later);
+  namespace that keeps it off addresses that appear later); `_requests` (what a run sent out,
+  read from the proxy's log);
 - `_cache` (results), `_record` (`SandboxRun`, the run's record), `_sandbox` (`create`,
   `Sandbox`: every entry point's one path); `_manage` (list, prune, reap) stands beside them;
 - `_cluster` (``create(cluster=...)``: a run sent to a Dask worker) and `_on_worker` (what the

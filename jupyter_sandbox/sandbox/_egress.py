@@ -74,6 +74,7 @@ if TYPE_CHECKING:
     from docker.models.networks import Network
 
     from . import _guard
+    from ._requests import Request
 
 DNS_ENV = "JUPYTER_SANDBOX_EGRESS_DNS"
 """Comma-separated resolver addresses the proxy asks (default: the engine's, as for any
@@ -134,7 +135,8 @@ error_directory /tmp/errors
 pid_filename none
 cache deny all
 cache_mem 0 MB
-access_log stdio:/dev/stdout
+{logformat}
+access_log stdio:/dev/stdout jsbx
 cache_log stdio:/dev/stderr
 cache_store_log none
 logfile_rotate 0
@@ -175,26 +177,38 @@ class Egress:
         names = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")
         return {name: self.url for name in names}
 
-    def denied(self, since: float) -> list[str]:
-        """``host:port`` of the requests refused since ``since`` (epoch seconds), in order."""
+    def requests(
+        self,
+        since: float,
+        until: float | None = None,
+        address: str | None = None,
+        secrets: tuple[str, ...] = (),
+    ) -> list[Request]:
+        """The requests made from ``address`` (a run's container; None: from anywhere) that
+        started between ``since`` and ``until`` (epoch seconds), in the order they started,
+        with ``secrets`` masked (`_requests`). One read of the proxy's log, from ``since`` on."""
+        from ._requests import parse  # here: an allow-listed run's, not `%load_ext`'s
+
         try:
             logs = self.proxy.logs(stdout=True, stderr=False, since=int(since)).decode(
                 "utf-8", "replace"
             )
-        except Exception:  # an explanation only: never an error of its own
+        except Exception:  # an account only: never an error of its own
             return []
-        found: list[str] = []
-        for line in logs.splitlines():
-            parts = line.split()
-            if len(parts) < 7 or not parts[3].startswith("TCP_DENIED"):
-                continue
-            with contextlib.suppress(ValueError):
-                if float(parts[0]) < since:
-                    continue
-                target = _target(parts[5], parts[6])
-                if target not in found:
-                    found.append(target)
-        return found
+        found = [
+            request
+            for request in parse(logs, self.destinations, secrets)
+            if since <= request.time <= (until if until is not None else request.time)
+            and (address is None or request.address == address)
+        ]
+        return sorted(found, key=lambda request: request.time)  # Squid logs them as they end
+
+    @staticmethod
+    def refused(requests: list[Request]) -> list[str]:
+        """``host:port`` of each destination ``requests`` were refused, once, in order."""
+        from ._requests import refused_targets
+
+        return refused_targets(requests)
 
     def lost(self, since: float) -> bool:
         """Whether the proxy a run started with (``since``, epoch seconds) stopped serving: it
@@ -204,15 +218,6 @@ class Egress:
     def close(self, client: DockerClient) -> None:
         """Remove the proxy, its guard, whatever is still on the network, and the network."""
         remove_network(client, self.network)
-
-
-def _target(method: str, url: str) -> str:
-    if method == "CONNECT":
-        return url
-    parts = urlsplit(url)
-    host = parts.hostname or url
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    return f"{host}:{port}"
 
 
 _lock = threading.Lock()
@@ -422,7 +427,7 @@ def _launch(
         pids_limit=64,
         mem_limit=256 * 2**20,
         nano_cpus=10**9,
-        # its access log is how a failed run learns what was refused (`denied`): kept
+        # its access log is each run's account of what it sent out (`requests`): kept
         # where the engine's API reads it back, and bounded however long the kernel lives
         log_config=LogConfig(type="json-file", config={"max-size": "8m", "max-file": "2"}),
         **hardened,
@@ -478,7 +483,9 @@ def squid_conf(
     other side, the engine's bridge, serves nobody). Rule order matters: a name's rule tests
     the name first (no DNS), an address rule only IP literals (no DNS), so only allowed names
     are ever resolved."""
-    lines = [_SQUID.format(port=PORT)]
+    from ._requests import LOGFORMAT
+
+    lines = [_SQUID.format(port=PORT, logformat=LOGFORMAT)]
     if dns:
         lines.append("dns_nameservers " + " ".join(dns))
     lines.append("acl literal dstdom_regex -n -i " + " ".join(_literals()))

@@ -4,8 +4,9 @@
 sandbox runs as an orchestration's tool) and hands `Sandbox.execute` an ``on_event`` that turns
 `BuildStarted`/`BuildFinished` into the image build's span and each `RunStarted`/`RunFinished`
 into a container attempt's span; while an attempt runs it is `_otel.current`, so the run loop
-adds the container's id, exit code and OOM kill to it (`_otel.annotate`). Secrets are masked in
-what the spans say, as in the run's record.
+adds the container's id, exit code and OOM kill to it (`_otel.annotate`). An allow-listed run's
+requests are events on the run's span (`_requests`). Secrets are masked in what the spans say,
+as in the run's record.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from ._record import SandboxRun
 if TYPE_CHECKING:
     from opentelemetry.context import Context
     from opentelemetry.trace import Span
+
+    from ._requests import RequestLog
 
 
 class _Events:
@@ -136,5 +139,41 @@ def traced(run: SandboxRun, emit: EventCallback) -> Iterator[EventCallback]:
                 ),
             }
         )
+        if run.requests is not None:
+            _requested(span, run.requests)
         _otel.failed(span, error)
         span.end()
+
+
+def _requested(span: Span, log: RequestLog) -> None:
+    """An allow-listed run's requests on its span: the counts, and an event per row kept, in
+    OpenTelemetry's HTTP words (already masked: `_requests`)."""
+    span.set_attributes(
+        _otel.attributes(
+            {
+                "sandbox.requests": log.total,
+                "sandbox.requests.allowed": log.allowed,
+                "sandbox.requests.refused": log.refused,
+            }
+        )
+    )
+    for row in log.rows:
+        span.add_event(
+            "http request",
+            attributes={
+                "http.request.method": row.method,
+                "server.address": row.host,
+                "server.port": row.port,
+                "url.path": row.path,
+                "http.response.status_code": row.status,
+                **_otel.attributes(
+                    {
+                        "request.allowed": row.allowed,
+                        "request.why": row.why,
+                        "request.sent": row.sent,
+                        "request.received": row.received,
+                    }
+                ),
+            },
+            timestamp=int(row.time * 1e9),
+        )

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from docker import DockerClient
 
     from ._egress import Egress
+    from ._requests import Request
 
 
 class Definition(Protocol):
@@ -105,16 +106,27 @@ class Attempt:
 @dataclass(frozen=True)
 class Route:
     """How a run's containers reach the network: the engine network they join, what their
-    environment adds (a proxy's variables), and what an allow-list's proxy can say of a
-    failed attempt."""
+    environment adds (a proxy's variables), and what an allow-list's proxy says of each
+    attempt (what it sent out; for a failed one, what was refused and whether the proxy
+    stopped)."""
 
     network: str
     environment: Mapping[str, str] = field(default_factory=dict)
     egress: Egress | None = None
 
-    def refused(self, since: float) -> list[str]:
-        """What the proxy refused since ``since`` (epoch seconds): nothing without one."""
-        return self.egress.denied(since) if self.egress is not None else []
+    def requests(
+        self, since: float, until: float, address: str | None, secrets: tuple[str, ...]
+    ) -> list[Request] | None:
+        """What an attempt's container at ``address`` sent out between ``since`` and
+        ``until`` (epoch seconds), its ``secrets`` masked, from the proxy's log; None without
+        a proxy (nothing to account for)."""
+        if self.egress is None:
+            return None
+        return self.egress.requests(since, until, address, secrets)
+
+    def refused(self, sent: list[Request] | None) -> list[str]:
+        """``host:port`` of each destination the proxy refused of ``sent``: none without."""
+        return self.egress.refused(sent) if self.egress is not None and sent is not None else []
 
     def lost(self, since: float) -> bool:
         """Whether the proxy stopped serving since ``since``: never without one."""

@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from .._bounds import stream_tail
 from .._secrets import HIDDEN, holds_secret
@@ -16,6 +16,9 @@ from ..records import RECORD_VERSION, RunRecord, TypedValue
 from ._build import BuildInfo
 from ._io import preview
 from ._types import infer_tag
+
+if TYPE_CHECKING:
+    from ._requests import Request, RequestLog
 
 
 def _describe(
@@ -68,6 +71,8 @@ class SandboxRun:
     displays: list[dict[str, Any]] = field(default_factory=list)
     """What the cell displayed (figures, ``display()``, its last value), in order: MIME
     bundles of checked, secret-masked data (`_displays`); HTML and SVG still untrusted markup."""
+    requests: RequestLog | None = None
+    """What an allow-listed run sent out, every attempt's (`_requests`); None: no allow-list."""
 
     @property
     def status(self) -> Literal["ok", "error", "interrupted"]:
@@ -94,6 +99,14 @@ class SandboxRun:
             if holds_secret(value, self.secrets)
         )
         self.secrets = ()
+
+    def log_requests(self, requests: list[Request] | None) -> None:
+        """Add an attempt's requests (None: the run has no allow-list, nothing to log)."""
+        if requests is not None:
+            from ._requests import RequestLog  # here: only an allow-listed run needs it
+
+            self.requests = self.requests or RequestLog()
+            self.requests.add(requests)
 
     def described_inputs(self) -> dict[str, TypedValue]:
         """The inputs as `to_record` shows them, before `seal` (``secrets`` still known)."""
@@ -129,4 +142,6 @@ class SandboxRun:
             record["uncached"] = self.uncached
         if self.trace_id is not None:
             record["trace_id"] = self.trace_id
+        if self.requests is not None:
+            record["requests"] = self.requests.to_record()
         return record

@@ -93,6 +93,8 @@ class RawRun:
     flooded: bool = False
     outputs_error: ContainerError | None = None
     """Why ``/var/outputs`` could not be collected (a link out, past the disk limit...)."""
+    address: str | None = None
+    """The container's address on an allow-list's network: its proxy logs requests by it."""
 
 
 @dataclass(frozen=True)
@@ -462,6 +464,10 @@ def run_container(
             stream = _start_own(client, slot, script_input(marker, env), staged)
         else:
             stream = _start_warm(slot, _warm.header(command, env, marker, names), staged)
+        if limits.network not in ("none", "bridge"):  # an allow-list's: its requests' account
+            from ._requests import address_of
+
+            raw.address = address_of(client, slot.container.id or "", str(limits.network))
         start = time.monotonic()
         deadline = start + limits.timeout
         collect = None

@@ -296,8 +296,10 @@ class Sandbox:
                 ),
             )
             run.stdout, run.stderr, run.exit_code = raw.stdout, raw.stderr, raw.exit_code
+            sent = route.requests(began, time.time(), raw.address, run.secrets)
+            run.log_requests(sent)  # what the attempt sent out, from its proxy's log
             try:
-                refused, lost = partial(route.refused, began), partial(route.lost, began)
+                refused, lost = partial(route.refused, sent), partial(route.lost, began)
                 self._check(raw, run.image, refused, lost)
                 run.outputs = collect_outputs(archive, self.outputs, memory=self.resources.memory)
                 run.displays = _displays.collect(

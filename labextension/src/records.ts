@@ -111,6 +111,37 @@ export interface IRunSummary {
   build: string | null;
   /** The error line the record shows (null: none, or the cell's error output has it). */
   error: string | null;
+  /** `3 requests: 2 allowed, 1 refused: evil.example:443 not on the list`; absent: no allow-list. */
+  requests?: string;
+}
+
+/** One request an allow-listed run sent to its proxy: no body, no header; query and secrets
+ * masked (`RequestRow` in records.py). */
+export interface IRequestRow {
+  /** When it started, epoch seconds. */
+  time: number;
+  method: string;
+  host: string;
+  port: number;
+  /** The path, its query shown as `?***`; empty for a tunnel (`CONNECT`). */
+  path: string;
+  /** The HTTP status the proxy answered (0: none). */
+  status: number;
+  sent: number;
+  received: number;
+  allowed: boolean;
+  /** Why it was refused, or why an allowed one failed at the proxy. */
+  why: string | null;
+}
+
+/** Every request an allow-listed run made: counts of all, the first rows. */
+export interface IRequestLogRecord {
+  total: number;
+  allowed: number;
+  refused: number;
+  /** `host:port` -> why, each refused destination once. */
+  refusals: Record<string, string>;
+  rows: IRequestRow[];
 }
 
 export interface ITraceRecord {
@@ -219,6 +250,8 @@ export interface IRunRecord {
   summary?: IRunSummary;
   /** The OpenTelemetry trace id (32 hex digits) of the run's spans, when tracing was on. */
   trace_id?: string;
+  /** What an allow-listed run sent out, through its proxy; absent for any other network. */
+  requests?: IRequestLogRecord;
 }
 
 /** One thing a `%%sandbox` cell displayed (`DisplayRecord` in records.py): MIME type -> data,

@@ -4,8 +4,8 @@
  * failure), typed inputs and outputs. The container's stdout/stderr are the cell's streams.
  */
 
-import { details, el, plain, seconds, sizeText } from './format';
-import { IBuildRecord, IRunRecord, IRunSummary, ITypedValue } from './records';
+import { details, el, ownKeys, plain, seconds, sizeText } from './format';
+import { IBuildRecord, IRequestLogRecord, IRequestRow, IRunRecord, IRunSummary, ITypedValue } from './records';
 
 /** Docker's step count (`m` of `Step n/m`); records from before it was kept: the steps reached. */
 function buildSteps(build: IBuildRecord): number {
@@ -43,6 +43,9 @@ export function renderRun(record: IRunRecord): HTMLElement {
       root.appendChild(valuesTable(values, `jsb-${label}`));
     }
   }
+  if (record.requests) {
+    root.appendChild(requestsBlock(record.requests, summary.requests ?? ''));
+  }
   // a raised error is the cell's error output, not repeated here (`record_error` in _format.py)
   if (summary.error) {
     root.appendChild(el('pre', 'jsb-pre jsb-error', plain(summary.error)));
@@ -53,6 +56,58 @@ export function renderRun(record: IRunRecord): HTMLElement {
   }
   // no stdout/stderr: the cell's stream outputs show them, once (the record keeps a tail)
   return root;
+}
+
+/** The columns of `request_cells` in jupyter_sandbox/display/_format.py. */
+const REQUEST_COLUMNS = ['time', 'method', 'destination', 'path', 'status', 'sent', 'received', ''];
+
+/** A request in the words of `request_cells` (jupyter_sandbox/display/_format.py). */
+function requestCells(row: IRequestRow): string[] {
+  const host = String(row.host);
+  const when = new Date(Number(row.time) * 1000).toISOString().slice(11, 23);
+  const result = (row.allowed ? 'allowed' : 'refused') + (row.why ? `: ${row.why}` : '');
+  return [
+    when,
+    String(row.method),
+    host.includes(':') ? `[${host}]:${row.port}` : `${host}:${row.port}`,
+    String(row.path ?? ''),
+    row.status ? String(row.status) : '-',
+    sizeText(Number(row.sent) || 0),
+    sizeText(Number(row.received) || 0),
+    result
+  ];
+}
+
+/** The requests' line (as the record words it), and a table of every row kept, folded. */
+function requestsBlock(log: IRequestLogRecord, words: string): HTMLElement {
+  const rows = log.rows ?? [];
+  const line = words || `${log.total} requests`;
+  if (rows.length === 0) {
+    return el('div', 'jsb-requests-line', line);
+  }
+  const box = el('details', 'jsb-requests');
+  box.dataset.jsbKey = 'jsb-requests';
+  box.appendChild(ownKeys(el('summary', '', line)));
+  const table = box.appendChild(el('table', 'jsb-requests-table'));
+  const head = el('tr');
+  for (const title of REQUEST_COLUMNS) {
+    const th = el('th', '', title);
+    th.scope = 'col';
+    head.appendChild(th);
+  }
+  table.appendChild(el('thead')).appendChild(head);
+  const body = table.appendChild(el('tbody'));
+  for (const row of rows) {
+    const tr = body.appendChild(el('tr', row.allowed ? '' : 'jsb-refused'));
+    for (const text of requestCells(row)) {
+      tr.appendChild(el('td', '', text));
+    }
+  }
+  const more = (log.total ?? rows.length) - rows.length;
+  if (more > 0) {
+    box.appendChild(el('div', 'jsb-muted', `${more.toLocaleString('en')} more not kept`));
+  }
+  return box;
 }
 
 /** A run's streams as its record keeps them (a tail), collapsed: for a run nested in a trace (a
