@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from _timing import measure, print_table
 
-from jupyter_sandbox import orchestrate, tool
+from jupyter_sandbox import Limits, orchestrate, tool
 from jupyter_sandbox._events import ignore
 from jupyter_sandbox.display import OrchestrateView
 from jupyter_sandbox.events import CallFinished, CallStarted, Event, ToolCall
@@ -28,7 +28,7 @@ def add(x: int, y: int) -> int:
 
 def run_engine(n: int, on_event: Callable[[Event], None]) -> None:
     code = f"acc = 0\nfor i in range({n}):\n    acc = add(acc, i)\nacc"
-    orchestrate(code, tools=[add], max_calls=n + 1, on_event=on_event)
+    orchestrate(code, tools=[add], limits=Limits(max_calls=n + 1), on_event=on_event)
 
 
 def live_view() -> OrchestrateView:

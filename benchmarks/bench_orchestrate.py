@@ -42,7 +42,7 @@ from _timing import descendants_cpu, measure, measure_split, print_table
 from IPython.core.interactiveshell import InteractiveShell
 from jupyter_client.manager import KernelManager
 
-from jupyter_sandbox import Interrupted, Store, orchestrate, tool
+from jupyter_sandbox import Interrupted, Limits, Store, orchestrate, tool
 from jupyter_sandbox.orchestration._runtime import pool, tool_loop
 
 
@@ -394,7 +394,7 @@ def interrupt_latency() -> float:
 
     threading.Timer(0.3, fire).start()
     try:
-        orchestrate("while True:\n    pass", tools=[], timeout=60)
+        orchestrate("while True:\n    pass", tools=[], limits=Limits(timeout=60))
     except Interrupted:
         return time.perf_counter() - fired[0]
     raise AssertionError("the cell was not interrupted")

@@ -64,6 +64,18 @@ EXAMPLES: dict[str, dict[str, str]] = {
         "--insert": "`--insert`",
         "--quiet": "`--quiet`",
     },
+    "codegen": {
+        "--llm": "`--llm my_llm`, `--llm openai:gpt-4o`",
+        "--in": "`--in sales`",
+        "--out": "`--out total:float`",
+        "--packages": "`--packages pandas`",
+        "--max-iterations": "`--max-iterations 5`",
+        "--max-sample-rows": "`--max-sample-rows 20`",
+        "--resume": "`--resume`",
+        "--no-cache": "`--no-cache`",
+        "--no-insert": "`--no-insert`",
+        "--quiet": "`--quiet`",
+    },
 }
 """Per cell magic, an example of each of its options (``--help`` has none)."""
 

@@ -87,6 +87,7 @@ PUBLIC = [
     "jupyter_sandbox.orchestration",
     "jupyter_sandbox.sandbox",
     "jupyter_sandbox.codemode",
+    "jupyter_sandbox.codegen",
     "jupyter_sandbox.display",
 ]
 """Every public module, in the order a name finds its home: the first module here whose
@@ -102,6 +103,7 @@ TITLES = {
     "jupyter_sandbox.orchestration": "jupyter_sandbox.orchestration: the Monty engine",
     "jupyter_sandbox.sandbox": "jupyter_sandbox.sandbox: the Docker engine",
     "jupyter_sandbox.codemode": "jupyter_sandbox.codemode: a model writes the code",
+    "jupyter_sandbox.codegen": "jupyter_sandbox.codegen: a model writes a tested program",
     "jupyter_sandbox.display": "jupyter_sandbox.display: live views and MIME bundles",
 }
 

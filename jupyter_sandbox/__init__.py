@@ -7,7 +7,8 @@ Two engines, usable with or without IPython:
 - `create` defines a disposable Docker sandbox with typed inputs and outputs (``%%sandbox``).
 
 `CodeModeAgent` builds on `orchestrate`: a model writes the orchestration code, failures go
-back to it until the code works (``%%codemode``).
+back to it until the code works (``%%codemode``). `AutoCoderAgent` builds on `create`: a
+model writes a program and its tests, the sandbox runs them until they pass (``%%codegen``).
 
 ``%load_ext jupyter_sandbox`` registers the cell magics. Every exception we raise is in
 `jupyter_sandbox.errors` (documented there as one tree), every ``on_event`` event in
@@ -49,6 +50,7 @@ from .events import ToolCall
 if TYPE_CHECKING:  # what __getattr__ imports on first use (_public.TOP_LEVEL)
     from IPython.core.interactiveshell import InteractiveShell
 
+    from .codegen import AutoCoderAgent, CodeGenEvalResult
     from .codemode import AgentResult, CodeModeAgent, ScriptedLLM, system_prompt
     from .orchestration import (
         Journal,
@@ -77,6 +79,8 @@ __version__ = version("jupyter-sandbox")
 
 __all__ = [
     "AgentResult",
+    "AutoCoderAgent",
+    "CodeGenEvalResult",
     "CodeModeAgent",
     "CodeModeError",
     "ContainerError",

@@ -140,7 +140,7 @@ MAX_ATTEMPTS = 3
 """`CodeModeAgent(max_attempts=...)`: model replies tried before `CodeModeError`."""
 ORCHESTRATOR_NAME = "sandboxed-code"
 """``orchestrator_from_str(name=...)``: Flyte's default name for a code string's orchestrator
-(its tool name is ``sandboxed_code``: code calls a tool by an identifier)."""
+(its ``name``; its ``key``, what code calls it by, is the identifier ``sandboxed_code``)."""
 ORCHESTRATOR_TIMEOUT_MS = 30_000
 """``@orchestrator(timeout_ms=...)``: Flyte's default for a sandboxed orchestrator."""
 ORCHESTRATOR_MAX_MEMORY_BYTES = 50 * 1024 * 1024

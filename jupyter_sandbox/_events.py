@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ._preview import preview
-from .records import CallRecord, Record, TraceRecord, TypedValue
+from .records import CallRecord, Record, RunRecord, TraceRecord, TypedValue
 
 Stream = Literal["stdout", "stderr"]
 """Which stream an `Output` came from."""
@@ -191,6 +191,40 @@ class AttemptFinished:
     """``ExcType: message`` when the attempt failed (its feedback goes to the model next)."""
 
 
+@dataclass(frozen=True, slots=True)
+class IterationStarted:
+    """The code generator has the model's code for iteration ``number`` and is about to build
+    its image and run its tests (the sandbox's `BuildStarted`... and `RunStarted`... follow).
+
+    ``plan`` is set on the first iteration; ``diff`` is the code's unified diff from the last
+    iteration's (empty on the first); ``packages`` are what the image installs."""
+
+    number: int
+    max_iterations: int
+    code: str
+    tests: str
+    plan: str | None = None
+    diff: str = ""
+    packages: tuple[str, ...] = ()
+    system_packages: tuple[str, ...] = ()
+    replayed: bool = False
+    """True when the model's reply came from the ``--resume`` journal, not the model."""
+
+
+@dataclass(frozen=True, slots=True)
+class IterationFinished:
+    """Iteration ``number`` ended: ``record`` is its JSON record (tests with their outcomes,
+    the diagnosis, the feedback sent to the model), as the saved result shows it."""
+
+    number: int
+    success: bool
+    record: dict[str, Any]
+    diagnosis: str | None = None
+    """``logic``, ``test``, ``environment`` or ``reply`` when the iteration failed."""
+    run: RunRecord | None = None
+    """The test run's sandbox record (None when nothing ran or it was replayed)."""
+
+
 Event = (
     Output
     | CallStarted
@@ -203,6 +237,8 @@ Event = (
     | RunFinished
     | AttemptStarted
     | AttemptFinished
+    | IterationStarted
+    | IterationFinished
 )
 """Any event an ``on_event`` callback receives."""
 EventCallback = Callable[[Event], None]

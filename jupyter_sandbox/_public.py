@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable, Mapping
 from importlib import import_module
 
 TOP_LEVEL: dict[str, tuple[str, ...]] = {
+    "codegen": ("AutoCoderAgent", "CodeGenEvalResult"),
     "codemode": (
         "AgentResult",
         "CodeModeAgent",

@@ -5,7 +5,8 @@ same events into widgets, HTML or text. An orchestration sends `Output`, `CallSt
 `CallFinished` (each holding the run's `ToolCall`); a container run sends `BuildStarted`,
 `BuildStep`, `BuildLog` and `BuildFinished` for its image, then `RunStarted`, `Output` and
 `RunFinished` per attempt; `CodeModeAgent` wraps each attempt's events in `AttemptStarted` and
-`AttemptFinished`. Events are frozen, except `ToolCall`, which the engine fills in when the
+`AttemptFinished`; `AutoCoderAgent` wraps each iteration's in `IterationStarted` and
+`IterationFinished`. Events are frozen, except `ToolCall`, which the engine fills in when the
 call ends.
 
 The classes are defined in a private module; this is their public home (their ``__module__``
@@ -25,6 +26,8 @@ from ._events import (
     CallStarted,
     Event,
     EventCallback,
+    IterationFinished,
+    IterationStarted,
     Output,
     RunFinished,
     RunStarted,
@@ -44,6 +47,8 @@ __all__ = [
     "CallStarted",
     "Event",
     "EventCallback",
+    "IterationFinished",
+    "IterationStarted",
     "Output",
     "RunFinished",
     "RunStarted",

@@ -31,6 +31,8 @@ class Ran:
     outputs: list[dict[str, Any]] = field(default_factory=list)
     execution_count: int | None = None
     """The cell's prompt number (``In [n]``), from the execute reply."""
+    payload: list[dict[str, Any]] = field(default_factory=list)
+    """The execute reply's payloads (``set_next_input``: the cell a magic inserts below)."""
 
     @property
     def text(self) -> str:
@@ -94,7 +96,9 @@ class Kernel:
         while reply["parent_header"].get("msg_id") != msg_id:
             reply = self.client.get_shell_msg(timeout=timeout)
         ran = Ran(
-            reply["content"]["status"], execution_count=reply["content"].get("execution_count")
+            reply["content"]["status"],
+            execution_count=reply["content"].get("execution_count"),
+            payload=list(reply["content"].get("payload") or []),
         )
         while True:
             msg = self.client.get_iopub_msg(timeout=timeout)

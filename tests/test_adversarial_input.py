@@ -31,7 +31,7 @@ from jupyter_sandbox import (
 from jupyter_sandbox._checks import machine_cpus
 from jupyter_sandbox._text import printable
 from jupyter_sandbox.magics._common import in_options
-from jupyter_sandbox.orchestration import orchestrate
+from jupyter_sandbox.orchestration import Limits, orchestrate
 from jupyter_sandbox.sandbox import _client, default_base_image
 from jupyter_sandbox.sandbox._pool import settle
 
@@ -169,10 +169,10 @@ def test_a_bad_limit_configured_for_every_cell_is_one_usage_line_too(nb, capsys)
         lambda: create("t", code="pass", env_vars={"A": "x\x00y"}),
         lambda: create("t", code="pass", env_vars={"A": "x" * 200_000}),
         lambda: create("t", command=["echo", "a\x00b"]),
-        lambda: orchestrate("1", timeout=1e308),
-        lambda: orchestrate("1", max_memory=10**14),
-        lambda: orchestrate("1", max_calls=10**19),
-        lambda: orchestrate("1", max_calls=True),
+        lambda: orchestrate("1", limits=Limits(timeout=1e308)),
+        lambda: orchestrate("1", limits=Limits(max_memory=10**14)),
+        lambda: orchestrate("1", limits=Limits(max_calls=10**19)),
+        lambda: orchestrate("1", limits=Limits(max_calls=True)),
     ],
 )
 def test_the_api_refuses_the_same_limits_as_one_line_config_errors(call):

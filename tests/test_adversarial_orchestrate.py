@@ -30,7 +30,13 @@ from jupyter_sandbox import (
 )
 from jupyter_sandbox.events import Output
 from jupyter_sandbox.magics._common import in_options
-from jupyter_sandbox.orchestration import NESTING_CEILING, Journal, orchestrate, orchestrate_async
+from jupyter_sandbox.orchestration import (
+    NESTING_CEILING,
+    Journal,
+    Limits,
+    orchestrate,
+    orchestrate_async,
+)
 from jupyter_sandbox.orchestration._registry import as_tool
 from jupyter_sandbox.orchestration._runtime import WORKERS, tool_loop
 
@@ -396,7 +402,7 @@ def test_printing_without_end_stops_at_max_output_with_everything_up_to_it_kept(
     code = "s = 'x' * 1000\nwhile True:\n    print(s, end='')"
     before = peak_rss_mb()
     with pytest.raises(LimitExceeded, match=re.escape("Limits(max_output=...)")) as caught:
-        orchestrate(code, max_output=1, on_event=on_event)
+        orchestrate(code, limits=Limits(max_output=1), on_event=on_event)
     assert caught.value.limit == "output"
     assert caught.value.result is not None
     assert len(caught.value.result.stdout) == len("".join(streamed)) == 2**20

@@ -18,7 +18,14 @@ from typing import Any, ClassVar
 import pytest
 
 from jupyter_sandbox import LimitExceeded, OrchestrationError, ToolError
-from jupyter_sandbox.orchestration import Journal, ToolCache, orchestrate, orchestrate_async, tool
+from jupyter_sandbox.orchestration import (
+    Journal,
+    Limits,
+    ToolCache,
+    orchestrate,
+    orchestrate_async,
+    tool,
+)
 from jupyter_sandbox.orchestration._runtime import WORKERS
 
 SECRET = "s3cret-attr-91c4"
@@ -221,7 +228,7 @@ def test_a_value_whose_class_attribute_raises_or_lies_crosses_as_a_handle(make):
 
 def test_one_native_step_past_the_timeout_is_the_time_limit():
     with pytest.raises(LimitExceeded, match=re.escape("Limits(timeout=...)")) as caught:
-        orchestrate("x = 10**10**8\nx > 0", timeout=1)
+        orchestrate("x = 10**10**8\nx > 0", limits=Limits(timeout=1))
     assert caught.value.limit == "time"
     assert orchestrate("1 + 1").value == 2
 
@@ -252,9 +259,9 @@ def test_a_result_sharing_a_handle_with_a_long_repr_is_refused_by_max_result():
 
     # 10,000 references: 40 MB once written out, past a 1 MB --max-result.
     with pytest.raises(LimitExceeded, match=re.escape("Limits(max_result=...)")):
-        orchestrate("b = blob()\n[[b] * 1000] * 10", tools=[blob], max_result=1)
+        orchestrate("b = blob()\n[[b] * 1000] * 10", tools=[blob], limits=Limits(max_result=1))
     # The same handle a hundred times (400 KB) is within the limit, and comes back as itself.
-    value = orchestrate("b = blob()\n[b] * 100", tools=[blob], max_result=1).value
+    value = orchestrate("b = blob()\n[b] * 100", tools=[blob], limits=Limits(max_result=1)).value
     assert len(value) == 100 and all(b is value[0] for b in value)
 
 
@@ -265,7 +272,7 @@ def test_a_handle_past_max_result_is_refused_without_writing_its_repr():
         return big
 
     with pytest.raises(LimitExceeded, match=re.escape("Limits(max_result=...)")):
-        orchestrate("blob()", tools=[blob], max_result=1)
+        orchestrate("blob()", tools=[blob], limits=Limits(max_result=1))
 
 
 @pytest.mark.parametrize("make", [ExitOnRepr, LazyProxy], ids=["repr-exits", "class-raises"])

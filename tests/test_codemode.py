@@ -169,7 +169,7 @@ def test_model_errors_are_not_retried():
         (42, {}, "llm must be a callable"),
         ("not a model", {}, "llm='not a model': Unknown model"),
         (ScriptedLLM([]), {"max_attempts": 0}, "max_attempts must be at least 1"),
-        (ScriptedLLM([]), {"timeout": -1}, "timeout must be a positive number"),
+        (ScriptedLLM([]), {"limits": {"timeout": 5}}, "limits takes Limits(...)"),
     ],
 )
 def test_bad_configuration_is_rejected_up_front(llm, options, message):

@@ -81,7 +81,7 @@ def test_benchmark_json_becomes_a_table_with_the_machine_and_load(tmp_path: Path
     assert "| ours | 55.00 | 1.10x |" in text
 
 
-@pytest.mark.parametrize("magic", ["orchestrate", "sandbox", "codemode"])
+@pytest.mark.parametrize("magic", ["orchestrate", "sandbox", "codemode", "codegen"])
 def test_every_option_of_a_cell_magic_is_a_row_of_its_docs_table(magic: str) -> None:
     """The table is made from the parser; an option without an example stops the docs build,
     so a new option cannot be missing from its table."""
@@ -97,7 +97,7 @@ def test_every_option_of_a_cell_magic_is_a_row_of_its_docs_table(magic: str) -> 
     rows = [line.split(" | ")[0].removeprefix("| ") for line in table.splitlines()[2:]]
     assert rows == [f"`{name}`" for name in names]
     assert not set(_options.EXAMPLES[magic]) - set(names)  # no example of a removed option
-    page = "orchestrate" if magic == "codemode" else magic
+    page = {"codemode": "orchestrate", "codegen": "sandbox"}.get(magic, magic)
     assert f"_generated/options-{magic}.md" in (ROOT / "docs/reference" / f"{page}.md").read_text()
 
 

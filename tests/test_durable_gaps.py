@@ -289,15 +289,15 @@ def test_fork_n_is_the_number_the_trace_shows_when_the_code_sleeps_between_calls
 def _interrupt_making_the_driver(monkeypatch: pytest.MonkeyPatch) -> None:
     """Ctrl-C lands while the run's driver is being made (after the run was taken up in the
     store): the kernel's SIGINT raises KeyboardInterrupt at whatever line runs then."""
-    from jupyter_sandbox.orchestration.durable import _resume
+    from jupyter_sandbox.orchestration import _plan
 
-    real = _resume.Driver
+    real = _plan.Driver
 
     def interrupted(*args: object, **kwargs: object) -> object:
-        monkeypatch.setattr(_resume, "Driver", real)  # once
+        monkeypatch.setattr(_plan, "Driver", real)  # once
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(_resume, "Driver", interrupted)
+    monkeypatch.setattr(_plan, "Driver", interrupted)
 
 
 def test_ctrl_c_while_a_paused_run_is_taken_up_leaves_it_paused(env, monkeypatch):

@@ -109,7 +109,7 @@ def test_the_model_in_code_mode_reads_the_apis_words() -> None:
     agent = CodeModeAgent(
         ScriptedLLM(["```python\nfor i in range(5):\n    add(i, i)\n```"] * 2),
         tools=TOOLS,
-        max_calls=2,
+        limits=Limits(max_calls=2),
         max_attempts=2,
     )
     error = _raised(lambda: agent.run("add up"))

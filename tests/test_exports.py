@@ -279,7 +279,7 @@ def test_a_long_trace_keeps_a_bounded_record_with_a_summary_of_every_call():
 
 def long_trace(n_calls: int) -> dict[str, Any]:
     """A real run's record: ``n_calls`` calls of two tools, every 100th call failing."""
-    from jupyter_sandbox import orchestrate
+    from jupyter_sandbox import Limits, orchestrate
 
     def add(x: int, y: int) -> int:
         return x + y
@@ -297,7 +297,7 @@ def long_trace(n_calls: int) -> dict[str, Any]:
         "    except ValueError:\n"
         "        pass\n"
     )
-    return orchestrate(code, tools=[add, check], max_calls=n_calls).to_record()
+    return orchestrate(code, tools=[add, check], limits=Limits(max_calls=n_calls)).to_record()
 
 
 def test_the_live_record_summarises_every_finished_call():

@@ -354,9 +354,13 @@ def test_flyte_map_is_there_only_for_code_that_names_it() -> None:
 
 def test_orchestrator_from_str_defaults_to_flytes_name_and_binds_like_a_function() -> None:
     pipeline = orchestrator_from_str("x + y", inputs={"x": int, "y": int}, output=int)
-    assert pipeline.name == "sandboxed_code"  # "sandboxed-code": code calls a tool by identifier
+    assert pipeline.name == "sandboxed-code"  # Flyte's, as its own tests check
+    assert pipeline.key == "sandboxed_code"  # what code calls it by: an identifier
+    assert orchestrator_from_str("1", inputs={}, name="my-code").name == "my-code"
     assert pipeline(1, 2) == pipeline(x=1, y=2) == 3
-    assert orchestrator("x", inputs={"x": int}).name == "sandboxed_code"
+    assert orchestrator("x", inputs={"x": int}).name == "sandboxed-code"
+    calling = orchestrate("sandboxed_code(1, 2) * 2", tools=[pipeline])
+    assert calling.value == 6 and calling.trace[0].tool == "sandboxed_code"
     assert orchestrator_from_str(source="1 + 1", inputs={})() == 2
 
 

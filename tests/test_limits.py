@@ -1,9 +1,10 @@
-"""One `Limits`: the single source of the orchestration defaults, taken whole or field by field
-(real Monty workers; nothing mocked)."""
+"""One `Limits`: the single source of the orchestration defaults and the one way to give a run
+its limits (real Monty workers; nothing mocked)."""
 
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 
@@ -26,9 +27,12 @@ def test_limits_given_whole_bound_the_run() -> None:
     assert caught.value.limit == "calls"
 
 
-def test_a_keyword_wins_over_the_same_field_of_limits() -> None:
-    result = orchestrate(THREE_CALLS, tools=TOOLS, limits=Limits(max_calls=2), max_calls=3)
-    assert result.value == 6
+@pytest.mark.parametrize("door", [orchestrate, CodeModeAgent])
+@pytest.mark.parametrize("flat", ["timeout", "max_memory", "max_calls", "max_result", "max_output"])
+def test_a_limit_given_as_its_own_keyword_is_refused_naming_limits(door, flat) -> None:
+    first = ScriptedLLM([]) if door is CodeModeAgent else THREE_CALLS
+    with pytest.raises(TypeError, match=re.escape(f"limits=Limits({flat}=...)")):
+        door(first, tools=TOOLS, **{flat: 3})
 
 
 def test_the_magic_settings_and_option_help_default_to_limits() -> None:
@@ -42,6 +46,6 @@ def test_the_magic_settings_and_option_help_default_to_limits() -> None:
     assert f"(default {defaults.max_calls})" in options
 
 
-def test_the_agent_packs_its_limits_once() -> None:
-    agent = CodeModeAgent(ScriptedLLM([]), limits=Limits(timeout=5), max_calls=7)
+def test_the_agent_takes_its_limits_whole() -> None:
+    agent = CodeModeAgent(ScriptedLLM([]), limits=Limits(timeout=5, max_calls=7))
     assert agent.limits == Limits(timeout=5, max_calls=7)

@@ -286,3 +286,24 @@ def test_what_the_sandboxes_stop_notebook(tmp_path):
     nb = nbformat.read(tmp_path / "05-what-the-sandboxes-stop.ipynb", as_version=4)
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert "sk-this-must-not-leak" not in str(outputs)
+
+
+@pytest.mark.docker
+@pytest.mark.usefixtures("no_leaked_containers")
+def test_codegen_notebook(tmp_path):
+    cells = execute("08-codegen.ipynb", tmp_path)
+    assert cells["check-generate"]["stdout"].splitlines() == [
+        "iteration 1: test_one_row: failed, test_the_samples_total: failed (diagnosis: logic)",
+        "iteration 2: test_one_row: passed, test_the_samples_total: passed (diagnosis: -)",
+    ]
+    assert cells["check-generate"]["result"] == "(True, 2)"
+    assert "assert 0.0 == 5.0" in cells["check-feedback"]["stdout"]
+    context = cells["check-context"]["stdout"]
+    assert "1000 rows" in context and "item-4," in context and "item-5," not in context
+    assert cells["check-run"]["result"] == "(3997.0, 3997.0)"
+    assert cells["check-out"]["result"] == "3997.0"
+    nb = nbformat.read(tmp_path / "08-codegen.ipynb", as_version=4)
+    magic = next(c for c in nb.cells if "check-magic" in c.metadata.get("tags", []))
+    shown = "\n".join(o.data.get("text/markdown", "") for o in magic.outputs if "data" in o)
+    assert "**Iteration 1 of 10**" in shown and "Iteration 2: tests passed" in shown
+    assert "Diagnosis: **logic error**" in shown

@@ -12,6 +12,7 @@ import pytest
 from jupyter_sandbox import (
     Interrupted,
     LimitExceeded,
+    Limits,
     OrchestrationError,
     SandboxConfigError,
     Tool,
@@ -205,7 +206,7 @@ def test_mixed_containers_keep_data_readable_and_objects_opaque():
 )
 def test_limits_raise_a_clear_error_and_the_next_run_works(code, limit, options):
     with pytest.raises(LimitExceeded) as info:
-        run(code, **options)
+        run(code, limits=Limits(**options))
     assert info.value.limit == limit
     assert limit in str(info.value)
     assert run("add(1, 2)").value == 3
@@ -214,7 +215,7 @@ def test_limits_raise_a_clear_error_and_the_next_run_works(code, limit, options)
 def test_call_limit_cannot_be_caught_by_the_code():
     code = "for i in range(50):\n    try:\n        add(i, i)\n    except Exception:\n        pass"
     with pytest.raises(LimitExceeded):
-        run(code, max_calls=10)
+        run(code, limits=Limits(max_calls=10))
 
 
 def test_short_sleeps_work():
@@ -227,14 +228,14 @@ def test_short_sleeps_work():
 @pytest.mark.parametrize("options", [{"timeout": 0}, {"max_memory": -1}, {"max_calls": 1.5}])
 def test_bad_limit_values_are_config_errors(options):
     with pytest.raises(SandboxConfigError):
-        run("1", **options)
+        run("1", limits=Limits(**options))
 
 
 def test_ctrl_c_stops_a_running_cell_and_the_next_one_works():
     timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
     timer.start()
     with pytest.raises(Interrupted) as info:
-        run("while True:\n    pass", timeout=60)
+        run("while True:\n    pass", limits=Limits(timeout=60))
     assert not isinstance(info.value, LimitExceeded)  # Ctrl-C stopped it, not the 60 s limit
     assert run("add(2, 2)").value == 4
 
@@ -397,7 +398,7 @@ def test_resume_after_a_limit_finishes_the_work():
     step = Tool(flaky.step, name="step")
     code = "total = 0\nfor i in range(6):\n    total += step(i)\ntotal"
     with pytest.raises(LimitExceeded):
-        orchestrate(code, tools=[step], journal=journal, max_calls=4)
+        orchestrate(code, tools=[step], journal=journal, limits=Limits(max_calls=4))
     result = orchestrate(code, tools=[step], journal=journal, resume=True)
     assert result.value == 150
     assert flaky.calls == [0, 1, 2, 3, 4, 5]  # each call made once across both runs

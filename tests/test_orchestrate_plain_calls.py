@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from jupyter_sandbox import Interrupted, LimitExceeded, ToolError, orchestrate
+from jupyter_sandbox import Interrupted, LimitExceeded, Limits, ToolError, orchestrate
 from jupyter_sandbox.events import CallFinished, CallStarted
 from jupyter_sandbox.orchestration import Tool
 
@@ -99,7 +99,7 @@ def test_a_failed_run_carries_its_plain_calls():
 
 def test_the_call_limit_counts_plain_calls():
     with pytest.raises(LimitExceeded) as info:
-        orchestrate("for i in range(10):\n    add(i, i)", tools=[add], max_calls=5)
+        orchestrate("for i in range(10):\n    add(i, i)", tools=[add], limits=Limits(max_calls=5))
     assert info.value.limit == "calls"
     assert [c.args for c in info.value.result.trace] == [(i, i) for i in range(5)]
 

@@ -188,7 +188,8 @@ def test_the_seed_limits_are_flytes(seed: dict[str, Any]) -> None:
     assert (pipeline.limits.timeout, pipeline.limits.max_memory) == (30.0, 50)
     assert pipeline.limits.max_stack_depth == 256
     assert set(pipeline.tools) == {"add", "fib", "multiply"}  # found from the body
-    assert seed["compute_pipeline"].name == "compute_pipeline"  # called by this name
+    assert seed["compute_pipeline"].name == "compute-pipeline"  # Flyte's, as given
+    assert seed["compute_pipeline"].key == "compute_pipeline"  # called by this name
     assert isinstance(seed["sum_task"], Orchestrator)
 
 

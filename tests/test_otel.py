@@ -34,7 +34,7 @@ from opentelemetry.trace import StatusCode
 
 from jupyter_sandbox import _otel
 from jupyter_sandbox.errors import LimitExceeded, ToolError
-from jupyter_sandbox.orchestration import orchestrate
+from jupyter_sandbox.orchestration import Limits, orchestrate
 
 _EXPORTER = InMemorySpanExporter()
 
@@ -149,7 +149,9 @@ def test_a_call_the_run_stopped_is_cancelled_and_the_run_an_error(spans):
         return 0
 
     with pytest.raises(LimitExceeded):
-        orchestrate("f = forever()\nwhile True:\n    pass", tools=[forever], timeout=0.5)
+        orchestrate(
+            "f = forever()\nwhile True:\n    pass", tools=[forever], limits=Limits(timeout=0.5)
+        )
     call = _one(spans, "execute_tool forever")
     assert call.attributes["jupyter_sandbox.call.status"] == "cancelled"
     assert call.attributes["jupyter_sandbox.call.cancelled"] is True

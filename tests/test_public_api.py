@@ -155,6 +155,7 @@ def test_load_ext_loads_no_code_mode_display_cluster_or_store_until_a_cell_needs
         "shell.run_line_magic('load_ext', 'jupyter_sandbox')\n"
         "print(sorted(shell.magics_manager.magics['cell']))\n"
         "print(sorted(m for m in sys.modules if m.startswith(('jupyter_sandbox.codemode',"
+        " 'jupyter_sandbox.codegen',"
         " 'jupyter_sandbox.display', 'jupyter_sandbox.sandbox._cluster', 'distributed',"
         " 'jupyter_sandbox.orchestration.durable'))))\n"
         "print(sum(m.split('.')[0] == 'jupyter_sandbox' for m in sys.modules))\n"
@@ -167,20 +168,19 @@ def test_load_ext_loads_no_code_mode_display_cluster_or_store_until_a_cell_needs
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
     )
     magics, loaded, count, *_, shown = done.stdout.splitlines()
-    assert {"orchestrate", "sandbox", "codemode"} <= set(ast.literal_eval(magics))
+    assert {"orchestrate", "sandbox", "codemode", "codegen"} <= set(ast.literal_eval(magics))
     assert ast.literal_eval(loaded) == []
     assert int(count) <= LOAD_EXT_MODULES
     assert shown.endswith("42 True jupyter_sandbox")  # loaded by the cell, published as ever
     assert (tmp_path / "store.sqlite").exists()  # the cell's store: opened by the cell
 
 
-LOAD_EXT_MODULES = 92
-"""Our modules ``%load_ext`` loads (benchmarks/bench_import.py; 100 before the durable
-subsystem became lazy; 87 then, 89 with the warm path's `sandbox._warm` and
-`sandbox._scripts`, 90 with `magics._cell_view`, the cell's view out of the durable magics
-so they and ``%%orchestrate`` no longer import each other; 92 with `sandbox._plan` and
-`sandbox._staging`, the sandbox engine's strategies and its inputs' one pass). A new module
-imported at ``%load_ext`` must be worth raising it."""
+LOAD_EXT_MODULES = 95
+"""Our modules ``%load_ext`` loads (benchmarks/bench_import.py), the orchestration engine's
+doors, spec and plan (`orchestration._doors`, `_spec`, `_plan`) among them, since every cell's
+run goes through them, the sandbox engine's plan and staging (`sandbox._plan`,
+`sandbox._staging`), and `magics._codegen` (its engine loads at the first ``%%codegen``
+cell). A new module imported at ``%load_ext`` must be worth raising it."""
 
 
 def test_the_function_orchestrate_is_not_shadowed_by_its_engine() -> None:

@@ -10,7 +10,7 @@ import pytest
 from _kernels import kernel
 
 from jupyter_sandbox.errors import LimitExceeded, OrchestrationError, TypeCheckError
-from jupyter_sandbox.orchestration import orchestrate
+from jupyter_sandbox.orchestration import Limits, orchestrate
 from jupyter_sandbox.orchestration.durable import _cbor
 from jupyter_sandbox.orchestration.durable._sessions import _TRACKER, sessions
 
@@ -19,8 +19,11 @@ def add(x: int, y: int) -> int:
     return x + y
 
 
-def run(code: str, name: str, **options):
-    return orchestrate(code, tools=[add], session=name, scope="tests", **options)
+def run(code: str, name: str, inputs: dict | None = None, **limits):
+    """``code`` as a cell of session ``name``, under ``limits`` (fields of `Limits`)."""
+    return orchestrate(
+        code, tools=[add], session=name, scope="tests", inputs=inputs, limits=Limits(**limits)
+    )
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Never
 
 from .._defaults import MAX_ATTEMPTS, store_or_default
 from .._errors import CodeModeError, Interrupted, OrchestrationError, SandboxConfigError
@@ -19,7 +19,7 @@ from ..orchestration import (
     Store,
     Tools,
     orchestrate,
-    resolve_limits,
+    refuse_flat,
     resolve_tools,
     result_of,
 )
@@ -64,15 +64,12 @@ class CodeModeAgent:
         max_attempts: int = MAX_ATTEMPTS,
         inputs: Mapping[str, Any] | None = None,
         limits: Limits | None = None,
-        timeout: float | None = None,
-        max_memory: int | None = None,
-        max_calls: int | None = None,
-        max_result: int | None = None,
-        max_output: int | None = None,
         type_check: bool = True,
         approver: Callable[[ToolCall], bool] | None = None,
         store: Store | str | os.PathLike[str] | None = None,
+        **removed: Never,
     ) -> None:
+        refuse_flat("CodeModeAgent", removed)
         if max_attempts < 1:
             raise SandboxConfigError(
                 f"max_attempts must be at least 1, got {max_attempts}", parameter="max_attempts"
@@ -83,15 +80,12 @@ class CodeModeAgent:
         self.tools = resolve_tools(tools)
         self.inputs = dict(inputs or {})
         self.max_attempts = max_attempts
-        self.limits = resolve_limits(
-            limits,
-            timeout=timeout,
-            max_memory=max_memory,
-            max_calls=max_calls,
-            max_result=max_result,
-            max_output=max_output,
-        )
-        """Each attempt's, as `orchestrate` takes them (the keywords win over ``limits``)."""
+        if limits is not None and not isinstance(limits, Limits):
+            raise SandboxConfigError(
+                f"limits takes Limits(...), got {type(limits).__name__}", parameter="limits"
+            )
+        self.limits = Limits() if limits is None else limits
+        """Each attempt's, as `orchestrate` takes them."""
         self.type_check = type_check
         self.approver = approver
         gated = approver is None and any(t.approve is not False for t in self.tools.values())

@@ -26,7 +26,7 @@ import pydantic_monty
 
 from .._errors import OrchestrationError, TypeCheckError
 from .._preview import preview
-from ..orchestration import orchestrate
+from ..orchestration import Limits, orchestrate
 from ._probes import PROBES, Kind, Probe
 
 TABLE = Path(__file__).with_name("capabilities.json")
@@ -100,8 +100,7 @@ def _verdict(probe: Probe) -> Verdict:
         result = orchestrate(
             f"{_PROBE_TOOL}()\n{probe.code}",
             tools={_PROBE_TOOL: _noop},
-            timeout=5.0,
-            max_memory=64,
+            limits=Limits(timeout=5.0, max_memory=64),
         )
     except OrchestrationError as exc:
         return Verdict(probe, False, _summary(exc))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from jupyter_sandbox.records import RUN_MIME, TRACE_MIME
 
+from ._codegen import CodeGenView
 from ._codemode import CodeModeView
 from ._format import size_text
 from ._mime import bundle
@@ -23,6 +24,7 @@ from ._views import OrchestrateView, SandboxView, shown_pause
 __all__ = [
     "RUN_MIME",
     "TRACE_MIME",
+    "CodeGenView",
     "CodeModeView",
     "OrchestrateView",
     "SandboxView",

@@ -16,7 +16,7 @@ from .._errors import SandboxError
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
 
-CELL_MAGICS = ("orchestrate", "sandbox", "codemode")
+CELL_MAGICS = ("orchestrate", "sandbox", "codemode", "codegen")
 RUN_STATE = "jupyter_sandbox.run_state"
 """The comm target the JupyterLab extension asks a paused run's state through (answer.ts)."""
 LINE_MAGICS = (
@@ -46,6 +46,7 @@ def load(ipython: InteractiveShell) -> None:
     ``--cache`` results)."""
     from ..orchestration import presenter
     from ._cell_view import OrchestratorViews
+    from ._codegen import CodeGenMagics
     from ._codemode import CodeModeMagics
     from ._common import help_alone, reject_as_typed, show_error
     from ._doctor import DoctorMagics
@@ -68,6 +69,7 @@ def load(ipython: InteractiveShell) -> None:
     sandbox = _configured(SandboxMagics, ipython)
     ipython.register_magics(sandbox)
     ipython.register_magics(CodeModeMagics(ipython, cells))
+    ipython.register_magics(_configured(CodeGenMagics, ipython))
     ipython.register_magics(DoctorMagics(ipython, cells, sandbox))
     ipython.register_magics(MCPMagics(ipython, cells))
     views = OrchestratorViews(ipython)  # each orchestrator call's view

@@ -215,8 +215,16 @@ class OrchestrateMagics(CellMagics):
                 "--resume: no earlier run of this cell, nor a failed run of the same code, "
                 "completed a tool call; running every call"
             )
-        try:  # a bad %config value: one usage line naming the option, as a bad option gets
-            limits = self.limits(args.max_stack_depth, args.max_transfer)
+        try:  # a bad option or %config value: one usage line naming the option
+            limits = self.limits(
+                timeout=args.timeout,
+                max_memory=args.max_memory,
+                max_calls=args.max_calls,
+                max_result=args.max_result,
+                max_output=args.max_output,
+                max_stack_depth=args.max_stack_depth,
+                max_transfer=args.max_transfer,
+            )
             keep = Keep(
                 value=self.keep_value,
                 run=self.keep_run,
@@ -238,11 +246,6 @@ class OrchestrateMagics(CellMagics):
                 tools=tools,
                 inputs=inputs,
                 limits=limits,
-                timeout=args.timeout,  # an option given wins over the configured limit
-                max_memory=args.max_memory,
-                max_calls=args.max_calls,
-                max_result=args.max_result,
-                max_output=args.max_output,
                 type_check=self.type_check and not args.no_type_check,
                 on_event=on_event,
                 journal=journal,
@@ -283,18 +286,22 @@ class OrchestrateMagics(CellMagics):
                 with contextlib.suppress(StoreError):  # a name's detail: never the cell's error
                     store.note_prompt(result.run_id, self.prompt_number())
 
-    def limits(self, max_stack_depth: int | None = None, max_transfer: int | None = None) -> Limits:
-        """The configured limits (``%config OrchestrateMagics.timeout`` ...), the two given
-        winning over theirs; raises `SandboxConfigError` for a bad value."""
-        return Limits(
-            timeout=self.timeout,
-            max_memory=self.max_memory,
-            max_calls=self.max_calls,
-            max_result=self.max_result,
-            max_output=self.max_output,
-            max_stack_depth=self.max_stack_depth if max_stack_depth is None else max_stack_depth,
-            max_transfer=self.max_transfer if max_transfer is None else max_transfer,
-        )
+    def limits(self, **given: float | None) -> Limits:
+        """The configured limits (``%config OrchestrateMagics.timeout`` ...), each of
+        ``given`` that is not None (a cell's ``--timeout`` ...) winning over its setting, as
+        an option on the command line wins over a configured default; raises
+        `SandboxConfigError` for a bad value."""
+        fields: dict[str, Any] = {
+            "timeout": self.timeout,
+            "max_memory": self.max_memory,
+            "max_calls": self.max_calls,
+            "max_result": self.max_result,
+            "max_output": self.max_output,
+            "max_stack_depth": self.max_stack_depth,
+            "max_transfer": self.max_transfer,
+        }
+        fields.update((name, value) for name, value in given.items() if value is not None)
+        return Limits(**fields)
 
     def open_store(self) -> Store | None:
         """The store runs and sessions are kept in (``%config OrchestrateMagics.store``; one

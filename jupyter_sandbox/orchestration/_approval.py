@@ -348,7 +348,7 @@ def direct(tool: Tool, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     run = running()
     if run is None or not tool.gated(args, kwargs):
         return
-    call = ToolCall(0, tool.name, args, dict(kwargs), 0.0)
+    call = ToolCall(0, tool.key, args, dict(kwargs), 0.0)
     policy = enclosing() or Policy(None, False, {}, None)
     refusal = policy.answer(run, call, tool, nested=True)
     if refusal is not None:

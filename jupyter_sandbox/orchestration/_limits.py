@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import dataclass
 
 from .. import _defaults as default
 from .._checks import TIMEOUT_CEILING, bounded, check_timeout, machine_megabytes
@@ -83,30 +82,6 @@ class Limits:
             integer=True,
             why_high="far past any orchestration's need",
         )
-
-
-def resolve_limits(
-    limits: Limits | None,
-    *,
-    timeout: float | None = None,
-    max_memory: int | None = None,
-    max_calls: int | None = None,
-    max_result: int | None = None,
-    max_output: int | None = None,
-) -> Limits:
-    """``limits`` (default `Limits()`) with each keyword that is not None in its place.
-
-    The scalar keywords of ``orchestrate`` are a convenience over ``limits=``; given both,
-    the keyword wins (``limits=strict, timeout=60``: strict, but a minute), as an option on
-    the command line wins over a configured default."""
-    given: dict[str, Any] = {
-        "timeout": timeout,
-        "max_memory": max_memory,
-        "max_calls": max_calls,
-        "max_result": max_result,
-        "max_output": max_output,
-    }
-    return replace(limits or Limits(), **{k: v for k, v in given.items() if v is not None})
 
 
 def seconds_from_ms(timeout_ms: object) -> float:

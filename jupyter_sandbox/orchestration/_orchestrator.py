@@ -48,16 +48,17 @@ from .._events import Event, Output, ToolCall
 from .._preview import preview
 from .._text import unindented
 from . import _typecheck
-from ._approval import Gate, govern, hand_down
 from ._conforms import conforms
 from ._driver import _CHECKED_STUB, _SCRIPT, Driver, _running, check_apart, parent_loop
 from ._failures import translate
 from ._limits import Limits, megabytes_from_bytes, seconds_from_ms
+from ._plan import plan
 from ._registry import Tools, resolve_tools
 from ._registry import current as current_registry
 from ._result import OrchestrationResult, result_of
 from ._runs import start, wait
 from ._runtime import current, tool_loop
+from ._spec import RunSpec
 from ._stubs import _StubWriter, stubs
 from ._tool import Tool
 from ._values import type_name
@@ -178,11 +179,12 @@ class Orchestrator(Tool):
         if wrapped is not None:
             functools.update_wrapper(runner, wrapped)
         else:
-            runner.__name__ = runner.__qualname__ = name
+            runner.__name__ = runner.__qualname__ = _tool_name(name)
             runner.__doc__ = doc
             runner.__annotations__ = dict(hints)
             runner.__signature__ = signature  # type: ignore[attr-defined]
-        super().__init__(runner, name)
+        super().__init__(runner, _tool_name(name))
+        self.name = name  # Flyte's, as given: ``t.name == "sandboxed-code"``
 
     def _runner(self, is_async: bool) -> Callable[..., Any]:
         """The function behind the tool: a run of the body in Monty, never the body on the host
@@ -279,21 +281,18 @@ class Orchestrator(Tool):
     def _driver(
         self, inputs: dict[str, Any], shown: Shown, loop: asyncio.AbstractEventLoop
     ) -> Driver:
-        """One run of the body, as `orchestrate` makes it without a store, journal or session;
+        """One run of the body, as `orchestrate` plans it without a store, journal or session;
         the type check was done when the orchestrator was defined. Its gated calls are asked
         to the run it is nested in (`_approval`): with none, they fail it."""
-        policy = govern(self.tools, None, durable=False)
-        driver = Driver(
-            self.code,
-            self.tools,
-            inputs,
-            self.limits,
+        spec = RunSpec(
+            code=self.code,
+            tools=self.tools,
+            inputs=inputs,
+            limits=self.limits,
             type_check=False,
             on_event=shown.on_event,
-            loop=loop,
-            features=[Gate(policy, None)] if policy.gated else (),
         )
-        return hand_down(driver, policy)
+        return plan(spec, loop)
 
     def _inputs(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         """The call's arguments by parameter name, as Python binds them (defaults filled in),
@@ -610,9 +609,10 @@ def orchestrator_from_str(
     ``inputs`` (name -> type) are its parameters, in that order (by position or by name);
     the value of the code's last expression is its result, of type ``output`` (None: not
     declared, any value). ``tools`` (or ``tasks``) are what it may call (None: every
-    registered tool); ``name`` (default Flyte's ``sandboxed-code``) is the tool name other
-    code calls it by (a ``-`` becomes ``_``). ``source`` indented as a whole (a triple-quoted
-    string inside a function) is unindented, as Flyte does. Type-checked now, checked at each
+    registered tool); ``name`` (default Flyte's ``sandboxed-code``) is its ``name``, as
+    Flyte's, and other code calls it by its ``key``, the name with each ``-`` an ``_``.
+    ``source`` indented as a whole (a triple-quoted string inside a function) is unindented,
+    as Flyte does. Type-checked now, checked at each
     call, limited and retried as `orchestrator` says."""
     if not isinstance(source, str):
         raise SandboxConfigError(
@@ -632,7 +632,7 @@ def orchestrator_from_str(
     return Orchestrator(
         code=body,
         call="",
-        name=_tool_name(name),
+        name=name,
         signature=inspect.Signature(parameters, return_annotation=returns),
         hints=hints,
         tools=with_flyte_map(resolve_tools(_tools(tools, tasks)), body),
@@ -679,7 +679,7 @@ def _from_function(
     return Orchestrator(
         code=code,
         call=f"await {call}" if is_async else call,
-        name=_tool_name(name or defined),
+        name=name or defined,
         signature=signature,
         hints=hints,
         tools=with_flyte_map(_named_tools(func) if tools is None else resolve_tools(tools), code),

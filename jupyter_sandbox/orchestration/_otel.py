@@ -23,8 +23,8 @@ from .._events import CallFinished, CallStarted, Event, EventCallback, ToolCall,
 from .._preview import preview
 from .._scrub import Scrub, known
 from .._secrets import mask
-from ._options import RunOptions
 from ._result import OrchestrationResult
+from ._spec import Fork, RunSpec, TakeUp
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -140,9 +140,9 @@ class Traced:
         self.on_event: EventCallback = self.calls
         self.approver = None if approver is None else self._approving(approver)
 
-    def options(self, options: RunOptions) -> RunOptions:
-        """``options`` with this run's ``on_event`` and ``approver``."""
-        return dataclasses.replace(options, on_event=self.on_event, approver=self.approver)
+    def spec(self, spec: RunSpec) -> RunSpec:
+        """``spec`` with this run's ``on_event`` and ``approver``."""
+        return dataclasses.replace(spec, on_event=self.on_event, approver=self.approver)
 
     def _approving(self, approver: Callable[[ToolCall], bool]) -> Callable[[ToolCall], bool]:
         def approve(call: ToolCall) -> bool:
@@ -214,8 +214,8 @@ class Untraced:
         self.on_event = on_event
         self.approver = approver
 
-    def options(self, options: RunOptions) -> RunOptions:
-        return options
+    def spec(self, spec: RunSpec) -> RunSpec:
+        return spec
 
     def scrubbing(self, scrub: Scrub) -> None:
         pass
@@ -242,15 +242,20 @@ def traced(
     return Traced(on_event, approver, values)
 
 
-def traced_options(options: RunOptions) -> Traced | Untraced:
-    """`traced` for `orchestrate` / `orchestrate_async`: use ``run.options(options)``."""
-    return traced(
-        options.on_event,
-        options.approver,
-        **{
-            "run.lines": options.code.count("\n") + 1,
-            "run.session": options.session,
-            "run.scope": options.scope,
-            "run.resume": options.resume,
-        },
-    )
+def traced_spec(spec: RunSpec) -> Traced | Untraced:
+    """`traced` for one run's spec (every door's): use ``run.spec(spec)``. A stored run
+    continued says whether it was approved; a fork, what it forked."""
+    how = spec.resume
+    values: dict[str, Any]
+    if isinstance(how, TakeUp):
+        values = {"run.resume": True, "run.approved": how.approve}
+    elif isinstance(how, Fork):
+        values = {"run.forked_from": how.run_id, "run.fork_call": how.call_index}
+    else:
+        values = {
+            "run.lines": spec.code.count("\n") + 1,
+            "run.session": spec.session,
+            "run.scope": spec.scope,
+            "run.resume": how,
+        }
+    return traced(spec.on_event, spec.approver, **values)

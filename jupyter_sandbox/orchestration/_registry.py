@@ -46,7 +46,7 @@ class ToolRegistry(Mapping[str, Tool]):
 
     def register(self, item: Tool) -> Tool:
         """Add or replace a tool: re-running a notebook cell redefines it, as Python would."""
-        self._tools[item.name] = item
+        self._tools[item.key] = item
         return item
 
     def unregister(self, name: str) -> None:
@@ -107,7 +107,7 @@ def as_tool(
 ) -> Tool:
     """A `Tool` for a function, a `Tool` (renamed, or gated, if asked) or a sandbox (runs as a
     container). ``approve=None`` keeps a `Tool`'s own gate (a function's is False)."""
-    if isinstance(obj, Tool) and name in (None, obj.name) and approve in (None, obj.approve):
+    if isinstance(obj, Tool) and name in (None, obj.key) and approve in (None, obj.approve):
         return obj
     if is_sandbox(obj):
         return SandboxTool(obj, name, concurrency=concurrency, approve=approve or False)
@@ -167,10 +167,10 @@ def resolve_tools(tools: Tools) -> dict[str, Tool]:
     given: dict[str, object] = {}
     for item in tools:
         one = as_tool(item)
-        if given.setdefault(one.name, item) is not item and resolved[one.name].func is not one.func:
+        if given.setdefault(one.key, item) is not item and resolved[one.key].func is not one.func:
             raise SandboxConfigError(
-                f"duplicate tool name {one.name!r} in tools=: the code could call only one of"
+                f"duplicate tool name {one.key!r} in tools=: the code could call only one of"
                 " them; give one another name (Tool(f, name=...), or a name -> function mapping)"
             )
-        resolved[one.name] = one
+        resolved[one.key] = one
     return resolved

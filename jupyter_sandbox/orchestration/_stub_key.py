@@ -51,7 +51,7 @@ def tool_key(tool: Tool, refs: list[object]) -> Hashable | None:
     bound = type(func) is types.MethodType  # its function's signature without the first
     if bound:
         func = func.__func__
-    parts: list[Hashable] = [tool.name, tool.is_async, bound]
+    parts: list[Hashable] = [tool.key, tool.is_async, bound]
     while True:  # the chain `inspect.signature` and `get_type_hints` follow
         if type(func) is not types.FunctionType:
             return None

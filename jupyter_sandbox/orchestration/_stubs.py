@@ -105,7 +105,7 @@ class _StubWriter:
         sig = tool.signature
         prefix = "async def" if tool.is_async else "def"
         if sig is None:
-            return f"{prefix} {tool.name}(*args: Any, **kwargs: Any) -> Any: ..."
+            return f"{prefix} {tool.key}(*args: Any, **kwargs: Any) -> Any: ..."
         try:
             hints = typing.get_type_hints(tool.func)
         except Exception:  # unresolvable forward references: check arity only
@@ -130,7 +130,7 @@ class _StubWriter:
             if p.kind is p.POSITIONAL_ONLY and (not nxt or nxt[0].kind is not p.POSITIONAL_ONLY):
                 params.append("/")
         returns = self.render(hints.get("return", sig.return_annotation))
-        return f"{prefix} {tool.name}({', '.join(params)}) -> {returns}: ..."
+        return f"{prefix} {tool.key}({', '.join(params)}) -> {returns}: ..."
 
 
 @dataclass(frozen=True)

@@ -33,13 +33,17 @@ class Tool:
         if not callable(func):
             raise SandboxConfigError(f"tool() needs a function, got {type(func).__name__}")
         self.func = func
-        self.name: str = name or str(getattr(func, "__name__", ""))
-        if not self.name.isidentifier():
+        self.key: str = name or str(getattr(func, "__name__", ""))
+        """What code calls the tool by: an identifier (``tools=`` and the registry key it)."""
+        self.name: str = self.key
+        """What the tool is called when shown: its key, except an orchestrator's, which keeps
+        the name it was given as Flyte does (``sandboxed-code``, its key ``sandboxed_code``)."""
+        if not self.key.isidentifier():
             raise SandboxConfigError(
-                f"tool name {self.name!r} is not a Python identifier; pass name='...'"
+                f"tool name {self.key!r} is not a Python identifier; pass name='...'"
             )
-        if self.name.startswith("_"):  # stubs hide private names from the type checker
-            raise SandboxConfigError(f"tool name {self.name!r} starts with '_'; pass name='...'")
+        if self.key.startswith("_"):  # stubs hide private names from the type checker
+            raise SandboxConfigError(f"tool name {self.key!r} starts with '_'; pass name='...'")
         if not (isinstance(approve, bool) or callable(approve)):
             raise SandboxConfigError(
                 f"approve= takes True, False or a function of the call's arguments, got "

@@ -1,24 +1,44 @@
 /**
- * `%%codemode --insert` re-run: the new cell replaces the one an earlier run inserted.
+ * `%%codemode --insert` and `%%codegen` re-run: the new cell replaces the one an earlier run
+ * inserted.
  *
  * The kernel can only ask for a new cell below the running one (Jupyter's `set_next_input`);
  * it can neither see nor edit the copy an earlier run put there. It marks what it inserts on
  * the second line (`# inserted by %%codemode, cell 3f2a9c1d`, a hash of the source cell), and
  * this plugin, which sees the notebook, finishes the job: when such a cell appears directly
  * below a `%%codemode` cell and another cell further down carries the same mark, that older
- * copy is deleted (Undo brings it back). Other frontends keep both and the kernel's one line
- * names the older copy to delete.
+ * copy is deleted (Undo brings it back). `%%codegen` inserts a `%%sandbox` cell marked
+ * `# inserted by %%codegen, cell 3f2a9c1d` and is handled the same way. Other frontends keep
+ * both and the kernel's one line names the older copy to delete.
  */
 
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 
-const MARK = /^# inserted by %%codemode, cell [0-9a-f]{8}$/;
+/** Each inserting magic: the cell it runs in, the first line and the mark of what it inserts. */
+const INSERTERS: { source: RegExp; cell: RegExp; mark: RegExp }[] = [
+  {
+    source: /^%%codemode(\s|$)/,
+    cell: /^%%orchestrate(\s|$)/,
+    mark: /^# inserted by %%codemode, cell [0-9a-f]{8}$/
+  },
+  {
+    source: /^%%codegen(\s|$)/,
+    cell: /^%%sandbox(\s|$)/,
+    mark: /^# inserted by %%codegen, cell [0-9a-f]{8}$/
+  }
+];
 
-/** The mark of a cell `--insert` wrote (its second line), or null for any other cell. */
+/** The mark of a cell a magic inserted (its second line), or null for any other cell. */
 export function insertMark(source: string): string | null {
   const [first, second] = source.split('\n', 2);
-  return /^%%orchestrate(\s|$)/.test(first) && MARK.test(second ?? '') ? second : null;
+  const by = INSERTERS.find(i => i.cell.test(first) && i.mark.test(second ?? ''));
+  return by === undefined ? null : second;
+}
+
+/** Whether `above` is a cell of the magic that inserts cells marked `mark`. */
+function insertedBy(mark: string, above: string): boolean {
+  return INSERTERS.some(i => i.mark.test(mark) && i.source.test(above));
 }
 
 function watch(panel: NotebookPanel): void {
@@ -33,7 +53,7 @@ function watch(panel: NotebookPanel): void {
       }
       const mark = insertMark(change.newValues[0].sharedModel.getSource());
       const source = cells.get(change.newIndex - 1).sharedModel.getSource();
-      if (mark === null || !/^%%codemode(\s|$)/.test(source)) {
+      if (mark === null || !insertedBy(mark, source)) {
         return;
       }
       for (let index = change.newIndex + 1; index < cells.length; index++) {
@@ -55,7 +75,7 @@ function watch(panel: NotebookPanel): void {
 
 const plugin: JupyterFrontEndPlugin<void> = {
   id: 'jupyter-sandbox:codemode-insert',
-  description: 'A re-run %%codemode --insert replaces the cell an earlier run inserted.',
+  description: 'A re-run %%codemode --insert or %%codegen replaces the cell an earlier run inserted.',
   autoStart: true,
   requires: [INotebookTracker],
   activate: (_app: JupyterFrontEnd, tracker: INotebookTracker) => {

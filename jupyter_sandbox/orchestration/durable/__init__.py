@@ -9,8 +9,8 @@ a restart, paused at a gated call until a person answers, listed and forked. Its
   and the caps that evict old runs (``_caps``);
 - ``_durable``: what a run writes, when, and what a resumed run starts from (`Restore`);
 - ``_paused``: the listing of paused runs and the call an approval will make;
-- ``_resume``: a durable run begun (`begin`), taken up again (`resume_run`) or forked
-  (`fork_run`), run by the runner every run uses (``.._runs``);
+- ``_resume``: a durable run begun (`begin`), a stored run readied to be taken up again
+  (`take_up`) or forked (`fork`): what the plan (``.._plan``) makes their drivers from;
 - ``_sessions``: ``--session`` state, kept in memory and in the store (`SessionLink` is the
   run's feature); ``_rebind``: handles bound again after a restore, by name; ``_cbor``: the
   few fields of a Monty dump we edit (limits, the type checker's state).
@@ -44,10 +44,11 @@ from ._paused import run_status as run_status
 from ._paused import unseen as unseen
 from ._rebind import defined_classes as defined_classes
 from ._rebind import stored_origins as stored_origins
+from ._resume import Taken as Taken
 from ._resume import begin as begin
 from ._resume import driven as driven
-from ._resume import fork_run as fork_run
-from ._resume import resume_run as resume_run
+from ._resume import fork as fork
+from ._resume import take_up as take_up
 from ._sessions import SessionLink as SessionLink
 from ._sessions import sessions as sessions
 from ._sessions import with_limits as with_limits

@@ -1,9 +1,10 @@
-"""Taking a stored run up again: `begin` a durable run, `resume_run`, `fork_run`.
+"""Taking a stored run up again: `begin` a durable run, `take_up` one, `fork` one.
 
-`begin` makes a run with a store durable (see `_durable`); `resume_run` continues a stored
-run, in this process or any other that can open the store, and `fork_run` runs a stored run's
-code again with one call's result replaced. Each builds its run's features (`.._plug`) and
-runs its driver with the runner every run uses (`.._runs.wait`).
+`begin` makes a run with a store durable (see `_durable`); `take_up` readies a stored run to
+be continued (`resume_run`), in this process or any other that can open the store, and `fork`
+a new run of a stored run's code with one call's result replaced (`fork_run`). Each hands
+back what the run's features need (`Taken`); the plan (`.._plan`) makes the run's driver
+from it, as it makes every run's: this package holds no door.
 
 A run is continued by one process at a time: the store records which process runs it
 (`RunOwner`). A run left ``running`` is taken up only once that process is gone (a kernel
@@ -15,24 +16,16 @@ it, one wins.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ..._errors import SandboxConfigError, StoreError
-from ..._events import EventCallback, ToolCall, ignore
-from .. import _plug
-from .._approval import govern, hand_down
-from .._driver import Driver, parent_loop
-from .._limits import Limits, resolve_limits
+from .._driver import Driver
+from .._limits import Limits
 from .._memo import Recorded
-from .._otel import Traced, Untraced, traced
-from .._registry import Tools, resolve_tools
 from .._replay import Answers
-from .._result import OrchestrationResult, answered
-from .._runs import wait
-from .._runtime import tool_loop
 from .._tool import Tool
 from ._durable import (
     INPUTS,
@@ -42,13 +35,12 @@ from ._durable import (
     held,
     inputs_changed,
     inputs_record,
-    open_store,
     stored_calls,
     stored_inputs,
 )
 from ._rebind import defined_classes, stored_origins
 from ._sessions import SessionLink, sessions, with_limits
-from ._store import Store, StoredRun, default_store_path, this_process
+from ._store import Store, StoredRun, this_process
 
 
 def begin(
@@ -166,47 +158,6 @@ def driven(durable: Durable | None, make: Callable[[], Driver]) -> Driver:
         raise
 
 
-def _stored_driver(
-    stored: StoredRun,
-    tools: Mapping[str, Tool],
-    inputs: Mapping[str, Any],
-    limits: Limits,
-    durable: Durable,
-    on_event: EventCallback | None,
-    approver: Callable[[ToolCall], bool] | None,
-    *,
-    type_check: bool,
-    answers: Answers,
-    session: SessionLink | None = None,
-    restore: Restore | None = None,
-) -> Driver:
-    """The driver of ``stored``'s code, continued or forked as ``durable`` (`driven`); its
-    gates' policy is handed down to the runs nested in its tools (`_approval`)."""
-    policy = govern(tools, approver, durable=True)
-    features = _plug.plug(
-        tools,
-        answers=answers,
-        session=session,
-        durable=durable,
-        restore=restore,
-        policy=policy,
-    )
-    driver = driven(
-        durable,
-        lambda: Driver(
-            stored.code,
-            tools,
-            inputs,
-            limits,
-            type_check=type_check,
-            on_event=on_event or ignore,
-            loop=tool_loop(parent_loop()),
-            features=features,
-        ),
-    )
-    return hand_down(driver, policy)
-
-
 def _restore(
     stored: StoredRun,
     calls: dict[int, Recorded],
@@ -237,48 +188,38 @@ def _restore(
     )
 
 
-def resume_run(
+@dataclass(frozen=True, slots=True)
+class Taken:
+    """A stored run made ready to run again (`take_up`, `fork`): the code and inputs it runs
+    with, its link to the store, the snapshot it resumes from, the calls its records answer,
+    its session, and what its result carries (``run_id``, ``forked_from``, ``session``)."""
+
+    code: str
+    inputs: Mapping[str, Any]
+    durable: Durable
+    restore: Restore | None
+    answers: Answers
+    link: SessionLink | None
+    run_id: str
+    forked_from: tuple[str, int] | None
+    session: str | None
+
+
+def take_up(
+    store: Store,
     run_id: str,
-    approve: bool | None = None,
-    reason: str | None = None,
     *,
-    store: Store | str | os.PathLike[str] | None = None,
-    tools: Tools = None,
-    inputs: Mapping[str, Any] | None = None,
-    on_event: EventCallback | None = None,
-    limits: Limits | None = None,
-    approver: Callable[[ToolCall], bool] | None = None,
-    expect: str | None = None,
-) -> OrchestrationResult:
-    """Continue stored run ``run_id``, in this process or any other that can open the store.
-
-    A paused run needs ``approve``: True makes the gated call it stopped at, False makes the
-    code see ``PermissionError(reason)`` there (the code may catch it). ``expect``: the
-    digest of the call being approved, as its record or ``%orchestrate_pending`` showed it;
-    if the call about to be made is another (a handle bound after a restart to a variable
-    that changed), it is not made: the result is the run paused again with the call as it is
-    now, and ``refused`` says why. In the process the run paused in, its handle arguments
-    are the objects it was given, not the notebook variables of those names now. A run that stopped
-    otherwise (its kernel was killed, it failed or was interrupted) is continued without one.
-    The run starts from its latest snapshot in a fresh worker: code before it does not run
-    again; calls with a completed record are answered from it, the others are made again
-    (see `_durable`); without a snapshot the code runs from the start with its calls
-    answered from their records. The result is the run's (same ``run_id``): it may pause
-    again at a later gated call, which ``approver`` may answer inline instead. A run of a
-    session (``session=`` / ``--session``) leaves its state in that session when it completes,
-    as the cell would have (replacing what cells of the session ran meanwhile).
-
-    ``store`` defaults to `default_store_path()`; ``tools`` to the registered tools (a
-    tool the run used that is missing raises `StoreError` naming it); ``inputs`` give again,
-    by name, the objects the store could not keep (a DataFrame the run was handed): with a
-    snapshot, each handle the code passes a tool is bound again to the input of its name,
-    which must have the same type; a handle a tool returned before the restart cannot be
-    (`StoreError` names its call). Raises `StoreError` for an unknown run, a run that
-    ended ok (`fork_run` runs it again), a run still running in a live process, or a saved
-    blob that fails its checks.
-    """
-    opened = open_store(default_store_path() if store is None else store)
-    stored = opened.run(run_id)
+    approve: bool | None,
+    reason: str | None,
+    expect: str | None,
+    tools: Mapping[str, Tool],
+    inputs: Mapping[str, Any] | None,
+    limits: Limits,
+) -> Taken:
+    """Stored run ``run_id`` claimed by this process to be continued (see `resume_run` for
+    what each argument does); refused with a one-line `StoreError` or `SandboxConfigError`
+    before anything is claimed."""
+    stored = store.run(run_id)
     if stored.status == "ok":
         raise StoreError(
             f"run {run_id} ended ok: nothing to resume; fork_run({run_id!r}, N, value=...) "
@@ -297,92 +238,55 @@ def resume_run(
             "gated call; leave it out",
             parameter="approve",
         )
-    resolved = resolve_tools(tools)
     calls = stored_calls(stored)
     decision = None if approve is None else (approve, reason)
-    resolved_limits = resolve_limits(limits)
-    restore = _restore(stored, calls, decision, resolved_limits, inputs, expect)
-    session = None  # its dump is read (and may be refused) before the run is taken up
+    restore = _restore(stored, calls, decision, limits, inputs, expect)
+    link = None  # its dump is read (and may be refused) before the run is taken up
     if stored.session is not None:
-        session = sessions.open(stored.session, scope=stored.scope, store=opened)
+        link = sessions.open(stored.session, scope=stored.scope, store=store)
     given = {} if restore is not None else stored_inputs(stored, inputs)
-    durable = _taken_up(opened, stored, resolved)  # last: what fails before leaves it as it was
-    run = traced(on_event, approver, **{"run.resume": True, "run.approved": approve})
-    driver = _stored_driver(
-        stored,
-        resolved,
-        given,
-        resolved_limits,
-        durable,
-        run.on_event,
-        run.approver,
-        type_check=False,  # the code is the run's: it was checked when the run began
-        answers=Answers(calls),
-        session=session,
+    durable = _taken_up(store, stored, tools)  # last: what fails before leaves it as it was
+    return Taken(
+        code=stored.code,
+        inputs=given,
+        durable=durable,
         restore=restore,
+        answers=Answers(calls),
+        link=link,
+        run_id=stored.run_id,
+        forked_from=stored.forked_from,
+        session=stored.session,
     )
-    driver.result.run_id = stored.run_id
-    driver.result.forked_from = stored.forked_from
-    driver.result.session = stored.session
-    if approve is not None:
-        driver.result.answer = answered(approve, reason)
-    return _traced_wait(run, driver)
 
 
-def fork_run(
+def fork(
+    store: Store,
     run_id: str,
     call_index: int,
-    value: Any = None,
+    value: Any,
     *,
-    store: Store | str | os.PathLike[str] | None = None,
-    tools: Tools = None,
-    inputs: Mapping[str, Any] | None = None,
-    on_event: EventCallback | None = None,
-    limits: Limits | None = None,
-    approver: Callable[[ToolCall], bool] | None = None,
-) -> OrchestrationResult:
-    """Run stored run ``run_id``'s code again as a new durable run, with the call numbered
-    ``call_index`` in its trace (the ``#`` column: Monty's call id, which sleeps and OS calls
-    also take numbers from) answered with ``value``: what-if debugging without making the
-    expensive calls again.
-
-    The calls before it are answered from the stored records while the code
-    repeats them (one that had failed is made again, as ``--resume`` does); the calls after
-    it are made live. The run's stored inputs are used; ``inputs`` replaces them by name (an
-    object the store could not keep must be given again: `StoreError` names it). The result
-    (and its record) carries ``forked_from = (run_id, call_index)`` and its own ``run_id``.
-    """
-    opened = open_store(default_store_path() if store is None else store)
-    stored = opened.run(run_id)
+    tools: Mapping[str, Tool],
+    inputs: Mapping[str, Any] | None,
+) -> Taken:
+    """A new run of stored run ``run_id``'s code, its call numbered ``call_index`` answered
+    with ``value`` and the calls before it from their records (see `fork_run`)."""
+    stored = store.run(run_id)
     calls = stored_calls(stored)
     index = _numbered(stored.run_id, calls, call_index)
-    resolved = resolve_tools(tools)
     given = stored_inputs(stored, inputs)
     forked_from = (run_id, call_index)
-    resolved_limits = resolve_limits(limits)
-    durable = _fresh(opened, stored.scope, stored.cell, stored.code, resolved, given, forked_from)
-    run = traced(on_event, approver, **{"run.forked_from": run_id, "run.fork_call": call_index})
-    driver = _stored_driver(
-        stored,
-        resolved,
-        given,
-        resolved_limits,
-        durable,
-        run.on_event,
-        run.approver,
-        type_check=True,
+    durable = _fresh(store, stored.scope, stored.cell, stored.code, tools, given, forked_from)
+    return Taken(
+        code=stored.code,
+        inputs=given,
+        durable=durable,
+        restore=None,
         answers=Answers({i: c for i, c in calls.items() if i < index}, fixed={index: value}),
+        link=None,
+        run_id=durable.run_id,
+        forked_from=forked_from,
+        session=None,
     )
-    driver.result.run_id = durable.run_id
-    driver.result.forked_from = forked_from
-    return _traced_wait(run, driver)
-
-
-def _traced_wait(run: Traced | Untraced, driver: Driver) -> OrchestrationResult:
-    """`wait` for a stored run's driver inside its span (`_otel.traced`)."""
-    with run:
-        run.scrubbing(driver.scrub)
-        return run.done(wait(driver))
 
 
 _LISTED = 12
