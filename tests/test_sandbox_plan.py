@@ -52,7 +52,7 @@ def test_a_local_run_gets_the_engine_with_a_plain_network(
     sandbox = create("local", code="pass", network=network, cache=cache, timeout=7)
     chosen_plan = plan(sandbox)
     assert isinstance(chosen_plan.backend, Engine)
-    assert chosen_plan.backend.docker is docker_engine
+    assert chosen_plan.backend.docker.api.base_url == docker_engine.api.base_url  # this engine
     assert (chosen_plan.network, chosen_plan.cache) == (chosen, cached)
     spare = chosen_plan.backend.spare  # a fresh image's first spare starts on that network
     assert spare is not None and (spare.network, spare.timeout) == (network, 7)
