@@ -62,7 +62,7 @@ from urllib.parse import urlsplit
 
 from .._errors import ContainerError, SandboxConfigError
 from .._events import EventCallback
-from ._allowlist import Destination, allow_list, describe
+from ._allowlist import Destination, allow_list, describe, require_docker
 from ._client import KIND, LABEL, engine_of, orphaned, owner_labels
 from ._hostcfg import debian_mirror, index_settings
 from ._image import default_base_image, ensure_image
@@ -230,12 +230,7 @@ def ensure(
 ) -> Egress:
     """The running egress of ``destinations`` on ``client``'s engine, made on first use."""
     engine = engine_of(client)
-    if engine.name != "docker":
-        raise SandboxConfigError(
-            f"an allow-listed network needs Docker: Podman at {engine.url} cannot keep the host"
-            " off a sandbox's network (choose Docker: JUPYTER_SANDBOX_ENGINE=docker)",
-            parameter="network",
-        )
+    require_docker(engine.name, engine.url)  # `_plan` refused it already; a build comes here
     key = (engine.url, destinations)
     with _lock:
         _watch()
