@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.usage import RequestUsage
 
 from jupyter_sandbox import SandboxConfigError, orchestrate, tool
 from jupyter_sandbox.codegen import AutoCoderAgent, format_reply
@@ -345,6 +346,27 @@ def test_the_same_generation_again_is_the_cached_result_without_the_model(sales,
     )
     assert not fresh.cached
     assert len(other.llm.requests) == 2  # type: ignore[attr-defined]
+
+
+@pytest.mark.docker
+@docker
+def test_the_tokens_a_model_reports_are_added_up_and_kept_with_the_cached_result(sales, tmp_path):
+    """A pydantic-ai model's reported usage, summed over the replies; a function model reports
+    none (0); the cached result says what the generation cost when it ran."""
+    replies = iter([BUGGY, FIXED])
+
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return ModelResponse(
+            parts=[TextPart(next(replies))], usage=RequestUsage(input_tokens=120, output_tokens=30)
+        )
+
+    result, _ = generate(FunctionModel(answer), sales, store=tmp_path)
+    assert result.success and result.attempts == 2
+    assert (result.total_input_tokens, result.total_output_tokens) == (240, 60)
+    again, _ = generate(FunctionModel(answer), sales, store=tmp_path)  # `replies` is spent
+    assert again.cached and (again.total_input_tokens, again.total_output_tokens) == (240, 60)
+    plain, _ = generate(ScriptedLLM([BUGGY, FIXED]), sales)
+    assert (plain.total_input_tokens, plain.total_output_tokens) == (0, 0)
 
 
 @pytest.mark.docker

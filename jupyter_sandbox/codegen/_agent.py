@@ -257,6 +257,9 @@ class _Generation:
         self.unavailable: set[str] = set()
         self.run_record: RunRecord | None = None
         """The last test run's sandbox record, for the view (not journaled)."""
+        self.tokens = [0, 0]
+        """Input and output tokens of every reply, replayed ones included (what the
+        generation cost), where the model reports them."""
 
     def loop(self) -> CodeGenEvalResult:
         for number in range(1, self.agent.max_iterations + 1):
@@ -291,6 +294,8 @@ class _Generation:
             tests=last.tests,
             error=error,
             attempts=len(self.iterations),
+            total_input_tokens=self.tokens[0],
+            total_output_tokens=self.tokens[1],
             conversation_history=[dict(m) for m in self.messages],
             detected_packages=[p for p in last.packages if p not in TEST_PACKAGES],
             detected_system_packages=list(last.system_packages),
@@ -307,14 +312,28 @@ class _Generation:
         """The model's next reply: from the journal while it holds one, else the model's."""
         entry = self.journal.next("reply")
         if entry is not None:
+            self.count_tokens(entry.get("tokens"))
             return entry["text"], float(entry.get("seconds", 0.0)), True
         start = time.perf_counter()
         text = self.agent.llm([dict(m) for m in self.messages])
         seconds = time.perf_counter() - start
         if not isinstance(text, str):
             text = f"<the model returned {type(text).__name__}, not text>"
-        self.journal.add({"kind": "reply", "text": text, "seconds": seconds})
+        tokens = getattr(self.agent.llm, "last_usage", None)
+        self.count_tokens(tokens)
+        self.journal.add({"kind": "reply", "text": text, "seconds": seconds, "tokens": tokens})
         return text, seconds, False
+
+    def count_tokens(self, tokens: object) -> None:
+        """Add a reply's ``(input, output)`` tokens; anything else (a function model's None, a
+        journal's odd value) adds nothing."""
+        if (
+            isinstance(tokens, (list, tuple))
+            and len(tokens) == 2
+            and all(type(n) is int and n >= 0 for n in tokens)
+        ):
+            self.tokens[0] += tokens[0]
+            self.tokens[1] += tokens[1]
 
     def usable(self, reply: Reply) -> str | None:
         """Why ``reply`` cannot be used, or None."""

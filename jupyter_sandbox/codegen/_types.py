@@ -130,6 +130,7 @@ class CodeGenEvalResult:
     detected_system_packages: list[str] = field(default_factory=list)
     image: str | None = None
     total_input_tokens: int = 0
+    """Tokens the replies cost as a pydantic-ai model reported them (a function model: 0)."""
     total_output_tokens: int = 0
     declared_inputs: dict[str, Any] | None = None
     declared_outputs: dict[str, Any] | None = None

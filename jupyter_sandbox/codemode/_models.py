@@ -69,10 +69,15 @@ def _named(name: str) -> Model:
 
 
 class ModelLLM:
-    """A pydantic-ai ``Model`` as code mode's LLM: one request per call, the reply's text."""
+    """A pydantic-ai ``Model`` as code mode's LLM: one request per call, the reply's text.
+
+    ``last_usage`` is the last reply's ``(input, output)`` tokens as the provider reported them,
+    for callers that add up what a conversation cost (code generation's totals); a plain
+    function as the LLM has no such attribute."""
 
     def __init__(self, model: Model) -> None:
         self.model = model
+        self.last_usage: tuple[int, int] | None = None
 
     def __call__(self, messages: list[Message]) -> str:
         from pydantic_ai.direct import model_request
@@ -87,7 +92,10 @@ class ModelLLM:
                 answer.set_exception(exc)
 
         threading.Thread(target=ask, name="codemode-model", daemon=True).start()
-        return answer.result().text or ""
+        response = answer.result()
+        usage = response.usage
+        self.last_usage = (int(usage.input_tokens or 0), int(usage.output_tokens or 0))
+        return response.text or ""
 
     def __repr__(self) -> str:
         return f"<pydantic-ai model {self.model.system}:{self.model.model_name}>"
