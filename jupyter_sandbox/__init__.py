@@ -71,7 +71,7 @@ if TYPE_CHECKING:  # what __getattr__ imports on first use (_public.TOP_LEVEL)
         tool,
         tools_from_mcp,
     )
-    from .sandbox import Dir, File, Resources, Sandbox, SandboxRun, create
+    from .sandbox import Dir, File, Resources, Sandbox, SandboxRun, Secret, create
 
 __version__ = version("jupyter-sandbox")
 """From the installed package's metadata, which the build reads from the labextension's
@@ -111,6 +111,7 @@ __all__ = [
     "SandboxRun",
     "SandboxTimeout",
     "ScriptedLLM",
+    "Secret",
     "Store",
     "Tool",
     "ToolCache",

@@ -39,6 +39,7 @@ TOP_LEVEL: dict[str, tuple[str, ...]] = {
         "Resources",
         "Sandbox",
         "SandboxRun",
+        "Secret",
         "create",
     ),
 }

@@ -41,6 +41,7 @@ from ._allowlist import Destination, allow_list, describe
 from ._client import client, engine_error_message, is_engine_error
 from ._hostcfg import UNTRUSTED, read_ca_bundle, untrusted_advice
 from ._image import build_error, default_base_image, ensure_image, image_id
+from ._inject import Injection, Secret, injection, placeholders, split
 from ._io import (
     CA_FILE,
     check_input,
@@ -117,6 +118,9 @@ class Sandbox:
     """The runtime the container runs under (`_isolation`): runc, or gVisor's runsc."""
     cluster: str | Client | None = None
     """Where runs go: a Dask cluster (`_cluster`), or None for the local engine."""
+    injected: tuple[Secret, ...] = ()
+    """Secrets the allow-list's proxy adds to requests to their hosts (`_inject`): the
+    container holds a placeholder under each one's name, never the value."""
     ca_bundle: Path | None = None
     """A PEM file of the CAs the code's HTTPS trusts (and a build's, beside the host's): read
     at each run, so a bundle the host renews is the one used."""
@@ -170,6 +174,7 @@ class Sandbox:
         start = time.monotonic()  # when the run was asked for: `_pool.acquire`
         tags = self._bind(inputs)
         env = self._environment()  # read once: the values run are the values masked
+        injection = self._injection()
         trust = self._trust()
         run = SandboxRun(
             name=self.name,
@@ -177,14 +182,15 @@ class Sandbox:
             inputs=dict(inputs),
             input_types=dict(tags),
             output_types=dict(self.outputs),
-            secrets=tuple(env[name] for name in self.secrets if env[name]),
+            secrets=tuple(env[name] for name in self.secrets if env[name])
+            + (injection.values() if injection is not None else ()),
         )
         called = _pool.call() if self.cluster is None else contextlib.nullcontext()
         with called:
             try:
                 try:
                     with traced(run, on_event or ignore) as emit:  # its spans, if on (`_otel`)
-                        self._execute(run, tags, env, emit, cancel, start, trust)
+                        self._execute(run, tags, env, emit, cancel, start, trust, injection)
                 except ContainerError:
                     raise
                 except KeyboardInterrupt:
@@ -225,6 +231,7 @@ class Sandbox:
         for name, tag in self._bind(inputs).items():
             check_input(name, tag, inputs[name])
         self._environment()
+        self._injection()
         self._trust()
 
     def _trust(self) -> bytes | None:
@@ -251,6 +258,7 @@ class Sandbox:
         cancel: threading.Event | None,
         asked: float,
         trust: bytes | None = None,
+        injection: Injection | None = None,
     ) -> None:
         docker = None if self.cluster is not None else client()
         run_id = None  # the image's id, for the cache key
@@ -295,7 +303,7 @@ class Sandbox:
                 )
                 if self.cache == "auto" and self._replay(run, key, emit):
                     return
-            self._attempts(run, work, docker, env, emit, cancel, asked, key)
+            self._attempts(run, work, docker, env, emit, cancel, asked, key, injection)
 
     def _attempts(
         self,
@@ -307,6 +315,7 @@ class Sandbox:
         cancel: threading.Event | None,
         asked: float,
         key: str | None,
+        injection: Injection | None = None,
     ) -> None:
         """Run the container until an attempt succeeds or the retries are spent; store the
         result in the cache (``key``) unless it holds a secret."""
@@ -314,7 +323,7 @@ class Sandbox:
         if isinstance(self.network, tuple) and docker is not None:
             from . import _egress
 
-            egress = _egress.ensure(docker, self.network, emit)
+            egress = _egress.ensure(docker, self.network, emit, injection)
             env = {**env, **egress.environment()}
         # auto-IO: the cell's displays come back with the outputs, declared or not
         displays = self.mode == "auto" and _displays.possible(self.code or "")
@@ -405,7 +414,11 @@ class Sandbox:
                     " (what Linux and the engine can pass to a program)"
                 )
             env[secret] = os.environ[secret]
-        return env
+        return {**env, **placeholders(self.injected)}
+
+    def _injection(self) -> Injection | None:
+        """The proxy's rules for `injected`, their values read from the host now."""
+        return injection(self.injected, os.environ) if self.injected else None
 
     def _fingerprint(self, tags: dict[str, str]) -> dict[str, Any]:
         """What, besides the image and the input files, decides the outputs (secret names only:
@@ -684,7 +697,7 @@ def create(
     retries: int = default.RETRIES,
     timeout: float | None = None,
     env_vars: Mapping[str, str] | None = None,
-    secrets: Sequence[str] | None = None,
+    secrets: Sequence[str | Secret] | None = None,
     cache: CacheMode = "disable",
     base_image: str | None = None,
     network: Network | Sequence[str] = default.NETWORK,
@@ -748,7 +761,9 @@ def create(
     bounded(retries, "retries", low=0, high=RETRIES_CEILING, integer=True)
     if timeout is not None:
         check_timeout(timeout)
-    env, secret_names = _environment(env_vars, secrets)
+    plain, injected = split(secrets, chosen)
+    env, secret_names = _environment(env_vars, plain)
+    _environment(None, [s.env_name for s in injected])  # a placeholder's name: checked too
     if ca_bundle is not None:
         read_ca_bundle(ca_bundle)  # a bad path fails here, before anything runs
     return Sandbox(
@@ -770,6 +785,7 @@ def create(
         timeout=float(timeout) if timeout is not None else DEFAULT_TIMEOUT,
         env_vars=env,
         secrets=secret_names,
+        injected=injected,
         cache=cache,
         network=chosen,
         cluster=cluster,

@@ -1,0 +1,260 @@
+"""Secrets the allow-list's proxy adds to requests: the sandbox's code holds a placeholder, the
+secret's host receives the secret in exactly the requests made to it, and nothing the code can
+read or ask holds it.
+
+The servers are the test's own, in network namespaces (`test_allownet.Namespaces`): the
+secret's host and an allowed host that echoes the headers it was sent, both logging each
+request's ``Authorization``; the proxy resolves their names through the test's resolver.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_allownet import CLIENT, Namespaces
+
+from jupyter_sandbox import SandboxConfigError, Secret, create
+from jupyter_sandbox.sandbox import _egress
+
+pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("no_leaked_containers")]
+
+NET = "10.232"
+ALLOW = ["secret.test:8080", "echo.test:8080", "refused-here.test:9"]
+NAME = "JSBX_TEST_INJECTED_KEY"
+PREFIX = "jsbxsecret-"
+"""Every test secret starts so: the sandbox looks for it there and compares digests, never
+being told the secret itself (its output would be masked, hiding a leak from the test)."""
+
+
+@pytest.fixture(scope="module")
+def hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        pytest.fail("these tests make network namespaces: run them as root with iproute2")
+    spaces = Namespaces(tmp_path_factory.mktemp("netns-secrets"))
+    try:
+        logs = {
+            "secret": spaces.add(5, "headers", "8080", net=NET),
+            "echo": spaces.add(6, "headers", "8080", net=NET),
+            "dns": spaces.add(7, "dns", f"secret.test={NET}.5.2", f"echo.test={NET}.6.2", net=NET),
+        }
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("JUPYTER_SANDBOX_EGRESS_DNS", f"{NET}.7.2")
+            yield logs
+    finally:
+        _egress.close_all()
+        spaces.close()
+
+
+@pytest.fixture(autouse=True)
+def fresh_logs(request: pytest.FixtureRequest) -> None:
+    """Each test reads only its own requests (the servers append to their logs per request)."""
+    if "hosts" in request.fixturenames:
+        for log in request.getfixturevalue("hosts").values():
+            log.write_text("")
+
+
+@pytest.fixture
+def secret(monkeypatch: pytest.MonkeyPatch) -> str:
+    """A fresh secret in the host's environment, with a ``%`` (a format character to Squid)."""
+    value = f"{PREFIX}{secrets.token_hex(12)}%41"
+    monkeypatch.setenv(NAME, value)
+    return value
+
+
+THIEF = (
+    CLIENT
+    + """
+import hashlib, os, stat
+
+DIGEST, LENGTH, PREFIX, NAME = digest, int(length), prefix, name
+found = []
+
+def holds(where, data):
+    if isinstance(data, str):
+        data = data.encode("utf-8", "replace")
+    start = data.find(PREFIX.encode())
+    while start != -1:
+        if hashlib.sha256(data[start : start + LENGTH]).hexdigest() == DIGEST:
+            found.append(where)
+            return
+        start = data.find(PREFIX.encode(), start + 1)
+
+def body(url, headers=None):
+    import urllib.request, urllib.error
+    try:
+        request = urllib.request.Request(url, headers=headers or {})
+        with urllib.request.urlopen(request, timeout=20) as r:
+            return r.read()
+    except urllib.error.HTTPError as e:
+        return e.read()
+    except Exception as e:
+        return repr(e).encode()
+
+placeholder = os.environ[NAME]
+bearer = {"Authorization": "Bearer " + placeholder}
+holds("environment", "\\n".join(f"{k}={v}" for k, v in os.environ.items()))
+for root, dirs, files in os.walk("/"):
+    if root in ("/proc", "/sys", "/dev"):
+        dirs[:] = []
+        continue
+    for f in files:
+        path = os.path.join(root, f)
+        try:
+            if stat.S_ISREG(os.lstat(path).st_mode):
+                with open(path, "rb") as fh:
+                    holds(path, fh.read(8 << 20))
+        except OSError:
+            pass
+for pid in [p for p in os.listdir("/proc") if p.isdigit()] + ["self"]:
+    for part in ("environ", "cmdline", "status", "mountinfo"):
+        try:
+            with open(f"/proc/{pid}/{part}", "rb") as fh:
+                holds(f"/proc/{pid}/{part}", fh.read())
+        except OSError:
+            pass
+proxy = os.environ["HTTP_PROXY"].rsplit("/", 1)[-1]
+sent = {
+    "with_placeholder": body("http://secret.test:8080/with-placeholder", bearer),
+    "without_header": body("http://secret.test:8080/without-header"),
+    "echo_with_placeholder": body("http://echo.test:8080/echo", bearer),
+    "redirect_away": body("http://secret.test:8080/redirect?to=http://echo.test:8080/echo", bearer),
+    "refused_host": body("http://refused-here.test:9/", bearer),
+    "cache_manager": body(f"http://{proxy}/squid-internal-mgr/config"),
+    "cache_object": raw_request(f"GET cache_object://{proxy.split(':')[0]}/config HTTP/1.0"),
+    "proxy_itself": body(f"http://{proxy}/"),
+}
+for where, data in sent.items():
+    holds(where, data)
+echo = sent["redirect_away"].decode("utf-8", "replace")
+print(json.dumps({"found": found, "placeholder": placeholder, "echo": echo}))
+"""
+)
+"""The sandbox's side: everything it can read or ask, searched for the secret."""
+
+
+def _requests(log: Path) -> list[str]:
+    return log.read_text().splitlines()
+
+
+def _steal(secret: str, given: list[str | Secret]) -> dict[str, Any]:
+    """What `THIEF` found, run with the secret ``given`` so."""
+    sandbox = create(
+        "thief",
+        code=THIEF,
+        inputs={"digest": str, "length": str, "prefix": str, "name": str},
+        network=ALLOW,
+        secrets=given,
+        timeout=240,
+    )
+    run = sandbox.execute(
+        {
+            "digest": hashlib.sha256(secret.encode()).hexdigest(),
+            "length": str(len(secret)),
+            "prefix": PREFIX,
+            "name": NAME,
+        }
+    )
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def test_the_search_finds_a_secret_given_as_a_plain_name(hosts, secret):
+    found = _steal(secret, [NAME])["found"]
+    assert {"environment", "/proc/self/environ"} <= set(found), found
+
+
+def test_the_secrets_host_receives_it_and_nothing_the_code_reaches_holds_it(hosts, secret):
+    seen = _steal(secret, [Secret(NAME, hosts=["secret.test"])])
+    assert seen["found"] == [], seen
+    placeholder = seen["placeholder"]
+    assert placeholder.startswith("jsbx-placeholder-") and secret not in placeholder
+    assert _requests(hosts["secret"]) == [
+        f"http 8080 /with-placeholder Bearer {secret}",
+        f"http 8080 /without-header Bearer {secret}",
+        f"http 8080 /redirect?to=http://echo.test:8080/echo Bearer {secret}",
+    ]
+    assert _requests(hosts["echo"]) == [
+        f"http 8080 /echo Bearer {placeholder}",
+        f"http 8080 /echo Bearer {placeholder}",  # the redirect: what the code sent, no more
+    ]
+    assert f"Bearer {placeholder}" in seen["echo"]  # the echo answered what it was sent
+    proxies = [e for e in _egress._egresses.values() if e.injection is not None]
+    assert proxies, "the run's egress adds the secret"
+    for egress in proxies:  # its log, as the engine keeps it: no header, no secret
+        assert secret not in egress.proxy.logs().decode("utf-8", "replace")
+
+
+def test_runs_without_the_secret_share_no_proxy_with_runs_that_add_it(hosts, secret):
+    code = (
+        "import urllib.request\nurllib.request.urlopen('http://secret.test:8080/plain', timeout=20)"
+    )
+    create("plain", code=code, network=ALLOW).execute({})
+    assert _requests(hosts["secret"])[-1] == "http 8080 /plain -"
+    added = create("added", code=code, network=ALLOW, secrets=[Secret(NAME, hosts=["secret.test"])])
+    added.execute({})
+    assert _requests(hosts["secret"])[-1] == f"http 8080 /plain Bearer {secret}"
+
+
+def test_the_magics_secret_for_sends_the_secret_to_its_host_only(hosts, secret, shell):
+    result = shell.run_cell(
+        "%%sandbox --allow-net secret.test:8080 echo.test:8080"
+        f" --secret-for secret.test:{NAME}\n"
+        "import os, urllib.request\n"
+        "for url in ('http://secret.test:8080/magic', 'http://echo.test:8080/magic'):\n"
+        "    urllib.request.urlopen(url, timeout=20)\n"
+        f"print(os.environ[{NAME!r}].startswith('jsbx-placeholder-'))"
+    )
+    assert result.error_in_exec is None, result.error_in_exec
+    assert _requests(hosts["secret"])[-1] == f"http 8080 /magic Bearer {secret}"
+    assert _requests(hosts["echo"])[-1] == "http 8080 /magic -"
+
+
+def test_a_secret_for_hosts_is_refused_where_no_proxy_can_add_it(monkeypatch, shell):
+    injected = [Secret(NAME, hosts=["api.example.com"])]
+    with pytest.raises(SandboxConfigError, match="list its hosts in network"):
+        create("x", code="pass", secrets=injected)
+    with pytest.raises(SandboxConfigError, match="not on the network allow-list: add"):
+        create("x", code="pass", network=["other.example.com"], secrets=injected)
+    with pytest.raises(SandboxConfigError, match="needs isolation 'container'"):
+        create("x", code="pass", network=["api.example.com"], secrets=injected, isolation="gvisor")
+    with pytest.raises(SandboxConfigError, match="drop cluster"):
+        create(
+            "x",
+            code="pass",
+            network=["api.example.com"],
+            secrets=injected,
+            cluster="tcp://127.0.0.1:8786",
+        )
+    with pytest.raises(SandboxConfigError, match="format must hold one"):
+        create(
+            "x",
+            code="pass",
+            network=["api.example.com"],
+            secrets=[Secret(NAME, hosts=["api.example.com"], format="Bearer")],
+        )
+    with pytest.raises(SandboxConfigError, match="bad header name"):
+        create(
+            "x",
+            code="pass",
+            network=["api.example.com"],
+            secrets=[Secret(NAME, hosts=["api.example.com"], header="X: y")],
+        )
+    sandbox = create("x", code="pass", network=["api.example.com"], secrets=injected)
+    monkeypatch.delenv(NAME, raising=False)
+    with pytest.raises(SandboxConfigError, match=f"secret '{NAME}' is not set"):
+        sandbox.check({})
+    monkeypatch.setenv(NAME, 'two\nlines "quoted"')
+    with pytest.raises(SandboxConfigError, match="printable ASCII on one line") as caught:
+        sandbox.check({})
+    assert "quoted" not in str(caught.value)
+    result = shell.run_cell(f"%%sandbox --secret-for {NAME}\npass")
+    assert "--secret-for takes HOST:NAME" in str(result.error_in_exec)
+    result = shell.run_cell(f"%%sandbox --secret-for api.example.com:{NAME}\npass")
+    assert "list its hosts in network" in str(result.error_in_exec)
