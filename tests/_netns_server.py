@@ -5,7 +5,9 @@ connection each one sees is written to a log, so a test can prove a request neve
                                                        answers 302; RAW:PORT serves raw TCP
     python _netns_server.py headers LOG PORT [...]     the same, logging each request's
                                                        Authorization (``-``: none) after its
-                                                       path; /echo answers with its headers
+                                                       path; /echo answers with its headers;
+                                                       TLS:PORT serves HTTPS with the files
+                                                       $JSBX_TLS_CERT and $JSBX_TLS_KEY
     python _netns_server.py dns LOG NAME=IP [...]      a DNS server on UDP 53 answering A
                                                        records for NAME (else NXDOMAIN)
 
@@ -15,8 +17,10 @@ is Squid's.
 
 from __future__ import annotations
 
+import os
 import socket
 import socketserver
+import ssl
 import struct
 import sys
 import threading
@@ -71,6 +75,12 @@ def http(log: str, ports: list[str], *, headers: bool = False) -> None:
         if port.startswith("RAW:"):
             socketserver.ThreadingTCPServer.allow_reuse_address = True
             servers.append(socketserver.ThreadingTCPServer(("0.0.0.0", int(port[4:])), Raw))
+        elif port.startswith("TLS:"):
+            server = ThreadingHTTPServer(("0.0.0.0", int(port[4:])), Handler)
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(os.environ["JSBX_TLS_CERT"], os.environ["JSBX_TLS_KEY"])
+            server.socket = context.wrap_socket(server.socket, server_side=True)
+            servers.append(server)
         else:
             servers.append(ThreadingHTTPServer(("0.0.0.0", int(port)), Handler))
     for server in servers:

@@ -179,7 +179,8 @@ LOAD_EXT_MODULES = 94
 """Our modules ``%load_ext`` loads (benchmarks/bench_import.py), the orchestration engine's
 doors, spec and plan (`orchestration._doors`, `_spec`, `_plan`) among them, since every cell's
 run goes through them, `magics._codegen` (its engine loads at the first ``%%codegen``
-cell), and `sandbox._inject` (`Secret`, which `create` checks). A new module imported at ``%load_ext`` must be worth raising it."""
+cell), and `sandbox._inject` (`Secret`, which `create` checks). A new module imported at
+``%load_ext`` must be worth raising it."""
 
 
 def test_the_function_orchestrate_is_not_shadowed_by_its_engine() -> None:

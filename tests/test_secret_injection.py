@@ -14,6 +14,7 @@ import json
 import os
 import secrets
 import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,12 +23,20 @@ import pytest
 from test_allownet import CLIENT, Namespaces
 
 from jupyter_sandbox import SandboxConfigError, Secret, create
-from jupyter_sandbox.sandbox import _egress
+from jupyter_sandbox.sandbox import _egress, _inject
+from jupyter_sandbox.sandbox._inject import CA_NAME
 
 pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("no_leaked_containers")]
 
 NET = "10.232"
-ALLOW = ["secret.test:8080", "echo.test:8080", "refused-here.test:9"]
+ALLOW = [
+    "secret.test:8080",
+    "secret.test:8443",
+    "echo.test:8080",
+    "echo.test:8443",
+    "refused-here.test:9",
+]
+TEST_CA = "jsbx test CA"
 NAME = "JSBX_TEST_INJECTED_KEY"
 PREFIX = "jsbxsecret-"
 """Every test secret starts so: the sandbox looks for it there and compares digests, never
@@ -39,26 +48,53 @@ def hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]
     if os.geteuid() != 0 or shutil.which("ip") is None:
         pytest.fail("these tests make network namespaces: run them as root with iproute2")
     spaces = Namespaces(tmp_path_factory.mktemp("netns-secrets"))
+    patch = pytest.MonkeyPatch()
     try:
+        ca = _certificates(spaces.tmp)
+        patch.setenv("JSBX_TLS_CERT", str(spaces.tmp / "server.pem"))
+        patch.setenv("JSBX_TLS_KEY", str(spaces.tmp / "server.key"))
         logs = {
-            "secret": spaces.add(5, "headers", "8080", net=NET),
-            "echo": spaces.add(6, "headers", "8080", net=NET),
+            "secret": spaces.add(5, "headers", "8080", "TLS:8443", net=NET),
+            "echo": spaces.add(6, "headers", "8080", "TLS:8443", net=NET),
             "dns": spaces.add(7, "dns", f"secret.test={NET}.5.2", f"echo.test={NET}.6.2", net=NET),
         }
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setenv("JUPYTER_SANDBOX_EGRESS_DNS", f"{NET}.7.2")
-            yield logs
+        patch.setenv("JUPYTER_SANDBOX_EGRESS_DNS", f"{NET}.7.2")
+        patch.setenv("JUPYTER_SANDBOX_EGRESS_CA", str(ca))  # the proxy trusts the servers
+        yield {**logs, "ca": ca}
     finally:
+        patch.undo()
         _egress.close_all()
         spaces.close()
+
+
+def _certificates(where: Path) -> Path:
+    """The test's CA and its certificate for both servers' names; the CA's PEM file."""
+
+    def openssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=where)
+
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+    openssl("req", "-x509", "-new", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
+            "-subj", f"/CN={TEST_CA}", "-addext", "basicConstraints=critical,CA:TRUE",
+            "-addext", "keyUsage=critical,keyCertSign,cRLSign")  # fmt: skip
+    openssl("req", "-new", *ec, "-keyout", "server.key", "-out", "server.csr", "-subj",
+            "/CN=secret.test")  # fmt: skip
+    (where / "ext").write_text(
+        "subjectAltName=DNS:secret.test,DNS:echo.test\nbasicConstraints=CA:FALSE\n"
+        "keyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n"
+    )
+    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+            "-CAcreateserial", "-out", "server.pem", "-days", "2", "-extfile", "ext")  # fmt: skip
+    return where / "ca.pem"
 
 
 @pytest.fixture(autouse=True)
 def fresh_logs(request: pytest.FixtureRequest) -> None:
     """Each test reads only its own requests (the servers append to their logs per request)."""
     if "hosts" in request.fixturenames:
-        for log in request.getfixturevalue("hosts").values():
-            log.write_text("")
+        for name, log in request.getfixturevalue("hosts").items():
+            if name != "ca":
+                log.write_text("")
 
 
 @pytest.fixture
@@ -77,9 +113,13 @@ import hashlib, os, stat
 DIGEST, LENGTH, PREFIX, NAME = digest, int(length), prefix, name
 found = []
 
+keys = set()
+
 def holds(where, data):
     if isinstance(data, str):
         data = data.encode("utf-8", "replace")
+    for block in data.split(b"-----BEGIN PRIVATE KEY-----")[1:]:
+        keys.add(hashlib.sha256(block.split(b"-----END")[0].strip()).hexdigest())
     start = data.find(PREFIX.encode())
     while start != -1:
         if hashlib.sha256(data[start : start + LENGTH]).hexdigest() == DIGEST:
@@ -130,11 +170,28 @@ sent = {
     "cache_manager": body(f"http://{proxy}/squid-internal-mgr/config"),
     "cache_object": raw_request(f"GET cache_object://{proxy.split(':')[0]}/config HTTP/1.0"),
     "proxy_itself": body(f"http://{proxy}/"),
+    "tls_with_placeholder": body("https://secret.test:8443/with-placeholder", bearer),
+    "tls_echo": body("https://echo.test:8443/echo", bearer),
 }
+
+def issuer(host):
+    import http.client, ssl
+    host_, port = proxy.split(":")
+    conn = http.client.HTTPSConnection(host_, int(port), context=ssl.create_default_context())
+    conn.set_tunnel(host, 8443)
+    conn.connect()
+    name = dict(p[0] for p in conn.sock.getpeercert()["issuer"])["commonName"]
+    conn.request("GET", "/issuer")
+    conn.getresponse().read()
+    conn.close()
+    return name
+issuers = {host: issuer(host) for host in ("secret.test", "echo.test")}
 for where, data in sent.items():
     holds(where, data)
 echo = sent["redirect_away"].decode("utf-8", "replace")
-print(json.dumps({"found": found, "placeholder": placeholder, "echo": echo}))
+tls_echo = sent["tls_echo"].decode("utf-8", "replace")
+print(json.dumps({"found": found, "placeholder": placeholder, "echo": echo, "tls_echo": tls_echo,
+                  "issuers": issuers, "keys": sorted(keys)}))
 """
 )
 """The sandbox's side: everything it can read or ask, searched for the secret."""
@@ -144,8 +201,8 @@ def _requests(log: Path) -> list[str]:
     return log.read_text().splitlines()
 
 
-def _steal(secret: str, given: list[str | Secret]) -> dict[str, Any]:
-    """What `THIEF` found, run with the secret ``given`` so."""
+def _steal(secret: str, given: list[str | Secret], ca: Path) -> dict[str, Any]:
+    """What `THIEF` found, run with the secret ``given`` so (trusting the servers' ``ca``)."""
     sandbox = create(
         "thief",
         code=THIEF,
@@ -153,6 +210,7 @@ def _steal(secret: str, given: list[str | Secret]) -> dict[str, Any]:
         network=ALLOW,
         secrets=given,
         timeout=240,
+        ca_bundle=ca,
     )
     run = sandbox.execute(
         {
@@ -166,12 +224,12 @@ def _steal(secret: str, given: list[str | Secret]) -> dict[str, Any]:
 
 
 def test_the_search_finds_a_secret_given_as_a_plain_name(hosts, secret):
-    found = _steal(secret, [NAME])["found"]
+    found = _steal(secret, [NAME], hosts["ca"])["found"]
     assert {"environment", "/proc/self/environ"} <= set(found), found
 
 
 def test_the_secrets_host_receives_it_and_nothing_the_code_reaches_holds_it(hosts, secret):
-    seen = _steal(secret, [Secret(NAME, hosts=["secret.test"])])
+    seen = _steal(secret, [Secret(NAME, hosts=["secret.test"])], hosts["ca"])
     assert seen["found"] == [], seen
     placeholder = seen["placeholder"]
     assert placeholder.startswith("jsbx-placeholder-") and secret not in placeholder
@@ -179,11 +237,24 @@ def test_the_secrets_host_receives_it_and_nothing_the_code_reaches_holds_it(host
         f"http 8080 /with-placeholder Bearer {secret}",
         f"http 8080 /without-header Bearer {secret}",
         f"http 8080 /redirect?to=http://echo.test:8080/echo Bearer {secret}",
+        f"http 8443 /with-placeholder Bearer {secret}",  # HTTPS: intercepted for its host
+        f"http 8443 /issuer Bearer {secret}",
     ]
     assert _requests(hosts["echo"]) == [
         f"http 8080 /echo Bearer {placeholder}",
         f"http 8080 /echo Bearer {placeholder}",  # the redirect: what the code sent, no more
+        f"http 8443 /echo Bearer {placeholder}",
+        "http 8443 /issuer -",
     ]
+    # the secret's host is shown the kernel's CA's certificate; any other, its own end to end
+    assert seen["issuers"] == {"secret.test": CA_NAME, "echo.test": TEST_CA}
+    assert f"Bearer {placeholder}" in seen["tls_echo"]
+    assert _inject._ca is not None
+    key = _inject._ca.key_file
+    assert oct(key.stat().st_mode & 0o777) == "0o600"
+    assert oct(key.parent.stat().st_mode & 0o777) == "0o700"
+    body = key.read_bytes().split(b"-----BEGIN PRIVATE KEY-----")[1].split(b"-----END")[0]
+    assert hashlib.sha256(body.strip()).hexdigest() not in seen["keys"]
     assert f"Bearer {placeholder}" in seen["echo"]  # the echo answered what it was sent
     proxies = [e for e in _egress._egresses.values() if e.injection is not None]
     assert proxies, "the run's egress adds the secret"

@@ -367,10 +367,13 @@ def _replace(client: DockerClient, egress: Egress, emit: EventCallback) -> bool:
     return True
 
 
-def proxy_image(client: DockerClient, emit: EventCallback) -> str:
+def proxy_image(
+    client: DockerClient, emit: EventCallback, packages: tuple[str, ...] = PROXY_PACKAGES
+) -> str:
     """The proxy's image: Debian's squid on the base image, built once (`scripts/bootstrap.sh`
-    builds it ahead; otherwise the first allow-listed run does, ~10 s)."""
-    spec = ImageSpec.normalise(default_base_image(), system_packages=PROXY_PACKAGES)
+    builds it ahead; otherwise the first allow-listed run does, ~10 s); with ``packages``
+    `_inject.TLS_PACKAGES`, the intercepting proxy's (the first run with a `Secret`'s)."""
+    spec = ImageSpec.normalise(default_base_image(), system_packages=packages)
     image, _, info = ensure_image(client, spec, emit)
     if info is not None and info.error is not None:
         from ._image import build_error
@@ -424,7 +427,15 @@ def _launch(
 
     from . import _guard
 
-    image = proxy_image(client, emit)
+    startup, environment = _STARTUP, {}
+    if injection is None:
+        image = proxy_image(client, emit)
+    else:
+        from . import _inject
+
+        image = proxy_image(client, emit, _inject.TLS_PACKAGES)
+        startup = _inject.STARTUP + _STARTUP
+        environment = _inject.proxy_environment(client, emit)
     name = str(network.name)
     labels = {**_labels(destinations), OF_NETWORK: name}
     subnets = [c["Subnet"] for c in (network.attrs.get("IPAM") or {}).get("Config") or []]
@@ -440,8 +451,8 @@ def _launch(
     }
     proxy = client.containers.create(
         image,
-        command=["sh", "-c", _STARTUP],
-        environment={"SQUID_CONF": conf, "SQUID_REFUSED": _REFUSED},
+        command=["sh", "-c", startup],
+        environment={"SQUID_CONF": conf, "SQUID_REFUSED": _REFUSED, **environment},
         user="proxy",
         network_mode="bridge",
         tmpfs={p: "rw,nosuid,nodev,size=16m" for p in ("/tmp", "/run", "/var/spool/squid")},
@@ -473,7 +484,8 @@ def _launch(
 
 def _wait_ready(proxy: Container, network: str) -> str:
     """The proxy's address on ``network`` once Squid accepts connections."""
-    _wait_for(proxy, "Accepting HTTP Socket connections", "the allow-list's proxy (Squid)")
+    # "Accepting HTTP Socket connections at", or "Accepting SSL bumped HTTP..." (`_inject`)
+    _wait_for(proxy, "HTTP Socket connections at", "the allow-list's proxy (Squid)")
     return str(proxy.attrs["NetworkSettings"]["Networks"][network]["IPAddress"])
 
 
@@ -507,7 +519,12 @@ def squid_conf(
     are ever resolved. ``injection``'s header rules (`_inject`) follow the access rules."""
     from ._requests import LOGFORMAT
 
-    lines = [_SQUID.format(port=PORT, logformat=LOGFORMAT)]
+    port = f"{PORT}"
+    if injection is not None:
+        from ._inject import port_options
+
+        port += port_options()
+    lines = [_SQUID.format(port=port, logformat=LOGFORMAT)]
     if dns:
         lines.append("dns_nameservers " + " ".join(dns))
     lines.append("acl literal dstdom_regex -n -i " + " ".join(_literals()))
@@ -528,9 +545,9 @@ def squid_conf(
             lines.append(f"http_access allow literal to{n} port{n} !blocked")
     lines.append("http_access deny all")
     if injection is not None:
-        from ._inject import squid_rules
+        from ._inject import squid_rules, tls_rules
 
-        lines += squid_rules(injection)
+        lines += squid_rules(injection) + tls_rules(injection)
     return "\n".join(lines) + "\n"
 
 

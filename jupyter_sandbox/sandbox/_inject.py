@@ -15,20 +15,50 @@ destination; ``request_header_access <header> deny <acl>`` drops the code's head
 ACL (``dstdomain -n``: the exact name, no lookup) matches. Squid 5.7 (Debian 12) has both.
 The value lives in Squid's configuration, in the proxy's container (which the sandbox can
 neither reach as files nor ask: the cache manager is refused), never in the sandbox's, and
-never in the access log (its format names no header). Only plain HTTP requests carry it here:
-an HTTPS request is a ``CONNECT`` tunnel the proxy cannot read, so it goes through unchanged.
+never in the access log (its format names no header).
+
+HTTPS to a secret's host is intercepted, and nothing else is. Such a proxy is Squid built with
+OpenSSL (Debian's ``squid-openssl``, the same 5.7, in an image of its own: `TLS_PACKAGES`) with
+``ssl-bump``: a ``CONNECT`` to any other host is spliced at once (end-to-end TLS, as without a
+secret: the proxy never reads the client's hello); one to a secret's host is peeked, stared
+and bumped, so Squid checks the real server's certificate (the system's CAs, plus the file
+``$JUPYTER_SANDBOX_EGRESS_CA`` names: an internal API's CA, the tests' own) before the secret
+is sent, and shows the code a certificate for that name signed by this kernel's CA
+(`kernel_ca`). That CA is made once per kernel, its key in a 0600 file in a 0700 directory
+on the host and on the proxy's tmpfs, never in a sandbox: a run trusts its certificate
+through the bundle it is given (`trust`: the run's ``ca_bundle`` or the host's bundle, plus
+this CA), named by ``SSL_CERT_FILE``, ``REQUESTS_CA_BUNDLE``, ``NODE_EXTRA_CA_CERTS``....
+A Python proxy (mitmproxy) would do the same in more code of ours on the request path; Squid
+is already there, with its ACLs deciding which host is intercepted.
 """
 
 from __future__ import annotations
 
+import atexit
 import hashlib
+import os
 import re
 import secrets as _random
+import shutil
+import tempfile
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .._errors import SandboxConfigError
+from .._errors import ContainerError, SandboxConfigError
+from .._events import EventCallback
 from ._allowlist import Destination
+
+if TYPE_CHECKING:
+    from docker import DockerClient
+
+TLS_PACKAGES = ("nftables", "openssl", "squid-openssl")
+"""The intercepting proxy's image: Squid with ``ssl-bump``, and OpenSSL to make the CA."""
+UPSTREAM_CA_ENV = "JUPYTER_SANDBOX_EGRESS_CA"
+"""A PEM file of CAs the intercepting proxy trusts for a secret's hosts, beside the system's."""
+CA_NAME = "jupyter-sandbox kernel CA"
 
 _HEADER = re.compile(r"[A-Za-z0-9-]{1,64}\Z")
 _HOST = re.compile(r"[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?\Z")
@@ -177,3 +207,125 @@ def squid_rules(injection: Injection) -> list[str]:
         lines.append(f"request_header_access {header} deny inject{n}")
         lines.append(f'request_header_add {header} "{quoted}" inject{n}')
     return lines
+
+
+_MAKE_CA = (
+    "cd /tmp && openssl req -x509 -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes"
+    " -keyout ca.key -out ca.pem -days 30 -subj '/CN=" + CA_NAME + "'"
+    " -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign"
+    " 2>/dev/null && cat ca.key ca.pem"
+)
+"""The CA's key and certificate on stdout, made in a container of no network."""
+
+
+@dataclass(frozen=True)
+class KernelCA:
+    """This kernel's interception CA: its certificate (PEM) and the 0600 file of its key."""
+
+    cert: str
+    key_file: Path
+
+    def key(self) -> str:
+        return self.key_file.read_text()
+
+
+_ca: KernelCA | None = None
+_ca_lock = threading.Lock()
+
+
+def kernel_ca(client: DockerClient, emit: EventCallback) -> KernelCA:
+    """This kernel's CA, made at its first intercepting run (OpenSSL in the proxy's image:
+    the host needs no OpenSSL tool and the package no crypto library)."""
+    global _ca
+    with _ca_lock:
+        if _ca is not None and _ca.key_file.is_file():
+            return _ca
+        from ._egress import proxy_image
+
+        image = proxy_image(client, emit, TLS_PACKAGES)
+        out = client.containers.run(
+            image,
+            ["sh", "-c", _MAKE_CA],
+            remove=True,
+            network_mode="none",
+            user="proxy",
+            read_only=True,
+            tmpfs={"/tmp": "rw,nosuid,nodev,size=1m"},
+            cap_drop=["ALL"],
+        ).decode()
+        key, sep, cert = out.partition("-----END PRIVATE KEY-----\n")
+        if not sep or "BEGIN CERTIFICATE" not in cert:
+            raise ContainerError("the allow-list's interception CA could not be made (openssl)")
+        where = Path(tempfile.mkdtemp(prefix="jupyter-sandbox-ca-"))  # 0700
+        atexit.register(shutil.rmtree, where, True)
+        key_file = where / "ca.key"
+        fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(key + sep)
+        _ca = KernelCA(cert.strip() + "\n", key_file)
+        return _ca
+
+
+def trust(client: DockerClient, given: bytes | None, emit: EventCallback) -> bytes:
+    """The CA bundle a run with injected secrets trusts: ``given`` (its ``ca_bundle``) or the
+    host's, and this kernel's CA."""
+    from ._hostcfg import ca_bundle
+
+    if given is None:
+        host = ca_bundle()
+        given = host.read_bytes() if host is not None else b""
+    return given.rstrip(b"\n") + b"\n" + kernel_ca(client, emit).cert.encode()
+
+
+def upstream_ca() -> str:
+    """The PEM text of ``$JUPYTER_SANDBOX_EGRESS_CA`` ("" when unset)."""
+    path = os.environ.get(UPSTREAM_CA_ENV, "").strip()
+    if not path:
+        return ""
+    from ._hostcfg import read_ca_bundle
+
+    return read_ca_bundle(path).decode()
+
+
+def port_options() -> str:
+    """What an intercepting proxy's ``http_port`` adds: bumping with the CA's files."""
+    return (
+        " ssl-bump tls-cert=/tmp/ca.pem tls-key=/tmp/ca.key generate-host-certificates=on"
+        " dynamic_cert_mem_cache_size=4MB"
+    )
+
+
+def tls_rules(injection: Injection) -> list[str]:
+    """Squid's interception lines: splice every tunnel that is not to a secret's host (at the
+    first step, before the client's hello is read), bump those after checking the server."""
+    hosts = sorted({host for hosts, _, _ in injection.rules for host in hosts})
+    lines = [
+        "sslcrtd_program /usr/lib/squid/security_file_certgen -s /tmp/ssl_db -M 4MB",
+        "sslcrtd_children 2 startup=1 idle=1",
+        f"acl intercepted dstdomain -n {' '.join(hosts)}",
+        "acl step1 at_step SslBump1",
+        "acl step2 at_step SslBump2",
+        "ssl_bump splice !intercepted",
+        "ssl_bump peek step1",
+        "ssl_bump stare step2",
+        "ssl_bump bump all",
+    ]
+    if upstream_ca():
+        lines.append("tls_outgoing_options cafile=/tmp/upstream.pem")
+    return lines
+
+
+STARTUP = (
+    "umask 077 && printf '%s' \"$SQUID_CA_KEY\" >/tmp/ca.key"
+    " && printf '%s' \"$SQUID_CA_CERT\" >/tmp/ca.pem"
+    " && printf '%s' \"$SQUID_UPSTREAM_CA\" >/tmp/upstream.pem"
+    " && unset SQUID_CA_KEY && /usr/lib/squid/security_file_certgen -c -s /tmp/ssl_db -M 4MB"
+    " >/dev/null && "
+)
+"""What an intercepting proxy does before `_egress`'s start: the CA's files on its tmpfs."""
+
+
+def proxy_environment(client: DockerClient, emit: EventCallback) -> dict[str, str]:
+    """The intercepting proxy's variables its start (`STARTUP`) writes as files."""
+    ca = kernel_ca(client, emit)
+    return {"SQUID_CA_KEY": ca.key(), "SQUID_CA_CERT": ca.cert, "SQUID_UPSTREAM_CA": upstream_ca()}

@@ -42,6 +42,7 @@ from ._client import client, engine_error_message, is_engine_error
 from ._hostcfg import UNTRUSTED, read_ca_bundle, untrusted_advice
 from ._image import build_error, default_base_image, ensure_image, image_id
 from ._inject import Injection, Secret, injection, placeholders, split
+from ._inject import trust as _inject_trust
 from ._io import (
     CA_FILE,
     check_input,
@@ -282,6 +283,8 @@ class Sandbox:
                 _pool.prestart(docker, run.image, self._limits())
         else:
             run_id = image_id(docker, self.image)  # present, or pulled, or a clear error
+        if self.injected and docker is not None:  # its proxy's CA too (`_inject`)
+            trust = _inject_trust(docker, trust, emit)
         with _pool.scratch() as work:
             stage_inputs(work / "inputs", tags, run.inputs)
             stage_program(
@@ -403,8 +406,8 @@ class Sandbox:
         """Only what was asked for: env_vars, and secrets read from the host right now, after
         what every run starts with (`START_ENV`: a spare's interpreter starts with it)."""
         env = {**START_ENV, **self.env_vars}
-        if self.ca_bundle is not None:  # staged beside the program (`stage_program`)
-            env.update(dict.fromkeys(CA_VARS, CA_FILE))
+        if self.ca_bundle is not None or self.injected:  # staged beside the program
+            env.update(dict.fromkeys((*CA_VARS, "NODE_EXTRA_CA_CERTS"), CA_FILE))
         for secret in self.secrets:
             if secret not in os.environ:
                 raise SandboxConfigError(f"secret {secret!r} is not set in the host environment")
