@@ -329,3 +329,18 @@ def test_a_secret_for_hosts_is_refused_where_no_proxy_can_add_it(monkeypatch, sh
     assert "--secret-for takes HOST:NAME" in str(result.error_in_exec)
     result = shell.run_cell(f"%%sandbox --secret-for api.example.com:{NAME}\npass")
     assert "list its hosts in network" in str(result.error_in_exec)
+
+
+def test_rootless_podman_refuses_a_secret_for_hosts_in_one_line(on_podman, monkeypatch):
+    """Podman cannot keep the host off the proxy's network: refused before a CA or a proxy
+    is made on it."""
+    monkeypatch.setenv(NAME, f"{PREFIX}podman")
+    sandbox = create(
+        "x",
+        code="pass",
+        network=["api.example.com"],
+        secrets=[Secret(NAME, hosts=["api.example.com"])],
+    )
+    with pytest.raises(SandboxConfigError, match="needs Docker: Podman at unix://") as raised:
+        sandbox.execute({})
+    assert "\n" not in str(raised.value)

@@ -74,6 +74,7 @@ if TYPE_CHECKING:
     from docker.models.networks import Network
 
     from . import _guard
+    from ._engine import Engine
     from ._inject import Injection
     from ._requests import Request
 
@@ -239,13 +240,7 @@ def ensure(
     """The running egress of ``destinations`` on ``client``'s engine, made on first use; with
     ``injection``, one of its own that adds those secrets (`_inject`), shared only by runs
     that add the same."""
-    engine = engine_of(client)
-    if engine.name != "docker":
-        raise SandboxConfigError(
-            f"an allow-listed network needs Docker: Podman at {engine.url} cannot keep the host"
-            " off a sandbox's network (choose Docker: JUPYTER_SANDBOX_ENGINE=docker)",
-            parameter="network",
-        )
+    engine = require_docker(client)
     key = (engine.url, destinations, injection.key() if injection is not None else "")
     with _lock:
         _watch()
@@ -260,6 +255,19 @@ def ensure(
         egress = _start(client, destinations, emit, injection)
         _egresses[key] = egress
         return egress
+
+
+def require_docker(client: DockerClient) -> Engine:
+    """``client``'s engine, or a one-line `SandboxConfigError` for Podman, before anything of
+    an allow-list's (its proxy, an interception CA) is made there."""
+    engine = engine_of(client)
+    if engine.name != "docker":
+        raise SandboxConfigError(
+            f"an allow-listed network needs Docker: Podman at {engine.url} cannot keep the host"
+            " off a sandbox's network (choose Docker: JUPYTER_SANDBOX_ENGINE=docker)",
+            parameter="network",
+        )
+    return engine
 
 
 _events: _guard.AddressEvents | None = None
