@@ -67,8 +67,8 @@ def hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]
         spaces.close()
 
 
-def _certificates(where: Path) -> Path:
-    """The test's CA and its certificate for both servers' names; the CA's PEM file."""
+def _certificates(where: Path, names: tuple[str, ...] = ("secret.test", "echo.test")) -> Path:
+    """The test's CA and its certificate for the servers' ``names``; the CA's PEM file."""
 
     def openssl(*args: str) -> None:
         subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=where)
@@ -78,9 +78,9 @@ def _certificates(where: Path) -> Path:
             "-subj", f"/CN={TEST_CA}", "-addext", "basicConstraints=critical,CA:TRUE",
             "-addext", "keyUsage=critical,keyCertSign,cRLSign")  # fmt: skip
     openssl("req", "-new", *ec, "-keyout", "server.key", "-out", "server.csr", "-subj",
-            "/CN=secret.test")  # fmt: skip
+            f"/CN={names[0]}")  # fmt: skip
     (where / "ext").write_text(
-        "subjectAltName=DNS:secret.test,DNS:echo.test\nbasicConstraints=CA:FALSE\n"
+        f"subjectAltName={','.join('DNS:' + n for n in names)}\nbasicConstraints=CA:FALSE\n"
         "keyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n"
     )
     openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
