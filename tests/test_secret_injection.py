@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from test_allownet import CLIENT, Namespaces
 
-from jupyter_sandbox import SandboxConfigError, Secret, create
+from jupyter_sandbox import SandboxConfigError, Secret, create, orchestrate, tool
 from jupyter_sandbox.sandbox import _egress, _inject
 from jupyter_sandbox.sandbox._inject import CA_NAME
 
@@ -273,6 +273,25 @@ def test_runs_without_the_secret_share_no_proxy_with_runs_that_add_it(hosts, sec
     assert _requests(hosts["secret"])[-1] == f"http 8080 /plain Bearer {secret}"
 
 
+def test_a_sandbox_tool_fanned_out_in_orchestrate_sends_the_secret_from_every_run(hosts, secret):
+    fetch = create(
+        "fetch",
+        code="import os, urllib.request\n"
+        "urllib.request.urlopen(f'http://secret.test:8080/fan{x}', timeout=20)\n"
+        f"y = os.environ[{NAME!r}].startswith('jsbx-placeholder-')",
+        inputs={"x": int},
+        outputs={"y": bool},
+        network=ALLOW,
+        secrets=[Secret(NAME, hosts=["secret.test"])],
+    )
+    code = "import asyncio\nawait asyncio.gather(*[fetch(i) for i in range(3)])"
+    result = orchestrate(code, tools=[tool(fetch, name="fetch", concurrency=3)])
+    assert result.value == [True, True, True]
+    assert sorted(_requests(hosts["secret"])) == [
+        f"http 8080 /fan{i} Bearer {secret}" for i in range(3)
+    ]
+
+
 def test_the_magics_secret_for_sends_the_secret_to_its_host_only(hosts, secret, shell):
     result = shell.run_cell(
         "%%sandbox --allow-net secret.test:8080 echo.test:8080"
@@ -317,6 +336,16 @@ def test_a_secret_for_hosts_is_refused_where_no_proxy_can_add_it(monkeypatch, sh
             network=["api.example.com"],
             secrets=[Secret(NAME, hosts=["api.example.com"], header="X: y")],
         )
+    with pytest.raises(SandboxConfigError, match="as_env_var renames a placeholder"):
+        create("x", code="pass", secrets=[Secret(NAME, as_env_var="OTHER")])
+    one = create(
+        "x",
+        code="pass",
+        network=["api.example.com"],
+        secrets=[Secret(NAME, hosts="api.example.com")],
+    )
+    assert one.injected[0].hosts == ("api.example.com",)
+    assert create("x", code="pass", secrets=[Secret(NAME)]).secrets == (NAME,)
     sandbox = create("x", code="pass", network=["api.example.com"], secrets=injected)
     monkeypatch.delenv(NAME, raising=False)
     with pytest.raises(SandboxConfigError, match=f"secret '{NAME}' is not set"):

@@ -74,17 +74,19 @@ class Secret:
     Without ``hosts``, the value is in the container's environment (as a plain name in
     ``secrets=``). With ``hosts``, the proxy adds ``header: format.format(value)`` to every
     request to those hosts (each must be on the sandbox's allow-list) and the container's
-    ``as_env_var`` (default ``key``) holds a placeholder instead. Plain HTTP only, for now.
+    ``as_env_var`` (default ``key``) holds a placeholder instead; HTTPS to them included.
     """
 
     key: str
-    hosts: tuple[str, ...] = ()
+    hosts: Sequence[str] = ()
+    """The hosts (exact names on the allow-list) it is sent to; kept as a tuple."""
     header: str = "Authorization"
     format: str = "Bearer {}"
     as_env_var: str | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "hosts", tuple(self.hosts))
+        hosts = (self.hosts,) if isinstance(self.hosts, str) else tuple(self.hosts)
+        object.__setattr__(self, "hosts", hosts)  # one host as a str is one host
 
     @property
     def env_name(self) -> str:
@@ -123,8 +125,13 @@ def split(
         elif isinstance(entry, Secret):
             if entry.hosts:
                 injected.append(_checked(entry, network))
+            elif entry.env_name != entry.key:
+                raise SandboxConfigError(
+                    f"Secret {entry.key!r}: as_env_var renames a placeholder, so give hosts=[...]"
+                    " (a secret passed in the environment keeps its name)"
+                )
             else:
-                plain.append(entry.env_name)
+                plain.append(entry.key)
         else:
             raise SandboxConfigError(
                 f"secrets entries must be names or Secret(...), not {type(entry).__name__}"
@@ -140,9 +147,11 @@ def _checked(secret: Secret, network: object) -> Secret:
             parameter="network",
         )
     listed = {d.host for d in network if isinstance(d, Destination) and d.network is None}
+    if not all(isinstance(h, str) for h in secret.hosts):
+        raise SandboxConfigError(f"Secret {secret.key!r}: hosts must be host names (strings)")
     hosts = tuple(h.lower().rstrip(".") for h in secret.hosts)
     for host in hosts:
-        if not isinstance(host, str) or not _HOST.match(host):
+        if not _HOST.match(host):
             raise SandboxConfigError(f"Secret {secret.key!r}: bad host name {host!r}")
         if host not in listed:
             raise SandboxConfigError(
@@ -193,7 +202,7 @@ def injection(injected: Sequence[Secret], environ: Mapping[str, str]) -> Injecti
                 f"secret {secret.key!r}: a header's value must be printable ASCII on one line,"
                 " without quotes or backslashes"
             )
-        rules.append((secret.hosts, secret.header, value))
+        rules.append((tuple(secret.hosts), secret.header, value))
     return Injection(tuple(rules))
 
 
