@@ -55,6 +55,9 @@ EXAMPLES: dict[str, dict[str, str]] = {
         "--verbatim": "`--verbatim`",
         "--command": "`--command`",
         "--quiet": "`--quiet`",
+        "--session": "`--session analysis`",
+        "--keep": "`--keep`",
+        "--from": "`--from analysis@loaded`",
     },
     "codemode": {
         "--llm": "`--llm my_llm`, `--llm openai:gpt-4o`",

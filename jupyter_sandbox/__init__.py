@@ -41,6 +41,8 @@ from .errors import (
     SandboxConfigError,
     SandboxError,
     SandboxTimeout,
+    SessionCellError,
+    SessionLost,
     ToolError,
     TypeCheckError,
     UnusableImage,
@@ -71,7 +73,17 @@ if TYPE_CHECKING:  # what __getattr__ imports on first use (_public.TOP_LEVEL)
         tool,
         tools_from_mcp,
     )
-    from .sandbox import Dir, File, Resources, Sandbox, SandboxRun, Secret, create
+    from .sandbox import (
+        Dir,
+        File,
+        Resources,
+        Sandbox,
+        SandboxRun,
+        SandboxSession,
+        Secret,
+        create,
+        create_session,
+    )
 
 __version__ = version("jupyter-sandbox")
 """From the installed package's metadata, which the build reads from the labextension's
@@ -109,9 +121,12 @@ __all__ = [
     "SandboxConfigError",
     "SandboxError",
     "SandboxRun",
+    "SandboxSession",
     "SandboxTimeout",
     "ScriptedLLM",
     "Secret",
+    "SessionCellError",
+    "SessionLost",
     "Store",
     "Tool",
     "ToolCache",
@@ -121,6 +136,7 @@ __all__ = [
     "UnusableImage",
     "__version__",
     "create",
+    "create_session",
     "errors",
     "events",
     "fork_run",

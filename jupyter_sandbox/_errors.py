@@ -257,6 +257,26 @@ class NonZeroExit(ContainerError):
         last line: the cell's error output says the exit code and the advice only."""
 
 
+class SessionLost(ContainerError):
+    """The session's container is gone (killed for memory, from outside, or with its engine):
+    its state went with it. The next cell starts it afresh (or from its last snapshot)."""
+
+    def __init__(self, message: str, *, name: str = "", oom: bool = False) -> None:
+        super().__init__(message)
+        self.name = name
+        self.oom = oom
+
+
+class SessionCellError(ContainerError):
+    """A session's cell raised: ``traceback`` is the cell's own, as the session printed it.
+    The session and its state stay."""
+
+    def __init__(self, message: str, *, type_name: str, traceback: str) -> None:
+        super().__init__(message)
+        self.type_name = type_name
+        self.traceback = traceback
+
+
 class OutputError(ContainerError):
     """A declared output cannot be returned; ``name`` names it."""
 

@@ -39,8 +39,10 @@ TOP_LEVEL: dict[str, tuple[str, ...]] = {
         "Resources",
         "Sandbox",
         "SandboxRun",
+        "SandboxSession",
         "Secret",
         "create",
+        "create_session",
     ),
 }
 """``jupyter_sandbox.NAME`` is ``jupyter_sandbox.<subpackage>.NAME``, imported on first use."""

@@ -21,6 +21,8 @@ SandboxError                      base: catch this to catch anything of ours
     ├── OutputLimitExceeded       stdout+stderr, or /var/outputs, passed its cap
     ├── SandboxCancelled          cancelled or interrupted (Ctrl-C); the container was removed
     ├── NonZeroExit               the code exited non-zero (``.exit_code``, ``.stderr_tail``)
+    ├── SessionLost               a session's container is gone, its state with it (``.oom``)
+    ├── SessionCellError          a session's cell raised (``.traceback``); the session stays
     └── OutputError               a declared output is unusable (``.name`` names it)
         ├── MissingOutput         it was not written
         └── InvalidOutput         it was written but does not parse as its declared type
@@ -69,6 +71,8 @@ from ._errors import (
     SandboxConfigError,
     SandboxError,
     SandboxTimeout,
+    SessionCellError,
+    SessionLost,
     StoreError,
     ToolError,
     TypeCheckError,
@@ -96,6 +100,8 @@ __all__ = [
     "SandboxConfigError",
     "SandboxError",
     "SandboxTimeout",
+    "SessionCellError",
+    "SessionLost",
     "StoreError",
     "ToolError",
     "TypeCheckError",

@@ -335,6 +335,11 @@ class RunRecord(TypedDict):
     live: NotRequired[LiveInfo]
     worker: NotRequired[str]
     """The Dask worker that ran it (``create(cluster=...)``); absent for a local run."""
+    session: NotRequired[str]
+    """The sandbox session whose container ran the cell (``%%sandbox --session NAME``);
+    absent for a one-shot run."""
+    session_cell: NotRequired[int]
+    """The cell's number in that session (its first cell is 1); with ``session`` only."""
     uncached: NotRequired[str]
     """Why the result was not kept in the result cache asked for (``cache="auto"`` or
     ``"override"``): it held a secret's value. Absent when it was kept, or none was asked."""

@@ -93,7 +93,8 @@ process whose command line says ``intruder``."""
 _TAMPER = {
     "file-in-tmp": "echo left > /tmp/left",
     "file-in-shm": "echo left > /dev/shm/left",
-    "process": "exec -a intruder sleep 600",
+    # dash has no `exec -a`: the process names itself in its argv
+    "process": "exec python3 -c 'import time; time.sleep(600)' intruder",
     "waiter-killed": (
         'for p in /proc/[0-9]*; do [ "$(cat $p/comm)" = python3 ] && kill -KILL ${p#/proc/}; done'
     ),
@@ -129,6 +130,43 @@ def test_a_spare_tampered_with_is_never_used(how, request, no_leaked_containers,
     assert (run.stdout, run.outputs) == ("[] []\n", {"y": 42})
     _pool.quiesce()
     assert not set(tampered) & set(_spares(engine)), "a tampered spare is still there"
+
+
+@pytest.mark.parametrize("how", list(_TAMPER))
+def test_a_spare_or_ready_session_tampered_with_is_never_used_by_a_session(
+    how, request, no_leaked_containers, isolation, tmp_path, monkeypatch
+):
+    """The same attacks on a session's start: on the waiting spares and on the ready session
+    (a container whose session server already runs, waiting for its first hello). The next
+    session must start elsewhere: it finds no file and no intruder, and answers right."""
+    from jupyter_sandbox.sandbox import _kept, _session
+
+    monkeypatch.setenv(_kept.SESSION_DIR_ENV, str(tmp_path))
+    engine = _client.client()
+    cli = ["docker"]
+    if _client.engine_of(engine).name == "podman":
+        cli = request.getfixturevalue("podman_engine").command("podman", "--remote")
+    first = _session.create_session("first", image=BASE_IMAGE)
+    try:
+        assert first.run("x + 1", x=0) == 1
+        _session.wait_ready()
+        _pool.quiesce()
+        (ready,) = [slot.container.id for slot, _, _ in _session._ready.values()]
+        spares = [slot.container.id for slots in _pool.current().spares.values() for slot in slots]
+        assert spares and ready  # the sessions' containers run beside them: not `_waiting_spares`
+        tampered = [*spares, ready]
+        for target in tampered:
+            subprocess.run([*cli, "exec", "-d", target, "sh", "-c", _TAMPER[how]], check=True)
+        time.sleep(0.5)  # `exec -d` returns before its command ran
+        with _session.create_session("second", image=BASE_IMAGE) as second:
+            assert second.container_id not in tampered
+            cell = second.execute(_TMP_AND_PROCESSES, {"x": 41}, outputs=["y"])
+            assert (cell.stdout, cell.outputs["y"]["value"]) == ("[] []\n", 42)
+    finally:
+        first.close()
+        _session.close_sessions()
+    _pool.quiesce()
+    assert not set(tampered) & set(_spares(engine)), "a tampered container is still there"
 
 
 @pytest.mark.parametrize("how", ["closed", "shut-down"])

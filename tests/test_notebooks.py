@@ -307,3 +307,32 @@ def test_codegen_notebook(tmp_path):
     shown = "\n".join(o.data.get("text/markdown", "") for o in magic.outputs if "data" in o)
     assert "**Iteration 1 of 10**" in shown and "Iteration 2: tests passed" in shown
     assert "Diagnosis: **logic error**" in shown
+
+
+@pytest.mark.docker
+@pytest.mark.usefixtures("no_leaked_containers")
+def test_sessions_notebook(tmp_path):
+    cells = execute("07-sessions.ipynb", tmp_path)
+    assert cells["check-load"]["stdout"].startswith("loaded 20000 rows")
+    explored = cells["check-explore"]
+    assert explored[RUN]["session"] == "explore" and explored[RUN]["session_cell"] == 2
+    assert explored[RUN]["summary"]["headline"].startswith("session explore · cell 2 ok")
+    assert float(cells["check-mean"]["result"]) == pytest.approx(50, abs=2)
+    assert "(20000, 'item,price')" in str(cells["check-kept"])
+    assert "explore@loaded" in cells["check-snapshot"]["stdout"]
+    fork, original = cells["check-fork"], cells["check-original"]
+    assert int(_shown(fork)) < 20000 and _shown(original) == "20000"
+    assert "explore" in cells["check-list"]["stdout"] and "cheap" in cells["check-list"]["stdout"]
+    reattached = cells["check-reattach"]
+    assert "re-attached" in reattached["stdout"]
+    assert _shown(reattached) == "'written before the restart'"
+    assert _shown(cells["check-restored"]) == "20000"
+
+
+RUN = "application/vnd.jupyter-sandbox.run+json"
+DISPLAY = "application/vnd.jupyter-sandbox.display+json"
+
+
+def _shown(cell: dict[str, Any]) -> str:
+    """The last value a sandbox cell displayed (its text)."""
+    return str(cell[DISPLAY]["data"]["text/plain"])

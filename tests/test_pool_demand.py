@@ -73,7 +73,7 @@ def test_a_loop_on_a_loaded_host_is_still_a_row(docker_engine, monkeypatch):
 
         return slowed
 
-    monkeypatch.setattr(_sandbox, "stage_inputs", slowly(_sandbox.stage_inputs))
+    monkeypatch.setattr(_sandbox, "stage", slowly(_sandbox.stage))
     monkeypatch.setattr(_sandbox, "collect_outputs", slowly(_sandbox.collect_outputs))
     sandbox = create("slow", code="y = x + 1", inputs={"x": int}, outputs={"y": int}, timeout=64)
     _pool.settle()

@@ -618,6 +618,8 @@ def sandbox_summary(record: RunRecord) -> str:
         bits.append(traced)
     name = record.get("name", "sandbox")
     named = "sandbox" if name == "sandbox" else f"sandbox {name!r}"
+    if record.get("session"):  # a session's cell: which session, and which of its cells
+        named = f"session {record['session']} · cell {record.get('session_cell', '?')}"
     extra = f" ({', '.join(bits)})" if bits else ""
     return f"{named} {record.get('status', '?')} in {seconds(record.get('duration'))}{extra}"
 

@@ -27,6 +27,9 @@ LINE_MAGICS = (
     "orchestrate_reject",
     "orchestrate_fork",
     "sandbox_doctor",
+    "sandbox_sessions",
+    "sandbox_snapshot",
+    "sandbox_stop",
     "mcp_serve",
 )
 
@@ -54,6 +57,7 @@ def load(ipython: InteractiveShell) -> None:
     from ._mcp import MCPMagics
     from ._orchestrate import OrchestrateMagics
     from ._sandbox import SandboxMagics
+    from ._sessions import SessionMagics
 
     live = ipython.magics_manager.magics["cell"].get("orchestrate")
     if isinstance(getattr(live, "__self__", None), OrchestrateMagics):
@@ -72,6 +76,7 @@ def load(ipython: InteractiveShell) -> None:
     ipython.register_magics(_configured(CodeGenMagics, ipython))
     ipython.register_magics(DoctorMagics(ipython, cells, sandbox))
     ipython.register_magics(MCPMagics(ipython, cells))
+    ipython.register_magics(SessionMagics(ipython))
     views = OrchestratorViews(ipython)  # each orchestrator call's view
     presenter.current = views
     ipython.events.register("post_execute", views.cell_ended)
@@ -134,6 +139,9 @@ def unload(ipython: InteractiveShell) -> None:
     for transformer in (help_alone, reject_as_typed):
         if transformer in ipython.input_transformers_cleanup:
             ipython.input_transformers_cleanup.remove(transformer)
+    sessions = sys.modules.get("jupyter_sandbox.sandbox._session")
+    if sessions is not None:  # %unload_ext: the kernel's sessions go (kept ones stay)
+        sessions.close_sessions()
     for name in CELL_MAGICS:
         ipython.magics_manager.magics["cell"].pop(name, None)
     for name in LINE_MAGICS:

@@ -110,6 +110,11 @@ class SandboxMagics(CellMagics):
         " auto (Docker, else Podman) (default: $JUPYTER_SANDBOX_ENGINE or auto).",
     ).tag(config=True)
 
+    session_idle = Float(
+        1800.0,
+        help="Seconds a --session may wait for its next cell before it is stopped (0: never).",
+    ).tag(config=True)
+
     link_limit = Size(
         default.LINK_LIMIT,
         help="File/Dir outputs one run links into sandbox-outputs/ beside the notebook"
@@ -283,6 +288,19 @@ class SandboxMagics(CellMagics):
     @argument(
         "--quiet", action="store_true", help="only the code's own output: no build or run record"
     )
+    @argument(
+        "--session",
+        metavar="NAME",
+        help="run the cell in session NAME's container, whose variables and files stay across"
+        " cells (the first cell starts it)",
+    )
+    @argument("--keep", action="store_true", help="the session outlives the kernel (--session)")
+    @argument(
+        "--from",
+        dest="source",
+        metavar="NAME[@TAG]",
+        help="start the --session from a snapshot of another (%%sandbox_snapshot)",
+    )
     @cell_magic
     def sandbox(self, line: str, cell: str) -> None:
         """Run the cell in a fresh container; declared outputs come back as notebook variables.
@@ -312,6 +330,27 @@ class SandboxMagics(CellMagics):
             network = split_names(args.allow_net)
         elif args.network is None and self.allow_net:
             network = list(self.allow_net)
+        if args.session:  # a session's cell: its own engine (`_sessions`)
+            from ._sessions import run_cell
+
+            return run_cell(
+                self,
+                args,
+                cell,
+                values,
+                list(outputs),
+                packages=split_requirements(args.packages) or [],
+                resources=Resources(
+                    cpu=self.cpus if args.cpus is None else args.cpus,
+                    memory=self.memory if args.memory is None else args.memory,
+                ),
+                network=network,
+                isolation=isolation_level(args.isolation or self.isolation),
+                env_vars=_env(args.env),
+                secrets=split_names(args.secret) or None,
+            )
+        if args.keep or args.source:
+            raise UsageError("--keep and --from go with --session NAME")
         try:
             sandbox = create(
                 args.name or "sandbox",

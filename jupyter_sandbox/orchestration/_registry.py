@@ -109,6 +109,9 @@ def as_tool(
     container). ``approve=None`` keeps a `Tool`'s own gate (a function's is False)."""
     if isinstance(obj, Tool) and name in (None, obj.key) and approve in (None, obj.approve):
         return obj
+    as_function = getattr(obj, "as_tool_function", None)
+    if callable(as_function):  # a sandbox session: one stateful function (`SandboxSession`)
+        obj = as_function()
     if is_sandbox(obj):
         return SandboxTool(obj, name, concurrency=concurrency, approve=approve or False)
     if isinstance(obj, Tool):

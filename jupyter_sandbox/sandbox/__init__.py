@@ -19,6 +19,9 @@ Layers, low to high:
   requests, the container holding a placeholder);
 - `_cache` (results), `_record` (`SandboxRun`, the run's record), `_sandbox` (`create`,
   `Sandbox`: every entry point's one path); `_manage` (list, prune, reap) stands beside them;
+- `_session` (``create_session``: one container that keeps its Python state across cells),
+  `_session_server` (its program, inside the container) and `_kept` (sessions that outlive
+  the kernel, their tokens and snapshots);
 - `_cluster` (``create(cluster=...)``: a run sent to a Dask worker) and `_on_worker` (what the
   worker runs: `_image` and `_run` on its own engine, files in and out as bytes).
 """
@@ -53,6 +56,20 @@ from ._manage import list_images, prune, reap_orphans
 from ._manage import reap_folders as reap_folders
 from ._record import SandboxRun
 from ._sandbox import DEFAULT_TIMEOUT, Sandbox, create
+from ._session import SandboxSession, create_session
+from ._session import SessionSpec as SessionSpec
+from ._session import close_sessions as close_sessions
+from ._session import get_session as get_session
+from ._session import lost_sessions as lost_sessions
+from ._session import reattach_session as reattach_session
+from ._session import session_env as session_env
+from ._session import session_spec as session_spec
+from ._session import session_value as session_value
+from ._session import sessions as sessions
+from ._session import set_session_notebook as set_session_notebook
+from ._session import snapshot_of as snapshot_of
+from ._session import start_session as start_session
+from ._session import start_session_from as start_session_from
 from ._spec import ImageSpec, Resources
 from ._spec import parse_size as parse_size
 from ._types import Dir, File
@@ -72,9 +89,11 @@ __all__ = [
     "Resources",
     "Sandbox",
     "SandboxRun",
+    "SandboxSession",
     "Secret",
     "build_base_image",
     "create",
+    "create_session",
     "default_base_image",
     "list_images",
     "prune",

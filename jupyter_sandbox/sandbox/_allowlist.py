@@ -181,3 +181,14 @@ def allow_list(entries: object) -> tuple[Destination, ...]:
 def describe(destinations: Iterable[Destination]) -> str:
     """``pypi.org, api.example.com:443``: what a record or an error shows."""
     return ", ".join(str(d) for d in destinations)
+
+
+def require_docker(engine: str, url: str) -> None:
+    """Refuse an allow-list on an engine other than Docker (``engine`` is `_engine.Engine`'s
+    name): Podman's networks cannot keep the host off the proxy's network."""
+    if engine != "docker":
+        raise SandboxConfigError(
+            f"an allow-listed network needs Docker: Podman at {url} cannot keep the host"
+            " off a sandbox's network (choose Docker: JUPYTER_SANDBOX_ENGINE=docker)",
+            parameter="network",
+        )

@@ -25,6 +25,7 @@ import os
 import secrets as random
 import stat
 import tempfile
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -41,13 +42,6 @@ NOT_KEPT = "not kept in the result cache: an output holds a secret's value"
 def cache_dir() -> Path:
     root = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
     return Path(root) / "jupyter-sandbox" / "results"
-
-
-def _hash_tree(digest: Any, root: Path) -> None:
-    for path in sorted(root.rglob("*")):
-        digest.update(str(path.relative_to(root)).encode() + b"\0")
-        if path.is_file():
-            digest.update(hashlib.sha256(path.read_bytes()).digest())
 
 
 def _private_dir() -> Path:
@@ -82,15 +76,22 @@ def _hmac_key() -> bytes:
 
 
 def cache_key(
-    *, image_id: str, program: dict[str, Any], inputs_dir: Path, secrets: dict[str, str]
+    *,
+    image_id: str,
+    program: Mapping[str, Any],
+    inputs: Iterable[bytes],
+    secrets: Mapping[str, str],
 ) -> str:
     """Hash of what determines the outputs; ``program`` holds code/command/types/env names,
-    ``secrets`` the secrets' values (keyed by an HMAC, never hashed in clear)."""
+    ``inputs`` the staged inputs' names and digests (`_staging.Staged.fingerprint`, taken as
+    they were written), ``secrets`` the secrets' values (keyed by an HMAC, never hashed in
+    clear)."""
     digest = hashlib.sha256(json.dumps([_VERSION, image_id, program], sort_keys=True).encode())
     if secrets:
         values = json.dumps(secrets, sort_keys=True).encode()
         digest.update(hmac.new(_hmac_key(), values, hashlib.sha256).digest())
-    _hash_tree(digest, inputs_dir)
+    for chunk in inputs:
+        digest.update(chunk)
     return digest.hexdigest()
 
 

@@ -62,7 +62,7 @@ from urllib.parse import urlsplit
 
 from .._errors import ContainerError, SandboxConfigError
 from .._events import EventCallback
-from ._allowlist import Destination, allow_list, describe
+from ._allowlist import Destination, allow_list, describe, require_docker
 from ._client import KIND, LABEL, engine_of, orphaned, owner_labels
 from ._hostcfg import debian_mirror, index_settings
 from ._image import default_base_image, ensure_image
@@ -74,7 +74,6 @@ if TYPE_CHECKING:
     from docker.models.networks import Network
 
     from . import _guard
-    from ._engine import Engine
     from ._inject import Injection
     from ._requests import Request
 
@@ -240,7 +239,8 @@ def ensure(
     """The running egress of ``destinations`` on ``client``'s engine, made on first use; with
     ``injection``, one of its own that adds those secrets (`_inject`), shared only by runs
     that add the same."""
-    engine = require_docker(client)
+    engine = engine_of(client)
+    require_docker(engine.name, engine.url)  # `_plan` refused it already; a build comes here
     key = (engine.url, destinations, injection.key() if injection is not None else "")
     with _lock:
         _watch()
@@ -255,19 +255,6 @@ def ensure(
         egress = _start(client, destinations, emit, injection)
         _egresses[key] = egress
         return egress
-
-
-def require_docker(client: DockerClient) -> Engine:
-    """``client``'s engine, or a one-line `SandboxConfigError` for Podman, before anything of
-    an allow-list's (its proxy, an interception CA) is made there."""
-    engine = engine_of(client)
-    if engine.name != "docker":
-        raise SandboxConfigError(
-            f"an allow-listed network needs Docker: Podman at {engine.url} cannot keep the host"
-            " off a sandbox's network (choose Docker: JUPYTER_SANDBOX_ENGINE=docker)",
-            parameter="network",
-        )
-    return engine
 
 
 _events: _guard.AddressEvents | None = None

@@ -278,10 +278,12 @@ def kernel_ca(client: DockerClient, emit: EventCallback) -> KernelCA:
 def trust(client: DockerClient, given: bytes | None, emit: EventCallback) -> bytes:
     """The CA bundle a run with injected secrets trusts: ``given`` (its ``ca_bundle``) or the
     host's, and this kernel's CA."""
-    from ._egress import require_docker
+    from ._allowlist import require_docker
+    from ._client import engine_of
     from ._hostcfg import ca_bundle
 
-    require_docker(client)  # Podman: refused before a CA is made there
+    engine = engine_of(client)
+    require_docker(engine.name, engine.url)  # Podman: refused before a CA is made there
     if given is None:
         host = ca_bundle()
         given = host.read_bytes() if host is not None else b""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
+import hashlib
 import importlib.util
 import io
 import json
@@ -101,8 +102,14 @@ def check_input(name: str, tag: str, value: Any) -> None:
         raise SandboxConfigError(f"input {name!r}: no such {what} {path}")
 
 
-def stage_inputs(dest: Path, tags: Mapping[str, str], values: Mapping[str, Any]) -> None:
+def stage_inputs(
+    dest: Path, tags: Mapping[str, str], values: Mapping[str, Any], *, hashed: bool = False
+) -> tuple[bytes, ...]:
     """Write each input to ``dest/<name>``: encoded scalars, or copies of `File`/`Dir` paths.
+    With ``hashed``, return what the result cache keys them by (`_cache.cache_key`): each
+    staged path relative to ``dest`` and its content's digest, in the tree's sorted order:
+    a scalar's and a `File`'s taken as they are written (a file is read once), a `Dir`'s read
+    back from its copy; without, nothing.
 
     Copies (not bind mounts of the originals) so the non-root user can read them whatever
     their host permissions, and so the code can never reach the host file itself. Staging
@@ -111,17 +118,40 @@ def stage_inputs(dest: Path, tags: Mapping[str, str], values: Mapping[str, Any])
     """
     dest.mkdir(parents=True, exist_ok=True)
     os.chmod(dest, 0o755)
+    chunks: dict[str, tuple[bytes, ...]] = {}
     with _host_space("staging inputs"):
         for name, tag in tags.items():
             value = values[name]
             check_input(name, tag, value)
             target = dest / name
+            digest = hashlib.sha256() if hashed else None
             if tag == "file":
-                _copy_file(os.fspath(value), target, label=repr(name))
+                _copy_file(os.fspath(value), target, label=repr(name), digest=digest)
             elif tag == "dir":
                 _copy_dir(name, Path(os.fspath(value)).resolve(), target)
             else:
-                _write_new(target, _codec.encode(tag, value))
+                data = _codec.encode(tag, value)
+                _write_new(target, data)
+                if digest is not None:
+                    digest.update(data)
+            if digest is None:
+                continue
+            if tag == "dir":  # a folder's entries, one by one, as its copy holds them
+                chunks[name] = (name.encode() + b"\0", *_tree_digests(dest, target))
+            else:
+                chunks[name] = (name.encode() + b"\0", digest.digest())
+    return tuple(chunk for name in sorted(chunks) for chunk in chunks[name])
+
+
+def _tree_digests(root: Path, top: Path) -> tuple[bytes, ...]:
+    """What the cache key takes of the tree under ``top``: each path relative to ``root``,
+    then the digest of a file's content, in sorted order."""
+    chunks: list[bytes] = []
+    for path in sorted(top.rglob("*")):
+        chunks.append(str(path.relative_to(root)).encode() + b"\0")
+        if path.is_file():
+            chunks.append(hashlib.sha256(path.read_bytes()).digest())
+    return tuple(chunks)
 
 
 @contextlib.contextmanager
@@ -152,8 +182,9 @@ def _write_new(path: Path, data: bytes) -> None:
         out.write(data)
 
 
-def _copy_sparse(source: IO[bytes], fd: int) -> int:
-    """Copy ``source`` into the new file ``fd``, leaving holes for blocks of zeros.
+def _copy_sparse(source: IO[bytes], fd: int, digest: Any = None) -> int:
+    """Copy ``source`` into the new file ``fd``, leaving holes for blocks of zeros, and feed
+    ``digest`` (a hashlib object) what it read.
 
     A sparse file (``truncate -s 200M``) then costs its data, not its apparent size, on the
     host disk. Returns the bytes copied.
@@ -161,6 +192,8 @@ def _copy_sparse(source: IO[bytes], fd: int) -> int:
     size = 0
     while block := source.read(_BLOCK):
         size += len(block)
+        if digest is not None:
+            digest.update(block)
         if block == _ZEROS[: len(block)]:
             os.lseek(fd, len(block), os.SEEK_CUR)
         else:
@@ -169,7 +202,9 @@ def _copy_sparse(source: IO[bytes], fd: int) -> int:
     return size
 
 
-def _copy_file(source: str | Path, target: Path, *, label: str, dir_fd: int | None = None) -> None:
+def _copy_file(
+    source: str | Path, target: Path, *, label: str, dir_fd: int | None = None, digest: Any = None
+) -> None:
     """Copy one regular file; refuse anything else (a FIFO would block, a device is not data).
 
     With ``dir_fd`` (inside a `Dir`), ``source`` is a name in that folder, opened without
@@ -182,7 +217,7 @@ def _copy_file(source: str | Path, target: Path, *, label: str, dir_fd: int | No
             raise SandboxConfigError(f"input {label} is not a regular file")
         out = _create(target, 0o644)
         try:
-            _copy_sparse(src, out)
+            _copy_sparse(src, out, digest)
         finally:
             os.close(out)
 

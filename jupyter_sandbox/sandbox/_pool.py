@@ -430,11 +430,18 @@ class Pool:
             raise
 
     def _create(
-        self, client: DockerClient, image: str, limits: ContainerSetup, own: list[str] | None
+        self,
+        client: DockerClient,
+        image: str,
+        limits: ContainerSetup,
+        own: list[str] | None,
+        kept: Mapping[str, str] | None = None,
     ) -> Slot:
         """A confined container, created and not started: a spare's (`_warm.spare_command`), or
         with ``own`` as its process; either way attached to (stdin open once, for `_attach`)
-        and not logged."""
+        and not logged. ``kept``: the labels of a session that outlives the kernel (`_kept`):
+        no owner's labels (neither the watchdog nor the reaper removes it) and a stdin that
+        stays open when its attacher leaves, so the next kernel can attach again."""
         _watchdog.ensure_started()
         engine = engine_of(client)
         require_limits(engine)  # never a container whose limits the engine would drop
@@ -452,7 +459,14 @@ class Pool:
             os.chown(work, engine.owner_uid, -1)
         from docker.types import LogConfig
 
-        attached = {"stdin_open": True, "detach": False, "log_config": LogConfig(type="none")}
+        attached = {
+            "stdin_open": True,
+            "detach": kept is not None,
+            "log_config": LogConfig(type="none"),
+        }
+        labels = (
+            {LABEL: "1", KIND: "run", **owner_labels()} if kept is None else {LABEL: "1", **kept}
+        )
         try:
             container = client.containers.create(
                 image,
@@ -476,7 +490,7 @@ class Pool:
                 mem_limit=memory,
                 memswap_limit=memory,
                 nano_cpus=int(float(res.cpu) * 1e9),
-                labels={LABEL: "1", KIND: "run", **owner_labels()},
+                labels=labels,
                 auto_remove=True,
                 # a sleep has nothing to wind down: a stop (an engine shutdown stops every
                 # container) need not wait 10 s for it to ignore SIGTERM; nor has a run
@@ -789,6 +803,15 @@ class Pool:
             self.demand[key].done(time.monotonic())
             self.ready.notify_all()  # a refill waiting for the run's end looks
 
+    def hand_over(self, client: DockerClient, slot: Slot) -> None:
+        """``slot`` stays its holder's past the run it was taken for (a session's container,
+        `_session`): for the key's demand the run is over, and its spares are topped up. It
+        stays live (`close` removes it) until `remove`."""
+        key, slot.key = slot.key, None
+        if key is not None:
+            self._done(key)
+            self._refill_later(client, *key)
+
     def release(self, client: DockerClient, slot: Slot, *, now: bool) -> None:
         """A run is over with ``slot``: remove it (``now``, or off the caller's path) and top up
         the key's spares."""
@@ -902,6 +925,22 @@ def prestart(client: DockerClient, image: str, limits: ContainerSetup) -> None:
 def call() -> contextlib.AbstractContextManager[None]:
     """`Pool.call` of the current pool."""
     return current().call()
+
+
+def hand_over(client: DockerClient, slot: Slot) -> None:
+    """`Pool.hand_over` of the current pool."""
+    current().hand_over(client, slot)
+
+
+def create_kept(
+    client: DockerClient,
+    image: str,
+    limits: ContainerSetup,
+    own: list[str],
+    kept: Mapping[str, str],
+) -> Slot:
+    """`Pool._create` of a kept session's container (`_kept`), for the caller to start."""
+    return current()._create(client, image, limits, own, kept)
 
 
 def release(client: DockerClient, slot: Slot, *, now: bool) -> None:

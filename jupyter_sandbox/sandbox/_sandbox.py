@@ -3,7 +3,9 @@
 `create` validates everything it can up front (types, names, packages, modes) so mistakes
 surface before an image builds. `Sandbox.execute` is the one code path every entry point takes
 (``run``, ``run_async``, ``%%sandbox``, a callable defined by ``--name``): build or reuse the
-image, stage inputs, run with retries, collect outputs, keep a record.
+image, stage inputs, run with retries, collect outputs, keep a record. Where the run goes, how
+it reaches the network and whether the cache answers it are chosen once, by `_plan.plan`; the
+loop (`_execute`, `_attempts`) calls those strategies and never asks which they are.
 """
 
 from __future__ import annotations
@@ -32,31 +34,24 @@ from .._errors import (
     SandboxTimeout,
     UnusableImage,
 )
-from .._events import EventCallback, Output, RunFinished, RunStarted, ignore
+from .._events import EventCallback, RunFinished, RunStarted, ignore
 from .._secrets import hide_values, mask_error
 from .._text import unindented
 from .._threads import in_thread
-from . import _cache, _displays, _pool
-from ._allowlist import Destination, allow_list, describe
+from . import _displays, _pool
+from ._allowlist import Destination, allow_list
 from ._client import client, engine_error_message, is_engine_error
 from ._hostcfg import UNTRUSTED, read_ca_bundle, untrusted_advice
-from ._image import build_error, default_base_image, ensure_image, image_id
+from ._image import default_base_image
 from ._inject import Injection, Secret, injection, placeholders, split
 from ._inject import trust as _inject_trust
-from ._io import (
-    CA_FILE,
-    check_input,
-    collect_outputs,
-    output_entries,
-    program_command,
-    stage_inputs,
-    stage_program,
-)
+from ._io import CA_FILE, collect_outputs, output_entries, program_command
 from ._isolation import Isolation, isolation_level
 from ._otel import traced
+from ._plan import Attempt, Plan, container_setup, plan, refuse
 from ._pool import ContainerSetup
 from ._record import SandboxRun
-from ._run import RawRun, run_container
+from ._run import RawRun
 from ._scripts import WRAPPER
 from ._spec import (
     CA_VARS,
@@ -70,12 +65,11 @@ from ._spec import (
     normalise_types,
     parse_size,
 )
-from ._types import infer_tag
+from ._staging import Staged, bind, check, stage
 from ._warm import START_ENV
 
 if TYPE_CHECKING:
     from distributed import Client
-    from docker import DockerClient
 
 DEFAULT_TIMEOUT = default.SANDBOX_TIMEOUT
 """Seconds a run may take when ``timeout`` is None: every run has a wall-clock limit."""
@@ -173,7 +167,7 @@ class Sandbox:
         so does Ctrl-C (``KeyboardInterrupt``), and its record's status is ``interrupted``.
         """
         start = time.monotonic()  # when the run was asked for: `_pool.acquire`
-        tags = self._bind(inputs)
+        tags = bind(self.name, self.inputs, inputs)
         env = self._environment()  # read once: the values run are the values masked
         injection = self._injection()
         trust = self._trust()
@@ -186,37 +180,37 @@ class Sandbox:
             secrets=tuple(env[name] for name in self.secrets if env[name])
             + (injection.values() if injection is not None else ()),
         )
-        called = _pool.call() if self.cluster is None else contextlib.nullcontext()
-        with called:
+        try:
             try:
-                try:
-                    with traced(run, on_event or ignore) as emit:  # its spans, if on (`_otel`)
-                        self._execute(run, tags, env, emit, cancel, start, trust, injection)
-                except ContainerError:
-                    raise
-                except KeyboardInterrupt:
-                    # Ctrl-C: `run_container` has removed the container on its way out, and the
-                    # engine stops a build whose stream is dropped. One line and a record, not a
-                    # traceback through our files.
-                    run.interrupted = True
-                    raise SandboxCancelled(self._interrupted(run)) from None
-                except Exception as exc:
-                    if not is_engine_error(exc):
-                        raise
-                    # the engine failed us mid-way: still ours to report, with the record
-                    raise ContainerError(engine_error_message(exc)) from exc
-            except DockerUnavailable:
-                raise  # nothing ran: the one-line message is the whole story
-            except ContainerError as err:
-                mask_error(err, run.secrets)
-                run.seal()
-                run.error = str(err)
-                run.duration = time.monotonic() - start
-                err.record = run.to_record()
+                with traced(run, on_event or ignore) as emit:  # its spans, if on (`_otel`)
+                    chosen = plan(self, injection=injection)  # the backend, network and cache, once
+                    with chosen.backend.hold():
+                        self._execute(chosen, run, tags, env, emit, cancel, start, trust)
+            except ContainerError:
                 raise
+            except KeyboardInterrupt:
+                # Ctrl-C: `run_container` has removed the container on its way out, and the
+                # engine stops a build whose stream is dropped. One line and a record, not a
+                # traceback through our files.
+                run.interrupted = True
+                raise SandboxCancelled(self._interrupted(run)) from None
+            except Exception as exc:
+                if not is_engine_error(exc):
+                    raise
+                # the engine failed us mid-way: still ours to report, with the record
+                raise ContainerError(engine_error_message(exc)) from exc
+        except DockerUnavailable:
+            raise  # nothing ran: the one-line message is the whole story
+        except ContainerError as err:
+            mask_error(err, run.secrets)
             run.seal()
+            run.error = str(err)
             run.duration = time.monotonic() - start
-            return run
+            err.record = run.to_record()
+            raise
+        run.seal()
+        run.duration = time.monotonic() - start
+        return run
 
     def _interrupted(self, run: SandboxRun) -> str:
         """Where Ctrl-C stopped the run, in the words the cell shows."""
@@ -229,8 +223,7 @@ class Sandbox:
     def check(self, inputs: Mapping[str, Any]) -> None:
         """Raise `SandboxConfigError` for inputs or secrets a run would refuse, without Docker:
         lets a caller report bad input before it shows any progress."""
-        for name, tag in self._bind(inputs).items():
-            check_input(name, tag, inputs[name])
+        check(bind(self.name, self.inputs, inputs), inputs)
         self._environment()
         self._injection()
         self._trust()
@@ -239,19 +232,9 @@ class Sandbox:
         """The certificates of `ca_bundle`, read now (None: none given)."""
         return None if self.ca_bundle is None else read_ca_bundle(self.ca_bundle)
 
-    def _bind(self, inputs: Mapping[str, Any]) -> dict[str, str]:
-        unexpected = sorted(set(inputs) - set(self.inputs))
-        if unexpected:
-            raise SandboxConfigError(
-                f"unexpected input(s) {unexpected}; {self.name!r} declares {list(self.inputs)}"
-            )
-        missing = [name for name in self.inputs if name not in inputs]
-        if missing:
-            raise SandboxConfigError(f"missing input(s) {missing} for {self.name!r}")
-        return {name: tag or infer_tag(inputs[name]) for name, tag in self.inputs.items()}
-
     def _execute(
         self,
+        chosen: Plan,
         run: SandboxRun,
         tags: dict[str, str],
         env: dict[str, str],
@@ -259,75 +242,45 @@ class Sandbox:
         cancel: threading.Event | None,
         asked: float,
         trust: bytes | None = None,
-        injection: Injection | None = None,
     ) -> None:
-        docker = None if self.cluster is not None else client()
-        run_id = None  # the image's id, for the cache key
-        if docker is None:
-            pass  # each run's worker builds or finds the image itself (`_cluster`)
-        elif self.image is None:
-            build_network = None
-            if isinstance(self.network, tuple):
-                from . import _egress
-
-                build_network = _egress.for_build(docker, self.image_spec, emit)
-            run.image, run_id, run.build = ensure_image(
-                docker, self.image_spec, emit, build_network, self.ca_bundle
-            )
-            if run.build is not None and run.build.error is not None:
-                raise build_error(self.image_spec, run.build, trusted=self.ca_bundle)
-            # its first spare starts now; an allow-list's joins its proxy's network, which
-            # the first run starts (`_attempts`), so its runs start theirs then
-            fresh = run.build is not None and not run.build.cached
-            if fresh and isinstance(self.network, str):
-                _pool.prestart(docker, run.image, self._limits())
-        else:
-            run_id = image_id(docker, self.image)  # present, or pulled, or a clear error
-        if self.injected and docker is not None:  # its proxy's CA too (`_inject`)
-            trust = _inject_trust(docker, trust, emit)
+        """Ready the image, stage the inputs, answer from the cache or run the attempts."""
+        image = chosen.backend.prepare(run, emit)
+        if self.injected:  # its proxy's CA too, beside the bundle it trusts (`_inject`)
+            trust = _inject_trust(client(), trust, emit)
         with _pool.scratch() as work:
-            stage_inputs(work / "inputs", tags, run.inputs)
-            stage_program(
-                work / "program",
+            staged = stage(
+                work,
+                tags,
+                run.inputs,
                 mode=self.mode,
                 code=self.code,
-                inputs=tags,
                 outputs=self.outputs,
                 ca_bundle=trust,
+                fingerprint=chosen.cache.fingerprints,
             )
-            key = None
-            if self.cache != "disable":
-                # on a cluster each worker has its own image ids: the spec names the image
-                key = _cache.cache_key(
-                    image_id=run_id or repr(self.image or self.image_spec),
-                    program=self._fingerprint(tags),
-                    inputs_dir=work / "inputs",
-                    secrets={name: env[name] for name in self.secrets},
-                )
-                if self.cache == "auto" and self._replay(run, key, emit):
-                    return
-            self._attempts(run, work, docker, env, emit, cancel, asked, key, injection)
+            secrets = {name: env[name] for name in self.secrets}
+            program = self._fingerprint(tags, chosen.network.fingerprint)
+            key = chosen.cache.key(image, program, staged, secrets)
+            if chosen.cache.replay(run, key, emit):
+                return
+            self._attempts(chosen, run, staged, work, env, emit, cancel, asked, key)
 
     def _attempts(
         self,
+        chosen: Plan,
         run: SandboxRun,
+        staged: Staged,
         work: Path,
-        docker: DockerClient | None,
         env: dict[str, str],
         emit: EventCallback,
         cancel: threading.Event | None,
         asked: float,
         key: str | None,
-        injection: Injection | None = None,
     ) -> None:
-        """Run the container until an attempt succeeds or the retries are spent; store the
+        """Run the container until an attempt succeeds or the retries are spent; keep the
         result in the cache (``key``) unless it holds a secret."""
-        egress = None
-        if isinstance(self.network, tuple) and docker is not None:
-            from . import _egress
-
-            egress = _egress.ensure(docker, self.network, emit, injection)
-            env = {**env, **egress.environment()}
+        route = chosen.backend.join(emit)
+        env = {**env, **route.environment}
         # auto-IO: the cell's displays come back with the outputs, declared or not
         displays = self.mode == "auto" and _displays.possible(self.code or "")
         for attempt in range(1, self.retries + 2):
@@ -335,32 +288,28 @@ class Sandbox:
             run.attempts = attempt
             emit(RunStarted(self.name, run.image, attempt, run.described_inputs()))
             archive = work / f"outputs-{attempt}" if self.outputs or displays else None
-            run_one = run_container
-            if self.cluster is not None:  # Dask's side: loaded only when a cluster is named
-                from ._cluster import runner
-
-                run_one = runner(self.cluster, self.image_spec, self.image, run)
-            raw = run_one(
-                docker,
-                image=run.image,
-                command=self.command,
-                env=env,
-                inputs_dir=work / "inputs",
-                program_dir=work / "program",
-                outputs_dir=archive,
-                output_names=output_entries(self.mode, self.outputs),
-                limits=self._limits(egress.network if egress else None),
-                on_event=emit,
-                scrub=run.secrets,
-                cancel=cancel,
-                asked=asked,
+            raw = chosen.backend.run(
+                run,
+                Attempt(
+                    image=run.image,
+                    command=self.command,
+                    env=env,
+                    inputs_dir=staged.inputs,
+                    program_dir=staged.program,
+                    outputs_dir=archive,
+                    output_names=output_entries(self.mode, self.outputs),
+                    limits=self._limits(route.network),
+                    on_event=emit,
+                    scrub=run.secrets,
+                    cancel=cancel,
+                    asked=asked,
+                ),
             )
             run.stdout, run.stderr, run.exit_code = raw.stdout, raw.stderr, raw.exit_code
-            sent = egress.requests(began, time.time(), raw.address, run.secrets) if egress else None
+            sent = route.requests(began, time.time(), raw.address, run.secrets)
             run.log_requests(sent)  # what the attempt sent out, from its proxy's log
             try:
-                refused = partial(egress.refused, sent) if egress and sent is not None else None
-                lost = partial(egress.lost, began) if egress else None
+                refused, lost = partial(route.refused, sent), partial(route.lost, began)
                 self._check(raw, run.image, refused, lost)
                 run.outputs = collect_outputs(archive, self.outputs, memory=self.resources.memory)
                 run.displays = _displays.collect(
@@ -374,33 +323,15 @@ class Sandbox:
                 continue
             shown = hide_values(run.outputs, run.secrets)
             emit(RunFinished(self.name, raw.exit_code, raw.seconds, outputs=shown))
-            if key is not None and not _cache.store(
-                key, run.outputs, run.stdout, run.stderr, run.secrets, run.displays
-            ):
-                run.uncached = _cache.NOT_KEPT
+            chosen.cache.keep(run, key)
             return
 
-    def _limits(self, egress: str | None = None) -> ContainerSetup:
-        """What each container of a run is started with (a spare's key, with the image); an
-        allow-list's runs join its ``egress`` network."""
-        network = egress or self.network
-        assert isinstance(network, str)
-        return ContainerSetup(self.timeout, self.resources, network, self.isolation)
-
-    def _replay(self, run: SandboxRun, key: str, emit: EventCallback) -> bool:
-        hit = _cache.load(key)
-        if hit is None:
-            return False
-        run.outputs, run.stdout, run.stderr = hit["outputs"], hit["stdout"], hit["stderr"]
-        run.displays = hit["displays"]
-        run.cached, run.exit_code = True, 0
-        emit(RunStarted(self.name, run.image, inputs=run.described_inputs()))
-        for stream in ("stdout", "stderr"):  # the cell shows a cached run's output as a run's:
-            if hit[stream]:  # streamed (the record keeps only a tail)
-                emit(Output(stream, hit[stream]))
-        shown = hide_values(run.outputs, run.secrets)
-        emit(RunFinished(self.name, 0, 0.0, outputs=shown, cached=True))
-        return True
+    def _limits(self, network: str | None = None) -> ContainerSetup:
+        """What each container of a run is started with (a spare's key, with the image) on
+        the engine ``network`` (an allow-list's proxy network), by default its own."""
+        name = network or self.network
+        assert isinstance(name, str)
+        return container_setup(self, name)
 
     def _environment(self) -> dict[str, str]:
         """Only what was asked for: env_vars, and secrets read from the host right now, after
@@ -423,7 +354,7 @@ class Sandbox:
         """The proxy's rules for `injected`, their values read from the host now."""
         return injection(self.injected, os.environ) if self.injected else None
 
-    def _fingerprint(self, tags: dict[str, str]) -> dict[str, Any]:
+    def _fingerprint(self, tags: dict[str, str], network: str) -> dict[str, Any]:
         """What, besides the image and the input files, decides the outputs (secret names only:
         their values enter the cache key through an HMAC, never in clear)."""
         return {
@@ -434,7 +365,7 @@ class Sandbox:
             "outputs": self.outputs,
             "env": self.env_vars,
             "secrets": list(self.secrets),
-            "network": self.network if isinstance(self.network, str) else describe(self.network),
+            "network": network,
         }
 
     def _check(
@@ -744,19 +675,7 @@ def create(
     _check_choice(cache, CacheMode, "cache")
     chosen = _network(network)
     level = isolation_level(isolation)
-    if level == "gvisor" and chosen != "none":
-        shown = chosen if isinstance(chosen, str) else "an allow-list"
-        raise SandboxConfigError(
-            f"network {shown!r} needs isolation 'container': gVisor runs with its network off"
-            " (runsc --network=none)",
-            parameter="network",
-        )
-    if cluster is not None and isinstance(chosen, tuple):
-        raise SandboxConfigError(
-            "an allow-listed network runs on this machine's engine: drop cluster, or use"
-            " network='none' on the cluster",
-            parameter="network",
-        )
+    refuse(chosen, level, cluster)  # what no backend keeps (`_plan`)
     if cluster is not None:  # Dask's side (`_cluster`): loaded only when a cluster is named
         from ._cluster import check_cluster
 

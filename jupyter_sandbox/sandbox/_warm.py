@@ -16,7 +16,8 @@ The exchange, each step on the same connection:
    the reason. Only after `READY` does the host stage the run's files and send `header`
    (the environment carries the secrets): a spare that died, was tampered with or whose
    stream broke is removed, never used, and the run takes another container.
-3. The waiter reads the header, sets the environment, points stdin at ``/dev/null`` and runs
+3. The waiter reads the header, sets the environment, points stdin at ``/dev/null`` (not for
+   a session's server, `_session`, which reads its requests there) and runs
    the program: in this interpreter when it is one of our Python modes' programs and the
    environment changes nothing Python reads at its start (`runs_inside`), else by
    ``execvp`` (command mode, ``PYTHONPATH`` and the like: no exec of the engine's, still).
@@ -105,10 +106,11 @@ def _wait(killer):
     for item in fields[2 + int(fields[1]) :]:
         name, _, value = item.partition("=")
         os.environ[name] = value
-    null = os.open("/dev/null", os.O_RDONLY)
-    os.dup2(null, 0)
-    os.close(null)
-    if fields[0] != "1":
+    if fields[0] != "2":  # a session's server keeps the stream (`_session`)
+        null = os.open("/dev/null", os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+    if fields[0] == "0":
         try:
             os.execvp(argv[0], argv)
         except OSError as error:
@@ -194,13 +196,21 @@ def runs_inside(command: list[str], env: Mapping[str, str]) -> bool:
 
 
 def header(
-    command: list[str], env: Mapping[str, str], marker: bytes, names: Collection[str]
+    command: list[str],
+    env: Mapping[str, str],
+    marker: bytes,
+    names: Collection[str],
+    *,
+    keep_stdin: bool = False,
 ) -> bytes:
     """What the host writes after `READY`: for the waiter, its length in 10 digits, then
-    whether it runs the program itself, argc, argv and ``NAME=value`` for each variable,
+    whether it runs the program itself (``2``: and leaves it stdin, the attach stream, which a
+    session's server reads its requests on: ``keep_stdin``), argc, argv and ``NAME=value``
+    for each variable,
     NUL-separated (none can hold a NUL: `create` and `Sandbox` refuse them); for the script,
     the marker's line, then the number of output names and the names, one a line."""
-    fields = ["1" if runs_inside(command, env) else "0", str(len(command)), *command]
+    inside = "2" if keep_stdin else "1" if runs_inside(command, env) else "0"
+    fields = [inside, str(len(command)), *command]
     fields += [f"{name}={value}" for name, value in env.items()]
     blob = "\0".join(fields).encode()
     lines = [str(len(names)), *names]

@@ -244,6 +244,10 @@ export interface IRunRecord {
   live?: ILive;
   /** The Dask worker that ran it (`create(cluster=...)`); absent for a local run. */
   worker?: string;
+  /** The sandbox session that ran the cell (`%%sandbox --session NAME`); absent: one-shot. */
+  session?: string;
+  /** The cell's number in that session (with `session` only). */
+  session_cell?: number;
   /** Why the result was not kept in the result cache asked for (it held a secret's value). */
   uncached?: string;
   /** The renderers' words (absent in older records). */

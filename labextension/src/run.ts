@@ -19,10 +19,17 @@ export function legacyRunSummary(record: IRunRecord): IRunSummary {
   return {
     headline:
       record.live?.summary ??
-      `sandbox '${record.name}' ${record.status} in ${seconds(record.duration)}`,
+      `${runName(record)} ${record.status} in ${seconds(record.duration)}`,
     build: build ? `image ${build.tag}: ${state}` : null,
     error: build?.error || (record.raised ? null : record.error)
   };
+}
+
+/** `sandbox 'train'`, or a session's cell: `session analysis · cell 3` (`sandbox_summary`). */
+function runName(record: IRunRecord): string {
+  return record.session
+    ? `session ${record.session} · cell ${record.session_cell ?? '?'}`
+    : `sandbox '${record.name}'`;
 }
 
 export function renderRun(record: IRunRecord): HTMLElement {
