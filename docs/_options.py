@@ -49,6 +49,7 @@ EXAMPLES: dict[str, dict[str, str]] = {
         "--ca-bundle": "`--ca-bundle /etc/ssl/certs/ca-certificates.crt`",
         "--env": "`--env MODE=fast LEVEL=2`",
         "--secret": "`--secret API_KEY`",
+        "--secret-for": "`--secret-for api.example.com:API_KEY`",
         "--retries": "`--retries 2`",
         "--cache": "`--cache`",
         "--verbatim": "`--verbatim`",

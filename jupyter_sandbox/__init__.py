@@ -80,6 +80,7 @@ if TYPE_CHECKING:  # what __getattr__ imports on first use (_public.TOP_LEVEL)
         Sandbox,
         SandboxRun,
         SandboxSession,
+        Secret,
         create,
         create_session,
     )
@@ -123,6 +124,7 @@ __all__ = [
     "SandboxSession",
     "SandboxTimeout",
     "ScriptedLLM",
+    "Secret",
     "SessionCellError",
     "SessionLost",
     "Store",

@@ -40,6 +40,7 @@ TOP_LEVEL: dict[str, tuple[str, ...]] = {
         "Sandbox",
         "SandboxRun",
         "SandboxSession",
+        "Secret",
         "create",
         "create_session",
     ),

@@ -93,3 +93,8 @@ log "making sure the base image exists"
 log "making sure the allow-list proxy image (squid) exists"
 .venv/bin/python -c 'from jupyter_sandbox.sandbox import _client, _egress
 print(_egress.proxy_image(_client.client(), lambda event: None))' >/dev/null
+# Secrets the proxy adds (create(secrets=[Secret(..., hosts=[...])])) intercept TLS to their
+# hosts: Squid with OpenSSL (squid-openssl), an image of its own.
+log "making sure the intercepting proxy image (squid-openssl) exists"
+.venv/bin/python -c 'from jupyter_sandbox.sandbox import _client, _egress, _inject
+print(_egress.proxy_image(_client.client(), lambda event: None, _inject.TLS_PACKAGES))' >/dev/null

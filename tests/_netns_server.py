@@ -3,6 +3,11 @@ connection each one sees is written to a log, so a test can prove a request neve
 
     python _netns_server.py http LOG PORT [PORT...]   HTTP on each port; /redirect?to=URL
                                                        answers 302; RAW:PORT serves raw TCP
+    python _netns_server.py headers LOG PORT [...]     the same, logging each request's
+                                                       Authorization (``-``: none) after its
+                                                       path; /echo answers with its headers;
+                                                       TLS:PORT serves HTTPS with the files
+                                                       $JSBX_TLS_CERT and $JSBX_TLS_KEY
     python _netns_server.py dns LOG NAME=IP [...]      a DNS server on UDP 53 answering A
                                                        records for NAME (else NXDOMAIN)
 
@@ -12,8 +17,10 @@ is Squid's.
 
 from __future__ import annotations
 
+import os
 import socket
 import socketserver
+import ssl
 import struct
 import sys
 import threading
@@ -26,12 +33,24 @@ def _log(path: str, line: str) -> None:
         f.write(line + "\n")
 
 
-def http(log: str, ports: list[str]) -> None:
+def headers(log: str, ports: list[str]) -> None:
+    http(log, ports, headers=True)
+
+
+def http(log: str, ports: list[str], *, headers: bool = False) -> None:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             port = self.server.server_address[1]
-            _log(log, f"http {port} {self.path}")
+            auth = f" {self.headers.get('Authorization', '-')}" if headers else ""
+            _log(log, f"http {port} {self.path}{auth}")
             parts = urlsplit(self.path)
+            if headers and parts.path == "/echo":
+                echoed = str(self.headers).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(echoed)))
+                self.end_headers()
+                self.wfile.write(echoed)
+                return
             if parts.path == "/redirect":
                 self.send_response(302)
                 self.send_header("Location", parse_qs(parts.query)["to"][0])
@@ -56,6 +75,12 @@ def http(log: str, ports: list[str]) -> None:
         if port.startswith("RAW:"):
             socketserver.ThreadingTCPServer.allow_reuse_address = True
             servers.append(socketserver.ThreadingTCPServer(("0.0.0.0", int(port[4:])), Raw))
+        elif port.startswith("TLS:"):
+            server = ThreadingHTTPServer(("0.0.0.0", int(port[4:])), Handler)
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(os.environ["JSBX_TLS_CERT"], os.environ["JSBX_TLS_KEY"])
+            server.socket = context.wrap_socket(server.socket, server_side=True)
+            servers.append(server)
         else:
             servers.append(ThreadingHTTPServer(("0.0.0.0", int(port)), Handler))
     for server in servers:
@@ -96,4 +121,4 @@ def dns(log: str, records: list[str]) -> None:
 
 if __name__ == "__main__":
     kind, log_path, *rest = sys.argv[1:]
-    {"http": http, "dns": dns}[kind](log_path, rest)
+    {"http": http, "headers": headers, "dns": dns}[kind](log_path, rest)

@@ -175,13 +175,14 @@ def test_load_ext_loads_no_code_mode_display_cluster_or_store_until_a_cell_needs
     assert (tmp_path / "store.sqlite").exists()  # the cell's store: opened by the cell
 
 
-LOAD_EXT_MODULES = 98
+LOAD_EXT_MODULES = 99
 """Our modules ``%load_ext`` loads (benchmarks/bench_import.py), the orchestration engine's
 doors, spec and plan (`orchestration._doors`, `_spec`, `_plan`) among them, since every cell's
 run goes through them, the sandbox engine's plan and staging (`sandbox._plan`,
 `sandbox._staging`), `magics._codegen` (its engine loads at the first ``%%codegen`` cell), and
-the sandbox sessions' `magics._sessions`, `sandbox._session` and `sandbox._kept`. A new module
-imported at ``%load_ext`` must be worth raising it."""
+the sandbox sessions' `magics._sessions`, `sandbox._session` and `sandbox._kept`, and
+`sandbox._inject` (`Secret`, which `create` checks). A new module imported at ``%load_ext``
+must be worth raising it."""
 
 
 def test_the_function_orchestrate_is_not_shadowed_by_its_engine() -> None:

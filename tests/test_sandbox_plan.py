@@ -185,7 +185,10 @@ class _Backend:
 
 
 def _planned(monkeypatch: pytest.MonkeyPatch, backend: _Backend, cache: Any) -> None:
-    monkeypatch.setattr(_sandbox, "plan", lambda sandbox: Plan(backend, Plain("none"), cache))
+    def planned(sandbox: Any, injection: Any = None) -> Plan:
+        return Plan(backend, Plain("none"), cache)
+
+    monkeypatch.setattr(_sandbox, "plan", planned)
 
 
 def test_the_loop_asks_its_backend_in_order_and_retries_a_failed_attempt(monkeypatch):

@@ -25,6 +25,7 @@ from ..sandbox import (
     create,
     engine_choice,
     isolation_level,
+    parse_secret_for,
     parse_size,
     read_ca_bundle,
 )
@@ -259,6 +260,14 @@ class SandboxMagics(CellMagics):
         " (comma- or space-separated)",
     )
     @argument(
+        "--secret-for",
+        nargs="+",
+        action="extend",
+        metavar="HOST:NAME",
+        help="a host environment variable the allow-list's proxy sends to HOST as"
+        " 'Authorization: Bearer <value>'; the code sees a placeholder under NAME",
+    )
+    @argument(
         "--retries",
         type=int,
         default=default.RETRIES,
@@ -361,7 +370,8 @@ class SandboxMagics(CellMagics):
                 retries=args.retries,
                 timeout=args.timeout,
                 env_vars=_env(args.env),
-                secrets=split_names(args.secret) or None,
+                secrets=[*split_names(args.secret), *parse_secret_for(split_names(args.secret_for))]
+                or None,
                 cache="auto" if args.cache else "disable",
                 base_image=base_image,
                 cluster=args.cluster or self.cluster or None,

@@ -15,7 +15,8 @@ Layers, low to high:
 - `_allowlist`, `_egress` and `_guard` (``network=[hosts]``: the checked allow-list, the
   Squid proxy on an internal network that enforces it, and the packet filter in the proxy's
   namespace that keeps it off addresses that appear later); `_requests` (what a run sent out,
-  read from the proxy's log);
+  read from the proxy's log); `_inject` (`Secret`: a secret the proxy adds to its hosts'
+  requests, the container holding a placeholder);
 - `_cache` (results), `_record` (`SandboxRun`, the run's record), `_sandbox` (`create`,
   `Sandbox`: every entry point's one path); `_manage` (list, prune, reap) stands beside them;
 - `_session` (``create_session``: one container that keeps its Python state across cells),
@@ -44,6 +45,8 @@ from ._engine import limits_fix as limits_fix
 from ._engine import supports_gvisor as supports_gvisor
 from ._hostcfg import read_ca_bundle as read_ca_bundle
 from ._image import BASE_IMAGE_ENV, default_base_image
+from ._inject import Secret
+from ._inject import parse_secret_for as parse_secret_for
 from ._isolation import ISOLATION_ENV as ISOLATION_ENV
 from ._isolation import REGISTER as REGISTER
 from ._isolation import RUNTIMES as RUNTIMES
@@ -87,6 +90,7 @@ __all__ = [
     "Sandbox",
     "SandboxRun",
     "SandboxSession",
+    "Secret",
     "build_base_image",
     "create",
     "create_session",

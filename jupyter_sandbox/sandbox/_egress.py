@@ -74,6 +74,7 @@ if TYPE_CHECKING:
     from docker.models.networks import Network
 
     from . import _guard
+    from ._inject import Injection
     from ._requests import Request
 
 DNS_ENV = "JUPYTER_SANDBOX_EGRESS_DNS"
@@ -124,9 +125,11 @@ _STARTUP = (
     "mkdir /tmp/errors && cp /usr/share/squid/errors/templates/* /tmp/errors/"
     " && sed -i 's/%W//g' /tmp/errors/*"
     ' && printf "%s\\n" "$SQUID_REFUSED" >/tmp/errors/ERR_ACCESS_DENIED'
-    ' && printf "%s\\n" "$SQUID_CONF" >/tmp/squid.conf && exec squid -N -f /tmp/squid.conf'
+    ' && printf "%s\\n" "$SQUID_CONF" >/tmp/squid.conf && unset SQUID_CONF'
+    " && exec squid -N -f /tmp/squid.conf"
 )
-"""Squid's start in its read-only container: the error pages and configuration on a tmpfs."""
+"""Squid's start in its read-only container: the error pages and configuration on a tmpfs
+(Squid's own environment without the configuration, which may hold secrets: `_inject`)."""
 _GUARD_STARTUP = 'printf "%s\\n" "$NFT_RULES" | nft -f - && echo ready && exec sleep infinity'
 """The guard's start: its table in the proxy's namespace, then nothing but waiting for updates."""
 _SQUID = """\
@@ -165,6 +168,8 @@ class Egress:
     guard: Container
     address: str
     destinations: tuple[Destination, ...]
+    injection: Injection | None = None
+    """The secrets this proxy adds to requests (`_inject`): its own runs' only."""
     created: float = field(default_factory=time.time)
     """When the serving proxy started (a replaced one's successor: later)."""
 
@@ -221,17 +226,22 @@ class Egress:
 
 
 _lock = threading.Lock()
-_egresses: dict[tuple[str, tuple[Destination, ...]], Egress] = {}
+_egresses: dict[tuple[str, tuple[Destination, ...], str], Egress] = {}
 _clients: dict[str, DockerClient] = {}
 
 
 def ensure(
-    client: DockerClient, destinations: tuple[Destination, ...], emit: EventCallback
+    client: DockerClient,
+    destinations: tuple[Destination, ...],
+    emit: EventCallback,
+    injection: Injection | None = None,
 ) -> Egress:
-    """The running egress of ``destinations`` on ``client``'s engine, made on first use."""
+    """The running egress of ``destinations`` on ``client``'s engine, made on first use; with
+    ``injection``, one of its own that adds those secrets (`_inject`), shared only by runs
+    that add the same."""
     engine = engine_of(client)
     require_docker(engine.name, engine.url)  # `_plan` refused it already; a build comes here
-    key = (engine.url, destinations)
+    key = (engine.url, destinations, injection.key() if injection is not None else "")
     with _lock:
         _watch()
         if _events is not None and _events.pending():
@@ -242,7 +252,7 @@ def ensure(
         if egress is not None:
             egress.close(client)
         _clients[engine.url] = client
-        egress = _start(client, destinations, emit)
+        egress = _start(client, destinations, emit, injection)
         _egresses[key] = egress
         return egress
 
@@ -277,7 +287,7 @@ def _refresh() -> None:
     from . import _guard  # loaded by `_watch` already
 
     current: dict[str, list[str]] = {}
-    for (url, _), egress in _egresses.items():
+    for (url, _, _), egress in _egresses.items():
         client = _clients[url]
         if url not in current:
             with contextlib.suppress(Exception):  # an engine gone: its runs fail on their own
@@ -345,15 +355,20 @@ def _replace(client: DockerClient, egress: Egress, emit: EventCallback) -> bool:
         network = client.networks.get(egress.network)
     except NotFound:
         return False
-    egress.proxy, egress.guard, egress.address = _launch(client, network, egress.destinations, emit)
+    egress.proxy, egress.guard, egress.address = _launch(
+        client, network, egress.destinations, emit, egress.injection
+    )
     egress.created = time.time()
     return True
 
 
-def proxy_image(client: DockerClient, emit: EventCallback) -> str:
+def proxy_image(
+    client: DockerClient, emit: EventCallback, packages: tuple[str, ...] = PROXY_PACKAGES
+) -> str:
     """The proxy's image: Debian's squid on the base image, built once (`scripts/bootstrap.sh`
-    builds it ahead; otherwise the first allow-listed run does, ~10 s)."""
-    spec = ImageSpec.normalise(default_base_image(), system_packages=PROXY_PACKAGES)
+    builds it ahead; otherwise the first allow-listed run does, ~10 s); with ``packages``
+    `_inject.TLS_PACKAGES`, the intercepting proxy's (the first run with a `Secret`'s)."""
+    spec = ImageSpec.normalise(default_base_image(), system_packages=packages)
     image, _, info = ensure_image(client, spec, emit)
     if info is not None and info.error is not None:
         from ._image import build_error
@@ -363,7 +378,10 @@ def proxy_image(client: DockerClient, emit: EventCallback) -> str:
 
 
 def _start(
-    client: DockerClient, destinations: tuple[Destination, ...], emit: EventCallback
+    client: DockerClient,
+    destinations: tuple[Destination, ...],
+    emit: EventCallback,
+    injection: Injection | None = None,
 ) -> Egress:
     name = f"jupyter-sandbox-egress-{secrets.token_hex(6)}"
     network = client.networks.create(
@@ -377,11 +395,11 @@ def _start(
         },
     )
     try:
-        proxy, guard, address = _launch(client, network, destinations, emit)
+        proxy, guard, address = _launch(client, network, destinations, emit, injection)
     except BaseException:
         remove_network(client, name)
         raise
-    return Egress(name, proxy, guard, address, destinations)
+    return Egress(name, proxy, guard, address, destinations, injection)
 
 
 def _labels(destinations: tuple[Destination, ...]) -> dict[str, str]:
@@ -395,6 +413,7 @@ def _launch(
     network: Network,
     destinations: tuple[Destination, ...],
     emit: EventCallback,
+    injection: Injection | None = None,
 ) -> tuple[Container, Container, str]:
     """A started proxy on ``network`` with its guard: (proxy, guard, the proxy's address
     there). The caller removes what is left when this raises (both carry the network's
@@ -403,13 +422,21 @@ def _launch(
 
     from . import _guard
 
-    image = proxy_image(client, emit)
+    startup, environment = _STARTUP, {}
+    if injection is None:
+        image = proxy_image(client, emit)
+    else:
+        from . import _inject
+
+        image = proxy_image(client, emit, _inject.TLS_PACKAGES)
+        startup = _inject.STARTUP + _STARTUP
+        environment = _inject.proxy_environment(client, emit)
     name = str(network.name)
     labels = {**_labels(destinations), OF_NETWORK: name}
     subnets = [c["Subnet"] for c in (network.attrs.get("IPAM") or {}).get("Config") or []]
     blocked = [*subnets, *host_addresses(client)]
     dns = _dns()
-    conf = squid_conf(destinations, clients=subnets, blocked=blocked, dns=dns)
+    conf = squid_conf(destinations, clients=subnets, blocked=blocked, dns=dns, injection=injection)
     hardened: dict[str, Any] = {
         "read_only": True,
         "cap_drop": ["ALL"],
@@ -419,8 +446,8 @@ def _launch(
     }
     proxy = client.containers.create(
         image,
-        command=["sh", "-c", _STARTUP],
-        environment={"SQUID_CONF": conf, "SQUID_REFUSED": _REFUSED},
+        command=["sh", "-c", startup],
+        environment={"SQUID_CONF": conf, "SQUID_REFUSED": _REFUSED, **environment},
         user="proxy",
         network_mode="bridge",
         tmpfs={p: "rw,nosuid,nodev,size=16m" for p in ("/tmp", "/run", "/var/spool/squid")},
@@ -452,7 +479,8 @@ def _launch(
 
 def _wait_ready(proxy: Container, network: str) -> str:
     """The proxy's address on ``network`` once Squid accepts connections."""
-    _wait_for(proxy, "Accepting HTTP Socket connections", "the allow-list's proxy (Squid)")
+    # "Accepting HTTP Socket connections at", or "Accepting SSL bumped HTTP..." (`_inject`)
+    _wait_for(proxy, "HTTP Socket connections at", "the allow-list's proxy (Squid)")
     return str(proxy.attrs["NetworkSettings"]["Networks"][network]["IPAddress"])
 
 
@@ -477,15 +505,21 @@ def squid_conf(
     clients: list[str],
     blocked: list[str],
     dns: list[str],
+    injection: Injection | None = None,
 ) -> str:
     """Squid's configuration for ``destinations``: one allow rule per destination, every other
     request refused, and every client not on ``clients`` (the internal network: the proxy's
     other side, the engine's bridge, serves nobody). Rule order matters: a name's rule tests
     the name first (no DNS), an address rule only IP literals (no DNS), so only allowed names
-    are ever resolved."""
+    are ever resolved. ``injection``'s header rules (`_inject`) follow the access rules."""
     from ._requests import LOGFORMAT
 
-    lines = [_SQUID.format(port=PORT, logformat=LOGFORMAT)]
+    port = f"{PORT}"
+    if injection is not None:
+        from ._inject import port_options
+
+        port += port_options()
+    lines = [_SQUID.format(port=port, logformat=LOGFORMAT)]
     if dns:
         lines.append("dns_nameservers " + " ".join(dns))
     lines.append("acl literal dstdom_regex -n -i " + " ".join(_literals()))
@@ -505,6 +539,10 @@ def squid_conf(
             lines.append(f"acl to{n} dst {dest.network}")
             lines.append(f"http_access allow literal to{n} port{n} !blocked")
     lines.append("http_access deny all")
+    if injection is not None:
+        from ._inject import squid_rules, tls_rules
+
+        lines += squid_rules(injection) + tls_rules(injection)
     return "\n".join(lines) + "\n"
 
 
@@ -585,7 +623,7 @@ def remove_owned(client: DockerClient, owner: dict[str, str] | None = None) -> l
 def close_all() -> None:
     """Remove every egress this process made (at exit)."""
     with _lock:
-        for (url, _), egress in list(_egresses.items()):
+        for (url, _, _), egress in list(_egresses.items()):
             with contextlib.suppress(Exception):
                 egress.close(_clients[url])
         _egresses.clear()

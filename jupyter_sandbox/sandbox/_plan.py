@@ -5,7 +5,8 @@
   of a Dask cluster (`_cluster`, which uses that worker's engine). The protocol is what the
   attempt loop needs of any place, and no more, so an interactive session can be a third.
 - The **network** (`Network`): `Plain` (the engine's ``none`` or ``bridge``) or `AllowList`
-  (its destinations, reached through the proxy `_egress` starts).
+  (its destinations, reached through the proxy `_egress` starts, and the secrets that proxy
+  adds to their hosts' requests, `_inject`).
 - The **cache** (`Cache`): whether the result cache replays a run and keeps its result
   (``cache="auto"`` both, ``"override"`` only keeps, ``"disable"``: `NO_CACHE`).
 
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     from docker import DockerClient
 
     from ._egress import Egress
+    from ._inject import Injection
     from ._requests import Request
 
 
@@ -194,6 +196,8 @@ class AllowList:
     loaded here only: a sandbox without an allow-list never imports it)."""
 
     destinations: tuple[Destination, ...]
+    injection: Injection | None = None
+    """The secrets its proxy adds to their hosts' requests (`_inject`): a proxy of its own."""
 
     @property
     def fingerprint(self) -> str:
@@ -217,7 +221,7 @@ class AllowList:
         from . import _egress
 
         assert docker is not None  # `refuse`: an allow-list runs on this machine's engine
-        egress = _egress.ensure(docker, self.destinations, emit)
+        egress = _egress.ensure(docker, self.destinations, emit, self.injection)
         return Route(egress.network, egress.environment(), egress)
 
 
@@ -398,13 +402,18 @@ def refuse(
         )
 
 
-def plan(sandbox: Definition, connect: Callable[[], DockerClient] = client) -> Plan:
+def plan(
+    sandbox: Definition,
+    connect: Callable[[], DockerClient] = client,
+    injection: Injection | None = None,
+) -> Plan:
     """Choose ``sandbox``'s backend, network and cache for a run; ``connect`` gives the local
-    engine's client (`DockerUnavailable` when none answers), asked only for a local run."""
+    engine's client (`DockerUnavailable` when none answers), asked only for a local run;
+    ``injection``: the secrets an allow-list's proxy adds, read for this run."""
     refuse(sandbox.network, sandbox.isolation, sandbox.cluster)
     cache = _CACHES[sandbox.cache]
     chosen = sandbox.network
-    network: Network = Plain(chosen) if isinstance(chosen, str) else AllowList(chosen)
+    network: Network = Plain(chosen) if isinstance(chosen, str) else AllowList(chosen, injection)
     if sandbox.cluster is not None:
         assert isinstance(network, Plain)  # `refuse`: an allow-list runs here
         worker = DaskWorker(sandbox.cluster, network, sandbox.image_spec, sandbox.image)

@@ -40,9 +40,11 @@ from .._text import unindented
 from .._threads import in_thread
 from . import _displays, _pool
 from ._allowlist import Destination, allow_list
-from ._client import engine_error_message, is_engine_error
+from ._client import client, engine_error_message, is_engine_error
 from ._hostcfg import UNTRUSTED, read_ca_bundle, untrusted_advice
 from ._image import default_base_image
+from ._inject import Injection, Secret, injection, placeholders, split
+from ._inject import trust as _inject_trust
 from ._io import CA_FILE, collect_outputs, output_entries, program_command
 from ._isolation import Isolation, isolation_level
 from ._otel import traced
@@ -111,6 +113,9 @@ class Sandbox:
     """The runtime the container runs under (`_isolation`): runc, or gVisor's runsc."""
     cluster: str | Client | None = None
     """Where runs go: a Dask cluster (`_cluster`), or None for the local engine."""
+    injected: tuple[Secret, ...] = ()
+    """Secrets the allow-list's proxy adds to requests to their hosts (`_inject`): the
+    container holds a placeholder under each one's name, never the value."""
     ca_bundle: Path | None = None
     """A PEM file of the CAs the code's HTTPS trusts (and a build's, beside the host's): read
     at each run, so a bundle the host renews is the one used."""
@@ -164,6 +169,7 @@ class Sandbox:
         start = time.monotonic()  # when the run was asked for: `_pool.acquire`
         tags = bind(self.name, self.inputs, inputs)
         env = self._environment()  # read once: the values run are the values masked
+        injection = self._injection()
         trust = self._trust()
         run = SandboxRun(
             name=self.name,
@@ -171,12 +177,13 @@ class Sandbox:
             inputs=dict(inputs),
             input_types=dict(tags),
             output_types=dict(self.outputs),
-            secrets=tuple(env[name] for name in self.secrets if env[name]),
+            secrets=tuple(env[name] for name in self.secrets if env[name])
+            + (injection.values() if injection is not None else ()),
         )
         try:
             try:
                 with traced(run, on_event or ignore) as emit:  # its spans, if on (`_otel`)
-                    chosen = plan(self)  # the backend, network and cache, once
+                    chosen = plan(self, injection=injection)  # the backend, network and cache, once
                     with chosen.backend.hold():
                         self._execute(chosen, run, tags, env, emit, cancel, start, trust)
             except ContainerError:
@@ -218,6 +225,7 @@ class Sandbox:
         lets a caller report bad input before it shows any progress."""
         check(bind(self.name, self.inputs, inputs), inputs)
         self._environment()
+        self._injection()
         self._trust()
 
     def _trust(self) -> bytes | None:
@@ -237,6 +245,8 @@ class Sandbox:
     ) -> None:
         """Ready the image, stage the inputs, answer from the cache or run the attempts."""
         image = chosen.backend.prepare(run, emit)
+        if self.injected:  # its proxy's CA too, beside the bundle it trusts (`_inject`)
+            trust = _inject_trust(client(), trust, emit)
         with _pool.scratch() as work:
             staged = stage(
                 work,
@@ -327,8 +337,8 @@ class Sandbox:
         """Only what was asked for: env_vars, and secrets read from the host right now, after
         what every run starts with (`START_ENV`: a spare's interpreter starts with it)."""
         env = {**START_ENV, **self.env_vars}
-        if self.ca_bundle is not None:  # staged beside the program (`stage_program`)
-            env.update(dict.fromkeys(CA_VARS, CA_FILE))
+        if self.ca_bundle is not None or self.injected:  # staged beside the program
+            env.update(dict.fromkeys((*CA_VARS, "NODE_EXTRA_CA_CERTS"), CA_FILE))
         for secret in self.secrets:
             if secret not in os.environ:
                 raise SandboxConfigError(f"secret {secret!r} is not set in the host environment")
@@ -338,7 +348,11 @@ class Sandbox:
                     " (what Linux and the engine can pass to a program)"
                 )
             env[secret] = os.environ[secret]
-        return env
+        return {**env, **placeholders(self.injected)}
+
+    def _injection(self) -> Injection | None:
+        """The proxy's rules for `injected`, their values read from the host now."""
+        return injection(self.injected, os.environ) if self.injected else None
 
     def _fingerprint(self, tags: dict[str, str], network: str) -> dict[str, Any]:
         """What, besides the image and the input files, decides the outputs (secret names only:
@@ -617,7 +631,7 @@ def create(
     retries: int = default.RETRIES,
     timeout: float | None = None,
     env_vars: Mapping[str, str] | None = None,
-    secrets: Sequence[str] | None = None,
+    secrets: Sequence[str | Secret] | None = None,
     cache: CacheMode = "disable",
     base_image: str | None = None,
     network: Network | Sequence[str] = default.NETWORK,
@@ -669,7 +683,9 @@ def create(
     bounded(retries, "retries", low=0, high=RETRIES_CEILING, integer=True)
     if timeout is not None:
         check_timeout(timeout)
-    env, secret_names = _environment(env_vars, secrets)
+    plain, injected = split(secrets, chosen)
+    env, secret_names = _environment(env_vars, plain)
+    _environment(None, [s.env_name for s in injected])  # a placeholder's name: checked too
     if ca_bundle is not None:
         read_ca_bundle(ca_bundle)  # a bad path fails here, before anything runs
     return Sandbox(
@@ -691,6 +707,7 @@ def create(
         timeout=float(timeout) if timeout is not None else DEFAULT_TIMEOUT,
         env_vars=env,
         secrets=secret_names,
+        injected=injected,
         cache=cache,
         network=chosen,
         cluster=cluster,
