@@ -47,12 +47,14 @@ from .._errors import (
 )
 from .._secrets import StreamMasker, mask
 from . import _kept, _pool, _warm
+from ._allowlist import Destination
 from ._attach import Attached
 from ._client import client, engine_of
-from ._image import ensure_image, image_id
 from ._io import PROGRAM
 from ._isolation import Isolation
+from ._plan import session_plan
 from ._pool import ContainerSetup, Slot
+from ._record import SandboxRun
 from ._sandbox import create
 from ._scripts import MARKER_START
 from ._spec import Network, Resources, parse_size
@@ -88,6 +90,16 @@ class SessionSpec:
     """Resources, network and isolation (the timeout is the spares' key, never a cell's)."""
     prebuilt: bool = False
     """``image`` was asked for as is (``--image``), not built from ``packages``."""
+    allowed: tuple[str, ...] = ()
+    """An allow-list's entries (``--allow-net``), one host or network and port each; empty
+    for ``none`` or ``bridge``. ``setup.network`` is then its proxy's network."""
+    environment: tuple[tuple[str, str], ...] = ()
+    """What the route adds to the session's variables (an allow-list's proxy variables)."""
+
+    @property
+    def reach(self) -> str:
+        """What the session reaches, as a cell asks for it (``none``, ``bridge``, a list)."""
+        return ", ".join(self.allowed) if self.allowed else self.setup.network
 
     def saved(self) -> dict[str, Any]:
         """What `session_spec` needs to find this environment again (a snapshot's side file:
@@ -103,7 +115,7 @@ class SessionSpec:
                 "disk": res.disk,
                 "output": res.output,
             },
-            "network": self.setup.network,
+            "network": list(self.allowed) if self.allowed else self.setup.network,
             "isolation": self.setup.isolation,
         }
 
@@ -114,7 +126,7 @@ class SessionSpec:
             ("image", self.image, other.image),
             ("memory", self.setup.resources.memory, other.setup.resources.memory),
             ("cpus", self.setup.resources.cpu, other.setup.resources.cpu),
-            ("network", self.setup.network, other.setup.network),
+            ("network", self.reach, other.reach),
             ("isolation", self.setup.isolation, other.setup.isolation),
         ):
             if mine != theirs:
@@ -675,7 +687,7 @@ def snapshot_of(name: str, tag: str | None) -> Snapshot | None:
         spec = session_spec(
             packages=[str(p) for p in saved.get("packages") or []],
             resources=dict(saved.get("resources") or {}),
-            network=str(saved.get("network", "none")),  # type: ignore[arg-type]
+            network=_saved_network(saved.get("network", "none")),
             isolation=saved.get("isolation"),
             image=saved.get("image"),
         )
@@ -684,6 +696,13 @@ def snapshot_of(name: str, tag: str | None) -> Snapshot | None:
     snap = Snapshot(name, path.stem.partition("@")[2], path, spec)
     _snapshots[(name, snap.tag)] = snap
     return snap
+
+
+def _saved_network(saved: object) -> Network | list[str]:
+    """A side file's network: a name or an allow-list's entries (checked as a cell's are)."""
+    if isinstance(saved, list):
+        return [str(entry) for entry in saved]
+    return str(saved)  # type: ignore[return-value]  # `create` refuses any other name
 
 
 def _check_name(name: object, what: str) -> str:
@@ -698,19 +717,15 @@ def session_spec(
     *,
     packages: Sequence[str] | None = None,
     resources: Resources | Mapping[str, Any] | None = None,
-    network: Network = "none",
+    network: Network | Sequence[str] = "none",
     isolation: Isolation | None = None,
     image: str | None = None,
     docker: DockerClient | None = None,
     emit: Callable[[Any], None] | None = None,
 ) -> SessionSpec:
-    """Check the environment asked for (as `create` checks a one-shot run's) and find or
-    build its image."""
-    if not isinstance(network, str):
-        raise SandboxConfigError(
-            "a session's network is 'none' or 'bridge' (an allow-list runs one-shot cells only)",
-            parameter="network",
-        )
+    """Check the environment asked for (as `create` checks a one-shot run's) and plan it as a
+    one-shot run is planned (`_plan.session_plan`): the backend finds or builds its image, the
+    network strategy gives its route (an allow-list's proxy started, its network joined)."""
     asked = tuple(packages or ())
     extra = () if image is not None else tuple(p for p in SERVER_PACKAGES if p not in asked)
     box = create(
@@ -722,18 +737,26 @@ def session_spec(
         isolation=isolation,
         image=image,
     )
-    docker = docker or client()
-    if image is None:
-        tag, _id, build = ensure_image(docker, box.image_spec, emit or (lambda _e: None))
-        if build is not None and build.error is not None:
-            from ._image import build_error
+    chosen = session_plan(box, (lambda: docker) if docker is not None else client)
+    emitted = emit or (lambda _e: None)
+    run = SandboxRun(name=box.name, image=box.image or box.image_spec.base)
+    chosen.backend.prepare(run, emitted)  # ``run.image``: the built tag, or ``image`` as is
+    route = chosen.backend.join(emitted)
+    setup = _pool.keyed(chosen.docker, box._limits(route.network))
+    allowed = () if isinstance(box.network, str) else _entries(box.network)
+    return SessionSpec(
+        run.image,
+        asked,
+        setup,
+        prebuilt=image is not None,
+        allowed=allowed,
+        environment=tuple(sorted(route.environment.items())),
+    )
 
-            raise build_error(box.image_spec, build)
-    else:
-        image_id(docker, image)
-        tag = image
-    setup = _pool.keyed(docker, box._limits())
-    return SessionSpec(tag, asked, setup, prebuilt=image is not None)
+
+def _entries(destinations: Sequence[Destination]) -> tuple[str, ...]:
+    """An allow-list as entries `create` reads back (a snapshot's side file), one port each."""
+    return tuple(part for destination in destinations for part in str(destination).split(","))
 
 
 def create_session(
@@ -741,7 +764,7 @@ def create_session(
     *,
     packages: Sequence[str] | None = None,
     resources: Resources | Mapping[str, Any] | None = None,
-    network: Network = "none",
+    network: Network | Sequence[str] = "none",
     isolation: Isolation | None = None,
     image: str | None = None,
     keep: bool = False,
@@ -809,7 +832,7 @@ def start_session(
         token,
         keep=keep,
         idle=idle,
-        env=dict(env or {}),
+        env={**(env or {}), **dict(spec.environment)},  # the route's last, as a run's
         secrets=masked,
     )
     try:
