@@ -317,7 +317,7 @@ class SandboxSession:
             raise SessionLost(f"session {self.name!r} is gone: {self.lost}", name=self.name)
         rid = next(self._ids)
         self._current = rid
-        self.channel.send({"op": op, "id": rid, **(body or {})}, blob)
+        self._send({"op": op, "id": rid, **(body or {})}, blob)
         deadline = time.monotonic() + (timeout or self.timeout)
         interrupted_at: float | None = None
         while True:
@@ -332,12 +332,12 @@ class SandboxSession:
                         name=self.name,
                     ) from None
                 interrupted_at = time.monotonic()
-                self.channel.send({"op": "interrupt", "cell": rid})
+                self._send({"op": "interrupt", "cell": rid})
                 continue
             if message == "timeout":
                 if interrupted_at is None:
                     interrupted_at = time.monotonic()
-                    self.channel.send({"op": "interrupt", "cell": rid})
+                    self._send({"op": "interrupt", "cell": rid})
                     deadline = interrupted_at + _INTERRUPT_GRACE
                     continue
                 self._lose("a cell ran past its timeout and did not stop when interrupted")
@@ -357,6 +357,15 @@ class SandboxSession:
                 continue
             if message.get("done") or "data" in message or "refused" in message:
                 return message
+
+    def _send(self, message: Mapping[str, Any], blob: bytes | None = None) -> None:
+        """`Channel.send`; a stream that no longer takes it (the container went with its
+        engine's restart, or was removed) is the session lost (`SessionLost`), as one that
+        ended while we waited."""
+        try:
+            self.channel.send(message, blob)
+        except OSError:
+            raise self._gone() from None
 
     def _next(self, deadline: float, interrupted_at: float | None) -> dict[str, Any] | str | None:
         quiet_since = time.monotonic()
