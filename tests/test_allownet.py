@@ -1088,12 +1088,18 @@ def test_a_session_reaches_the_listed_host_and_is_refused_another_across_cells(
     assert not [line for line in _lines(world["b"]) if "session" in line]
 
 
-def test_a_session_cell_with_allow_net_reaches_only_its_host(world, shell, tmp_path, monkeypatch):
+def test_a_session_cell_with_allow_net_reaches_only_its_host(
+    world, shell, docker_engine, tmp_path, monkeypatch
+):
     """``%%sandbox --session NAME --allow-net HOST``: the cell's allow-list, kept by the
-    session; a later cell asking for another list is refused in one line."""
+    session; a later cell asking for another list is refused in one line. A session started
+    after its proxy was killed joins the route again, as a run does: a new proxy serves it."""
     from IPython.core.error import UsageError
 
-    from jupyter_sandbox.sandbox import _kept, _session
+    from jupyter_sandbox.sandbox import _egress, _kept, _session
+    from jupyter_sandbox.sandbox._allowlist import allow_list
+
+    allow = allow_list(["allowed.test:8080"])
 
     monkeypatch.setenv(_kept.SESSION_DIR_ENV, str(tmp_path / "sessions"))
     try:
@@ -1110,6 +1116,16 @@ def test_a_session_cell_with_allow_net_reaches_only_its_host(world, shell, tmp_p
             shell.run_cell_magic(
                 "sandbox", "--session listed_cell --allow-net other.test:8080", "pass"
             )
+        shell.run_line_magic("sandbox_stop", "listed_cell")
+        (egress,) = [e for e in _egress._egresses.values() if e.destinations == allow]
+        docker_engine.api.kill(egress.proxy.id)
+        shell.run_cell_magic(
+            "sandbox",
+            "--session listed_cell --allow-net allowed.test:8080 --out a",
+            CLIENT + "a = get('http://allowed.test:8080/cell-three')",
+        )
+        assert shell.user_ns["a"] == 200
     finally:
         _session.close_sessions(kept=True)
     assert "http 8080 /cell-two" in _lines(world["a"])
+    assert "http 8080 /cell-three" in _lines(world["a"])

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import dataclasses
 import hashlib
 import hmac
 import itertools
@@ -47,12 +48,12 @@ from .._errors import (
 )
 from .._secrets import StreamMasker, mask
 from . import _kept, _pool, _warm
-from ._allowlist import Destination
+from ._allowlist import Destination, allow_list
 from ._attach import Attached
 from ._client import client, engine_of
 from ._io import PROGRAM
 from ._isolation import Isolation
-from ._plan import session_plan
+from ._plan import AllowList, session_plan
 from ._pool import ContainerSetup, Slot
 from ._record import SandboxRun
 from ._sandbox import create
@@ -816,6 +817,7 @@ def start_session(
     is made for itself (labelled for its notebook, which a spare cannot be). Then the next
     ready one of ``spec`` is started in the background."""
     docker = client()
+    spec = _joined(spec, docker)
     token = secrets.token_hex(32)
     ready = None if keep else _take_ready(spec)
     if ready is not None:
@@ -866,6 +868,20 @@ def start_session(
     if not keep:
         _prepare_later(spec)
     return session
+
+
+def _joined(spec: SessionSpec, docker: DockerClient) -> SessionSpec:
+    """``spec`` with its route joined again, as each one-shot run joins its own: an
+    allow-list's proxy that died since the spec was made (`session_spec`, once per kernel
+    and environment) is replaced before the session's container needs it."""
+    if not spec.allowed:
+        return spec
+    route = AllowList(allow_list(list(spec.allowed))).join(docker, lambda _event: None)
+    environment = tuple(sorted(route.environment.items()))
+    if (route.network, environment) == (spec.setup.network, spec.environment):
+        return spec
+    setup = dataclasses.replace(spec.setup, network=route.network)
+    return dataclasses.replace(spec, setup=setup, environment=environment)
 
 
 def _lifetime(spec: SessionSpec) -> int:
