@@ -359,3 +359,32 @@ def test_a_stopped_engine_is_one_line_of_ours_and_its_restart_serves_right_answe
     assert caught.value.record is not None
     on_second_engine.start()
     assert command.execute({"x": 42}).stdout == "42"
+
+
+@pytest.mark.parametrize("isolation", ["container", "gvisor"], indirect=True)
+def test_an_engine_restart_loses_a_session_by_name_and_its_next_cell_starts_fresh(
+    shell, isolation, on_second_engine, tmp_path, monkeypatch
+):
+    """A session's container goes with its engine's restart: the next cell of it raises
+    `SessionLost` naming the session and what went, and the one after starts it afresh,
+    without the old state. (Podman's service restart keeps its containers: not a loss.)"""
+    from jupyter_sandbox.errors import SessionLost
+    from jupyter_sandbox.magics import _sessions
+    from jupyter_sandbox.sandbox import _kept, _session
+
+    monkeypatch.setenv(_kept.SESSION_DIR_ENV, str(tmp_path / "sessions"))
+    monkeypatch.setattr(_sessions, "_specs", {})  # this engine's image, not a spec of the main's
+    options = f"--session restarted --image {BASE_IMAGE}"
+    try:
+        shell.run_cell_magic("sandbox", options, "x = 41")
+        shell.run_cell_magic("sandbox", f"{options} --out y", "y = x + 1")
+        assert shell.user_ns["y"] == 42
+        lost_container = _session.get_session("restarted").container_id
+        on_second_engine.restart()
+        with pytest.raises(SessionLost, match=r"session 'restarted' was lost: .*engine restarted"):
+            shell.run_cell_magic("sandbox", f"{options} --out y", "y = x + 2")
+        shell.run_cell_magic("sandbox", f"{options} --out y", "y = 'x' in globals()")
+        assert shell.user_ns["y"] is False  # started afresh: the old namespace is gone
+        assert _session.get_session("restarted").container_id != lost_container
+    finally:
+        _session.close_sessions(kept=True)

@@ -1057,3 +1057,75 @@ def test_rootless_podman_is_refused_in_one_line(on_podman):
     with pytest.raises(SandboxConfigError, match="needs Docker: Podman at unix://") as raised:
         sandbox.execute({})
     assert "\n" not in str(raised.value) and "JUPYTER_SANDBOX_ENGINE=docker" in str(raised.value)
+
+
+def test_a_session_reaches_the_listed_host_and_is_refused_another_across_cells(
+    world, tmp_path, monkeypatch
+):
+    """A session's network is the one-shot run's allow-list, by the same plan: its proxy and
+    internal network, across cells of one container."""
+    from jupyter_sandbox.sandbox import _kept, _session
+    from jupyter_sandbox.sandbox._session import create_session
+
+    monkeypatch.setenv(_kept.SESSION_DIR_ENV, str(tmp_path / "sessions"))
+    try:
+        with create_session("listed", network=["allowed.test:8080"], timeout=120) as session:
+            session.run(CLIENT)
+            assert session.run("get('http://allowed.test:8080/session-first')") == 200
+            assert session.run("get('http://other.test:8080/session-other')") == 403
+            assert session.run("get('http://allowed.test:8081/session-port')") == 403
+            again, around = session.run(
+                "get('http://allowed.test:8080/session-again'), connect('10.231.1.2', 8080)"
+            )
+            assert again == 200
+            assert around != "connected"  # no route: the proxy is the only way out
+            assert session.spec.reach == "allowed.test:8080"
+    finally:
+        _session.close_sessions(kept=True)
+    arrived = _lines(world["a"])
+    assert "http 8080 /session-first" in arrived and "http 8080 /session-again" in arrived
+    assert not [line for line in arrived if "session-port" in line]
+    assert not [line for line in _lines(world["b"]) if "session" in line]
+
+
+def test_a_session_cell_with_allow_net_reaches_only_its_host(
+    world, shell, docker_engine, tmp_path, monkeypatch
+):
+    """``%%sandbox --session NAME --allow-net HOST``: the cell's allow-list, kept by the
+    session; a later cell asking for another list is refused in one line. A session started
+    after its proxy was killed joins the route again, as a run does: a new proxy serves it."""
+    from IPython.core.error import UsageError
+
+    from jupyter_sandbox.sandbox import _egress, _kept, _session
+    from jupyter_sandbox.sandbox._allowlist import allow_list
+
+    allow = allow_list(["allowed.test:8080"])
+
+    monkeypatch.setenv(_kept.SESSION_DIR_ENV, str(tmp_path / "sessions"))
+    try:
+        shell.run_cell_magic(
+            "sandbox", "--session listed_cell --allow-net allowed.test:8080", CLIENT
+        )
+        shell.run_cell_magic(
+            "sandbox",
+            "--session listed_cell --allow-net allowed.test:8080 --out a --out b",
+            "a = get('http://allowed.test:8080/cell-two')\nb = get('http://other.test:8080/')",
+        )
+        assert (shell.user_ns["a"], shell.user_ns["b"]) == (200, 403)
+        with pytest.raises(UsageError, match=r"network 'other\.test:8080'"):
+            shell.run_cell_magic(
+                "sandbox", "--session listed_cell --allow-net other.test:8080", "pass"
+            )
+        shell.run_line_magic("sandbox_stop", "listed_cell")
+        (egress,) = [e for e in _egress._egresses.values() if e.destinations == allow]
+        docker_engine.api.kill(egress.proxy.id)
+        shell.run_cell_magic(
+            "sandbox",
+            "--session listed_cell --allow-net allowed.test:8080 --out a",
+            CLIENT + "a = get('http://allowed.test:8080/cell-three')",
+        )
+        assert shell.user_ns["a"] == 200
+    finally:
+        _session.close_sessions(kept=True)
+    assert "http 8080 /cell-two" in _lines(world["a"])
+    assert "http 8080 /cell-three" in _lines(world["a"])

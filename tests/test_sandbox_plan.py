@@ -28,6 +28,7 @@ from jupyter_sandbox.sandbox._plan import (
     Route,
     plan,
     refuse,
+    session_plan,
 )
 from jupyter_sandbox.sandbox._record import SandboxRun
 from jupyter_sandbox.sandbox._run import RawRun
@@ -77,6 +78,20 @@ def test_a_cluster_gets_a_dask_worker_without_asking_the_local_engine():
     assert chosen.backend.prepare(SandboxRun(name="remote", image="x"), print) == repr(
         sandbox.image_spec
     )  # each worker has its own image ids: the spec names the image in a cache key
+
+
+def test_a_session_is_planned_as_a_run_on_this_engine_and_never_cached(docker_engine):
+    """A session's image and route come from a run's backend and network strategy (`plan`);
+    what a session cannot keep is refused in one line, before the engine is asked."""
+    chosen = session_plan(create("session", code="pass", network=["pypi.org"]))
+    assert isinstance(chosen.backend, Engine) and chosen.docker is chosen.backend.docker
+    assert chosen.network == AllowList(allow_list(["pypi.org"]))
+    for box, says in (
+        (create("cached", code="pass", cache="auto"), "never cached"),
+        (create("remote", code="pass", cluster="tcp://127.0.0.1:1"), "drop cluster"),
+    ):
+        with pytest.raises(SandboxConfigError, match=says):
+            session_plan(box, connect=_never)
 
 
 @pytest.mark.parametrize(

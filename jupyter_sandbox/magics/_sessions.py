@@ -45,7 +45,8 @@ def run_cell(
 
     _session.set_session_notebook(notebook_scope(magics.shell))
     name = args.session
-    key = (tuple(packages), resources, network, isolation, args.image)
+    reach = network if isinstance(network, str) else tuple(network)  # a list: --allow-net
+    key = (tuple(packages), resources, reach, isolation, args.image)
     spec = _specs.get(key)
     if spec is None:
         try:

@@ -3,7 +3,9 @@
 - The **backend**, a place a program runs (`Backend`): `Engine`, this machine's Docker or
   Podman engine with its warm pool (`_run.run_container`, `_pool`), or `DaskWorker`, a worker
   of a Dask cluster (`_cluster`, which uses that worker's engine). The protocol is what the
-  attempt loop needs of any place, and no more, so an interactive session can be a third.
+  attempt loop needs of any place, and no more. An interactive session asks less of a place
+  (`SessionBackend`: the image and the route, no `Backend.run`) and gets its plan from
+  `session_plan`, which is `plan` with the session's refusals.
 - The **network** (`Network`): `Plain` (the engine's ``none`` or ``bridge``) or `AllowList`
   (its destinations, reached through the proxy `_egress` starts, and the secrets that proxy
   adds to their hosts' requests, `_inject`).
@@ -369,6 +371,23 @@ class DaskWorker:
         return runner(self.cluster, self.spec, self.image, run)(None, **attempt.keywords())
 
 
+class SessionBackend(Protocol):
+    """What an interactive session (`_session`) asks of a place: a one-shot run's `prepare`
+    and `join`, so its image and its route (an allow-list's proxy and network) are a run's by
+    construction. It has no `Backend.run`: that is one attempt whose container is removed at
+    its end, while a session's cells run one after another in the one container it keeps, over
+    that container's attach stream (`_session.SandboxSession.execute`). `Engine` is one; a
+    Dask worker is not (the stream is to this machine's engine)."""
+
+    def prepare(self, run: SandboxRun, emit: EventCallback) -> str:
+        """As `Backend.prepare`: the image built or found (``run.image``)."""
+        ...
+
+    def join(self, emit: EventCallback) -> Route:
+        """As `Backend.join`: the route the session's container starts on."""
+        ...
+
+
 # -- the plan ---------------------------------------------------------------------------
 
 
@@ -431,3 +450,32 @@ def plan(
         None if spare is None else container_setup(sandbox, spare),
     )
     return Plan(local, network, cache)
+
+
+@dataclass(frozen=True)
+class SessionPlan:
+    """The strategies of one session: its backend and network; no cache (a cell's result
+    depends on the session's earlier cells, never on its code alone)."""
+
+    backend: SessionBackend
+    network: Network
+    docker: DockerClient
+    """The engine's client the session's container is made with (the plan's own)."""
+
+
+def session_plan(sandbox: Definition, connect: Callable[[], DockerClient] = client) -> SessionPlan:
+    """`plan` for an interactive session: the same network choice and the same refusals, then
+    the session's own: this machine's engine only, and no result cache."""
+    if sandbox.cluster is not None:
+        raise SandboxConfigError(
+            "a session runs on this machine's engine: drop cluster", parameter="cluster"
+        )
+    if sandbox.cache != "disable":
+        raise SandboxConfigError(
+            "a session's cells are never cached (each depends on the cells before it): drop cache",
+            parameter="cache",
+        )
+    chosen = plan(sandbox, connect)
+    assert isinstance(chosen.backend, Engine)  # no cluster: this machine's engine
+    assert chosen.cache is NO_CACHE
+    return SessionPlan(chosen.backend, chosen.network, chosen.backend.docker)

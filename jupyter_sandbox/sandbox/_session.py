@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import dataclasses
 import hashlib
 import hmac
 import itertools
@@ -47,12 +48,14 @@ from .._errors import (
 )
 from .._secrets import StreamMasker, mask
 from . import _kept, _pool, _warm
+from ._allowlist import Destination, allow_list
 from ._attach import Attached
 from ._client import client, engine_of
-from ._image import ensure_image, image_id
 from ._io import PROGRAM
 from ._isolation import Isolation
+from ._plan import AllowList, session_plan
 from ._pool import ContainerSetup, Slot
+from ._record import SandboxRun
 from ._sandbox import create
 from ._scripts import MARKER_START
 from ._spec import Network, Resources, parse_size
@@ -88,6 +91,16 @@ class SessionSpec:
     """Resources, network and isolation (the timeout is the spares' key, never a cell's)."""
     prebuilt: bool = False
     """``image`` was asked for as is (``--image``), not built from ``packages``."""
+    allowed: tuple[str, ...] = ()
+    """An allow-list's entries (``--allow-net``), one host or network and port each; empty
+    for ``none`` or ``bridge``. ``setup.network`` is then its proxy's network."""
+    environment: tuple[tuple[str, str], ...] = ()
+    """What the route adds to the session's variables (an allow-list's proxy variables)."""
+
+    @property
+    def reach(self) -> str:
+        """What the session reaches, as a cell asks for it (``none``, ``bridge``, a list)."""
+        return ", ".join(self.allowed) if self.allowed else self.setup.network
 
     def saved(self) -> dict[str, Any]:
         """What `session_spec` needs to find this environment again (a snapshot's side file:
@@ -103,7 +116,7 @@ class SessionSpec:
                 "disk": res.disk,
                 "output": res.output,
             },
-            "network": self.setup.network,
+            "network": list(self.allowed) if self.allowed else self.setup.network,
             "isolation": self.setup.isolation,
         }
 
@@ -114,7 +127,7 @@ class SessionSpec:
             ("image", self.image, other.image),
             ("memory", self.setup.resources.memory, other.setup.resources.memory),
             ("cpus", self.setup.resources.cpu, other.setup.resources.cpu),
-            ("network", self.setup.network, other.setup.network),
+            ("network", self.reach, other.reach),
             ("isolation", self.setup.isolation, other.setup.isolation),
         ):
             if mine != theirs:
@@ -305,7 +318,7 @@ class SandboxSession:
             raise SessionLost(f"session {self.name!r} is gone: {self.lost}", name=self.name)
         rid = next(self._ids)
         self._current = rid
-        self.channel.send({"op": op, "id": rid, **(body or {})}, blob)
+        self._send({"op": op, "id": rid, **(body or {})}, blob)
         deadline = time.monotonic() + (timeout or self.timeout)
         interrupted_at: float | None = None
         while True:
@@ -320,12 +333,12 @@ class SandboxSession:
                         name=self.name,
                     ) from None
                 interrupted_at = time.monotonic()
-                self.channel.send({"op": "interrupt", "cell": rid})
+                self._send({"op": "interrupt", "cell": rid})
                 continue
             if message == "timeout":
                 if interrupted_at is None:
                     interrupted_at = time.monotonic()
-                    self.channel.send({"op": "interrupt", "cell": rid})
+                    self._send({"op": "interrupt", "cell": rid})
                     deadline = interrupted_at + _INTERRUPT_GRACE
                     continue
                 self._lose("a cell ran past its timeout and did not stop when interrupted")
@@ -345,6 +358,15 @@ class SandboxSession:
                 continue
             if message.get("done") or "data" in message or "refused" in message:
                 return message
+
+    def _send(self, message: Mapping[str, Any], blob: bytes | None = None) -> None:
+        """`Channel.send`; a stream that no longer takes it (the container went with its
+        engine's restart, or was removed) is the session lost (`SessionLost`), as one that
+        ended while we waited."""
+        try:
+            self.channel.send(message, blob)
+        except OSError:
+            raise self._gone() from None
 
     def _next(self, deadline: float, interrupted_at: float | None) -> dict[str, Any] | str | None:
         quiet_since = time.monotonic()
@@ -675,7 +697,7 @@ def snapshot_of(name: str, tag: str | None) -> Snapshot | None:
         spec = session_spec(
             packages=[str(p) for p in saved.get("packages") or []],
             resources=dict(saved.get("resources") or {}),
-            network=str(saved.get("network", "none")),  # type: ignore[arg-type]
+            network=_saved_network(saved.get("network", "none")),
             isolation=saved.get("isolation"),
             image=saved.get("image"),
         )
@@ -684,6 +706,13 @@ def snapshot_of(name: str, tag: str | None) -> Snapshot | None:
     snap = Snapshot(name, path.stem.partition("@")[2], path, spec)
     _snapshots[(name, snap.tag)] = snap
     return snap
+
+
+def _saved_network(saved: object) -> Network | list[str]:
+    """A side file's network: a name or an allow-list's entries (checked as a cell's are)."""
+    if isinstance(saved, list):
+        return [str(entry) for entry in saved]
+    return str(saved)  # type: ignore[return-value]  # `create` refuses any other name
 
 
 def _check_name(name: object, what: str) -> str:
@@ -698,19 +727,15 @@ def session_spec(
     *,
     packages: Sequence[str] | None = None,
     resources: Resources | Mapping[str, Any] | None = None,
-    network: Network = "none",
+    network: Network | Sequence[str] = "none",
     isolation: Isolation | None = None,
     image: str | None = None,
     docker: DockerClient | None = None,
     emit: Callable[[Any], None] | None = None,
 ) -> SessionSpec:
-    """Check the environment asked for (as `create` checks a one-shot run's) and find or
-    build its image."""
-    if not isinstance(network, str):
-        raise SandboxConfigError(
-            "a session's network is 'none' or 'bridge' (an allow-list runs one-shot cells only)",
-            parameter="network",
-        )
+    """Check the environment asked for (as `create` checks a one-shot run's) and plan it as a
+    one-shot run is planned (`_plan.session_plan`): the backend finds or builds its image, the
+    network strategy gives its route (an allow-list's proxy started, its network joined)."""
     asked = tuple(packages or ())
     extra = () if image is not None else tuple(p for p in SERVER_PACKAGES if p not in asked)
     box = create(
@@ -722,18 +747,26 @@ def session_spec(
         isolation=isolation,
         image=image,
     )
-    docker = docker or client()
-    if image is None:
-        tag, _id, build = ensure_image(docker, box.image_spec, emit or (lambda _e: None))
-        if build is not None and build.error is not None:
-            from ._image import build_error
+    chosen = session_plan(box, (lambda: docker) if docker is not None else client)
+    emitted = emit or (lambda _e: None)
+    run = SandboxRun(name=box.name, image=box.image or box.image_spec.base)
+    chosen.backend.prepare(run, emitted)  # ``run.image``: the built tag, or ``image`` as is
+    route = chosen.backend.join(emitted)
+    setup = _pool.keyed(chosen.docker, box._limits(route.network))
+    allowed = () if isinstance(box.network, str) else _entries(box.network)
+    return SessionSpec(
+        run.image,
+        asked,
+        setup,
+        prebuilt=image is not None,
+        allowed=allowed,
+        environment=tuple(sorted(route.environment.items())),
+    )
 
-            raise build_error(box.image_spec, build)
-    else:
-        image_id(docker, image)
-        tag = image
-    setup = _pool.keyed(docker, box._limits())
-    return SessionSpec(tag, asked, setup, prebuilt=image is not None)
+
+def _entries(destinations: Sequence[Destination]) -> tuple[str, ...]:
+    """An allow-list as entries `create` reads back (a snapshot's side file), one port each."""
+    return tuple(part for destination in destinations for part in str(destination).split(","))
 
 
 def create_session(
@@ -741,7 +774,7 @@ def create_session(
     *,
     packages: Sequence[str] | None = None,
     resources: Resources | Mapping[str, Any] | None = None,
-    network: Network = "none",
+    network: Network | Sequence[str] = "none",
     isolation: Isolation | None = None,
     image: str | None = None,
     keep: bool = False,
@@ -784,6 +817,7 @@ def start_session(
     is made for itself (labelled for its notebook, which a spare cannot be). Then the next
     ready one of ``spec`` is started in the background."""
     docker = client()
+    spec = _joined(spec, docker)
     token = secrets.token_hex(32)
     ready = None if keep else _take_ready(spec)
     if ready is not None:
@@ -809,7 +843,7 @@ def start_session(
         token,
         keep=keep,
         idle=idle,
-        env=dict(env or {}),
+        env={**(env or {}), **dict(spec.environment)},  # the route's last, as a run's
         secrets=masked,
     )
     try:
@@ -834,6 +868,20 @@ def start_session(
     if not keep:
         _prepare_later(spec)
     return session
+
+
+def _joined(spec: SessionSpec, docker: DockerClient) -> SessionSpec:
+    """``spec`` with its route joined again, as each one-shot run joins its own: an
+    allow-list's proxy that died since the spec was made (`session_spec`, once per kernel
+    and environment) is replaced before the session's container needs it."""
+    if not spec.allowed:
+        return spec
+    route = AllowList(allow_list(list(spec.allowed))).join(docker, lambda _event: None)
+    environment = tuple(sorted(route.environment.items()))
+    if (route.network, environment) == (spec.setup.network, spec.environment):
+        return spec
+    setup = dataclasses.replace(spec.setup, network=route.network)
+    return dataclasses.replace(spec, setup=setup, environment=environment)
 
 
 def _lifetime(spec: SessionSpec) -> int:
