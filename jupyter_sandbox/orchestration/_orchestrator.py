@@ -113,6 +113,9 @@ class _Printed(_Quiet):
             stream.write(event.text)
 
 
+_PRINTED = _Printed()
+
+
 class _Presenters:
     """The presenter in place (one per process: the notebook's kernel sets it)."""
 
@@ -174,6 +177,13 @@ class Orchestrator(Tool):
             _check_definition(code, self.tools, declared, self.hints.values(), value, limits)
         self.code = f"{code}\n{call}\n" if call else code
         """What runs at each call: the body, then (a function's) the line that calls it."""
+        self._spec = RunSpec(
+            code=self.code, tools=self.tools, inputs={}, limits=limits, type_check=False
+        )
+        """Each call's run but its inputs and view, checked once here (`RunSpec.called`)."""
+        self._positional = _positional(signature)
+        """The parameters' names when every one may be passed by position and none has a
+        default or is variadic: a call giving each by position binds without `inspect`."""
         self._function = wrapped
         runner = self._runner(is_async)
         if wrapped is not None:
@@ -284,19 +294,20 @@ class Orchestrator(Tool):
         """One run of the body, as `orchestrate` plans it without a store, journal or session;
         the type check was done when the orchestrator was defined. Its gated calls are asked
         to the run it is nested in (`_approval`): with none, they fail it."""
-        spec = RunSpec(
-            code=self.code,
-            tools=self.tools,
-            inputs=inputs,
-            limits=self.limits,
-            type_check=False,
-            on_event=shown.on_event,
-        )
-        return plan(spec, loop)
+        return plan(self._spec.called(inputs, shown.on_event), loop)
 
     def _inputs(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         """The call's arguments by parameter name, as Python binds them (defaults filled in),
         each checked against its annotation: a ``TypeError`` before anything runs."""
+        names = self._positional
+        if names is not None and not kwargs and len(args) == len(names):
+            # what `inspect.Signature.bind` gives such a call, without its general machinery
+            inputs = dict(zip(names, args, strict=True))
+            if self.type_check:
+                hints = self.hints
+                for name, value in inputs.items():
+                    _expect(value, hints.get(name, Any), f"{self.name}() argument {name!r}")
+            return inputs
         try:
             bound = self.__signature__.bind(*args, **kwargs)
         except TypeError as exc:
@@ -327,7 +338,7 @@ class Orchestrator(Tool):
         if call is not None or _running.get() is not None:
             return _QUIET
         current = presenter.current
-        return _Printed() if current is None else current(self, self._written(args, kwargs))
+        return _PRINTED if current is None else current(self, self._written(args, kwargs))
 
     def _written(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
         """The call as a person reads it, ``sum_squares(1)``: what its record is titled by,
@@ -345,6 +356,16 @@ class Orchestrator(Tool):
         shown.finish(result, raised=raised)
         if call is not None:
             call.children.append(result.to_record())
+
+
+def _positional(signature: inspect.Signature) -> tuple[str, ...] | None:
+    """The names of ``signature``'s parameters when each is positional-or-keyword (or
+    positional-only) with no default, else None (`Orchestrator._inputs`' general path)."""
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    parameters = signature.parameters.values()
+    if all(p.kind in kinds and p.default is inspect.Parameter.empty for p in parameters):
+        return tuple(signature.parameters)
+    return None
 
 
 _ARGUMENT = 40

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import queue
 import threading
+from collections.abc import Callable
 
 from .. import _otel
 from .._errors import Interrupted
@@ -37,36 +39,57 @@ def start(
         raise ValueError("only a run without tools may take a kept thread")
 
     run = _otel.carried(driver.run)  # a traced run's span current there too (`_otel`)
+    driver.hand_later = True  # the outcome first, then the worker back to the pool
 
     def target() -> None:
-        with contextlib.suppress(concurrent.futures.InvalidStateError):
-            try:
-                future.set_result(run())
-            except BaseException as exc:
-                future.set_exception(exc)
+        try:
+            with contextlib.suppress(concurrent.futures.InvalidStateError):
+                try:
+                    future.set_result(run())
+                except BaseException as exc:
+                    future.set_exception(exc)
+        finally:
+            driver.hand_back()
 
     if pooled:
-        _plain_threads().submit(target)
+        _plain_threads().put(target)
     else:
         threading.Thread(target=target, name="jupyter-sandbox-driver", daemon=True).start()
     return future
 
 
-_kept: list[concurrent.futures.ThreadPoolExecutor] = []
+_kept: list[queue.SimpleQueue[Callable[[], None]]] = []
 _kept_lock = threading.Lock()
 
 
-def _plain_threads() -> concurrent.futures.ThreadPoolExecutor:
-    """The kept threads runs without tools take (`start`), made on first use: as many as the
-    cells' worker pool has workers, so they never wait on each other before the pool."""
+def _plain_threads() -> queue.SimpleQueue[Callable[[], None]]:
+    """The queue the kept threads runs without tools take (`start`) serve, its threads
+    started on first use: as many as the cells' worker pool has workers, so they never wait
+    on each other before the pool. A bare queue, not an executor: a run hands its thread one
+    function and reads its outcome from ``driver.future``, so an executor's own future, lock
+    and thread accounting were work each call paid for nothing."""
+    kept = _kept
+    if kept:
+        return kept[0]
     with _kept_lock:
-        if not _kept:
-            _kept.append(
-                concurrent.futures.ThreadPoolExecutor(
-                    max_workers=WORKERS, thread_name_prefix="jupyter-sandbox-plain"
-                )
-            )
-        return _kept[0]
+        if not kept:
+            served: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+            for number in range(WORKERS):
+                threading.Thread(
+                    target=_serve,
+                    args=(served,),
+                    name=f"jupyter-sandbox-plain_{number}",
+                    daemon=True,
+                ).start()
+            kept.append(served)
+        return kept[0]
+
+
+def _serve(served: queue.SimpleQueue[Callable[[], None]]) -> None:
+    """A kept thread: run what `start` hands it, one at a time (each target settles its own
+    future and never raises)."""
+    while True:
+        served.get()()
 
 
 def wait(driver: Driver, *, pooled: bool = False) -> OrchestrationResult:
