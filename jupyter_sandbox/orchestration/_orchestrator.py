@@ -14,9 +14,11 @@ Where the work happens, and why:
   keywords) and checked against the annotations on the host (`_conforms`), the body runs as
   one `Driver` run, and the value is checked against the return annotation. The body is not
   type-checked again: what the checker reads has not changed, and the arguments are checked.
-- **A body that names no tool** (pure computation) takes the fast path: its run skips a
-  thread's start (`_runs.start`'s kept threads) and nothing else, so its limits, prints and
-  Ctrl-C behave as in any run.
+- **Work that is the same at each call is done once**: the run's `RunSpec` is checked when
+  the orchestrator is made and each call adds only its inputs (`RunSpec.called`); arguments
+  all passed by position bind without `inspect`. Each call is still a run of its own (a fresh
+  Monty session, its own limits, prints, approvals and Ctrl-C, as in any run), on a kept
+  thread (`_runs.start`), its worker handed back after the value is delivered.
 
 Each call outside an orchestration shows itself through `presenter` (the notebook's live view
 and saved record, set by ``%load_ext``; see `jupyter_sandbox.magics`); a call made as a tool
@@ -241,11 +243,8 @@ class Orchestrator(Tool):
         attempt = 0
         while True:
             driver = self._driver(inputs, shown, tool_loop(parent_loop()))
-            # The fast path: a run that calls no tool cannot block on the host, so it may take
-            # a kept thread. Not when nested: a kept thread must never wait on the run above.
-            pooled = not self.tools and driver.parent is None
             try:
-                result = wait(driver, pooled=pooled)
+                result = wait(driver)
                 break
             except OrchestrationError as exc:
                 attempt += 1
