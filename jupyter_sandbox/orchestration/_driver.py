@@ -322,9 +322,11 @@ class Driver:
                 return
             self._handed = True
             session = self._session
-        if session is not None:  # its worker may be dead (killed): the pool starts another
-            session.__exit__(None, None, None)
-        self.runtime.release_level(self, self.level)
+        try:
+            if session is not None:  # its worker may be dead (killed): the pool starts another
+                session.__exit__(None, None, None)
+        finally:
+            self.runtime.release_level(self, self.level)
 
     def _block(self, call: ToolCall | Started | None) -> None:
         """Mark the thread as blocked on the host, so `stop` may abandon it; async calls

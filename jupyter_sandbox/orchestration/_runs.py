@@ -45,8 +45,9 @@ def start(driver: Driver) -> concurrent.futures.Future[OrchestrationResult]:
                     future.set_result(run())
                 except BaseException as exc:
                     future.set_exception(exc)
-        finally:
-            driver.hand_back()
+        finally:  # the outcome is delivered: a worker that fails to go back is the pool's
+            with contextlib.suppress(Exception):
+                driver.hand_back()
 
     _threads.run(target)
     return future
