@@ -302,7 +302,7 @@ def test_calls_in_a_loop_run_on_kept_threads() -> None:
         seen.append(self.name)
         original(self)
 
-    for _ in range(10):  # the kept threads the calls need (a call's run, the last handing back)
+    for _ in range(10):  # the kept threads the calls need (one, and one finishing its run)
         assert pure(10) == 45
     threading.Thread.start = spy  # type: ignore[method-assign]
     try:
@@ -310,7 +310,7 @@ def test_calls_in_a_loop_run_on_kept_threads() -> None:
             assert pure(10) == 45
     finally:
         threading.Thread.start = original  # type: ignore[method-assign]
-    # one more at most, when a worker's hand-back outlasts the next call on a busy machine
+    # one more at most, when a run's thread is still winding down as the next call starts
     assert len([name for name in seen if name == "jupyter-sandbox-driver"]) <= 2
 
 

@@ -157,10 +157,6 @@ class Driver:
         of the thread and `stop` pops it first decides whether the run was abandoned: one
         ``dict.pop`` under the GIL, no lock round trips on the hot path (`_block`)."""
         self._closed = False
-        self._handed = False
-        self.hand_later = False
-        """Set by the runner (`_runs.start`) that settles `future` first and then calls
-        `hand_back`: whoever waits for the value does not wait for the worker's return too."""
         self._session: pm.MontySession | None = None
         self._children: set[Driver] = set()
         self.parent = _running.get()
@@ -243,7 +239,7 @@ class Driver:
                 )
             ) from None
         finally:
-            self._close(ended=True)
+            self._close()
 
     def kill(self) -> None:
         """Stop the run now (Ctrl-C): kill its worker (the pool replaces it), and the workers
@@ -288,14 +284,14 @@ class Driver:
             self.future.set_exception(error)
         return True
 
-    def _close(self, *, ended: bool = False) -> None:
+    def _close(self) -> None:
         """Wind the run down once, from whichever thread gets here first: stop its async
-        calls, write the journal, seal the result, hand the worker back (`hand_back`; left to
-        the runner when the run ``ended`` by itself and its runner asked to, `hand_later`)."""
+        calls, write the journal, seal the result, hand the worker back."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
+            session = self._session
         self.pending.stop()
         if self.pending.entries:  # async calls or sleeps the run did not take the outcome of
             self._end_pending()
@@ -308,24 +304,13 @@ class Driver:
             self.emit(Output("stdout", tail))
         self.result.stdout = "".join(self._stdout)
         self.result.secrets = self.scrub.secrets
-        if self.parent is not None:
-            with self.parent._lock:
-                self.parent._children.discard(self)
-        if not (ended and self.hand_later):
-            self.hand_back()
-
-    def hand_back(self) -> None:
-        """Hand the run's worker back to the pool (once; again is harmless). The pool resets
-        it before any other run checks it out, so nothing of this run is carried over."""
-        with self._lock:
-            if self._handed:
-                return
-            self._handed = True
-            session = self._session
         try:
             if session is not None:  # its worker may be dead (killed): the pool starts another
                 session.__exit__(None, None, None)
         finally:
+            if self.parent is not None:
+                with self.parent._lock:
+                    self.parent._children.discard(self)
             self.runtime.release_level(self, self.level)
 
     def _block(self, call: ToolCall | Started | None) -> None:

@@ -18,7 +18,7 @@ Where the work happens, and why:
   the orchestrator is made and each call adds only its inputs (`RunSpec.called`); arguments
   all passed by position bind without `inspect`. Each call is still a run of its own (a fresh
   Monty session, its own limits, prints, approvals and Ctrl-C, as in any run), on a kept
-  thread (`_runs.start`), its worker handed back after the value is delivered.
+  thread (`_runs.start`).
 
 Each call outside an orchestration shows itself through `presenter` (the notebook's live view
 and saved record, set by ``%load_ext``; see `jupyter_sandbox.magics`); a call made as a tool

@@ -28,26 +28,20 @@ waited for: it is abandoned at once."""
 
 def start(driver: Driver) -> concurrent.futures.Future[OrchestrationResult]:
     """Run the driver on a thread of its own; its outcome lands in ``driver.future`` (unless
-    `Driver.stop` settled it first, abandoning the thread), then its worker goes back to the
-    pool (`Driver.hand_back`): whoever waits for the value does not wait for that too.
+    `Driver.stop` settled it first, abandoning the thread).
 
     The thread is a kept one (`_threads`) when one is idle, else a new one that is kept
     after: starting a thread was a third of a call that runs no tool, and a fresh thread
     beside a busy core waited for one twice as long per tool call as a kept one."""
     future = driver.future
     run = _otel.carried(driver.run)  # a traced run's span current there too (`_otel`)
-    driver.hand_later = True
 
     def target() -> None:
-        try:
-            with contextlib.suppress(concurrent.futures.InvalidStateError):
-                try:
-                    future.set_result(run())
-                except BaseException as exc:
-                    future.set_exception(exc)
-        finally:  # the outcome is delivered: a worker that fails to go back is the pool's
-            with contextlib.suppress(Exception):
-                driver.hand_back()
+        with contextlib.suppress(concurrent.futures.InvalidStateError):
+            try:
+                future.set_result(run())
+            except BaseException as exc:
+                future.set_exception(exc)
 
     _threads.run(target)
     return future
