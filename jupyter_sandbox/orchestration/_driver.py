@@ -29,7 +29,7 @@ import threading
 import time
 import traceback
 import unicodedata
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pydantic_monty as pm
@@ -47,7 +47,7 @@ from . import _typecheck
 from ._confine import kill_worker
 from ._failures import describe, for_sandbox, translate
 from ._hooks import Feature, Paused
-from ._keep import MB, Keep, Keeper, crossing_bytes
+from ._keep import DEFAULT_KEEP, MB, Keep, Keeper, crossing_bytes
 from ._limits import Limits
 from ._pending import Entry, Pending
 from ._result import OrchestrationResult
@@ -120,16 +120,19 @@ class Driver:
         self.result = OrchestrationResult(code=code)
         self._features = tuple(features)
         # The features asked at each call, by point: only those that do something there.
-        self._rebinding = _overriding(self._features, "rebind")
-        self._starting = _overriding(self._features, "call_started")
-        self._answering = _overriding(self._features, "call_answered")
-        self._finishing = _overriding(self._features, "call_finished")
+        if self._features:
+            self._rebinding = _overriding(self._features, "rebind")
+            self._starting = _overriding(self._features, "call_started")
+            self._answering = _overriding(self._features, "call_answered")
+            self._finishing = _overriding(self._features, "call_finished")
+        else:  # a plain run: nothing to ask anywhere
+            self._rebinding = self._starting = self._answering = self._finishing = ()
         self.numbers: dict[int, int] = {}
         """The numbers of the calls the features saw, by ``id(call)``: the order the code
         made them in (what a store keys records by; Monty's ``call_id`` is the worker's)."""
         self._stdout: list[str] = []
         self._output_left = limits.max_output * 2**20
-        self.keeper = Keeper(keep or Keep())
+        self.keeper = Keeper(keep or DEFAULT_KEEP)
         """What the trace keeps of the calls' values (`_keep`): bounded per run."""
         self._transfer_left = limits.max_transfer * MB
         """Bytes of arguments the calls may still copy out of Monty (``max_transfer``)."""
@@ -290,7 +293,8 @@ class Driver:
             self._closed = True
             session = self._session
         self.pending.stop()
-        self._end_pending()
+        if self.pending.entries:  # async calls or sleeps the run did not take the outcome of
+            self._end_pending()
         for feature in self._features:
             feature.end(self)
         self.result.duration = time.perf_counter() - self.trace.origin
@@ -300,21 +304,14 @@ class Driver:
             self.emit(Output("stdout", tail))
         self.result.stdout = "".join(self._stdout)
         self.result.secrets = self.scrub.secrets
-        if session is not None:  # its worker may be dead (killed): the pool starts another
-            session.__exit__(None, None, None)
-        if self.parent is not None:
-            with self.parent._lock:
-                self.parent._children.discard(self)
-        self.runtime.release_level(self, self.level)
-
-    @contextlib.contextmanager
-    def _on_host(self, call: ToolCall | None) -> Iterator[None]:
-        """Mark the thread as blocked on the host while the body runs (`_block`)."""
-        self._block(call)
         try:
-            yield
+            if session is not None:  # its worker may be dead (killed): the pool starts another
+                session.__exit__(None, None, None)
         finally:
-            self._unblock()
+            if self.parent is not None:
+                with self.parent._lock:
+                    self.parent._children.discard(self)
+            self.runtime.release_level(self, self.level)
 
     def _block(self, call: ToolCall | Started | None) -> None:
         """Mark the thread as blocked on the host, so `stop` may abandon it; async calls
@@ -353,13 +350,16 @@ class Driver:
             type_check_format="json",  # `type_check_error` draws it as a traceback
             os_policy={"sleep_system_max": float("inf")},
         )
-        with self._on_host(None):  # checking a worker out waits while the pool is busy
+        self._block(None)  # checking a worker out waits while the pool is busy
+        try:
             session.__enter__()
             with self._lock:
                 self._session = session  # `_close` hands it back
                 late = self._closed
             if late:  # abandoned while waiting: `_close` has run, so hand it back here
                 session.__exit__(None, None, None)
+        finally:
+            self._unblock()
         self._worker_pid = session.worker_pid
         if self._killed.is_set():
             raise Interrupted("interrupted")
@@ -693,6 +693,9 @@ class Driver:
         """The cell's value, if whoever receives it can write it out: one of our errors for a
         value larger than ``max_result`` once shared references are written out, or nested
         too deeply to print (either would flood or crash the notebook's display)."""
+        kind = type(value)
+        if kind in _FLAT or (kind is int and value.bit_length() <= 64):
+            return value  # a few bytes, nesting nothing: the usual value of a call
         limit = self.limits.max_result * 2**20
         if data_size(value, limit) > limit:
             raise LimitExceeded(
@@ -725,6 +728,9 @@ class Driver:
 class _Abandoned(Exception):
     """Ends the thread of a run `Driver.stop` abandoned, once its sync tool returns."""
 
+
+_FLAT = frozenset({type(None), bool, float})
+"""Values `Driver._checked` passes without walking them (with an int of up to 64 bits)."""
 
 _FREE = object()
 """`Driver._host` holds no call: the thread is not blocked on the host, or `stop` took it."""

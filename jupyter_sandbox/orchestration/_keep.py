@@ -69,6 +69,10 @@ class Keep:
             bounded(getattr(self, name), name, low=1, high=2**40, integer=True, unit="MB")
 
 
+DEFAULT_KEEP = Keep()
+"""What a run keeps when given no `Keep`: the defaults, made once (a run is made per call)."""
+
+
 class Summary(HandleMarker):
     """Stands in for a value too large to keep: ``{"handle": type, "size": bytes, "digest":
     sha256 prefix}``. A `HandleMarker`, so a stored call whose result is one counts as not

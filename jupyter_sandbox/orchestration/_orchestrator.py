@@ -14,9 +14,11 @@ Where the work happens, and why:
   keywords) and checked against the annotations on the host (`_conforms`), the body runs as
   one `Driver` run, and the value is checked against the return annotation. The body is not
   type-checked again: what the checker reads has not changed, and the arguments are checked.
-- **A body that names no tool** (pure computation) takes the fast path: its run skips a
-  thread's start (`_runs.start`'s kept threads) and nothing else, so its limits, prints and
-  Ctrl-C behave as in any run.
+- **Work that is the same at each call is done once**: the run's `RunSpec` is checked when
+  the orchestrator is made and each call adds only its inputs (`RunSpec.called`); arguments
+  all passed by position bind without `inspect`. Each call is still a run of its own (a fresh
+  Monty session, its own limits, prints, approvals and Ctrl-C, as in any run), on a kept
+  thread (`_runs.start`).
 
 Each call outside an orchestration shows itself through `presenter` (the notebook's live view
 and saved record, set by ``%load_ext``; see `jupyter_sandbox.magics`); a call made as a tool
@@ -113,6 +115,9 @@ class _Printed(_Quiet):
             stream.write(event.text)
 
 
+_PRINTED = _Printed()
+
+
 class _Presenters:
     """The presenter in place (one per process: the notebook's kernel sets it)."""
 
@@ -174,6 +179,13 @@ class Orchestrator(Tool):
             _check_definition(code, self.tools, declared, self.hints.values(), value, limits)
         self.code = f"{code}\n{call}\n" if call else code
         """What runs at each call: the body, then (a function's) the line that calls it."""
+        self._spec = RunSpec(
+            code=self.code, tools=self.tools, inputs={}, limits=limits, type_check=False
+        )
+        """Each call's run but its inputs and view, checked once here (`RunSpec.called`)."""
+        self._positional = _positional(signature)
+        """The parameters' names when every one may be passed by position and none has a
+        default or is variadic: a call giving each by position binds without `inspect`."""
         self._function = wrapped
         runner = self._runner(is_async)
         if wrapped is not None:
@@ -231,11 +243,8 @@ class Orchestrator(Tool):
         attempt = 0
         while True:
             driver = self._driver(inputs, shown, tool_loop(parent_loop()))
-            # The fast path: a run that calls no tool cannot block on the host, so it may take
-            # a kept thread. Not when nested: a kept thread must never wait on the run above.
-            pooled = not self.tools and driver.parent is None
             try:
-                result = wait(driver, pooled=pooled)
+                result = wait(driver)
                 break
             except OrchestrationError as exc:
                 attempt += 1
@@ -284,19 +293,20 @@ class Orchestrator(Tool):
         """One run of the body, as `orchestrate` plans it without a store, journal or session;
         the type check was done when the orchestrator was defined. Its gated calls are asked
         to the run it is nested in (`_approval`): with none, they fail it."""
-        spec = RunSpec(
-            code=self.code,
-            tools=self.tools,
-            inputs=inputs,
-            limits=self.limits,
-            type_check=False,
-            on_event=shown.on_event,
-        )
-        return plan(spec, loop)
+        return plan(self._spec.called(inputs, shown.on_event), loop)
 
     def _inputs(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         """The call's arguments by parameter name, as Python binds them (defaults filled in),
         each checked against its annotation: a ``TypeError`` before anything runs."""
+        names = self._positional
+        if names is not None and not kwargs and len(args) == len(names):
+            # what `inspect.Signature.bind` gives such a call, without its general machinery
+            inputs = dict(zip(names, args, strict=True))
+            if self.type_check:
+                hints = self.hints
+                for name, value in inputs.items():
+                    _expect(value, hints.get(name, Any), f"{self.name}() argument {name!r}")
+            return inputs
         try:
             bound = self.__signature__.bind(*args, **kwargs)
         except TypeError as exc:
@@ -327,7 +337,7 @@ class Orchestrator(Tool):
         if call is not None or _running.get() is not None:
             return _QUIET
         current = presenter.current
-        return _Printed() if current is None else current(self, self._written(args, kwargs))
+        return _PRINTED if current is None else current(self, self._written(args, kwargs))
 
     def _written(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
         """The call as a person reads it, ``sum_squares(1)``: what its record is titled by,
@@ -345,6 +355,16 @@ class Orchestrator(Tool):
         shown.finish(result, raised=raised)
         if call is not None:
             call.children.append(result.to_record())
+
+
+def _positional(signature: inspect.Signature) -> tuple[str, ...] | None:
+    """The names of ``signature``'s parameters when each is positional-or-keyword (or
+    positional-only) with no default, else None (`Orchestrator._inputs`' general path)."""
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    parameters = signature.parameters.values()
+    if all(p.kind in kinds and p.default is inspect.Parameter.empty for p in parameters):
+        return tuple(signature.parameters)
+    return None
 
 
 _ARGUMENT = 40

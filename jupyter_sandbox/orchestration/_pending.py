@@ -181,7 +181,7 @@ class Pending:
             batch, self.waiting = self.waiting, []
         for _, _, coro in batch:
             coro.close()
-        if not self._tasks and all(e.done for e in self.entries.values()):
+        if not self._tasks and (not self.entries or all(e.done for e in self.entries.values())):
             return  # nothing started, nothing on its way to the loop
         with contextlib.suppress(RuntimeError):
             if asyncio.get_running_loop() is self.loop:  # `stop` from orchestrate_async

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import contextvars
+import queue
 import threading
+from collections.abc import Callable
 
 from .. import _otel
 from .._errors import Interrupted
 from ._driver import Driver
 from ._result import OrchestrationResult
-from ._runtime import WORKERS
+from ._runtime import SPARE_LEVELS, WORKERS
 
 DRIVER_WAIT = 15.0
 """Seconds an interrupted run waits for its driver to cancel its pending async tool calls
@@ -23,19 +26,14 @@ DRIVER_WAIT = 15.0
 waited for: it is abandoned at once."""
 
 
-def start(
-    driver: Driver, *, pooled: bool = False
-) -> concurrent.futures.Future[OrchestrationResult]:
-    """Run the driver on its own thread; its outcome lands in ``driver.future`` (unless
+def start(driver: Driver) -> concurrent.futures.Future[OrchestrationResult]:
+    """Run the driver on a thread of its own; its outcome lands in ``driver.future`` (unless
     `Driver.stop` settled it first, abandoning the thread).
 
-    ``pooled`` runs it on a kept thread instead (`_plain_threads`), saving a thread's start
-    (a third of a call that runs no tool). Only for a run that has no tool: a run abandoned
-    in a sync tool leaves its thread to finish that tool, which a kept thread may never do."""
+    The thread is a kept one (`_threads`) when one is idle, else a new one that is kept
+    after: starting a thread was a third of a call that runs no tool, and a fresh thread
+    beside a busy core waited for one twice as long per tool call as a kept one."""
     future = driver.future
-    if pooled and driver.tools:
-        raise ValueError("only a run without tools may take a kept thread")
-
     run = _otel.carried(driver.run)  # a traced run's span current there too (`_otel`)
 
     def target() -> None:
@@ -45,36 +43,55 @@ def start(
             except BaseException as exc:
                 future.set_exception(exc)
 
-    if pooled:
-        _plain_threads().submit(target)
-    else:
-        threading.Thread(target=target, name="jupyter-sandbox-driver", daemon=True).start()
+    _threads.run(target)
     return future
 
 
-_kept: list[concurrent.futures.ThreadPoolExecutor] = []
-_kept_lock = threading.Lock()
+class _Threads:
+    """Kept threads for runs, each with its own inbox. A run takes an idle thread or starts
+    one, never waits for a busy one: a thread abandoned in a sync tool (`Driver.stop`), or
+    running a run that waits on a run nested in its tools, holds up no other run. A thread
+    rejoins the idle ones when its run is over (up to `KEPT_THREADS`; past that it ends).
+    Each run starts in an empty context, as on a new thread: nothing a tool set in a
+    context variable reaches the next run."""
+
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+        self._idle: list[queue.SimpleQueue[Callable[[], None]]] = []
+        self._lock = threading.Lock()
+
+    def run(self, target: Callable[[], None]) -> None:
+        """Run ``target`` on an idle kept thread, else on a new one."""
+        with self._lock:
+            inbox = self._idle.pop() if self._idle else None
+        if inbox is None:
+            inbox = queue.SimpleQueue()
+            threading.Thread(
+                target=self._serve, args=(inbox,), name="jupyter-sandbox-driver", daemon=True
+            ).start()
+        inbox.put(target)
+
+    def _serve(self, inbox: queue.SimpleQueue[Callable[[], None]]) -> None:
+        while True:
+            contextvars.Context().run(inbox.get())  # settles its run's future, never raises
+            with self._lock:
+                if len(self._idle) >= self.keep:
+                    return
+                self._idle.append(inbox)
 
 
-def _plain_threads() -> concurrent.futures.ThreadPoolExecutor:
-    """The kept threads runs without tools take (`start`), made on first use: as many as the
-    cells' worker pool has workers, so they never wait on each other before the pool."""
-    with _kept_lock:
-        if not _kept:
-            _kept.append(
-                concurrent.futures.ThreadPoolExecutor(
-                    max_workers=WORKERS, thread_name_prefix="jupyter-sandbox-plain"
-                )
-            )
-        return _kept[0]
+KEPT_THREADS = 2 * WORKERS * SPARE_LEVELS
+"""Idle threads kept for runs (`_Threads`): as many as runs may hold workers at once, twice
+(a thread handing its worker back while the next run starts on another)."""
+_threads = _Threads(KEPT_THREADS)
 
 
-def wait(driver: Driver, *, pooled: bool = False) -> OrchestrationResult:
+def wait(driver: Driver) -> OrchestrationResult:
     """`start` the driver and wait for its outcome; Ctrl-C stops it (see `orchestrate`), even
     one arriving while the thread starts (its tools may run already)."""
     future = driver.future
     try:
-        start(driver, pooled=pooled)
+        start(driver)
         return future.result()
     except KeyboardInterrupt:
         # Only the kernel's SIGINT lands here: a tool raising KeyboardInterrupt does so on

@@ -142,6 +142,28 @@ class RunSpec:
                 "store: a stored run is taken up from a store; pass store=", parameter="store"
             )
 
+    def called(self, inputs: Mapping[str, Any], on_event: EventCallback | None) -> RunSpec:
+        """This spec with one call's ``inputs`` and view (``on_event``): what a reusable
+        orchestrator runs at each call. The other fields are this spec's, checked when it was
+        made, so only the two given are checked here (a call pays for its own fields only)."""
+        for key in inputs:
+            if not isinstance(key, str):
+                raise SandboxConfigError("inputs: names must be str", parameter="inputs")
+        if on_event is not None and not callable(on_event):
+            raise SandboxConfigError(
+                f"on_event takes a function or None, got {type(on_event).__name__}",
+                parameter="on_event",
+            )
+        spec = object.__new__(RunSpec)
+        for name in _FIELDS:
+            _set(spec, name, getattr(self, name))
+        _set(spec, "inputs", inputs)
+        _set(spec, "on_event", on_event)
+        return spec
+
+
+_set = object.__setattr__
+"""How `RunSpec.called` fills a frozen copy without checking its fields again."""
 
 _KINDS: tuple[tuple[str, type | tuple[type, ...], bool], ...] = (
     ("code", str, False),
@@ -159,6 +181,9 @@ _KINDS: tuple[tuple[str, type | tuple[type, ...], bool], ...] = (
     ("resume", (bool, TakeUp, Fork), False),
 )
 """`RunSpec`'s fields checked by kind: name, what it takes, whether None is allowed."""
+
+_FIELDS = tuple(RunSpec.__slots__)
+"""Every field of `RunSpec`, in order (what `RunSpec.called` copies)."""
 
 
 def _typed(
