@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from ._types import ErrorType
 
-MAX_REPLY = 200_000
+REPLY_CHARS_KEPT = 200_000
 """Characters of a reply read: a longer one is cut there (a model does not write more code)."""
 _FENCE = re.compile(r"^```[ \t]*([^\n`]*)\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
 _LABEL = re.compile(
@@ -48,7 +48,7 @@ class Reply:
 
 
 def parse(text: str) -> Reply:
-    text = text[:MAX_REPLY].replace("\r\n", "\n")
+    text = text[:REPLY_CHARS_KEPT].replace("\r\n", "\n")
     reply = Reply()
     outside = _FENCE.sub("", text)
     for match in _LABEL.finditer(outside):
