@@ -209,3 +209,16 @@ def opened(
         yield lab, page
     finally:
         lab.stop()
+
+
+def shoot_themes(page: Page, target: Any, path: Path) -> None:
+    """Screenshots of ``target`` (a locator) in JupyterLab's light and dark themes, as
+    ``<path>-light.png`` and ``<path>-dark.png``."""
+    for theme, short in (("JupyterLab Light", "light"), ("JupyterLab Dark", "dark")):
+        page.evaluate(
+            "(t) => window.jupyterapp.commands.execute('apputils:change-theme', {theme: t})",
+            theme,
+        )
+        page.wait_for_function("(t) => document.body.dataset.jpThemeName === t", arg=theme)
+        page.wait_for_timeout(500)
+        target.screenshot(path=path.with_name(f"{path.name}-{short}.png"))

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from _jupyterlab import opened, run_all, save, wait_all_executed, write_notebook
+from _jupyterlab import opened, run_all, save, shoot_themes, wait_all_executed, write_notebook
 
 pytestmark = pytest.mark.browser
 
@@ -69,14 +69,7 @@ def check(page) -> None:
 
 
 def shoot(page, name: str) -> None:
-    for theme, short in (("JupyterLab Light", "light"), ("JupyterLab Dark", "dark")):
-        page.evaluate(
-            "(t) => window.jupyterapp.commands.execute('apputils:change-theme', {theme: t})",
-            theme,
-        )
-        page.wait_for_function("(t) => document.body.dataset.jpThemeName === t", arg=theme)
-        page.wait_for_timeout(500)
-        page.locator(".jp-Cell").nth(1).screenshot(path=SHOTS / f"prints-{name}-{short}.png")
+    shoot_themes(page, page.locator(".jp-Cell").nth(1), SHOTS / f"prints-{name}")
 
 
 def test_a_printing_cell_reads_in_time_order_in_jupyterlab(tmp_home: Path, browser) -> None:

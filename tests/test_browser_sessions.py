@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from _jupyterlab import opened, run_all, save, wait_all_executed, write_notebook
+from _jupyterlab import opened, run_all, save, shoot_themes, wait_all_executed, write_notebook
 
 pytestmark = [pytest.mark.browser, pytest.mark.docker]
 
@@ -35,14 +35,7 @@ def check(page) -> None:
 
 
 def shoot(page, name: str) -> None:
-    for theme, short in (("JupyterLab Light", "light"), ("JupyterLab Dark", "dark")):
-        page.evaluate(
-            "(t) => window.jupyterapp.commands.execute('apputils:change-theme', {theme: t})",
-            theme,
-        )
-        page.wait_for_function("(t) => document.body.dataset.jpThemeName === t", arg=theme)
-        page.wait_for_timeout(500)
-        page.locator(".jp-Cell").nth(2).screenshot(path=SHOTS / f"session-{name}-{short}.png")
+    shoot_themes(page, page.locator(".jp-Cell").nth(2), SHOTS / f"session-{name}")
 
 
 def test_session_cells_say_their_session_and_count_in_jupyterlab(tmp_home: Path, browser) -> None:
