@@ -39,13 +39,15 @@ print(orchestrate("1 + 1").value, flush=True)  # a Monty worker: its launcher fo
 kept = create("f", code="open('/var/outputs/f', 'w').write('mine')", outputs={"f": File},
               auto_io=False).run()  # a returned File: its output folder
 quiesce()  # the used container is gone, a spare waits
-sleeper = create("sleeper", code="import time; time.sleep(600)", timeout=900)
+# its program's own process: a spare's waiter is a python3 too, so only this one tells that the
+# sleeper's container was taken, and its refill started, before `quiesce` below
+sleeper = create("sleeper", code="import subprocess; subprocess.run(['sleep', '601'])", timeout=900)
 threading.Thread(target=sleeper.run, daemon=True).start()
 mine = {"label": ["jupyter-sandbox.kind=run", f"jupyter-sandbox.owner-pid={os.getpid()}"]}
 
 def running() -> bool:  # the sleeper's program runs in one of our containers
     for row in client().api.containers(filters={**mine, "status": "running"}):
-        if "python3" in json.dumps(client().api.top(row["Id"])):
+        if '"sleep 601"' in json.dumps(client().api.top(row["Id"])):
             return True
     return False
 
