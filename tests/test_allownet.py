@@ -1089,11 +1089,12 @@ def test_a_session_reaches_the_listed_host_and_is_refused_another_across_cells(
 
 
 def test_a_session_cell_with_allow_net_reaches_only_its_host(
-    world, shell, docker_engine, tmp_path, monkeypatch
+    world, shell, docker_engine, tmp_path, monkeypatch, capsys
 ):
     """``%%sandbox --session NAME --allow-net HOST``: the cell's allow-list, kept by the
-    session; a later cell asking for another list is refused in one line. A session started
-    after its proxy was killed joins the route again, as a run does: a new proxy serves it."""
+    session, and the cell's record lists what that cell sent out (not an earlier cell's); a
+    later cell asking for another list is refused in one line. A session started after its
+    proxy was killed joins the route again, as a run does: a new proxy serves it."""
     from IPython.core.error import UsageError
 
     from jupyter_sandbox.sandbox import _egress, _kept, _session
@@ -1104,14 +1105,19 @@ def test_a_session_cell_with_allow_net_reaches_only_its_host(
     monkeypatch.setenv(_kept.SESSION_DIR_ENV, str(tmp_path / "sessions"))
     try:
         shell.run_cell_magic(
-            "sandbox", "--session listed_cell --allow-net allowed.test:8080", CLIENT
+            "sandbox",
+            "--session listed_cell --allow-net allowed.test:8080",
+            CLIENT + "get('http://allowed.test:8080/cell-one')",
         )
+        capsys.readouterr()
         shell.run_cell_magic(
             "sandbox",
             "--session listed_cell --allow-net allowed.test:8080 --out a --out b",
             "a = get('http://allowed.test:8080/cell-two')\nb = get('http://other.test:8080/')",
         )
         assert (shell.user_ns["a"], shell.user_ns["b"]) == (200, 403)
+        shown = capsys.readouterr().out  # the record's text fallback
+        assert "2 requests: 1 allowed, 1 refused: other.test:8080 not on the list" in shown
         with pytest.raises(UsageError, match=r"network 'other\.test:8080'"):
             shell.run_cell_magic(
                 "sandbox", "--session listed_cell --allow-net other.test:8080", "pass"

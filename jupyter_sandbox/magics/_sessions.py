@@ -81,7 +81,7 @@ def run_cell(
                 f"session {name!r} runs another environment: this cell asks for {differs};"
                 f" stop it first (%sandbox_stop {name})"
             )
-    started = time.monotonic()
+    started, began = time.monotonic(), time.time()
     try:
         cell_run = session.execute(
             "\n" + cell,
@@ -92,9 +92,10 @@ def run_cell(
         )
     except SessionCellError as error:
         sys.stderr.write(error.traceback)
-        _show_record(session, "error", time.monotonic() - started, str(error), quiet=args.quiet)
+        seconds = time.monotonic() - started
+        _show_record(session, "error", seconds, str(error), began, quiet=args.quiet)
         raise
-    _show_record(session, "ok", cell_run.seconds, None, quiet=args.quiet)
+    _show_record(session, "ok", cell_run.seconds, None, began, quiet=args.quiet)
     for out in outputs:
         magics.shell.user_ns[out] = _session.session_value(cell_run.outputs.get(out))
     result = cell_run.result
@@ -145,10 +146,17 @@ def _print(stream: str, text: str) -> None:
 
 
 def _show_record(
-    session: SandboxSession, status: str, seconds: float, error: str | None, *, quiet: bool
+    session: SandboxSession,
+    status: str,
+    seconds: float,
+    error: str | None,
+    began: float,
+    *,
+    quiet: bool,
 ) -> None:
-    """The cell's run record, saying which session ran it and its cell count (the cell's
-    streams and error output show the rest)."""
+    """The cell's run record, saying which session ran it and its cell count, and for an
+    allow-listed session what the cell sent out from ``began`` on (the cell's streams and
+    error output show the rest)."""
     if quiet:
         return
     from IPython.display import display
@@ -176,6 +184,9 @@ def _show_record(
         "session": session.name,
         "session_cell": session.cells,
     }
+    sent = session.requests_since(began)
+    if sent is not None:
+        record["requests"] = sent.to_record()
     display(bundle(record), raw=True)
 
 

@@ -53,7 +53,7 @@ from ._attach import Attached
 from ._client import client, engine_of
 from ._io import PROGRAM
 from ._isolation import Isolation
-from ._plan import AllowList, session_plan
+from ._plan import AllowList, Route, session_plan
 from ._pool import ContainerSetup, Slot
 from ._record import SandboxRun
 from ._sandbox import create
@@ -62,6 +62,8 @@ from ._spec import Network, Resources, parse_size
 
 if TYPE_CHECKING:
     from docker import DockerClient
+
+    from ._requests import RequestLog
 
 _HERE = Path(__file__).parent
 SERVER_FILE = "session.py"
@@ -283,6 +285,8 @@ class SandboxSession:
     """The secrets' values: masked in everything the session sends back."""
     _current: int = 0
     """The id of the request under way (an interrupt names it)."""
+    _address: str | None = None
+    """Its container's address on its allow-list's network (`requests_since`), once asked."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
 
@@ -519,6 +523,22 @@ class SandboxSession:
             stderr="".join(printed["stderr"]),
             seconds=time.monotonic() - started,
         )
+
+    def requests_since(self, since: float) -> RequestLog | None:
+        """What the session's code sent out from ``since`` (epoch seconds) on, from its
+        allow-list's proxy log with its secrets masked (`_requests`): a cell's record keeps it,
+        as a one-shot run's does. None without an allow-list (nothing went out)."""
+        if not self.spec.allowed:
+            return None
+        from ._requests import RequestLog, address_of
+
+        docker = client()
+        route = _route(self.spec, docker)
+        if self._address is None:
+            self._address = address_of(docker, self.container_id, route.network)
+        log = RequestLog()
+        log.add(route.requests(since, time.time(), self._address, self.secrets) or [])
+        return log
 
     def expired(self) -> bool:
         """Whether it waited longer than its idle time for this cell."""
@@ -876,12 +896,17 @@ def _joined(spec: SessionSpec, docker: DockerClient) -> SessionSpec:
     and environment) is replaced before the session's container needs it."""
     if not spec.allowed:
         return spec
-    route = AllowList(allow_list(list(spec.allowed))).join(docker, lambda _event: None)
+    route = _route(spec, docker)
     environment = tuple(sorted(route.environment.items()))
     if (route.network, environment) == (spec.setup.network, spec.environment):
         return spec
     setup = dataclasses.replace(spec.setup, network=route.network)
     return dataclasses.replace(spec, setup=setup, environment=environment)
+
+
+def _route(spec: SessionSpec, docker: DockerClient) -> Route:
+    """The route of ``spec``'s allow-list: its proxy, started again if it died (`_egress`)."""
+    return AllowList(allow_list(list(spec.allowed))).join(docker, lambda _event: None)
 
 
 def _lifetime(spec: SessionSpec) -> int:
