@@ -111,6 +111,10 @@ def test_bad_options_are_refused_before_any_model_call() -> None:
         AutoCoderAgent(ScriptedLLM([]), base_packages=["--index-url=http://x"])
     with pytest.raises(SandboxConfigError, match="samples take pandas DataFrames"):
         AutoCoderAgent(ScriptedLLM([])).generate("t", samples={"x": 3})
+    with pytest.raises(SandboxConfigError, match="network"):
+        AutoCoderAgent(ScriptedLLM([]), network="internet")
+    with pytest.raises(SandboxConfigError):
+        AutoCoderAgent(ScriptedLLM([]), network=["http://host/path"])
 
 
 def test_a_model_that_returns_no_text_fails_its_iterations_without_a_crash() -> None:
@@ -169,6 +173,26 @@ def test_a_model_that_fixes_its_bug_passes_in_the_second_iteration(sales) -> Non
     total_of = tool(result.as_task(), name="total_of")  # a tool for orchestration code
     done = orchestrate("await total_of(sales=data)", tools=[total_of], inputs={"data": File(big)})
     assert done.value == 5050.0
+
+
+def networks_reply(expected: list[str]) -> str:
+    """A program that lists its network interfaces, and a test that they are ``expected``."""
+    return format_reply(
+        code="import os\nnetworks = sorted(os.listdir('/sys/class/net'))\n",
+        tests=f"def test_the_interfaces(run):\n    assert run()['networks'] == {expected!r}\n",
+    )
+
+
+@pytest.mark.docker
+@docker
+@pytest.mark.parametrize(("network", "expected"), [("none", ["lo"]), ("bridge", ["eth0", "lo"])])
+def test_the_generated_code_and_its_tests_run_on_the_network_asked_for(network, expected) -> None:
+    """No network by default, as every sandbox: ``network=`` is the program's and its tests'."""
+    llm = ScriptedLLM([networks_reply(expected)])
+    agent = AutoCoderAgent(llm, max_iterations=1, network=network)
+    result = agent.generate("List the network interfaces", outputs={"networks": list})
+    assert result.success, result.error
+    assert result.run() == expected  # the program run again later: the same network
 
 
 @pytest.mark.docker
