@@ -40,6 +40,11 @@ def test_cells_of_a_session_share_state_and_say_which_session_ran_them(tmp_path:
         assert k.ok("total").value == "6"
         k.ok("n = 5")
         assert "[1, 2, 3, 5]" in k.ok("%%sandbox --session analysis --in n\nrows + [n]").text
+        csv = tmp_path / "sales.csv"
+        csv.write_text("item,amount\na,7\n")
+        k.ok(f"from jupyter_sandbox import File\nsales = File({str(csv)!r})")
+        read = k.ok("%%sandbox --session analysis --in sales\nopen(sales).read().split()[-1]")
+        assert "'a,7'" in read.text  # the notebook's file, copied into the session
         failed = k.run("%%sandbox --session analysis\nrows[10]")
         assert failed.status == "error"
         assert "IndexError" in failed.text

@@ -48,6 +48,47 @@ def test_variables_imports_functions_and_files_stay_across_cells() -> None:
         assert session.cells == 5
 
 
+def test_file_and_dir_inputs_arrive_as_paths_without_the_links_that_lead_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A `File` or `Dir` input is copied in (its path is the variable, as in a one-shot run);
+    sent again it replaces the last one; a link in a folder, which could lead to any host
+    file, stays out; one over the ceiling is refused in one line before anything is sent."""
+    from jupyter_sandbox import Dir, File
+
+    host_secret = tmp_path / "host-secret"
+    host_secret.write_text("never inside")
+    data = tmp_path / "data"
+    (data / "sub").mkdir(parents=True)
+    (data / "a.csv").write_text("x\n1\n")
+    (data / "sub" / "b.txt").write_text("deep")
+    (data / "leak").symlink_to(host_secret)
+    (data / "leak-dir").symlink_to(tmp_path)
+    one = tmp_path / "one.csv"
+    one.write_text("first")
+    listing = (
+        "import os\n"
+        "sorted(os.path.relpath(os.path.join(r, f), folder)"
+        " for r, ds, fs in os.walk(folder) for f in fs + ds)"
+    )
+    with create_session("files") as session:
+        assert session.run("open(csv).read(), csv", csv=File(one)) == [
+            "first",
+            "/tmp/inputs/csv",
+        ]
+        one.write_text("second")
+        assert session.run("open(csv).read()", csv=File(one)) == "second"
+        assert session.run(listing, folder=Dir(data)) == ["a.csv", "sub", "sub/b.txt"]
+        assert session.run("open(os.path.join(folder, 'sub/b.txt')).read()", folder=Dir(data))
+        monkeypatch.setattr(_session, "INPUT_CEILING_BYTES", 3)
+        with pytest.raises(SandboxConfigError, match="at most 3 per File or Dir") as refused:
+            session.run("1", csv=File(one))
+        assert "\n" not in str(refused.value)
+        with pytest.raises(SandboxConfigError, match="no such file"):
+            session.run("1", csv=File(tmp_path / "missing.csv"))
+        assert session.run("open(csv).read()") == "second"  # the session is as it was
+
+
 def test_a_cell_that_raises_shows_its_traceback_and_keeps_the_state() -> None:
     with create_session("errors") as session:
         session.run("x = 41")

@@ -27,10 +27,13 @@ import contextlib
 import dataclasses
 import hashlib
 import hmac
+import io
 import itertools
 import json
+import os
 import queue
 import secrets
+import tarfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -51,7 +54,7 @@ from . import _kept, _pool, _warm
 from ._allowlist import Destination, allow_list
 from ._attach import Attached
 from ._client import client, engine_of
-from ._io import PROGRAM
+from ._io import PROGRAM, check_input
 from ._isolation import Isolation
 from ._plan import AllowList, Route, session_plan
 from ._pool import ContainerSetup, Slot
@@ -59,6 +62,7 @@ from ._record import SandboxRun
 from ._sandbox import create
 from ._scripts import MARKER_START
 from ._spec import Network, Resources, parse_size
+from ._types import Dir, File
 
 if TYPE_CHECKING:
     from docker import DockerClient
@@ -71,6 +75,9 @@ SERVER_PACKAGES = ("cloudpickle",)
 """What a session's image adds to the asked-for packages: the server pickles the namespace with
 cloudpickle (functions and classes defined in cells by value). A prebuilt ``image`` runs as
 is: its snapshots fall back to plain pickle where it has no cloudpickle."""
+INPUT_CEILING_BYTES = 256 * 2**20
+"""The most bytes one `File` or `Dir` input of a session may hold: it crosses the session's
+stream as one frame, held in memory on both sides."""
 SESSION_IDLE = 30 * 60.0
 """Seconds a session may wait for its next cell (`%config SandboxMagics.session_idle`)."""
 _UP_WAIT = 60.0
@@ -428,7 +435,8 @@ class SandboxSession:
         timeout: float | None = None,
         **inputs: Any,
     ) -> Any:
-        """Run ``code`` in the session with ``inputs`` bound as variables; the last
+        """Run ``code`` in the session with ``inputs`` bound as variables (JSON data, or a
+        `File`/`Dir`: copied in, its path there the variable's value); the last
         expression's value (JSON data as itself, anything else as its repr), or with
         ``outputs`` a dict of those variables. `SessionCellError` if the code raised."""
         cell = self.execute(code, inputs, outputs=outputs, on_stream=on_stream, timeout=timeout)
@@ -448,13 +456,18 @@ class SandboxSession:
         """`run`, returning the whole `CellResult` (what the magic shows)."""
         if not isinstance(code, str):
             raise SandboxConfigError("a session's code must be a str")
-        for name, value in (inputs or {}).items():
+        values = dict(inputs or {})
+        packed = {name: _packed(name, v) for name, v in values.items() if isinstance(v, File | Dir)}
+        for name, value in values.items():
+            if name in packed:
+                continue
             try:
                 json.dumps(value, allow_nan=False)
             except (TypeError, ValueError):
                 raise SandboxConfigError(
-                    f"input {name!r} ({type(value).__name__}) is not JSON data: a session takes"
-                    " str, numbers, bools, None, lists and dicts of them"
+                    f"input {name!r} ({type(value).__name__}) is not JSON data or a File or Dir:"
+                    " a session takes str, numbers, bools, None, lists and dicts of them, and"
+                    " files"
                 ) from None
         printed: dict[str, list[str]] = {"stdout": [], "stderr": []}
         maskers = {name: StreamMasker(self.secrets) for name in printed}
@@ -477,9 +490,11 @@ class SandboxSession:
         started = time.monotonic()
         with self._lock:
             self._check_idle()
+            for name, data in packed.items():  # each file's path in the session, as its value
+                values[name] = self._put(name, data)
             answer = self._request(
                 "run",
-                {"code": code, "inputs": dict(inputs or {}), "outputs": list(outputs)},
+                {"code": code, "inputs": values, "outputs": list(outputs)},
                 on_stream=stream,
                 timeout=timeout,
             )
@@ -523,6 +538,15 @@ class SandboxSession:
             stderr="".join(printed["stderr"]),
             seconds=time.monotonic() - started,
         )
+
+    def _put(self, name: str, data: bytes) -> str:
+        """Send input ``name``'s tar (`_packed`) to the session: its path there."""
+        answer = self._request("put", {"name": name}, blob=data, timeout=max(self.timeout, 600))
+        error = answer.get("error")
+        if error or not isinstance(answer.get("path"), str):
+            message = error.get("message") if error else "no path came back"
+            raise ContainerError(f"session {self.name!r} could not take input {name!r}: {message}")
+        return str(answer["path"])
 
     def requests_since(self, since: float) -> RequestLog | None:
         """What the session's code sent out from ``since`` (epoch seconds) on, from its
@@ -902,6 +926,34 @@ def _joined(spec: SessionSpec, docker: DockerClient) -> SessionSpec:
         return spec
     setup = dataclasses.replace(spec.setup, network=route.network)
     return dataclasses.replace(spec, setup=setup, environment=environment)
+
+
+def _packed(name: str, value: File | Dir) -> bytes:
+    """A `File` or `Dir` input as a tar of the one name ``name``: the file, or the folder's
+    plain files and folders (its links and special files are left out: the code never
+    reaches the host through one). At most `INPUT_CEILING_BYTES`, counted before reading."""
+    check_input(name, "file" if isinstance(value, File) else "dir", value)
+    path = Path(os.fspath(value))
+    files = [path] if path.is_file() else [p for p in path.rglob("*") if _plain_file(p)]
+    size = sum(p.stat().st_size for p in files)
+    if size > INPUT_CEILING_BYTES:
+        raise SandboxConfigError(
+            f"input {name!r} holds {size:,} bytes: a session takes at most"
+            f" {INPUT_CEILING_BYTES:,} per File or Dir (it crosses in one piece); pass a smaller"
+            " one, or run the cell without --session"
+        )
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        tar.add(path, arcname=name, recursive=False)
+        for entry in sorted(path.rglob("*")) if path.is_dir() else ():
+            if (entry.is_dir() and not entry.is_symlink()) or _plain_file(entry):
+                tar.add(entry, arcname=f"{name}/{entry.relative_to(path)}", recursive=False)
+    return out.getvalue()
+
+
+def _plain_file(path: Path) -> bool:
+    """A regular file, not a link to one."""
+    return path.is_file() and not path.is_symlink()
 
 
 def _route(spec: SessionSpec, docker: DockerClient) -> Route:

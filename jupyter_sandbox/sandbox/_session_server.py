@@ -15,6 +15,8 @@ traceback of the cell's own frames. ``interrupt`` raises ``KeyboardInterrupt`` i
 cell (SIGINT to this process); the namespace stays. ``snapshot`` cloudpickles the namespace to
 a file inside the container, variable by variable, naming those that could not be saved;
 ``restore`` loads such a file: a snapshot is only ever unpickled here, never by a kernel.
+``put`` receives a `File` or `Dir` input as a tar of that one name and unpacks it under
+``/tmp/inputs`` (plain files and folders only), replacing the last one of that name.
 
 Only the standard library (and cloudpickle, when the image has it): this file is copied into
 images this project did not build.
@@ -43,6 +45,8 @@ if TYPE_CHECKING:
 
 FRAME = b"\x1e"
 SESSION_DIR = "/tmp"
+INPUTS_DIR = SESSION_DIR + "/inputs"
+"""Where ``put`` unpacks `File` and `Dir` inputs, each at its variable's name."""
 NAMESPACE_MEMBER = ".jupyter-sandbox-namespace.pickle"
 """The snapshot tar's member holding the namespace (the files are under ``files/``)."""
 _VALUE_BYTES = 1 << 20
@@ -262,6 +266,8 @@ class Server:
                 answer = self.restore(request.get("data") or b"")
             elif op == "info":
                 answer = self.info()
+            elif op == "put":
+                answer = self.put(str(request.get("name", "")), request.get("data") or b"")
             else:
                 answer = {"error": {"type": "ValueError", "message": f"unknown op {op!r}"}}
         except KeyboardInterrupt:
@@ -319,6 +325,30 @@ class Server:
             self.send(dict(answer, id=rid, done=True, cells=self.cells))
             os._exit(0)
         return answer
+
+    def put(self, name: str, data: bytes) -> dict[str, Any]:
+        """Unpack the host's tar of input ``name`` (a file, or a folder's tree) at
+        ``INPUTS_DIR/name``, in place of the last one: only members under ``name`` that are
+        plain files or folders, none through ``..`` (the host packs no other; this checks)."""
+        import shutil
+        import tarfile
+
+        if not name.isidentifier():
+            return {"error": {"type": "ValueError", "message": f"bad input name {name!r}"}}
+        target = os.path.join(INPUTS_DIR, name)
+        if os.path.isdir(target) and not os.path.islink(target):
+            shutil.rmtree(target)
+        elif os.path.lexists(target):
+            os.remove(target)
+        os.makedirs(INPUTS_DIR, exist_ok=True)
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r") as tar:
+            for member in tar.getmembers():
+                parts = member.name.split("/")
+                if parts[0] != name or ".." in parts or not (member.isfile() or member.isdir()):
+                    continue
+                member.mode = 0o755 if member.isdir() else 0o644
+                tar.extract(member, INPUTS_DIR)
+        return {"path": target}
 
     def user_names(self) -> list[str]:
         return sorted(
