@@ -66,13 +66,14 @@ def test_file_and_dir_inputs_arrive_as_paths_without_the_links_that_lead_out(
     (data / "leak-dir").symlink_to(tmp_path)
     one = tmp_path / "one.csv"
     one.write_text("first")
+    (tmp_path / "named").symlink_to(one)  # a link the user names is the file it leads to
     listing = (
         "import os\n"
         "sorted(os.path.relpath(os.path.join(r, f), folder)"
         " for r, ds, fs in os.walk(folder) for f in fs + ds)"
     )
     with create_session("files") as session:
-        assert session.run("open(csv).read(), csv", csv=File(one)) == [
+        assert session.run("open(csv).read(), csv", csv=File(tmp_path / "named")) == [
             "first",
             "/tmp/inputs/csv",
         ]

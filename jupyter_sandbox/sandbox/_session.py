@@ -933,21 +933,26 @@ def _packed(name: str, value: File | Dir) -> bytes:
     plain files and folders (its links and special files are left out: the code never
     reaches the host through one). At most `INPUT_CEILING_BYTES`, counted before reading."""
     check_input(name, "file" if isinstance(value, File) else "dir", value)
-    path = Path(os.fspath(value))
-    files = [path] if path.is_file() else [p for p in path.rglob("*") if _plain_file(p)]
-    size = sum(p.stat().st_size for p in files)
-    if size > INPUT_CEILING_BYTES:
+    path = Path(os.fspath(value)).resolve()  # the one the user named, as a one-shot run's
+    try:
+        files = [path] if path.is_file() else [p for p in path.rglob("*") if _plain_file(p)]
+        size = sum(p.stat().st_size for p in files)
+        if size > INPUT_CEILING_BYTES:
+            raise SandboxConfigError(
+                f"input {name!r} holds {size:,} bytes: a session takes at most"
+                f" {INPUT_CEILING_BYTES:,} per File or Dir (it crosses in one piece); pass a"
+                " smaller one, or run the cell without --session"
+            )
+        out = io.BytesIO()
+        with tarfile.open(fileobj=out, mode="w") as tar:
+            tar.add(path, arcname=name, recursive=False)
+            for entry in sorted(path.rglob("*")) if path.is_dir() else ():
+                if (entry.is_dir() and not entry.is_symlink()) or _plain_file(entry):
+                    tar.add(entry, arcname=f"{name}/{entry.relative_to(path)}", recursive=False)
+    except OSError as error:
         raise SandboxConfigError(
-            f"input {name!r} holds {size:,} bytes: a session takes at most"
-            f" {INPUT_CEILING_BYTES:,} per File or Dir (it crosses in one piece); pass a smaller"
-            " one, or run the cell without --session"
-        )
-    out = io.BytesIO()
-    with tarfile.open(fileobj=out, mode="w") as tar:
-        tar.add(path, arcname=name, recursive=False)
-        for entry in sorted(path.rglob("*")) if path.is_dir() else ():
-            if (entry.is_dir() and not entry.is_symlink()) or _plain_file(entry):
-                tar.add(entry, arcname=f"{name}/{entry.relative_to(path)}", recursive=False)
+            f"input {name!r}: cannot read {error.filename or path}: {error.strerror or error}"
+        ) from None
     return out.getvalue()
 
 
