@@ -72,6 +72,43 @@ def test_a_session_past_its_memory_limit_is_lost_and_says_so(isolation, limit_ho
             session.run("chunks = []\nwhile True:\n    chunks.append(bytearray(10 * 2**20))")
 
 
+FORK_UNTIL_REFUSED = """\
+import os, time
+children = 0
+while children < 1000:
+    try:
+        pid = os.fork()
+    except OSError:  # the pids limit: EAGAIN
+        break
+    if pid == 0:
+        time.sleep(600)
+        os._exit(0)
+    children += 1
+children
+"""
+"""Forks sleeping children until the kernel refuses one (at most 1000): how many it made."""
+
+
+def test_a_fork_bomb_stops_at_the_pids_limit_and_the_session_still_answers(isolation, limit_holds):
+    """The children outlive the cell (a session's processes do): the limit is what stops
+    them, and the session's server, which needs no new process, still answers. Under gVisor
+    the host counts the runtime's threads too: a session with a small limit starts all the
+    same, and a bomb ends the sandbox, said so, before a fork fails inside."""
+    if not limit_holds("pids"):
+        with pytest.raises(IsolationUnavailable, match="pids"):
+            create_session("forks", resources={"pids": 64})
+        return
+    with create_session("forks", resources={"pids": 64}, timeout=60) as session:
+        assert session.run("1 + 1") == 2
+        if isolation == "gvisor":
+            with pytest.raises(SessionLost, match=r"reached the pids limit \(64; create it"):
+                session.run(FORK_UNTIL_REFUSED)
+            return
+        children = session.run(FORK_UNTIL_REFUSED)
+        assert 0 < children < 64
+        assert session.run("1 + 1") == 2
+
+
 def test_a_sessions_secret_is_masked_in_streams_results_and_tracebacks(isolation, monkeypatch):
     monkeypatch.setenv("SESSION_TOKEN", "hunter2-very-secret")
     monkeypatch.setenv("JSBX_HOST_ONLY", "leak-me")

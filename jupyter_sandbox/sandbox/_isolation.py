@@ -18,8 +18,11 @@ gVisor behaves otherwise in two ways the engine must design around (measured her
 2022 build): the whole sandbox (the Sentry with the code) lives in the container's memory
 cgroup, so a memory bomb kills the sandbox, not just a process, and the run's stream may never
 end (`_run` notices the container is gone and asks the engine's events why: `OutOfMemory`);
-and a start that fails after ``runsc`` made its sandbox (an image without ``sh``) leaves that
-sandbox running where the engine no longer lists it (`purge` deletes it).
+a start that fails after ``runsc`` made its sandbox (an image without ``sh``) leaves that
+sandbox running where the engine no longer lists it (`purge` deletes it); and the host counts
+the Sentry's own threads, and a stub process per process of the code, against the container's
+pids limit, so the limit a run asks for gets `GVISOR_OWN_PIDS` more (`pids_limit`) and a program
+that reaches it ends the sandbox rather than seeing a fork fail.
 """
 
 from __future__ import annotations
@@ -46,6 +49,13 @@ STATE_ROOTS = ("/var/run/docker",)
 20.10 passes ``runtime-runc/moby`` to every runtime; later versions name it after the runtime).
 Only root can read them: for another user `purge` finds nothing to do."""
 _PURGE_TIMEOUT = 30.0
+GVISOR_OWN_PIDS = 128
+"""Host tasks gVisor's runtime needs beside the code's processes (the Sentry's Go threads and the
+gofer: 69 in a sandbox at rest on this 2-core machine), added to a run's pids limit under
+gVisor: without them a limit of 64 stops the runtime before the program starts."""
+GVISOR_STOPPED = 2
+"""The exit code of a gVisor sandbox whose runtime could not go on (the Go runtime's fatal error
+when the host refuses it a thread: the pids limit, most often)."""
 
 REGISTER = (
     'register gVisor with the Docker engine as the runtime "runsc": as root, `apt-get install'
@@ -84,6 +94,11 @@ def runtime(client: DockerClient, level: Isolation) -> str | None:
         _has_runtime.cache_clear()  # asked again next time: it may be registered meanwhile
         raise IsolationUnavailable(f"isolation {level!r} needs {name}: {REGISTER}")
     return name
+
+
+def pids_limit(pids: int, level: Isolation) -> int:
+    """The engine's pids limit for a run that asks for ``pids`` at ``level``."""
+    return pids + GVISOR_OWN_PIDS if level == "gvisor" else pids
 
 
 @cache

@@ -77,7 +77,7 @@ from ._baseimage import SANDBOX_UID
 from ._client import KIND, LABEL, engine_of, owner_labels
 from ._engine import require_limits, tmpfs_owner
 from ._io import INPUTS, OUTPUTS, PROGRAM
-from ._isolation import Isolation, purge, runtime
+from ._isolation import Isolation, pids_limit, purge, runtime
 from ._spec import Network, Resources, parse_size
 
 if TYPE_CHECKING:
@@ -257,7 +257,7 @@ def retune(client: DockerClient, slot: Slot, limits: ContainerSetup) -> bool | N
         "Memory": memory,
         "MemorySwap": memory,
         "NanoCpus": int(float(res.cpu) * 1e9),
-        "PidsLimit": res.pids,
+        "PidsLimit": pids_limit(res.pids, limits.isolation),
     }
     api = client.api
     container = slot.container.id or ""
@@ -486,7 +486,7 @@ class Pool:
                 },
                 cap_drop=["ALL"],
                 security_opt=["no-new-privileges"],
-                pids_limit=res.pids,
+                pids_limit=pids_limit(res.pids, limits.isolation),
                 mem_limit=memory,
                 memswap_limit=memory,
                 nano_cpus=int(float(res.cpu) * 1e9),

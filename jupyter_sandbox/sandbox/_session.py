@@ -55,7 +55,7 @@ from ._allowlist import Destination, allow_list
 from ._attach import Attached
 from ._client import client, engine_of
 from ._io import PROGRAM, check_input
-from ._isolation import Isolation
+from ._isolation import GVISOR_STOPPED, Isolation
 from ._plan import AllowList, Route, session_plan
 from ._pool import ContainerSetup, Slot
 from ._record import SandboxRun
@@ -394,22 +394,27 @@ class SandboxSession:
 
     def _gone(self) -> SessionLost:
         """The stream ended: say why (memory, or killed from outside) and mark it lost."""
-        oom = False
+        oom, code = False, None
         status = self.channel.status
         if status is not None:
-            oom = status[0] == 137 and status[1] > 0
+            code = status[0]
+            oom = code == 137 and status[1] > 0
         else:
             with contextlib.suppress(Exception):
                 from ._death import death
 
                 _pool.wait_gone(self.slot.container, time.monotonic() + 5)
-                _code, oom = death(client(), self.container_id, self.slot.born)
-        why = (
-            "it was killed for memory (its limit is "
-            f"{self.spec.setup.resources.memory}; create it with more)"
-            if oom
-            else "its container was stopped from outside or its engine restarted"
-        )
+                code, oom = death(client(), self.container_id, self.slot.born)
+        res = self.spec.setup.resources
+        if oom:
+            why = f"it was killed for memory (its limit is {res.memory}; create it with more)"
+        elif self.spec.setup.isolation == "gvisor" and code == GVISOR_STOPPED:
+            why = (
+                "gVisor's runtime stopped, most often because its processes reached the pids"
+                f" limit ({res.pids}; create it with more)"
+            )
+        else:
+            why = "its container was stopped from outside or its engine restarted"
         self._lose(why)
         return SessionLost(
             f"session {self.name!r} was lost: {why}; its variables and files are gone, the next"
