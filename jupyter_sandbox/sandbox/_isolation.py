@@ -17,7 +17,7 @@ make gVisor the default; the test suite runs its container-side attacks under bo
 gVisor behaves otherwise in two ways the engine must design around (measured here, Debian 12's
 2022 build): the whole sandbox (the Sentry with the code) lives in the container's memory
 cgroup, so a memory bomb kills the sandbox, not just a process, and the run's stream may never
-end (`_run` notices the container is gone and asks the engine's events why: `OutOfMemory`);
+end (`_container` notices the container is gone and asks the engine's events why: `OutOfMemory`);
 and a start that fails after ``runsc`` made its sandbox (an image without ``sh``) leaves that
 sandbox running where the engine no longer lists it (`purge` deletes it).
 """
