@@ -322,7 +322,7 @@ def profile(rounds: int, level: Isolation) -> None:
     runs, each after its spare is up. The steps are timed where the engine's functions begin
     and end (wrapped here), and inside the container by the program itself (the host and the
     container read the same clock under runc; gVisor's follows it)."""
-    from jupyter_sandbox.sandbox import _attach, _pool, _run
+    from jupyter_sandbox.sandbox import _attach, _container, _pool
 
     marks: dict[str, float] = {}
     removals: list[float] = []
@@ -342,9 +342,9 @@ def profile(rounds: int, level: Isolation) -> None:
         setattr(owner, name, wrapped)
 
     wrap(_pool, "acquire", "acquire", "acquired")
-    wrap(_run, "_stage", None, "staged")
+    wrap(_container, "_stage", None, "staged")
     wrap(_attach.Attached, "send", None, "sent")
-    wrap(_run, "_wait", None, "waited")
+    wrap(_container, "_wait", None, "waited")
     pool = _pool.current()  # its removals off the run's path call its own `remove`
     remove = pool.remove
 

@@ -43,7 +43,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from jupyter_client.manager import KernelManager
 
 from jupyter_sandbox import Interrupted, Limits, Store, orchestrate, tool
-from jupyter_sandbox.orchestration._runtime import pool, tool_loop
+from jupyter_sandbox.orchestration._workers import pool, tool_loop
 
 
 def add(x: int, y: int) -> int:

@@ -36,7 +36,7 @@ from _timing import print_table
 from bench_orchestrate import bare_monty, loop_code
 
 from jupyter_sandbox import Orchestrator, orchestrate, orchestrator, tool
-from jupyter_sandbox.orchestration._runtime import pool
+from jupyter_sandbox.orchestration._workers import pool
 
 
 @tool

@@ -19,7 +19,7 @@ from _timing import measure, print_table
 
 from jupyter_sandbox import Store, orchestrate, tool
 from jupyter_sandbox.orchestration import Limits
-from jupyter_sandbox.orchestration._runtime import pool
+from jupyter_sandbox.orchestration._workers import pool
 from jupyter_sandbox.orchestration.durable._paused import paused_runs
 from jupyter_sandbox.orchestration.durable._sessions import with_limits
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from _timing import measure, print_table
 
-from jupyter_sandbox.orchestration._runtime import pool
+from jupyter_sandbox.orchestration._workers import pool
 from jupyter_sandbox.orchestration.durable._store import Store
 
 PAUSED = "acc = 0\nfor i in range(50):\n    acc = add(acc, i)\nacc"

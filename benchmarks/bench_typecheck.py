@@ -25,8 +25,8 @@ from collections.abc import Callable
 from _timing import measure, measure_prepared, print_table
 
 from jupyter_sandbox.orchestration import Tool, _typecheck, orchestrate, resolve_tools
-from jupyter_sandbox.orchestration._runtime import pool
 from jupyter_sandbox.orchestration._stubs import build_stubs, kept
+from jupyter_sandbox.orchestration._workers import pool
 
 
 def add(x: int, y: int) -> int:

@@ -68,14 +68,14 @@ def shell(
 def runtime() -> Iterator[Any]:
     """A fresh `Runtime` (worker pools, tool loops) for one test, the process's put back and
     the fresh one closed after: a test that counts or breaks workers touches no other's."""
-    from jupyter_sandbox.orchestration import _runtime
+    from jupyter_sandbox.orchestration import _workers
 
-    fresh = _runtime.Runtime()
-    previous = _runtime.install(fresh)
+    fresh = _workers.Runtime()
+    previous = _workers.install(fresh)
     try:
         yield fresh
     finally:
-        _runtime.install(previous)
+        _workers.install(previous)
         fresh.close()
 
 

@@ -29,7 +29,7 @@ from pydantic_monty._binary import find_monty_binary
 import jupyter_sandbox
 from jupyter_sandbox import orchestrate
 from jupyter_sandbox.orchestration._confine import UID_BASE, launcher_script
-from jupyter_sandbox.orchestration._runtime import confinement
+from jupyter_sandbox.orchestration._workers import confinement
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0, reason="the own-uid+pidns+netns level needs a root host"

@@ -38,7 +38,7 @@ from jupyter_sandbox.orchestration import (
     orchestrate_async,
 )
 from jupyter_sandbox.orchestration._registry import as_tool
-from jupyter_sandbox.orchestration._runtime import WORKERS, tool_loop
+from jupyter_sandbox.orchestration._workers import WORKERS, tool_loop
 
 HANG_GUARD = 60.0
 """Seconds before a wait gives up: only there so a regression fails instead of hanging."""

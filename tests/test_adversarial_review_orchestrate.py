@@ -26,7 +26,7 @@ from jupyter_sandbox.orchestration import (
     orchestrate_async,
     tool,
 )
-from jupyter_sandbox.orchestration._runtime import WORKERS
+from jupyter_sandbox.orchestration._workers import WORKERS
 
 SECRET = "s3cret-attr-91c4"
 HANG_GUARD = 60.0

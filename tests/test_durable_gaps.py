@@ -117,12 +117,12 @@ def test_paused_runs_reads_the_gated_call_from_the_store_without_a_monty_worker(
     lister = python(
         f"""
         import json
-        from jupyter_sandbox.orchestration import _runtime
+        from jupyter_sandbox.orchestration import _workers
         from jupyter_sandbox.orchestration.durable._paused import paused_runs
         from jupyter_sandbox import Store
         (run,) = paused_runs(Store({str(store)!r}))
         print(json.dumps([run.run_id, run.tool, run.args, run.kwargs, run.call_id,
-                          len(_runtime.current().pools)]))
+                          len(_workers.current().pools)]))
         """
     )
     out, err = lister.communicate(timeout=120)

@@ -19,8 +19,8 @@ from jupyter_sandbox.orchestration._hooks import Answer, Feature
 from jupyter_sandbox.orchestration._memo import Journaling
 from jupyter_sandbox.orchestration._plug import plug
 from jupyter_sandbox.orchestration._replay import Answers, Replay
-from jupyter_sandbox.orchestration._runs import wait
-from jupyter_sandbox.orchestration._runtime import tool_loop
+from jupyter_sandbox.orchestration._run_thread import wait
+from jupyter_sandbox.orchestration._workers import tool_loop
 
 
 def add(x: int, y: int) -> int:
@@ -129,9 +129,9 @@ def test_a_failed_call_finishes_with_nothing_sent_and_the_run_still_ends() -> No
 def test_a_test_may_run_on_a_runtime_of_its_own(runtime: Any) -> None:
     """The ``runtime`` fixture installs a fresh `Runtime`: a run draws its worker from that
     runtime's pool, not the process's."""
-    from jupyter_sandbox.orchestration import _runtime, orchestrate
+    from jupyter_sandbox.orchestration import _workers, orchestrate
 
-    assert _runtime.current() is runtime
+    assert _workers.current() is runtime
     assert orchestrate("add(1, 2)", tools=[add]).value == 3
     assert list(runtime.pools) == [0]
 

@@ -21,7 +21,7 @@ from jupyter_sandbox.orchestration._confine import (
     kill_worker,
     stop_inheritance,
 )
-from jupyter_sandbox.orchestration._runtime import confinement, pool
+from jupyter_sandbox.orchestration._workers import confinement, pool
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="the own-uid level needs a root host")
 

@@ -1,5 +1,5 @@
 """Sync `orchestrate()` nested in async tools: each level's async calls get a loop that no
-caller is blocking (`_runtime.tool_loop`). On one shared tool loop the inner run's async call
+caller is blocking (`_workers.tool_loop`). On one shared tool loop the inner run's async call
 waited for the loop its own outer tool was blocking, forever."""
 
 from __future__ import annotations

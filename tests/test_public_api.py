@@ -127,7 +127,8 @@ def test_import_loads_no_engine_until_one_of_its_names_is_used() -> None:
         " 'sqlite3', 'docker'))))\n"
         "from jupyter_sandbox.orchestration import Store\n"
         "print(Store.__module__, jupyter_sandbox.Store is Store)\n"
-        "print('jupyter_sandbox.sandbox._run' in sys.modules, callable(jupyter_sandbox.create))\n"
+        "print('jupyter_sandbox.sandbox._container' in sys.modules,"
+        " callable(jupyter_sandbox.create))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     first, second, third = done.stdout.splitlines()

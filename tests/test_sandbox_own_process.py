@@ -29,7 +29,7 @@ from jupyter_sandbox import (
     create,
 )
 from jupyter_sandbox._events import Output, ignore
-from jupyter_sandbox.sandbox import _pool, _run
+from jupyter_sandbox.sandbox import _container, _pool
 from jupyter_sandbox.sandbox._client import KIND, OWNER_PID
 from jupyter_sandbox.sandbox._image import default_base_image
 from jupyter_sandbox.sandbox._spec import Resources
@@ -194,14 +194,14 @@ def test_the_script_ends_a_run_nobody_removes_at_its_lifetime(
     monkeypatch.setattr(_pool, "_GRACE", 0.0)
     limits = _pool.ContainerSetup(1.0, Resources(), isolation=isolation)
     image = default_base_image()
-    command = _run.own_command(["sleep", "30"], (), limits)
+    command = _container.own_command(["sleep", "30"], (), limits)
     slot = _pool.acquire(docker_engine, image, limits, command)
     assert slot.own
     try:
         marker = b"\x1emarker\x1e"
-        stdin = _run.script_input(marker, {})
-        stream = _run._start_own(docker_engine, slot, stdin, (slot.inputs, slot.program))
-        reader = _run._Reader(stream, ignore, 1 << 20, (), marker)
+        stdin = _container.script_input(marker, {})
+        stream = _container._start_own(docker_engine, slot, stdin, (slot.inputs, slot.program))
+        reader = _container._Reader(stream, ignore, 1 << 20, (), marker)
         reader.start()
         assert reader.collected.wait(_BOUND)
         stream.close()

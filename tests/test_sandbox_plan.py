@@ -16,6 +16,7 @@ import pytest
 from jupyter_sandbox import Dir, File, SandboxConfigError, create
 from jupyter_sandbox.sandbox import _plan, _sandbox
 from jupyter_sandbox.sandbox._allowlist import allow_list
+from jupyter_sandbox.sandbox._container import RawRun
 from jupyter_sandbox.sandbox._plan import (
     NO_CACHE,
     AllowList,
@@ -31,7 +32,6 @@ from jupyter_sandbox.sandbox._plan import (
     session_plan,
 )
 from jupyter_sandbox.sandbox._record import SandboxRun
-from jupyter_sandbox.sandbox._run import RawRun
 from jupyter_sandbox.sandbox._staging import bind, stage
 
 

@@ -37,12 +37,12 @@ from ._registry import resolve_tools as resolve_tools
 from ._result import OrchestrationResult
 from ._result import answered as answered
 from ._result import result_of as result_of
-from ._runtime import confinement as confinement
 from ._sandbox_tool import bind_inputs as bind_inputs
 from ._spec import refuse_flat as refuse_flat
 from ._stubs import build_stubs
 from ._stubs import stubs as stubs
 from ._values import is_plain as is_plain
+from ._workers import confinement as confinement
 
 _DURABLE = (
     "KEY_BYTES",

@@ -3,7 +3,7 @@
 
 Each is a few lines: it builds one `RunSpec` from its parameters (by name, so a reader can
 follow ``store`` from here to the loop), gives it to `_plan.plan` for a ready `Driver` and
-runs that with the runner every run uses (`_runs`), inside the run's span when tracing is
+runs that with the runner every run uses (`_run_thread`), inside the run's span when tracing is
 on (`_otel`). No door assembles a driver itself; the durable subsystem holds none of them.
 """
 
@@ -25,9 +25,9 @@ from ._otel import traced_spec
 from ._plan import plan
 from ._registry import Tools, resolve_tools
 from ._result import OrchestrationResult
-from ._runs import start, wait
-from ._runtime import tool_loop
+from ._run_thread import start, wait
 from ._spec import DEFAULT_LIMITS, Fork, RunSpec, TakeUp, refuse_flat
+from ._workers import tool_loop
 
 if TYPE_CHECKING:  # named only: the durable subsystem loads when a run has a store
     from .durable import Store

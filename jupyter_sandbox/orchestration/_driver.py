@@ -51,11 +51,11 @@ from ._keep import DEFAULT_KEEP, MB, Keep, Keeper, crossing_bytes
 from ._limits import Limits
 from ._pending import Entry, Pending
 from ._result import OrchestrationResult
-from ._runtime import current
 from ._stubs import build_stubs
 from ._tool import Tool
 from ._trace import Started
 from ._values import DEPTH_CEILING, SCALARS, data_size, to_sandbox, too_deep
+from ._workers import current
 
 _NAME = re.compile(r"[^\W\d]\w*")
 NESTING_CEILING = 3
@@ -82,7 +82,7 @@ def running() -> Driver | None:
 
 
 def parent_loop() -> asyncio.AbstractEventLoop | None:
-    """The tool loop of the run whose tool is executing here, if any (`_runtime.tool_loop`)."""
+    """The tool loop of the run whose tool is executing here, if any (`_workers.tool_loop`)."""
     parent = _running.get()
     return None if parent is None else parent.loop
 
@@ -170,7 +170,7 @@ class Driver:
         self.level = self.depth
         """The level of the worker pool the run draws on (`Runtime.hold_level`)."""
         self.runtime = current()
-        """Where its worker comes from (`_runtime`): the process's, or a test's own."""
+        """Where its worker comes from (`_workers`): the process's, or a test's own."""
         self.scrub: Scrub = Scrub(None if self.parent is None else self.parent.scrub)
         """The secrets its sandbox tools returned, masked in what it shows (`_scrub`)."""
         self._plain: dict[str, Callable[..., Any]] = (

@@ -25,8 +25,8 @@ from typing import Any
 
 from .._checks import bounded
 from ._driver import parent_loop
-from ._runtime import tool_loop
 from ._tool import Tool
+from ._workers import tool_loop
 
 NAME = "flyte_map"
 """What code calls it by, as in Flyte."""

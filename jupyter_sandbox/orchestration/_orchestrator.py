@@ -18,7 +18,7 @@ Where the work happens, and why:
   the orchestrator is made and each call adds only its inputs (`RunSpec.called`); arguments
   all passed by position bind without `inspect`. Each call is still a run of its own (a fresh
   Monty session, its own limits, prints, approvals and Ctrl-C, as in any run), on a kept
-  thread (`_runs.start`).
+  thread (`_run_thread.start`).
 
 Each call outside an orchestration shows itself through `presenter` (the notebook's live view
 and saved record, set by ``%load_ext``; see `jupyter_sandbox.magics`); a call made as a tool
@@ -58,12 +58,12 @@ from ._plan import plan
 from ._registry import Tools, resolve_tools
 from ._registry import current as current_registry
 from ._result import OrchestrationResult, result_of
-from ._runs import start, wait
-from ._runtime import current, tool_loop
+from ._run_thread import start, wait
 from ._spec import RunSpec
 from ._stubs import _StubWriter, stubs
 from ._tool import Tool
 from ._values import type_name
+from ._workers import current, tool_loop
 
 __all__ = [
     "Orchestrator",

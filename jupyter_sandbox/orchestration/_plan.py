@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 
 def plan(spec: RunSpec, loop: asyncio.AbstractEventLoop) -> Driver:
-    """The driver of ``spec``'s run, its async tools on ``loop``: not started (`_runs.start`
+    """The driver of ``spec``'s run, its async tools on ``loop``: not started (`_run_thread.start`
     runs it). A stored run given back if making its driver fails (`durable.driven`)."""
     if isinstance(spec.resume, (TakeUp, Fork)):
         return _stored(spec, loop)

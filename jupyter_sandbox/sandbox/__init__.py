@@ -3,7 +3,7 @@
 Layers, low to high:
 
 - `_client` (the engine connection, our labels; imports ``docker`` lazily, so importing this
-  package needs no engine), `_types` and `_codec` (declared types, values as files; `_runner`
+  package needs no engine), `_types` and `_codec` (declared types, values as files; `_auto_io`
   is the auto-IO program that runs inside the container);
 - `_spec` (normalised definition, image hash, Dockerfile), `_hostcfg` (what a build borrows
   from the host), `_build`, `_image` and `_baseimage` (streamed builds, the local base);
@@ -11,7 +11,7 @@ Layers, low to high:
   the kernel dies), `_io` (staging inputs, collecting outputs), `_secrets` (masking), `_attach`
   (a container's own process, attached before its start), `_scripts` (the ``sh`` scripts a
   container runs), `_warm` (a spare's interpreter, waiting for its program on the attach
-  stream), `_run` (one run in one container);
+  stream), `_container` (one run in one container);
 - `_allowlist`, `_egress` and `_guard` (``network=[hosts]``: the checked allow-list, the
   Squid proxy on an internal network that enforces it, and the packet filter in the proxy's
   namespace that keeps it off addresses that appear later); `_requests` (what a run sent out,
@@ -23,7 +23,7 @@ Layers, low to high:
   `_session_server` (its program, inside the container) and `_kept` (sessions that outlive
   the kernel, their tokens and snapshots);
 - `_cluster` (``create(cluster=...)``: a run sent to a Dask worker) and `_on_worker` (what the
-  worker runs: `_image` and `_run` on its own engine, files in and out as bytes).
+  worker runs: `_image` and `_container` on its own engine, files in and out as bytes).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A created container's own process, attached: its stdin written, its output as it comes.
 
-Every run's program is its container's own process or a child of it (`_run`, `_warm`), so its
+Every run's program is its container's own process or a child of it (`_container`, `_warm`), so its
 output comes through the engine's attach endpoint (no run takes an exec). Attaching before the
 start sees it from the first byte, with the engine's logging off (nothing of the run is written
 to the engine's disk). The same connection carries what the script reads: the host writes it

@@ -29,12 +29,12 @@ from typing import TYPE_CHECKING, Any
 from .. import _errors
 from .._errors import ContainerError, SandboxCancelled, SandboxConfigError
 from .._events import Event, EventCallback
+from ._container import RawRun
 from ._image import build_error
 from ._io import extract_outputs
 from ._on_worker import REMOTE_EVENTS, Job, JobResult, pack, run_job
 from ._pool import ContainerSetup
 from ._record import SandboxRun
-from ._run import RawRun
 from ._spec import ImageSpec, parse_size
 
 if TYPE_CHECKING:

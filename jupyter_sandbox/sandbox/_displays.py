@@ -54,7 +54,7 @@ def possible(code: str) -> bool:
     """Whether the cell could display anything: it imports something (matplotlib, pandas,
     IPython.display...), names ``display`` or ``__import__``, or ends with an expression
     other than a ``print(...)``. Only then does a run without declared outputs go through the
-    outputs' script (`_run`), which costs a plain run ~25 ms (`benchmarks/bench_displays.py`):
+    outputs' script (`_container`), which costs a plain run ~25 ms (`benchmarks/bench_displays.py`):
     ``print(42)`` stays on the path it had. Code that does not parse displays nothing (it
     fails)."""
     try:

@@ -323,7 +323,7 @@ def stage_program(
         if code is not None:
             (dest / "main.py").write_text(code)
         if mode == "auto":
-            shutil.copyfile(_HERE / "_runner.py", dest / "runner.py")
+            shutil.copyfile(_HERE / "_auto_io.py", dest / "runner.py")
             (dest / "__pycache__").mkdir(exist_ok=True)
             for source, module in _RUNNER_MODULES:
                 shutil.copyfile(_HERE / source, dest / f"{module}.py")
@@ -396,7 +396,7 @@ def extract_outputs(
     size, which bounds ``/var/outputs``): past it, `OutputLimitExceeded` before its data is
     read. Past ``deadline`` (the run's wall-clock limit), `SandboxTimeout`.
 
-    With ``end`` (the run's script, `_run`), the tar is followed by ``end`` and one line of
+    With ``end`` (the run's script, `_container`), the tar is followed by ``end`` and one line of
     tar's own verdict: its exit status and first message. tar leaves out what it cannot read
     (a folder the code made unreadable, ``chmod 000``) and says so only there, so a status
     other than 0, or a stream that stops before the line, is a `ContainerError` quoting tar's

@@ -14,10 +14,10 @@ The image, and so the cache key, is the same at every level: only the runtime di
 ``$JUPYTER_SANDBOX_ISOLATION`` sets the level of every sandbox that names none (an admin can
 make gVisor the default; the test suite runs its container-side attacks under both).
 
-gVisor behaves otherwise in two ways the engine must design around (measured here, Debian 12's
+gVisor behaves otherwise in three ways the engine must design around (measured here, Debian 12's
 2022 build): the whole sandbox (the Sentry with the code) lives in the container's memory
 cgroup, so a memory bomb kills the sandbox, not just a process, and the run's stream may never
-end (`_run` notices the container is gone and asks the engine's events why: `OutOfMemory`);
+end (`_container` notices the container is gone and asks the engine's events why: `OutOfMemory`);
 a start that fails after ``runsc`` made its sandbox (an image without ``sh``) leaves that
 sandbox running where the engine no longer lists it (`purge` deletes it); and the host counts
 the Sentry's own threads, and a stub process per process of the code, against the container's

@@ -29,9 +29,9 @@ from .._events import BuildFinished, BuildLog, BuildStarted, BuildStep, Event, O
 from .._owner import temp_prefix
 from ._build import BuildInfo
 from ._client import client, engine_error_message, is_engine_error
+from ._container import RawRun, run_container
 from ._image import ensure_image, image_id
 from ._pool import ContainerSetup
-from ._run import RawRun, run_container
 from ._spec import ImageSpec
 
 REMOTE_EVENTS = {

@@ -1,7 +1,7 @@
 """A sandbox run's strategies, chosen once by `plan` before anything runs.
 
 - The **backend**, a place a program runs (`Backend`): `Engine`, this machine's Docker or
-  Podman engine with its warm pool (`_run.run_container`, `_pool`), or `DaskWorker`, a worker
+  Podman engine with its warm pool (`_container.run_container`, `_pool`), or `DaskWorker`, a worker
   of a Dask cluster (`_cluster`, which uses that worker's engine). The protocol is what the
   attempt loop needs of any place, and no more. An interactive session asks less of a place
   (`SessionBackend`: the image and the route, no `Backend.run`) and gets its plan from
@@ -32,11 +32,11 @@ from .._secrets import hide_values
 from . import _cache, _pool
 from ._allowlist import Destination, describe, require_docker
 from ._client import client, engine_of
+from ._container import RawRun, run_container
 from ._image import build_error, ensure_image, image_id
 from ._isolation import Isolation
 from ._pool import ContainerSetup
 from ._record import SandboxRun
-from ._run import RawRun, run_container
 from ._spec import CacheMode, ImageSpec, Resources
 from ._spec import Network as NetworkName
 from ._staging import Staged
@@ -81,7 +81,8 @@ def container_setup(sandbox: Definition, network: str) -> ContainerSetup:
 
 @dataclass(frozen=True)
 class Attempt:
-    """One try of a run, as a backend receives it: what `_run.run_container` is called with."""
+    """One try of a run, as a backend receives it: what `_container.run_container` is called
+    with."""
 
     image: str
     command: list[str]

@@ -21,7 +21,7 @@ runs), so it does not compete with runs for the CPU, unless a row used up its sp
 
 A spare's own process is `_scripts.SPARE_SCRIPT` and its waiter. A run that finds no spare
 does not start one and wait for it: `acquire` creates a container whose own process is the
-run's script (`_scripts.OWN_SCRIPT`), and the caller starts it (`_run`). Either way outputs
+run's script (`_scripts.OWN_SCRIPT`), and the caller starts it (`_container`). Either way outputs
 live on a size-limited tmpfs and are read back by the script's ``tar``, so a disk fill cannot
 reach the host, and secrets never enter the container's config (they cross on the attach
 stream). Removal of a used container happens off the caller's path.

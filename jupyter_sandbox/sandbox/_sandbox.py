@@ -41,6 +41,7 @@ from .._threads import in_thread
 from . import _displays, _pool
 from ._allowlist import Destination, allow_list
 from ._client import client, engine_error_message, is_engine_error
+from ._container import RawRun
 from ._hostcfg import UNTRUSTED, read_ca_bundle, untrusted_advice
 from ._image import default_base_image
 from ._inject import Injection, Secret, injection, placeholders, split
@@ -51,7 +52,6 @@ from ._otel import traced
 from ._plan import Attempt, Plan, container_setup, plan, refuse
 from ._pool import ContainerSetup
 from ._record import SandboxRun
-from ._run import RawRun
 from ._scripts import WRAPPER
 from ._spec import (
     CA_VARS,

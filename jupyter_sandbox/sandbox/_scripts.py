@@ -4,7 +4,7 @@ the code cannot kill it), and the end they share.
 `OWN_SCRIPT` is a container made for its run (no spare waited): the program is its argument.
 `SPARE_SCRIPT` is a spare's: the interpreter (`_warm.WAITER`) is started ahead and waits for
 its one program on the attach stream. Both end in `STATUS`, which hands the host the
-program's exit status and the outputs' tar (`_run` reads them; `extract_outputs`).
+program's exit status and the outputs' tar (`_container` reads them; `extract_outputs`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from ._io import OUTPUTS
 WRAPPER = "jupyter-sandbox"
 """The scripts' ``$0``: ``sh`` names it in its own errors (`OWN_SCRIPT`, `SPARE_SCRIPT`)."""
 MARKER_START = f"\x1e{WRAPPER} outputs "
-"""How every run's marker begins (`_run` adds a random token and ``\x1e``)."""
+"""How every run's marker begins (`_container` adds a random token and ``\x1e``)."""
 STATUS = """printf '%s' "$m" >&2
 printf '%s%s %s\\n' "$m" "$rc" "$o"
 [ "$rc" -eq 0 ] && [ "$n" -gt 0 ] || exit "$rc"

@@ -21,7 +21,7 @@ from ..._grammar import is_run_id
 from ..._scrub import known
 from .._approval import APPROVAL_CHARS, digest, handles
 from .._mcp_serve import MCP_CELL
-from .._runtime import pool
+from .._workers import pool
 from ._durable import held
 from ._rebind import Origin, Rebinder, label, stored_origins
 from ._store import HandleMarker, RunStatus, Store

@@ -18,7 +18,7 @@ from .. import _otel
 from .._errors import Interrupted
 from ._driver import Driver
 from ._result import OrchestrationResult
-from ._runtime import SPARE_LEVELS, WORKERS
+from ._workers import SPARE_LEVELS, WORKERS
 
 DRIVER_WAIT = 15.0
 """Seconds an interrupted run waits for its driver to cancel its pending async tool calls
