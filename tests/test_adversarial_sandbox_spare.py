@@ -156,7 +156,9 @@ def test_a_spare_or_ready_session_tampered_with_is_never_used_by_a_session(
         assert spares and ready  # the sessions' containers run beside them: not `_waiting_spares`
         tampered = [*spares, ready]
         for target in tampered:
-            subprocess.run([*cli, "exec", "-d", target, "sh", "-c", _TAMPER[how]], check=True)
+            subprocess.run(
+                [*cli, "exec", "-d", target, "sh", "-c", _TAMPER[how]], check=True, cwd="/"
+            )
         time.sleep(0.5)  # `exec -d` returns before its command ran
         with _session.create_session("second", image=BASE_IMAGE) as second:
             assert second.container_id not in tampered
