@@ -5,14 +5,14 @@ without.
     .venv/bin/python benchmarks/bench_inject.py [--rounds N] [--requests N] [--pause S]
 
 The servers are the benchmark's own, as the tests' are (root: network namespaces, a resolver
-and a TLS server with a certificate made for two fake names, `tests/test_allownet.py`'s
-harness). One name carries a `Secret` (its tunnels bumped by Squid's ``ssl-bump``), the other
-does not (spliced end to end): the same server, the same run, each request a new connection
-(``urllib``, as most clients), timed inside the sandbox; the medians of each round's medians.
-The warm rows time a whole ``create().run()`` of ``y = x * 2`` on that allow-list, with and
-without the secret (its placeholder, its proxy of its own and the CA bundle staged beside the
-program). Rows take turns each round. A script, not a test: numbers depend on the machine.
-"""
+and a TLS server with a certificate made for two fake names, from
+`tests/helpers/_namespaces.py`). One name carries a `Secret` (its tunnels bumped by Squid's
+``ssl-bump``), the other does not (spliced end to end): the same server, the same run, each
+request a new connection (``urllib``, as most clients), timed inside the sandbox; the medians
+of each round's medians. The warm rows time a whole ``create().run()`` of ``y = x * 2`` on that
+allow-list, with and without the secret (its placeholder, its proxy of its own and the CA
+bundle staged beside the program). Rows take turns each round. A script, not a test: numbers
+depend on the machine."""
 
 from __future__ import annotations
 
@@ -26,12 +26,11 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "helpers"))
 
+from _namespaces import Namespaces, _certificates
 from _timing import measure_prepared, print_table
 from bench_isolation import warm
-from test_allownet import Namespaces
-from test_secret_injection import _certificates
 
 from jupyter_sandbox import Sandbox, Secret, create
 from jupyter_sandbox.sandbox import _egress

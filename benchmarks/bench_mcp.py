@@ -1,6 +1,6 @@
 """What an MCP tool call costs in a run: a cell awaiting an async ``@tool`` that adds two
 numbers (the baseline), against the same cell awaiting the ``add`` tool of an MCP server
-(the official SDK's, `tests/_mcp_servers.py`) over stdio and over streamable HTTP on
+(the official SDK's, `tests/helpers/_mcp_servers.py`) over stdio and over streamable HTTP on
 loopback; then 20 calls one after another and 20 under ``asyncio.gather``. Medians of
 interleaved rounds, the server started once per transport (a call, not a start-up).
 
@@ -22,7 +22,7 @@ from _timing import measure, print_table
 from jupyter_sandbox import orchestrate, tools_from_mcp
 from jupyter_sandbox.orchestration import Tool
 
-SERVERS = str(Path(__file__).resolve().parent.parent / "tests" / "_mcp_servers.py")
+SERVERS = str(Path(__file__).resolve().parent.parent / "tests" / "helpers" / "_mcp_servers.py")
 CELLS = {
     "one call": "await add(1)",
     "20 calls in turn": "t = 0\nfor i in range(20):\n    t += await add(i)\nt",

@@ -1,4 +1,5 @@
-"""Shared fixtures. Engines run for real here: real Monty workers, a real IPython shell."""
+"""Shared fixtures. Engines run for real here: real Monty workers, a real IPython shell.
+Fixtures made in `tests/helpers/` modules are imported here, so every test folder has them."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _installed_kernel import kernel, kernel_prefix  # noqa: F401 - the installed kernelspec's kernel
+from _second_engine import second_engine  # noqa: F401 - a private dockerd to restart
+from _tracing import spans  # noqa: F401 - tracing on, into the process's one exporter
 from IPython.core.interactiveshell import InteractiveShell
 
 from jupyter_sandbox.orchestration import ToolRegistry

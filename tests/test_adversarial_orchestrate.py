@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_kernel import execute, kernel, kernel_prefix  # noqa: F401 - the real-kernel fixtures
+from _installed_kernel import execute
 
 from jupyter_sandbox import (
     LimitExceeded,
@@ -233,7 +233,7 @@ def hang(flag: str) -> int:
 
 
 @pytest.fixture
-def hanging_tool(kernel) -> Iterator[tuple[Any, Any]]:  # noqa: F811 - the fixture above
+def hanging_tool(kernel) -> Iterator[tuple[Any, Any]]:
     km, client = kernel
     reply, _ = execute(client, KERNEL_SETUP)
     assert reply["status"] == "ok"

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _durable_cells import CELL, GATED, paused_run
 from _kernels import Kernel, kernel
-from test_durable_magics import CELL, GATED, paused_run
 
 from jupyter_sandbox import File, create
 
@@ -280,8 +280,14 @@ def test_forged_paused_records_are_asked_about_once(
     it does not know is not asked again, and at most 50 are asked per cell."""
     pytest.importorskip("playwright.sync_api")
     import nbformat
-    from _jupyterlab import kernels_load_the_extension, notebook_js, opened, write_notebook
-    from test_browser_jupyterlab import run_cell, wait_cell_done
+    from _jupyterlab import (
+        kernels_load_the_extension,
+        notebook_js,
+        opened,
+        run_cell,
+        wait_cell_done,
+        write_notebook,
+    )
 
     from jupyter_sandbox.display import bundle
 

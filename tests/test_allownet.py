@@ -15,7 +15,6 @@ the DNS server (namespace 4) answers ``meta.test`` with the metadata address and
 from __future__ import annotations
 
 import contextlib
-import http.server
 import ipaddress
 import json
 import os
@@ -32,7 +31,7 @@ from typing import Any
 
 import pytest
 from _kernels import kernel
-from test_otel import spans  # noqa: F401  (tracing on, into the process's one exporter)
+from _namespaces import CLIENT, NET, Namespaces, _ip
 
 from jupyter_sandbox import SandboxConfigError, create
 from jupyter_sandbox.errors import NonZeroExit
@@ -40,8 +39,6 @@ from jupyter_sandbox.records import RUN_MIME
 
 pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("no_leaked_containers")]
 
-SERVER = Path(__file__).with_name("_netns_server.py")
-NET = "10.231"
 ALLOW = [
     "allowed.test:8080",
     "meta.test:80",
@@ -57,104 +54,6 @@ RECORDS = [
     "meta.test=169.254.169.254",
     "gateway.test=172.17.0.1",
 ]
-
-
-class Namespaces:
-    """Network namespaces with a veth pair each, their server processes, and every resource
-    made for them, tracked so the fixture removes all of it."""
-
-    def __init__(self, tmp: Path) -> None:
-        self.tmp = tmp
-        self.tag = f"{os.getpid() % 100000:05d}"
-        self.names: list[str] = []
-        self.links: list[str] = []
-        self.routes: list[str] = []
-        self.processes: list[subprocess.Popen[str]] = []
-        self.servers: list[http.server.ThreadingHTTPServer] = []
-
-    def unreachable(self, network: str) -> None:
-        """An unreachable route on ``network``: an address of it that no namespace or engine
-        network of the test serves never leaves the machine."""
-        _ip("route", "add", "unreachable", network)
-        self.routes.append(network)
-
-    def host_end(self, n: int) -> str:
-        """The host's end of namespace ``n``'s veth pair."""
-        return f"jsa{self.tag}{n}h"
-
-    def serve(self, address: str, log: Path) -> None:
-        """An HTTP server of the host's own on ``address``:8080, writing each path to ``log``."""
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                with open(log, "a") as f:
-                    f.write(f"host {self.path}\n")
-                self.send_response(200)
-                self.end_headers()
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        log.touch()
-        server = http.server.ThreadingHTTPServer((address, 8080), Handler)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        self.servers.append(server)
-
-    def add(self, n: int, *server: str, net: str = NET) -> Path:
-        """Namespace ``n`` at ``{net}.n.2`` running ``_netns_server.py server...``; its log."""
-        ns, host_end, ns_end = f"jsan-{self.tag}-{n}", self.host_end(n), f"jsa{self.tag}{n}n"
-        _ip("netns", "add", ns)
-        self.names.append(ns)
-        _ip("link", "add", host_end, "type", "veth", "peer", "name", ns_end)
-        self.links.append(host_end)
-        _ip("link", "set", ns_end, "netns", ns)
-        _ip("addr", "add", f"{net}.{n}.1/24", "dev", host_end)
-        _ip("link", "set", host_end, "up")
-        for command in (
-            ["addr", "add", f"{net}.{n}.2/24", "dev", ns_end],
-            ["link", "set", ns_end, "up"],
-            ["link", "set", "lo", "up"],
-            ["route", "add", "default", "via", f"{net}.{n}.1"],
-        ):
-            _ip("-n", ns, *command)
-        log = self.tmp / f"ns{n}.log"
-        log.touch()
-        process = subprocess.Popen(
-            [
-                "ip",
-                "netns",
-                "exec",
-                ns,
-                sys.executable,
-                str(SERVER),
-                server[0],
-                str(log),
-                *server[1:],
-            ],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        self.processes.append(process)
-        assert process.stdout is not None and process.stdout.readline().strip() == "ready"
-        return log
-
-    def close(self) -> None:
-        for server in self.servers:
-            server.shutdown()
-            server.server_close()
-        for process in self.processes:
-            process.kill()
-            process.wait()
-        for link in self.links:
-            subprocess.run(["ip", "link", "del", link], capture_output=True)
-        for ns in self.names:
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
-        for network in self.routes:
-            subprocess.run(["ip", "route", "del", "unreachable", network], capture_output=True)
-
-
-def _ip(*args: str) -> None:
-    subprocess.run(["ip", *args], check=True, capture_output=True)
 
 
 @pytest.fixture(scope="module")
@@ -183,62 +82,6 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]
         left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
         assert f"jsan-{spaces.tag}-" not in left
 
-
-CLIENT = r"""
-import json, socket, urllib.request, urllib.error
-
-def get(url):
-    try:
-        with urllib.request.urlopen(url, timeout=20) as r:
-            return r.status
-    except urllib.error.HTTPError as e:
-        return e.code
-    except Exception as e:
-        return type(e).__name__
-
-def connect(host, port):
-    s = socket.socket(); s.settimeout(3)
-    try:
-        s.connect((host, port)); return "connected"
-    except OSError as e:
-        return type(e).__name__
-    finally:
-        s.close()
-
-def tunnel(target, then=None):
-    proxy = urllib.request.getproxies()["http"].rsplit("/", 1)[-1].split(":")
-    s = socket.create_connection((proxy[0], int(proxy[1])), timeout=20)
-    s.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
-    head = s.recv(4096).split(b"\r\n")[0].decode()
-    if then and " 200 " in head:
-        s.sendall(then.encode()); head += " | " + s.recv(4096).split(b"\r\n")[0].decode()
-    s.close()
-    return head
-
-def raw_request(line):
-    proxy = urllib.request.getproxies()["http"].rsplit("/", 1)[-1].split(":")
-    s = socket.create_connection((proxy[0], int(proxy[1])), timeout=20)
-    s.sendall(line.encode() + b"\r\n\r\n")
-    head = s.recv(4096).split(b"\r\n")[0].decode()
-    s.close()
-    return head
-
-def resolve(name):
-    try:
-        socket.getaddrinfo(name, 80); return "resolved"
-    except OSError as e:
-        return type(e).__name__
-
-def udp_dns(server, name):
-    q = b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00"
-    q += b"".join(bytes([len(p)]) + p.encode() for p in name.split(".")) + b"\x00\x00\x01\x00\x01"
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(2)
-    try:
-        s.sendto(q, (server, 53)); s.recv(512); return "answered"
-    except OSError as e:
-        return type(e).__name__
-"""
-"""The sandbox's side of the probes: requests through the proxy, around it, and DNS."""
 
 PROBES = (
     CLIENT
@@ -402,7 +245,7 @@ and refused ones (another host, another port, a secret in the host)."""
 def test_a_runs_record_lists_every_request_it_sent_with_queries_and_secrets_masked(
     world,
     monkeypatch,
-    spans,  # noqa: F811  (the fixture imported above)
+    spans,
 ):
     from jupyter_sandbox.display import _html, _text
 
@@ -440,7 +283,7 @@ def test_a_runs_record_lists_every_request_it_sent_with_queries_and_secrets_mask
     assert f"http 8080 /ok?key={token}" in _lines(world["a"])
     assert _lines(world["b"]) == []
 
-    from test_records_contract import check_record
+    from _record_shapes import check_record
 
     from jupyter_sandbox.display._format import summarised
 

@@ -14,17 +14,23 @@ from pathlib import Path
 import nbformat
 import pytest
 from _display_samples import forked_record, paused_record
+from _durable_cells import GATED_NOTEBOOK
 from _jupyterlab import (
+    SCREENSHOTS,
+    THEMES,
+    assert_contrast,
     kernels_load_the_extension,
     notebook_js,
     opened,
+    run_cell,
     save,
+    set_theme,
+    sources,
     wait_executed,
     wait_kernel_ready,
     write_notebook,
 )
 from _kernels import kernel
-from test_browser_jupyterlab import SCREENSHOTS, THEMES, assert_contrast, run_cell, set_theme
 
 from jupyter_sandbox.display import bundle
 
@@ -54,10 +60,6 @@ def shown(record: dict, source: str = PAUSED_CELL) -> nbformat.NotebookNode:
     cell = nbformat.v4.new_code_cell(source)
     cell.outputs = [nbformat.v4.new_output("display_data", data=bundle(record))]
     return cell
-
-
-def sources(page) -> list[str]:
-    return notebook_js(page, "return panel.content.widgets.map(c => c.model.sharedModel.source);")
 
 
 def test_paused_record_buttons_run_the_magic_below(saved_records: Path, tmp_home: Path, browser):
@@ -137,27 +139,6 @@ def test_paused_record_buttons_run_the_magic_below(saved_records: Path, tmp_home
         assert "Ran %orchestrate_reject" in panel.locator(".jsb-answer").inner_text()
 
 
-GATED = [
-    """%load_ext jupyter_sandbox
-from jupyter_sandbox import tool
-
-deleted = []
-
-@tool(approve=True)
-def delete(paths: list[str]) -> int:
-    deleted.extend(paths)
-    return len(paths)""",
-    """%%orchestrate
-try:
-    n = delete(['a.txt', 'b.txt'])
-except PermissionError as e:
-    n = f"refused: {e}"
-n""",
-    "deleted",
-]
-"""A gated tool, a cell that pauses at it (rejected, the code reports the reason), and what
-the tool really deleted on the host."""
-
 REASON = "-rf {6*7} $deleted \"it's\" 'q' \\ {} \u2028\t\u2713 why?\\"
 """A reason every parser on the way would once have changed (issue 20 item 2): a leading dash,
 IPython's ``{}``/``$`` expansion, unbalanced quotes, a line separator Python splits lines at,
@@ -170,7 +151,7 @@ def test_approve_and_reject_continue_the_real_run(tmp_home: Path, browser, monke
     monkeypatch.setenv("JUPYTER_SANDBOX_STORE", str(tmp_home / "store.sqlite"))
     root = tmp_home / "root"
     root.mkdir()
-    write_notebook(root / "gated.ipynb", GATED)
+    write_notebook(root / "gated.ipynb", GATED_NOTEBOOK)
     with opened(browser, root, tmp_home / "home", "gated.ipynb") as (_, page):
         for index in (0, 1):
             run_cell(page, index)
@@ -338,7 +319,7 @@ def test_an_answered_run_looks_answered_after_a_later_cell_and_a_restart(
     monkeypatch.setenv("JUPYTER_SANDBOX_STORE", str(tmp_home / "store.sqlite"))
     root = tmp_home / "root"
     root.mkdir()
-    write_notebook(root / "later.ipynb", [*GATED[:2], "", GATED[2]])
+    write_notebook(root / "later.ipynb", [*GATED_NOTEBOOK[:2], "", GATED_NOTEBOOK[2]])
     with opened(browser, root, tmp_home / "home", "later.ipynb") as (_, page):
 
         def pause_and_answer(magic: str) -> int:
@@ -406,7 +387,7 @@ def test_an_answered_run_looks_answered_after_a_later_cell_and_a_restart(
         panel.locator("button.jsb-approve").wait_for(timeout=60_000)
         run_id = panel.locator(".jsb-heading").inner_text().split()[1]
         with kernel(tmp_home / "store.sqlite") as other:
-            other.ok(GATED[0])
+            other.ok(GATED_NOTEBOOK[0])
             other.ok(f"%orchestrate_approve {run_id}")
         run_cell(page, 3)
         wait_executed(page, 3)

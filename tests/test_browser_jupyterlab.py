@@ -14,10 +14,16 @@ from pathlib import Path
 import nbformat
 import pytest
 from _jupyterlab import (
+    SCREENSHOTS,
+    THEMES,
     Lab,
+    assert_contrast,
     notebook_js,
+    run_cell,
     save,
+    set_theme,
     wait_all_executed,
+    wait_cell_done,
     wait_kernel_ready,
 )
 
@@ -26,11 +32,9 @@ from jupyter_sandbox.display import RUN_MIME, TRACE_MIME
 playwright = pytest.importorskip("playwright.sync_api")
 pytestmark = [pytest.mark.browser, pytest.mark.docker]
 
-SCREENSHOTS = Path(__file__).resolve().parent.parent / "artifacts" / "screenshots"
 PACKAGE = "six"
 """Installed by the %%sandbox cell; its image is removed first so the build really runs."""
 
-THEMES = (("JupyterLab Light", "light"), ("JupyterLab Dark", "dark"))
 
 CELLS = [
     """%load_ext jupyter_sandbox
@@ -201,34 +205,6 @@ def records(cell, mime: str) -> list[dict]:
     return [o.data[mime] for o in cell.outputs if mime in o.get("data", {})]
 
 
-def set_theme(page, theme: str) -> None:
-    notebook_js(
-        page, "return app.commands.execute('apputils:change-theme', arg);", {"theme": theme}
-    )
-    page.wait_for_function(
-        "(t) => document.body.dataset.jpThemeName === t", arg=theme, timeout=30_000
-    )
-
-
-def run_cell(page, index: int) -> None:
-    """Start running one cell; returns at once."""
-    notebook_js(
-        page,
-        "panel.content.activeCellIndex = arg; void app.commands.execute('notebook:run-cell');",
-        index,
-    )
-
-
-def wait_cell_done(page, index: int) -> None:
-    page.wait_for_function(
-        "(i) => { const c = window.jupyterapp.shell.currentWidget.content.widgets[i];"
-        " return c.model.executionCount !== null && c.promptNode !== null"
-        " && c.promptNode.textContent.indexOf('*') < 0; }",  # not drawn yet (windowing): no node
-        arg=index,
-        timeout=300_000,
-    )
-
-
 WATCH_JS = """() => {
     window.jsbBuilds = [];
     new MutationObserver(() => {
@@ -397,52 +373,3 @@ def assert_bars_have_text(page) -> None:
     for role, label, title in labels:
         assert role == "img" and label == title
         assert label.startswith("starts at ") and ", takes " in label
-
-
-CONTRAST_JS = """() => {
-    const rgb = c => c.match(/[\\d.]+/g).map(Number);
-    const background = n => {
-        for (; n; n = n.parentElement) {
-            const c = rgb(getComputedStyle(n).backgroundColor);
-            if (c.length < 4 || c[3] > 0) return c.slice(0, 3);
-        }
-        return [255, 255, 255];
-    };
-    const pick = ['.jsb td', 'tr.jsb-error td', '.jsb-error > summary', '.jsb-summary',
-        '.jsb-sort', '.jsb-build-current', '.jsb-muted', '.jsb-approval button',
-        '.jsb-approval input', '.jsb-approval label', '.jsb-answer', '.jsb-arg-text',
-        '.jsb-arg-name', '.jsb-cut', '.jsb-digest', '.jsb-signature', '.jsb-heading'].join(', ');
-    return Array.from(document.querySelectorAll(pick)).filter(n => n.offsetParent).map(n => {
-        const fg = rgb(getComputedStyle(n).color);
-        const bg = background(n);
-        const alpha = fg.length > 3 ? fg[3] : 1;  // a translucent colour drawn over its background
-        const shown = fg.slice(0, 3).map((c, i) => c * alpha + bg[i] * (1 - alpha));
-        return [n.className, n.closest('.jsb-error') !== null, shown, bg];
-    });
-}"""
-
-
-def wcag_ratio(fg: list[float], bg: list[float]) -> float:
-    """WCAG 2 contrast ratio of two sRGB colours (0-255 channels)."""
-
-    def luminance(rgb: list[float]) -> float:
-        linear = [
-            c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
-            for c in (v / 255 for v in rgb)
-        ]
-        return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
-
-    light, dark = sorted((luminance(fg), luminance(bg)), reverse=True)
-    return (light + 0.05) / (dark + 0.05)
-
-
-def assert_contrast(page, *, errors: bool = True) -> list[str]:
-    """Text we colour (error rows and summaries, titles, headers, a paused run's buttons and
-    reason field) is >= 4.5:1 on what it is drawn over, measured from the rendered colours.
-    ``errors``: the page shows error text, which must be among what was measured. Returns the
-    classes measured."""
-    measured = page.evaluate(CONTRAST_JS)
-    assert not errors or any(error for _, error, _, _ in measured)
-    ratios = [(name, fg, bg, wcag_ratio(fg, bg)) for name, _, fg, bg in measured]
-    assert [item for item in ratios if item[3] < 4.5] == []
-    return [name for name, _, _, _ in measured]

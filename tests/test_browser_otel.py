@@ -9,8 +9,15 @@ from pathlib import Path
 import nbformat
 import pytest
 from _display_samples import run_record, trace_record
-from _jupyterlab import notebook_js, opened, write_notebook
-from test_browser_jupyterlab import SCREENSHOTS, THEMES, assert_contrast, set_theme
+from _jupyterlab import (
+    SCREENSHOTS,
+    THEMES,
+    assert_contrast,
+    notebook_js,
+    opened,
+    set_theme,
+    write_notebook,
+)
 
 from jupyter_sandbox.display import bundle
 

@@ -183,9 +183,8 @@ def test_a_pending_runs_cell_name_takes_you_to_the_cell(
 ) -> None:
     """``%orchestrate_pending`` at the end of a long notebook: the paused run's cell name is a
     link; following it (click, or Enter) selects that cell far above and scrolls to it."""
-    from _jupyterlab import notebook_js, opened, wait_executed, write_notebook
-    from test_browser_durable import GATED
-    from test_browser_jupyterlab import run_cell
+    from _durable_cells import GATED_NOTEBOOK as GATED
+    from _jupyterlab import notebook_js, opened, run_cell, wait_executed, write_notebook
 
     monkeypatch.setenv("JUPYTER_SANDBOX_STORE", str(tmp_home / "store.sqlite"))
     root = tmp_home / "root"

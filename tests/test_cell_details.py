@@ -18,7 +18,8 @@ from typing import Any
 import docker.errors
 import nbformat
 import pytest
-from _jupyterlab import CHROMIUM, Lab, notebook_js, wait_kernel_ready
+from _jupyterlab import CHROMIUM, Lab, notebook_js, sources, wait_kernel_ready
+from _jupyterlab import run_cell_waiting as run_cell
 from _processes import watchdog_of
 from IPython.utils.capture import capture_output
 from jupyter_client import BlockingKernelClient
@@ -415,27 +416,6 @@ def double(x: int) -> int:
 fence = "`" * 3
 model = ScriptedLLM([f"{fence}python\\ndouble({n})\\n{fence}" for n in (1, 2, 2)])"""
 CODEMODE_CELL = "%%codemode --llm model --tools double --insert\nDouble a number."
-
-
-def run_cell(page: Any, index: int) -> None:
-    """Run cell ``index`` in place and wait for its reply (the prompt's new count)."""
-    before = notebook_js(page, "return panel.content.widgets[arg].model.executionCount;", index)
-    notebook_js(
-        page,
-        "panel.content.activeCellIndex = arg; void app.commands.execute('notebook:run-cell');",
-        index,
-    )
-    page.wait_for_function(
-        "([i, before]) => { const c = window.jupyterapp.shell.currentWidget.content.widgets[i];"
-        " return c.model.executionCount !== before"
-        " && c.promptNode.textContent.indexOf('*') < 0; }",
-        arg=[index, before],
-        timeout=120_000,
-    )
-
-
-def sources(page: Any) -> list[str]:
-    return notebook_js(page, "return panel.content.widgets.map(c => c.model.sharedModel.source);")
 
 
 def test_jupyterlab_rerun_replaces_the_inserted_cell(browser) -> None:

@@ -28,10 +28,9 @@ from pathlib import Path
 
 import dask
 import pytest
-from distributed import Client
 
 # the private engine (a session fixture, shared with the spare tests when both run)
-from test_adversarial_sandbox_spare import second_engine  # noqa: F401
+from distributed import Client
 
 from jupyter_sandbox import (
     ContainerError,
@@ -110,7 +109,7 @@ def _containers(cluster: Cluster, name: str, pids: set[int]) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def cluster(second_engine) -> Iterator[Cluster]:  # noqa: F811
+def cluster(second_engine) -> Iterator[Cluster]:
     root = Path(tempfile.mkdtemp(prefix="jsbx-dask-"))
     processes: list[subprocess.Popen] = []
     hosts = {"host": os.environ.get("DOCKER_HOST"), "own": second_engine.host}

@@ -10,6 +10,7 @@ import json
 
 import pandas as pd
 import pytest
+from _codegen_samples import BUGGY, FIXED, TESTS, TOTAL
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
@@ -21,28 +22,6 @@ from jupyter_sandbox.codegen._reply import parse
 from jupyter_sandbox.codemode import ScriptedLLM
 from jupyter_sandbox.events import IterationFinished, IterationStarted, RunStarted
 from jupyter_sandbox.sandbox import File
-
-TOTAL = """\
-import csv
-with open(sales) as handle:
-    rows = list(csv.DictReader(handle))
-total = float(sum(float(row["amount"]) for row in rows{cut}))
-"""
-TESTS = """\
-def test_the_samples_total(run):
-    assert run()["total"] == {expected}
-
-def test_one_row(run, tmp_path):
-    path = tmp_path / "one.csv"
-    path.write_text("item,amount\\nx,5\\n")
-    assert run(sales=str(path))["total"] == 5.0
-"""
-BUGGY = format_reply(
-    plan="read the CSV and add up the amount column",
-    code=TOTAL.format(cut="[1:]"),
-    tests=TESTS.format(expected=6.0),
-)
-FIXED = format_reply(diagnosis="logic: rows[1:] skipped the first row", code=TOTAL.format(cut=""))
 
 
 @pytest.fixture

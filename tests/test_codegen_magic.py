@@ -9,8 +9,8 @@ import time
 
 import nbformat
 import pytest
+from _codegen_samples import BUGGY, FIXED, TESTS, TOTAL
 from _kernels import Kernel, kernel
-from test_codegen import BUGGY, FIXED, TESTS, TOTAL
 
 from jupyter_sandbox.codegen import format_reply
 
@@ -136,8 +136,8 @@ def test_resume_after_the_kernel_was_killed_asks_the_model_for_the_rest_only(tmp
 def test_jupyterlab_rerun_replaces_the_inserted_sandbox_cell(browser, tmp_path) -> None:
     """A real kernel in JupyterLab: a second ``%%codegen`` run's new code takes the place of
     the ``%%sandbox`` cell the first run inserted (our extension's insert plugin)."""
-    from _jupyterlab import Lab, notebook_js, wait_kernel_ready
-    from test_cell_details import run_cell, sources
+    from _jupyterlab import Lab, notebook_js, sources, wait_kernel_ready
+    from _jupyterlab import run_cell_waiting as run_cell
 
     two = format_reply(
         code=TOTAL.format(cut="").replace("total =", "total = 0.0 +"),

@@ -88,7 +88,7 @@ def test_a_forged_run_id_offers_no_magic_to_run():
 
 def test_the_samples_fit_the_record_contract():
     """The hand-written durable records have exactly the keys records.py and records.ts declare."""
-    from test_records_contract import check_record
+    from _record_shapes import check_record
 
     check_record(paused_record())
     check_record(forked_record())
@@ -97,7 +97,7 @@ def test_the_samples_fit_the_record_contract():
 def test_a_live_view_ends_in_the_paused_state(tmp_path):
     """A real durable run that pauses at a gated call: the live view (which saw the gated call
     start) is replaced by the paused record, which lists the call as pending, not running."""
-    from test_display_views import Shown
+    from _shown import Shown
 
     from jupyter_sandbox import Store, orchestrate, tool
     from jupyter_sandbox.display import OrchestrateView

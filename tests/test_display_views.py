@@ -8,6 +8,7 @@ import time
 import pytest
 from _display_samples import bare, run_record, trace_record
 from _display_samples import call as call_record
+from _shown import Shown
 
 from jupyter_sandbox.display import RUN_MIME, TRACE_MIME, OrchestrateView, SandboxView
 from jupyter_sandbox.display._throttle import Throttle
@@ -65,18 +66,6 @@ def test_quiet_shows_only_the_codes_own_output(capsys, view_class):
     view.finish(trace_record())
     out, err = capsys.readouterr()
     assert (out, err) == ("just this\n", "")
-
-
-class Shown:
-    """Stands in for the cell: what the view displayed and updated, by display id."""
-
-    def __init__(self, view) -> None:
-        self.sent: list[tuple[str, dict]] = []
-        view._route.show = lambda data, display_id=None: self.sent.append(("show", data))
-        view._route.replace = lambda data, display_id: self.sent.append(("update", data))
-
-    def last(self, mime: str) -> dict:
-        return self.sent[-1][1][mime]
 
 
 def test_live_trace_is_the_record_growing_then_the_record():

@@ -15,8 +15,8 @@ import json
 from pathlib import Path
 
 import pytest
+from _durable_cells import CELL, GATED, made, paused_run
 from _kernels import Kernel, kernel
-from test_durable_magics import CELL, GATED, made, paused_run
 
 from jupyter_sandbox.records import TRACE_MIME
 

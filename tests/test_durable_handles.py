@@ -13,8 +13,8 @@ from typing import Any
 
 import pydantic_monty as pm
 import pytest
+from _durable_kernels import alive, counted, descendants, the_run, wait_for
 from _kernels import Kernel
-from test_durable_kernels import alive, counted, descendants, the_run, wait_for
 
 from jupyter_sandbox import Store, fork_run, orchestrate, resume_run
 from jupyter_sandbox.errors import OrchestrationError, StoreError

@@ -9,48 +9,11 @@ import re
 import time
 
 import pytest
+from _durable_cells import CELL, GATED, made, paused_run
 from _kernels import Kernel, kernel
 
 from jupyter_sandbox import Store
 from jupyter_sandbox.records import TRACE_MIME
-
-GATED = """
-from jupyter_sandbox import tool
-made = []
-
-@tool
-def count(n: int) -> int:
-    made.append(("count", n))
-    return n
-
-@tool(approve=True)
-def delete(path: str) -> str:
-    made.append(("delete", path))
-    return "deleted " + path
-"""
-
-CELL = """%%orchestrate
-n = count(2)
-try:
-    said = delete("/data/old")
-except PermissionError as e:
-    said = "refused: " + str(e)
-print(said)
-(n, said)"""
-
-
-def paused_run(ran) -> str:
-    """The run id of the paused record a cell showed."""
-    records = ran.records(TRACE_MIME)
-    assert records, ran.text
-    last = records[-1]
-    assert last["status"] == "paused", last
-    assert [call["tool"] for call in last["pending"]] == ["delete"]
-    return str(last["run_id"])
-
-
-def made(k: Kernel) -> str:
-    return k.ok("made").value or ""
 
 
 @pytest.fixture

@@ -5,59 +5,9 @@ from __future__ import annotations
 
 import json
 import struct
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
-import pytest
-from jupyter_client.kernelspec import KernelSpecManager
-from jupyter_client.manager import KernelManager
-
-
-@pytest.fixture(scope="module")
-def kernel_prefix(tmp_path_factory) -> Path:
-    prefix = tmp_path_factory.mktemp("prefix")
-    done = subprocess.run(
-        [sys.executable, "-m", "jupyter_sandbox", "install-kernel", "--prefix", str(prefix)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    assert "Python 3 (sandbox)" in done.stdout
-    return prefix
-
-
-@pytest.fixture(scope="module")
-def kernel(kernel_prefix) -> Iterator[tuple[KernelManager, object]]:
-    ksm = KernelSpecManager(kernel_dirs=[str(kernel_prefix / "share" / "jupyter" / "kernels")])
-    km = KernelManager(kernel_name="jupyter-sandbox", kernel_spec_manager=ksm)
-    km.start_kernel()
-    client = km.client()
-    client.start_channels()
-    client.wait_for_ready(timeout=60)
-    yield km, client
-    client.stop_channels()
-    km.shutdown_kernel(now=True)
-
-
-def execute(client, code: str, timeout: float = 60) -> tuple[dict, list[dict]]:
-    """Run code; return the reply content and the iopub messages of this request."""
-    msg_id = client.execute(code)
-    reply = client.get_shell_msg(timeout=timeout)
-    while reply["parent_header"].get("msg_id") != msg_id:
-        reply = client.get_shell_msg(timeout=timeout)
-    outputs = []
-    while True:
-        msg = client.get_iopub_msg(timeout=timeout)
-        if msg["parent_header"].get("msg_id") != msg_id:
-            continue
-        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
-            break
-        outputs.append(msg)
-    return reply["content"], outputs
+from _installed_kernel import execute
 
 
 def test_kernelspec_is_installed_with_its_display_name_and_logos(kernel_prefix):

@@ -22,6 +22,7 @@ import httpx2
 import mcp
 import pytest
 from _kernels import TOOLS, kernel
+from _paths import HELPERS
 from mcp.client.streamable_http import streamable_http_client
 
 SETUP = """
@@ -308,7 +309,7 @@ def test_in_a_real_kernel_both_ways(tmp_path):
     """A real Jupyter kernel: a cell takes an MCP server's tools (a real stdio server) and a
     ``%%orchestrate`` cell awaits them; ``%mcp_serve`` then serves the notebook, and the
     official client in this process runs code against both kinds of tool over HTTP."""
-    servers = Path(__file__).with_name("_mcp_servers.py")
+    servers = HELPERS / "_mcp_servers.py"
     with kernel(tmp_path / "store.sqlite") as nb:
         nb.ok(TOOLS)
         command = [sys.executable, str(servers), "demo"]

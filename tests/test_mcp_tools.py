@@ -23,13 +23,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _paths import HELPERS
 
 from jupyter_sandbox import _defaults, orchestrate, resume_run, tools_from_mcp
 from jupyter_sandbox.errors import SandboxConfigError, ToolError, TypeCheckError
 from jupyter_sandbox.orchestration import MCPTools, Store, Tool, build_stubs, registry
 
-SERVERS = str(Path(__file__).with_name("_mcp_servers.py"))
-FAMILY = str(Path(__file__).with_name("_mcp_family.py"))
+SERVERS = str(HELPERS / "_mcp_servers.py")
+FAMILY = str(HELPERS / "_mcp_family.py")
 
 
 def alive(pid: int) -> bool:

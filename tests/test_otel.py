@@ -27,32 +27,13 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
 from jupyter_sandbox import _otel
 from jupyter_sandbox.errors import LimitExceeded, ToolError
 from jupyter_sandbox.orchestration import Limits, orchestrate
-
-_EXPORTER = InMemorySpanExporter()
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    """Tracing on, into the in-memory exporter (the process's provider, set once)."""
-    if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
-        provider = TracerProvider()
-        provider.add_span_processor(SimpleSpanProcessor(_EXPORTER))
-        trace.set_tracer_provider(provider)
-    _EXPORTER.clear()
-    _otel.configure(True)
-    try:
-        yield _EXPORTER
-    finally:
-        _otel.configure(None)
-        assert not _otel.calls  # every call's span was ended and forgotten
 
 
 def _named(spans: InMemorySpanExporter, name: str) -> list[ReadableSpan]:

@@ -11,6 +11,7 @@ import json
 import os
 
 import pytest
+from _probes import CONFINEMENT_PROBE, NETWORK_PROBE, assert_confined, disk_fill, disk_filled
 
 from jupyter_sandbox import (
     Dir,
@@ -308,35 +309,6 @@ def test_fork_bomb_is_contained(isolation, limit_holds):
         sandbox.run()
 
 
-def disk_fill(*writable: str) -> str:
-    """Code that fills each of ``writable`` and then the read-only ``/home`` and ``/``,
-    printing the error each write ends with (a session's cells run it too)."""
-    targets = (*(f"{folder}/fill" for folder in writable), "/home/fill", "/fill")
-    return (
-        "import errno, os\n"
-        f"for target in {targets!r}:\n"
-        "    try:\n"
-        "        with open(target, 'wb') as f:\n"
-        "            while True:\n"
-        "                f.write(b'x' * 2**20)\n"
-        "                f.flush()\n"
-        "    except OSError as exc:\n"
-        "        print(target, errno.errorcode[exc.errno])\n"
-        "    if os.path.exists(target):\n"
-        "        os.remove(target)\n"
-    )
-
-
-def disk_filled(isolation: str, *writable: str) -> list[str]:
-    """What `disk_fill` prints when the tmpfs limit and the read-only root hold."""
-    read_only = "EROFS" if isolation == "container" else "EACCES"  # gVisor: permissions first
-    return [
-        *(f"{folder}/fill ENOSPC" for folder in writable),
-        f"/home/fill {read_only}",
-        f"/fill {read_only}",
-    ]
-
-
 def test_disk_fill_hits_the_tmpfs_limit_not_the_host(isolation):
     code = disk_fill("/tmp", "/var/outputs")
     run = create("diskfill", code=code, resources={"disk": "16m"}, timeout=60).execute({})
@@ -351,17 +323,6 @@ def test_stdout_flood_is_capped_and_stopped(isolation):
     assert len(info.value.record["stdout"]) <= 2**20
 
 
-NETWORK_PROBE = (
-    "import socket\n"
-    "try:\n"
-    "    socket.create_connection(('1.1.1.1', 53), timeout=3)\n"
-    "    result = 'connected'\n"
-    "except OSError as exc:\n"
-    "    result = type(exc).__name__\n"
-)
-"""Sets ``result``: ``connected``, or the error a connection out ended with."""
-
-
 def test_network_is_off_by_default(isolation):
     result = create("net", code=NETWORK_PROBE, outputs={"result": str}).run()
     assert result != "connected"
@@ -369,39 +330,10 @@ def test_network_is_off_by_default(isolation):
     assert interfaces.stdout.split() == ["lo"]
 
 
-CONFINEMENT_PROBE = (
-    "import os\n"
-    "status = dict(line.split(':\\t', 1) for line in open('/proc/self/status').read().splitlines() if ':\\t' in line)\n"  # noqa: E501
-    "uid = os.getuid()\n"
-    "caps = status['CapEff'].strip()\n"
-    "import ctypes\n"
-    "nnp = str(ctypes.CDLL(None).prctl(39, 0, 0, 0, 0))\n"  # PR_GET_NO_NEW_PRIVS
-    "files = ('/sys/fs/cgroup/pids/pids.max', '/sys/fs/cgroup/pids.max')\n"
-    "pids = next((open(f).read().strip() for f in files if os.path.exists(f)), '')\n"
-)
-"""Sets ``uid``, ``caps`` (effective, hex), ``nnp`` (no_new_privs) and ``pids`` (the limit)."""
-
-
 def test_confinement_defaults(isolation, limit_holds):
     outputs = {"uid": int, "caps": str, "nnp": str, "pids": str}
     uid, caps, nnp, pids = create("conf", code=CONFINEMENT_PROBE, outputs=outputs).run()
     assert_confined(uid, caps, nnp, pids, isolation, limit_holds)
-
-
-def assert_confined(uid: int, caps: str, nnp: str, pids: str, isolation: str, limit_holds) -> None:
-    """What `CONFINEMENT_PROBE` finds in any sandbox: no host account's uid, no capability,
-    no_new_privs, the pids limit where the engine shows it."""
-    if _client.engine_of(_client.client()).rootless:
-        # rootless Podman: uid 1000 of the user's namespace is one of its subordinate ids (no
-        # host account's); no pids limit on cgroup v1, the run went ahead as accepted
-        assert uid == 1000
-        assert pids == ("256" if limit_holds("pids") else "")
-    else:
-        assert _pool.UID_BASE <= uid < _pool.UID_BASE + _pool.UID_SPAN  # no host account's uid
-        # gVisor shows the code no cgroup files (the fork bomb test holds its limit all the same)
-        assert pids == ("256" if isolation == "container" else "")
-    assert int(caps, 16) == 0
-    assert nnp == "1"
 
 
 def test_host_environment_does_not_leak(monkeypatch, isolation):

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_sandbox_engine import (
+from _probes import (
     CONFINEMENT_PROBE,
     NETWORK_PROBE,
     assert_confined,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from _kernels import Kernel, kernel
-from test_records_contract import check_record
+from _record_shapes import check_record
 
 from jupyter_sandbox.records import RUN_MIME
 from jupyter_sandbox.sandbox._client import client

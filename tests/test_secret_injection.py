@@ -14,13 +14,12 @@ import json
 import os
 import secrets
 import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from test_allownet import CLIENT, Namespaces
+from _namespaces import CLIENT, TEST_CA, Namespaces, _certificates
 
 from jupyter_sandbox import SandboxConfigError, Secret, create, orchestrate, tool
 from jupyter_sandbox.sandbox import _egress, _inject
@@ -36,7 +35,6 @@ ALLOW = [
     "echo.test:8443",
     "refused-here.test:9",
 ]
-TEST_CA = "jsbx test CA"
 NAME = "JSBX_TEST_INJECTED_KEY"
 PREFIX = "jsbxsecret-"
 """Every test secret starts so: the sandbox looks for it there and compares digests, never
@@ -65,27 +63,6 @@ def hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]
         patch.undo()
         _egress.close_all()
         spaces.close()
-
-
-def _certificates(where: Path, names: tuple[str, ...] = ("secret.test", "echo.test")) -> Path:
-    """The test's CA and its certificate for the servers' ``names``; the CA's PEM file."""
-
-    def openssl(*args: str) -> None:
-        subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=where)
-
-    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
-    openssl("req", "-x509", "-new", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
-            "-subj", f"/CN={TEST_CA}", "-addext", "basicConstraints=critical,CA:TRUE",
-            "-addext", "keyUsage=critical,keyCertSign,cRLSign")  # fmt: skip
-    openssl("req", "-new", *ec, "-keyout", "server.key", "-out", "server.csr", "-subj",
-            f"/CN={names[0]}")  # fmt: skip
-    (where / "ext").write_text(
-        f"subjectAltName={','.join('DNS:' + n for n in names)}\nbasicConstraints=CA:FALSE\n"
-        "keyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n"
-    )
-    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-            "-CAcreateserial", "-out", "server.pem", "-days", "2", "-extfile", "ext")  # fmt: skip
-    return where / "ca.pem"
 
 
 @pytest.fixture(autouse=True)

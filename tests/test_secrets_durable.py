@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _durable_kernels import wait_for
 from _kernels import Kernel, Ran
-from test_durable_kernels import wait_for
 
 from jupyter_sandbox import create, orchestrate, tool
 from jupyter_sandbox._scrub import SECRET as SECRET_MARKER

@@ -1,9 +1,9 @@
 """MCP servers the tests run as real processes, written with the official ``mcp`` SDK.
 
-python tests/_mcp_servers.py demo            stdio
-python tests/_mcp_servers.py demo --http N   streamable HTTP on 127.0.0.1:N
-python tests/_mcp_servers.py liar            declares schemas its answers break
-python tests/_mcp_servers.py tools JSON ...  lists the tools JSON declares (a list of
+python tests/helpers/_mcp_servers.py demo            stdio
+python tests/helpers/_mcp_servers.py demo --http N   streamable HTTP on 127.0.0.1:N
+python tests/helpers/_mcp_servers.py liar            declares schemas its answers break
+python tests/helpers/_mcp_servers.py tools JSON ...  lists the tools JSON declares (a list of
                                              types.Tool fields), ignores further arguments
 """
 

@@ -1,8 +1,8 @@
 """An MCP server that starts a child of its own, as a server that runs a helper does.
 
-python tests/_mcp_family.py FILE         writes its pid and its child's to FILE, then serves
+python tests/helpers/_mcp_family.py FILE         writes its pid and its child's to FILE, then serves
                                          `_mcp_servers.py`'s demo over stdio
-python tests/_mcp_family.py FILE mute    the same, but never speaks MCP
+python tests/helpers/_mcp_family.py FILE mute    the same, but never speaks MCP
 
 Only the standard library before the pids are written: they are there within moments of the
 start, long before the MCP SDK would have been imported. The child inherits the server's

@@ -222,3 +222,107 @@ def shoot_themes(page: Page, target: Any, path: Path) -> None:
         page.wait_for_function("(t) => document.body.dataset.jpThemeName === t", arg=theme)
         page.wait_for_timeout(500)
         target.screenshot(path=path.with_name(f"{path.name}-{short}.png"))
+
+
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
+
+
+THEMES = (("JupyterLab Light", "light"), ("JupyterLab Dark", "dark"))
+
+
+def set_theme(page: Page, theme: str) -> None:
+    notebook_js(
+        page, "return app.commands.execute('apputils:change-theme', arg);", {"theme": theme}
+    )
+    page.wait_for_function(
+        "(t) => document.body.dataset.jpThemeName === t", arg=theme, timeout=30_000
+    )
+
+
+def run_cell(page: Page, index: int) -> None:
+    """Start running one cell; returns at once."""
+    notebook_js(
+        page,
+        "panel.content.activeCellIndex = arg; void app.commands.execute('notebook:run-cell');",
+        index,
+    )
+
+
+def wait_cell_done(page: Page, index: int) -> None:
+    page.wait_for_function(
+        "(i) => { const c = window.jupyterapp.shell.currentWidget.content.widgets[i];"
+        " return c.model.executionCount !== null && c.promptNode !== null"
+        " && c.promptNode.textContent.indexOf('*') < 0; }",  # not drawn yet (windowing): no node
+        arg=index,
+        timeout=300_000,
+    )
+
+
+CONTRAST_JS = """() => {
+    const rgb = c => c.match(/[\\d.]+/g).map(Number);
+    const background = n => {
+        for (; n; n = n.parentElement) {
+            const c = rgb(getComputedStyle(n).backgroundColor);
+            if (c.length < 4 || c[3] > 0) return c.slice(0, 3);
+        }
+        return [255, 255, 255];
+    };
+    const pick = ['.jsb td', 'tr.jsb-error td', '.jsb-error > summary', '.jsb-summary',
+        '.jsb-sort', '.jsb-build-current', '.jsb-muted', '.jsb-approval button',
+        '.jsb-approval input', '.jsb-approval label', '.jsb-answer', '.jsb-arg-text',
+        '.jsb-arg-name', '.jsb-cut', '.jsb-digest', '.jsb-signature', '.jsb-heading'].join(', ');
+    return Array.from(document.querySelectorAll(pick)).filter(n => n.offsetParent).map(n => {
+        const fg = rgb(getComputedStyle(n).color);
+        const bg = background(n);
+        const alpha = fg.length > 3 ? fg[3] : 1;  // a translucent colour drawn over its background
+        const shown = fg.slice(0, 3).map((c, i) => c * alpha + bg[i] * (1 - alpha));
+        return [n.className, n.closest('.jsb-error') !== null, shown, bg];
+    });
+}"""
+
+
+def wcag_ratio(fg: list[float], bg: list[float]) -> float:
+    """WCAG 2 contrast ratio of two sRGB colours (0-255 channels)."""
+
+    def luminance(rgb: list[float]) -> float:
+        linear = [
+            c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+            for c in (v / 255 for v in rgb)
+        ]
+        return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+    light, dark = sorted((luminance(fg), luminance(bg)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
+def assert_contrast(page: Page, *, errors: bool = True) -> list[str]:
+    """Text we colour (error rows and summaries, titles, headers, a paused run's buttons and
+    reason field) is >= 4.5:1 on what it is drawn over, measured from the rendered colours.
+    ``errors``: the page shows error text, which must be among what was measured. Returns the
+    classes measured."""
+    measured = page.evaluate(CONTRAST_JS)
+    assert not errors or any(error for _, error, _, _ in measured)
+    ratios = [(name, fg, bg, wcag_ratio(fg, bg)) for name, _, fg, bg in measured]
+    assert [item for item in ratios if item[3] < 4.5] == []
+    return [name for name, _, _, _ in measured]
+
+
+def run_cell_waiting(page: Page, index: int) -> None:
+    """Run cell ``index`` in place and wait for its reply (the prompt's new count)."""
+    before = notebook_js(page, "return panel.content.widgets[arg].model.executionCount;", index)
+    notebook_js(
+        page,
+        "panel.content.activeCellIndex = arg; void app.commands.execute('notebook:run-cell');",
+        index,
+    )
+    page.wait_for_function(
+        "([i, before]) => { const c = window.jupyterapp.shell.currentWidget.content.widgets[i];"
+        " return c.model.executionCount !== before"
+        " && c.promptNode.textContent.indexOf('*') < 0; }",
+        arg=[index, before],
+        timeout=120_000,
+    )
+
+
+def sources(page: Page) -> list[str]:
+    return notebook_js(page, "return panel.content.widgets.map(c => c.model.sharedModel.source);")
