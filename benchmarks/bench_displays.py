@@ -1,6 +1,6 @@
-"""Benchmark of what showing a cell's displays costs a run that displays nothing (issue 22
-item 11): a warm ``create().run()`` of ``print(42)`` by this checkout, against the same run by
-the commit before displays (the baseline), and a run that displays a small HTML table.
+"""Benchmark of what showing a cell's displays costs a run that displays nothing: a warm
+``create().run()`` of ``print(42)`` by this checkout, against the same run by the commit before
+displays (the baseline), and a run that displays a small HTML table.
 
     git archive 0cd0e39 jupyter_sandbox | tar -x -C /tmp/before    # the baseline's package
     .venv/bin/python benchmarks/bench_displays.py --before /tmp/before [--rounds N]

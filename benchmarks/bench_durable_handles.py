@@ -1,4 +1,4 @@
-"""What naming handles costs a durable run (issue 11 item 2): a loop of calls to a tool that
+"""What naming handles costs a durable run: a loop of calls to a tool that
 returns an object (a handle, named by its call in the store) or an int (nothing to name), run
 without a store, with one, and with one but the naming switched off (the same run before this
 change). Medians of interleaved rounds, in microseconds per call, with the machine's load.

@@ -1,5 +1,5 @@
 """Benchmark of what putting a ``%%sandbox`` cell's `File` output beside the notebook costs
-(issue 22 item 9): the same warm cell writing a file of SIZE MB, with linking off
+: the same warm cell writing a file of SIZE MB, with linking off
 (``%config SandboxMagics.link_limit = '0'``, the baseline: the cell as before) and on, taking
 turns each round in one real IPython shell; and the copy step alone on that file. Medians.
 

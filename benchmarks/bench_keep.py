@@ -1,4 +1,4 @@
-"""What bounding the kept values costs a tool call (issue 20, item 6), and what it saves.
+"""What bounding the kept values costs a tool call, and what it saves.
 
 Each call's arguments are counted (``--max-transfer``) and kept whole or as a summary
 (`_keep`): this is on the hot path of a loop of plain calls. Rows, per call, interleaved:

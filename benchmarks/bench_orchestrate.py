@@ -6,12 +6,13 @@ Prints tables; medians over repeated interleaved rounds, with the machine's load
         [--profile] [--beside]
 
 ``--durable`` prints only the durable table (store on vs off, sync and async tools); ``--hot``
-only the three tool-call rows issue 12 sets goals for (sync call, awaited async call, gather),
+only the three tool-call rows with goals (sync call, awaited async call, gather),
 each against its own baseline measured in the same rounds, in wall time and in the CPU time
 of this process (the host's side: it moves much less with the machine's load). ``--profile``
 adds where each row's time goes: the host's CPU, the worker processes' CPU, and the crossing
 (the rest of the wall time: the pipe both ways and waiting for a core). ``--beside`` prints
-only issue 24's oddity: the sync row alone, beside a second worker pool, and beside its loop.
+only the oddity of the sync row's neighbours: the sync row alone, beside a second worker pool,
+and beside its loop.
 
 Baselines: the bare ``feed_start``/``resume`` loop, the fastest way to drive Monty by hand;
 for an async call the same loop answering ``{"future": ...}`` and settling it with the
@@ -159,7 +160,7 @@ def cpython_gather(n: int) -> None:
 
 
 def hot_table(n: int, rounds: int, profile: bool = False) -> None:
-    """The rows issue 12 sets goals for, each with its baseline in the same interleaved rounds:
+    """The tool-call rows with goals, each with its baseline in the same interleaved rounds:
     a sync call through the API (<= 1.1x the bare loop), an awaited async call (<= 1.2x the
     bare future + settle loop), a gather of ``n`` tools sleeping `NAP` s (<= 1.15x CPython).
     The two async tables have floor rows: what bare Monty costs with the coroutines on an
@@ -231,7 +232,7 @@ def print_split(title: str, split: list[tuple[str, float, float, float]], per: i
 
 
 def beside_table(n: int, rounds: int) -> None:
-    """Issue 24's oddity (our sync call 55 us beside one benchmark, 87 us beside a bare Monty
+    """The neighbours' oddity (our sync call 55 us beside one benchmark, 87 us beside a bare Monty
     loop with a worker pool of its own): the sync row alone, beside a second
     ``pydantic_monty.Monty`` pool left idle, and with that pool's own loop interleaved; with
     what idle workers burn, and the full garbage collections the rounds triggered."""
@@ -248,7 +249,9 @@ def beside_table(n: int, rounds: int) -> None:
         ("bare loop, our pool", ours_pool),
     ]
     other = pm.Monty()
-    print(f"\nissue 24's oddity: sync call, {n} per cell, median of {rounds} interleaved rounds")
+    print(
+        f"\nthe neighbours' oddity: sync call, {n} per cell, median of {rounds} interleaved rounds"
+    )
     print(f"{'us per call':44} {'wall':>8} {'host':>8} {'worker':>8}")
     for condition in ("alone", "a second pool idle", "a second pool's loop interleaved"):
         if condition == "a second pool idle":
@@ -312,9 +315,9 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--durable", action="store_true", help="only the durable-run table")
-    parser.add_argument("--hot", action="store_true", help="only issue 12's tool-call rows")
+    parser.add_argument("--hot", action="store_true", help="only the tool-call rows with goals")
     parser.add_argument(
-        "--beside", action="store_true", help="only issue 24's oddity: the sync row beside a pool"
+        "--beside", action="store_true", help="only the sync row beside an idle pool and its loop"
     )
     parser.add_argument(
         "--profile",

@@ -1,4 +1,4 @@
-"""What the type check costs a cell (issue 12's last row): a cell run with ``--no-type-check``
+"""What the type check costs a cell: a cell run with ``--no-type-check``
 (the baseline), the same cell checked cold (the cache emptied before each run) and checked
 with a cached pass (the same cell and tools run before). Medians of interleaved rounds, with
 the machine's load; "check" is a row's median minus the baseline's.

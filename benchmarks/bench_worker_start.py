@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/bench_worker_start.py [--rounds 30]
 
 Compares the bare ``monty`` binary, every confinement level that works on this machine, and
-the launcher used before issue 8 (all workers ``nobody``, host PID namespace). A worker starts
+the first launcher's way (all workers ``nobody``, host PID namespace). A worker starts
 when the pool warms up and after every interrupt or crash (the pool replaces the killed one);
 a cell on a warm worker never starts one.
 """

@@ -50,7 +50,7 @@ exclude_patterns = [
 ]
 
 # The notebooks need Docker, real kernels and restarts: the test suite runs them
-# (tests/test_notebooks.py); the site shows them as written.
+# (tests/e2e/test_notebooks.py); the site shows them as written.
 nb_execution_mode = "off"
 myst_enable_extensions = ["colon_fence", "deflist"]
 myst_heading_anchors = 3

@@ -159,7 +159,7 @@ AnswerHow = Literal["approved", "rejected", "elsewhere"]
 
 
 class Answered(TypedDict):
-    """How a paused run was answered (issue 20 item 3), on the record of the run a magic
+    """How a paused run was answered, on the record of the run a magic
     continued and, once known, on the paused record above it, so no dead button is offered:
     ``approved`` / ``rejected`` (with ``reason``) in the notebook cell whose prompt number is
     ``cell`` (None: not known), or ``elsewhere``: the store says the run is no longer paused

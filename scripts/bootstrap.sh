@@ -29,9 +29,9 @@ command -v podman >/dev/null 2>&1 || missing+=(podman uidmap slirp4netns fuse-ov
 command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
 # the tests' podman fixture stops a service a killed run left (pkill/pgrep)
 command -v pkill >/dev/null 2>&1 || missing+=(procps)
-# tests/test_allownet.py puts its servers in network namespaces of their own (`ip netns`)
+# tests/sandbox/test_allowlist.py puts its servers in network namespaces of their own (`ip netns`)
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
-# tests/test_install.py gives a non-root user a venv of Debian's Python (root's may be private).
+# tests/e2e/test_install.py gives a non-root user a venv of Debian's Python (root's may be private).
 /usr/bin/python3 -c 'import ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
 if [ "$WANT_BROWSER" = 1 ] && ! command -v chromium >/dev/null 2>&1; then missing+=(chromium); fi
 if [ ${#missing[@]} -gt 0 ]; then

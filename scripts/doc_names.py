@@ -9,7 +9,7 @@ Run as a script it prints them and exits 1 when there are any; tests/test_docs.p
 What counts as a name of ours (anything else in backticks, a command line, a literal, a
 standard-library name, is not checked):
 - a path ending in .py/.ts/.tsx/.ipynb/.sh/.md/.svg/.toml: the end of one of the
-  repository's paths (`demo.sh`, `durable/_store.py`, `tests/test_store.py`);
+  repository's paths (`demo.sh`, `durable/_store.py`, `tests/orchestration/durable/test_store.py`);
 - a dotted name whose first part is one of our modules (``_plug``, ``orchestration``,
   ``jupyter_sandbox``), or one of our classes (``Driver.run``): each later part must be defined
   in what the part before it names (a module's top level, or a class's body and its ``self.x``

@@ -13,7 +13,7 @@ if git rev-parse --git-dir >/dev/null 2>&1 && ! git diff --quiet -- labextension
   echo "labextension/package-lock.json changed during the build: run npm install there and commit it" >&2
   exit 1
 fi
-# The sdist and wheel people install, built in clean environments; tests/test_install.py installs them.
+# The sdist and wheel people install, built in clean environments; tests/e2e/test_install.py installs them.
 bash scripts/package.sh
 export JUPYTER_SANDBOX_DIST="$ROOT/dist"
 .venv/bin/ruff check jupyter_sandbox tests benchmarks scripts docs/conf.py

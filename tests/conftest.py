@@ -328,7 +328,7 @@ def podman_engine() -> Iterator[PodmanService]:
 def on_podman(request, monkeypatch) -> Iterator[PodmanService]:
     """Point every sandbox of the test (and every kernel it starts) at the rootless Podman
     service, accepting exactly the limits that engine says it cannot enforce (on a cgroup v1
-    host: all of them; the refusal without it is tested in ``test_podman.py``)."""
+    host: all of them; the refusal without it is tested in ``tests/sandbox/test_podman.py``)."""
     import os
     import stat
 

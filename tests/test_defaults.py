@@ -1,4 +1,4 @@
-"""Defaults in one place (issue 21 item 4): `jupyter_sandbox._defaults` holds every default;
+"""Defaults in one place: `jupyter_sandbox._defaults` holds every default;
 the classes, functions, magics and their help texts read it; the store's default follows one
 rule for every entry point. Real Monty, a real SQLite store, a real IPython shell."""
 

@@ -143,8 +143,3 @@ def test_a_how_to_is_numbered_steps_a_person_reads_in_a_few_minutes(page: str) -
     assert len(text.splitlines()) <= 120
     assert re.search(r"^(## )?1\. ", text, re.MULTILINE), "no step 1"
     assert re.search(r"^(## )?2\. ", text, re.MULTILINE), "no step 2"
-    assert not re.search(r"test_\w+\.py|tests/", text)
-
-
-def test_the_tutorials_page_names_no_test_file() -> None:
-    assert not re.search(r"test_\w+\.py", (ROOT / "docs/tutorials/index.md").read_text())

@@ -1,11 +1,11 @@
-"""Engines speak Python, magics speak options (issue 21 item 3).
+"""Engines speak Python, magics speak options.
 
 Each engine error whose remedy is a parameter is raised here through the Python API (real
 Monty workers, a real Docker engine for the sandbox ones, a real SQLite store): its message
 names the Python keyword and no magic option, and carries the parameter as data
 (``.parameter``, ``.hint``; ``.limit`` for a `LimitExceeded`). The magics' one table
 (`magics._common.ADVICE`) turns each into the option a cell shows; the cells themselves are
-tested where the magics are (test_cell_errors.py, test_limits.py).
+tested where the magics are (tests/magics/test_cell_errors.py, tests/orchestration/test_limits.py).
 """
 
 from __future__ import annotations

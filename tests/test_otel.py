@@ -1,4 +1,4 @@
-"""OpenTelemetry traces (issue 23 item 2), with the real SDK and exporter.
+"""OpenTelemetry traces, with the real SDK and exporter.
 
 Structure is read from the SDK's in-memory exporter (this process's tracer provider, set once
 here); export is read by an OTLP/HTTP receiver the test runs on loopback, decoding the protobuf

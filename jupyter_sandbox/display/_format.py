@@ -34,7 +34,7 @@ bounds (`_bounds`) this keeps a saved cell under `SAVED_BUDGET_BYTES` however ma
 SAVED_BUDGET_BYTES = 256 * 1024
 """Bytes a saved ``%%orchestrate`` cell's display may take in the ``.ipynb`` (record, HTML
 and text as nbformat writes them), for any number of calls: the budget
-``tests/test_display_reading.py`` checks with a 10,000-call cell."""
+``tests/display/test_reading.py`` checks with a 10,000-call cell."""
 
 TRACEBACK_SHOWN = 1000
 """Characters of a call's host traceback the HTML fallback shows (its end; the record keeps

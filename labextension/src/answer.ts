@@ -6,7 +6,7 @@
  * not a silent execution: the continued run's trace and value land in the notebook, are saved
  * with it, and the cell says which magic answered the run.
  *
- * It also keeps earlier paused records honest (issue 20 item 3): when a cell has run, or the
+ * It also keeps earlier paused records honest: when a cell has run, or the
  * notebook opens, each paused record with no answer is matched with the first later output of
  * the same run that says how it was continued (`answer`, on the record of the run a magic
  * continued): the paused record gets `answered` (the cell's prompt number), its HTML and text

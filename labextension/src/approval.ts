@@ -1,5 +1,5 @@
 /**
- * A paused run (issue 11): the calls it waits on, its run id, and Approve / Reject buttons.
+ * A paused run: the calls it waits on, its run id, and Approve / Reject buttons.
  *
  * The renderer cannot reach a kernel (a MIME renderer draws saved outputs with none), so a
  * button asks for its magic to run: it dispatches a bubbling, cancelable `RUN_MAGIC` event;
@@ -9,7 +9,7 @@
  * notebook) the panel says which magic to run by hand. The answer is kept in the output's
  * metadata, so the buttons stay disabled after a re-render, a save and a reopen.
  *
- * What Approve makes is what the panel shows (issue 20): each argument whole (its repr, as
+ * What Approve makes is what the panel shows: each argument whole (its repr, as
  * the record carries it: long ones in a scrollable box with a "show all" toggle), what the
  * record could not carry said in numbers, the notebook variables a handle binds after a
  * restart, and the call's digest, which Approve sends (`--expect`): the kernel makes the

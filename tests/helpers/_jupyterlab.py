@@ -224,9 +224,6 @@ def shoot_themes(page: Page, target: Any, path: Path) -> None:
         target.screenshot(path=path.with_name(f"{path.name}-{short}.png"))
 
 
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
-
-
 THEMES = (("JupyterLab Light", "light"), ("JupyterLab Dark", "dark"))
 
 

@@ -120,8 +120,8 @@ def call_now(run: PausedRun, given: Mapping[str, Any]) -> CallNow:
 
 def run_status(store: Store, run_id: object) -> RunStatus | None:
     """Where stored run ``run_id`` stands now (None: not a run id, or not in this store): what
-    the JupyterLab extension asks to tell a paused record answered elsewhere (issue 20 item
-    3). Reads the run list only, nothing unsealed."""
+    the JupyterLab extension asks to tell a paused record answered elsewhere.
+    Reads the run list only, nothing unsealed."""
     if not is_run_id(run_id):
         return None
     return next((info.status for info in store.runs() if info.run_id == run_id), None)

@@ -4,7 +4,8 @@ restored run can bind it again.
 Monty keeps a host object in a snapshot only as a reference, the uuid of the
 `pydantic_monty.ClassInstance` that carried it in. After ``load_snapshot`` the object is gone,
 and the sandbox's reference to it reaches the host as a `pydantic_monty.MontyClassProxy` with
-that same ``id`` (measured on pydantic-monty 1.4.0; `tests/test_durable_handles.py` checks it).
+that same ``id`` (measured on pydantic-monty 1.4.0;
+`tests/orchestration/durable/test_handles.py` checks it).
 So a durable run records, for each handle it sends in, its uuid and where it came from (its
 *origin*), in the store with the call records:
 
