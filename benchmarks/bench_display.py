@@ -16,7 +16,7 @@ from collections.abc import Callable
 from _timing import measure, print_table
 
 from jupyter_sandbox import Limits, orchestrate, tool
-from jupyter_sandbox._events import ignore
+from jupyter_sandbox._shared._events import ignore
 from jupyter_sandbox.display import OrchestrateView
 from jupyter_sandbox.events import CallFinished, CallStarted, Event, ToolCall
 

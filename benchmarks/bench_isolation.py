@@ -43,7 +43,7 @@ from _timing import measure_prepared, print_table
 from bench_sandbox import cold
 
 from jupyter_sandbox import Sandbox, create, orchestrate, tool
-from jupyter_sandbox._events import ignore
+from jupyter_sandbox._shared._events import ignore
 from jupyter_sandbox.sandbox import DEFAULT_BASE_IMAGE, _client, _egress, _engine, _pool
 from jupyter_sandbox.sandbox._image import ensure_image
 from jupyter_sandbox.sandbox._isolation import RUNTIMES, Isolation

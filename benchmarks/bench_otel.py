@@ -48,7 +48,7 @@ if mode == "on":
 import jupyter_sandbox
 from jupyter_sandbox import orchestrate
 if mode != "before":
-    from jupyter_sandbox import _otel
+    from jupyter_sandbox._shared import _otel
     _otel.configure(mode == "on")
 assert jupyter_sandbox.__file__.startswith(sys.argv[3]), jupyter_sandbox.__file__
 

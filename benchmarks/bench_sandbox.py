@@ -35,7 +35,7 @@ from docker.errors import ImageNotFound
 from IPython.core.interactiveshell import InteractiveShell
 
 from jupyter_sandbox import create, orchestrate, tool
-from jupyter_sandbox._events import ignore
+from jupyter_sandbox._shared._events import ignore
 from jupyter_sandbox.sandbox import DEFAULT_BASE_IMAGE, ImageSpec
 from jupyter_sandbox.sandbox._client import client
 from jupyter_sandbox.sandbox._image import ensure_image

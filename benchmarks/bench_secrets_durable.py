@@ -16,7 +16,8 @@ from pathlib import Path
 
 from _timing import measure, print_table
 
-from jupyter_sandbox import Store, _scrub, orchestrate, tool
+from jupyter_sandbox import Store, orchestrate, tool
+from jupyter_sandbox._shared import _scrub
 from jupyter_sandbox.display._live import LIVE_CALLS, LiveTrace
 from jupyter_sandbox.events import CallFinished, CallStarted, ToolCall
 

@@ -185,7 +185,7 @@ def _data(name: str, obj: object) -> list[str]:
 
 
 def _show(obj: object) -> str:
-    text = repr(obj).replace("jupyter_sandbox._events.", "").replace("typing.", "")
+    text = repr(obj).replace("jupyter_sandbox._shared._events.", "").replace("typing.", "")
     return text.replace("jupyter_sandbox.codemode._result.", "")
 
 
@@ -277,12 +277,12 @@ def write_benchmarks() -> None:
 
 
 def write_defaults() -> None:
-    """The defaults page's table from `jupyter_sandbox._defaults`: each default's name, value
-    and docstring, in the module's order and sections, so the docs say what the code runs
-    with."""
+    """The defaults page's table from `jupyter_sandbox._shared._defaults`: each default's name,
+    value and docstring, in the module's order and sections, so the docs say what the code
+    runs with."""
     from sphinx.pycode import ModuleAnalyzer
 
-    from jupyter_sandbox import _defaults
+    from jupyter_sandbox._shared import _defaults
 
     analyzer = ModuleAnalyzer.for_module(_defaults.__name__)
     docs = analyzer.find_attr_docs()

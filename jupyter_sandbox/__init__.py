@@ -21,7 +21,7 @@ from importlib.metadata import version
 from typing import TYPE_CHECKING
 
 from . import errors, events
-from ._public import TOP_LEVEL, lazy, publish
+from ._shared._public import TOP_LEVEL, lazy, publish
 from .errors import (
     CodeModeError,
     ContainerError,

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 from urllib.parse import quote
 
-from ._errors import DockerUnavailable, SandboxConfigError, StoreError
+from ._shared._errors import DockerUnavailable, SandboxConfigError, StoreError
 
 State = Literal["ok", "warn", "fail", "skip"]
 

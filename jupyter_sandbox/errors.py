@@ -51,7 +51,7 @@ The classes are defined in a private module; this is their public home, and thei
 
 from __future__ import annotations
 
-from ._errors import (
+from ._shared._errors import (
     CodeModeError,
     ContainerError,
     DockerUnavailable,
@@ -78,7 +78,7 @@ from ._errors import (
     TypeCheckError,
     UnusableImage,
 )
-from ._public import publish
+from ._shared._public import publish
 
 __all__ = [
     "CodeModeError",

@@ -15,7 +15,7 @@ says so).
 
 from __future__ import annotations
 
-from ._events import (
+from ._shared._events import (
     AttemptFinished,
     AttemptStarted,
     BuildFinished,
@@ -34,7 +34,7 @@ from ._events import (
     Stream,
     ToolCall,
 )
-from ._public import publish
+from ._shared._public import publish
 
 __all__ = [
     "AttemptFinished",

@@ -3,8 +3,8 @@
 ``jupyter_sandbox.orchestration._store`` is private to ``jupyter_sandbox.orchestration``: its
 own modules may import it; every other package imports what it needs from
 ``jupyter_sandbox.orchestration``, the package's front door. A private module of the root
-(``jupyter_sandbox._errors``) is shared by all. ``lint-imports`` runs it (``[tool.importlinter]``
-in pyproject.toml, ``scripts/test.sh`` puts this folder on the path).
+(``jupyter_sandbox._shared._errors``) is shared by all. ``lint-imports`` runs it
+(``[tool.importlinter]`` in pyproject.toml, ``scripts/test.sh`` puts this folder on the path).
 """
 
 from __future__ import annotations

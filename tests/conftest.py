@@ -34,7 +34,7 @@ def forget_returned_secrets() -> Iterator[None]:
     kernel's life, `_scrub`); each test is such a life of its own, or one test's
     short secret (``"tool"``) masks that word in every later test's output."""
     yield
-    from jupyter_sandbox import _scrub
+    from jupyter_sandbox._shared import _scrub
 
     _scrub._returned.clear()
 

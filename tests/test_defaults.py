@@ -1,4 +1,4 @@
-"""Defaults in one place: `jupyter_sandbox._defaults` holds every default;
+"""Defaults in one place: `jupyter_sandbox._shared._defaults` holds every default;
 the classes, functions, magics and their help texts read it; the store's default follows one
 rule for every entry point. Real Monty, a real SQLite store, a real IPython shell."""
 
@@ -21,7 +21,7 @@ from jupyter_sandbox import (
     create,
     orchestrate,
 )
-from jupyter_sandbox import _defaults as default
+from jupyter_sandbox._shared import _defaults as default
 from jupyter_sandbox.magics._codemode import CodeModeMagics
 from jupyter_sandbox.magics._sandbox import SandboxMagics
 from jupyter_sandbox.orchestration import Keep, _sandbox_tool, default_store_path
@@ -157,7 +157,7 @@ def test_a_max_constant_is_the_default_of_the_parameter_it_names() -> None:
         f"{module}:{name}"
         for module, name, _ in _constants()
         if name.lstrip("_").startswith("MAX_")
-        and (module != "_defaults.py" or name.lower() not in parameters)
+        and (module != "_shared/_defaults.py" or name.lower() not in parameters)
     ]
     assert wrong == []
 

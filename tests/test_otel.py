@@ -31,7 +31,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from jupyter_sandbox import _otel
+from jupyter_sandbox._shared import _otel
 from jupyter_sandbox.errors import LimitExceeded, ToolError
 from jupyter_sandbox.orchestration import Limits, orchestrate
 
@@ -181,7 +181,7 @@ def test_off_makes_no_span_and_no_trace_id(spans):
 
 def test_the_environment_switches_tracing_and_importing_the_package_imports_no_otel():
     def active(**env: str) -> bool:
-        code = "from jupyter_sandbox import _otel; print(_otel.active())"
+        code = "from jupyter_sandbox._shared import _otel; print(_otel.active())"
         clean = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
         out = subprocess.run(
             [sys.executable, "-c", code], env={**clean, **env}, capture_output=True, text=True
@@ -288,7 +288,7 @@ def _received(server: http.server.HTTPServer, trace_id: str) -> dict[str, object
 def test_the_otlp_http_exporter_sends_the_run_to_a_receiver(receiver, tmp_path):
     script = textwrap.dedent(
         """
-        from jupyter_sandbox import _otel
+        from jupyter_sandbox._shared import _otel
         from jupyter_sandbox.orchestration import orchestrate
 
         def add(a: int, b: int) -> int:
@@ -331,7 +331,7 @@ def test_the_magic_switch_traces_a_cell_in_a_real_kernel(receiver, tmp_path: Pat
             and mime in m["content"].get("data", {})
         ]
         assert f"OpenTelemetry trace {trace_id}" in shown[-1]
-        k.ok("from jupyter_sandbox import _otel; _otel.flush()")
+        k.ok("from jupyter_sandbox._shared import _otel; _otel.flush()")
     got = _received(receiver, trace_id)
     assert got["execute_tool add"].parent_span_id == got["orchestrate"].span_id
 

@@ -176,7 +176,7 @@ def test_load_ext_loads_no_code_mode_display_cluster_or_store_until_a_cell_needs
     assert (tmp_path / "store.sqlite").exists()  # the cell's store: opened by the cell
 
 
-LOAD_EXT_MODULES = 99
+LOAD_EXT_MODULES = 100
 """Our modules ``%load_ext`` loads (benchmarks/bench_import.py), the orchestration engine's
 doors, spec and plan (`orchestration._doors`, `_spec`, `_plan`) among them, since every cell's
 run goes through them, the sandbox engine's plan and staging (`sandbox._plan`,
@@ -201,7 +201,7 @@ def test_the_lazy_table_names_each_engine_name_once_and_all_lists_it() -> None:
     and with the engines' own names."""
     import importlib
 
-    from jupyter_sandbox._public import TOP_LEVEL
+    from jupyter_sandbox._shared._public import TOP_LEVEL
 
     lazy = [name for names in TOP_LEVEL.values() for name in names]
     assert len(lazy) == len(set(lazy))

@@ -12,7 +12,7 @@ No IPython here (``%%codegen`` is a thin shell over `AutoCoderAgent`). The model
 
 from __future__ import annotations
 
-from .._public import publish_top_level
+from .._shared._public import publish_top_level
 from ._agent import AutoCoderAgent
 from ._prompt import SYSTEM_PROMPT, format_reply
 from ._types import (

@@ -21,7 +21,7 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar, cast
 
-from .._errors import (
+from .._shared._errors import (
     ContainerError,
     DockerUnavailable,
     ImageBuildError,
@@ -29,7 +29,7 @@ from .._errors import (
     SandboxConfigError,
     SandboxTimeout,
 )
-from .._events import EventCallback, IterationFinished, IterationStarted, ignore
+from .._shared._events import EventCallback, IterationFinished, IterationStarted, ignore
 from ..codemode import LLM, CodeModeAgent, Message
 from ..records import RunRecord
 from ..sandbox import File, Resources, create

@@ -14,7 +14,7 @@ import ast
 import sys
 from collections.abc import Iterable
 
-from .._errors import InvalidPackageError
+from .._shared._errors import InvalidPackageError
 from ..sandbox import ImageSpec
 
 DISTRIBUTIONS = {

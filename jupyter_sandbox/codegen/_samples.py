@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .._secrets import mask
+from .._shared._secrets import mask
 from ..sandbox import File
 
 LINE_CHARS = 400

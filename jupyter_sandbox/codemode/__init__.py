@@ -18,7 +18,7 @@ or, with the ``ai`` extra, by its pydantic-ai name or ``Model``:
 
 from __future__ import annotations
 
-from .._public import publish_top_level
+from .._shared._public import publish_top_level
 from ._agent import CodeModeAgent
 from ._capabilities import Capabilities, Verdict, capabilities
 from ._extract import extract_code

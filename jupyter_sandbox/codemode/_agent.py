@@ -11,9 +11,9 @@ import os
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Never
 
-from .._defaults import MAX_ATTEMPTS, store_or_default
-from .._errors import CodeModeError, Interrupted, OrchestrationError, SandboxConfigError
-from .._events import AttemptFinished, AttemptStarted, EventCallback, ToolCall, ignore
+from .._shared._defaults import MAX_ATTEMPTS, store_or_default
+from .._shared._errors import CodeModeError, Interrupted, OrchestrationError, SandboxConfigError
+from .._shared._events import AttemptFinished, AttemptStarted, EventCallback, ToolCall, ignore
 from ..orchestration import (
     Limits,
     Store,

@@ -24,8 +24,8 @@ from typing import Any
 
 import pydantic_monty
 
-from .._errors import OrchestrationError, TypeCheckError
-from .._preview import preview
+from .._shared._errors import OrchestrationError, TypeCheckError
+from .._shared._preview import preview
 from ..orchestration import Limits, orchestrate
 from ._probes import PROBES, Kind, Probe
 

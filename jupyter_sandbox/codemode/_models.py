@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
-from .._errors import SandboxConfigError
+from .._shared._errors import SandboxConfigError
 from ._result import Message
 
 if TYPE_CHECKING:

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .._errors import OrchestrationError
-from .._preview import preview
+from .._shared._errors import OrchestrationError
+from .._shared._preview import preview
 from ..orchestration import Tool, Tools, is_plain, resolve_tools, stubs
 from ._capabilities import Capabilities, Verdict, capabilities
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._errors import OrchestrationError
-from .._events import ToolCall
+from .._shared._errors import OrchestrationError
+from .._shared._events import ToolCall
 from ..orchestration import OrchestrationResult
 
 Message = dict[str, str]

@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from jupyter_sandbox._events import Event, IterationFinished, IterationStarted, Output
+from jupyter_sandbox._shared._events import Event, IterationFinished, IterationStarted, Output
 
 from ._route import CellRoute
 from ._views import SandboxView

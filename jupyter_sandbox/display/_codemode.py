@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from jupyter_sandbox._events import AttemptFinished, AttemptStarted, Event, Output
+from jupyter_sandbox._shared._events import AttemptFinished, AttemptStarted, Event, Output
 
 from ._route import CellRoute
 from ._views import OrchestrateView

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import cast
 
-from jupyter_sandbox._bounds import KEEP_EDGE, SUMMARY_MIN_CALLS, ToolStats
-from jupyter_sandbox._grammar import is_digest, is_run_id
-from jupyter_sandbox._text import ANSI
+from jupyter_sandbox._shared._bounds import KEEP_EDGE, SUMMARY_MIN_CALLS, ToolStats
+from jupyter_sandbox._shared._grammar import is_digest, is_run_id
+from jupyter_sandbox._shared._text import ANSI
 from jupyter_sandbox.records import (
     Answered,
     BuildRecord,

@@ -28,8 +28,8 @@ import time
 from collections import deque
 from typing import TypedDict
 
-from jupyter_sandbox._bounds import KEEP_EDGE, ToolStats
-from jupyter_sandbox._events import (
+from jupyter_sandbox._shared._bounds import KEEP_EDGE, ToolStats
+from jupyter_sandbox._shared._events import (
     BuildFinished,
     BuildLog,
     BuildStarted,
@@ -42,7 +42,7 @@ from jupyter_sandbox._events import (
     RunStarted,
     ToolCall,
 )
-from jupyter_sandbox._preview import preview
+from jupyter_sandbox._shared._preview import preview
 from jupyter_sandbox.records import (
     RECORD_VERSION,
     BuildRecord,
@@ -149,7 +149,7 @@ class LiveTrace:
         return {**record, "calls": calls, "printed": lines}  # type: ignore[typeddict-item]
 
     def record(self) -> TraceRecord:
-        from jupyter_sandbox._scrub import known, mask_record  # a run exists
+        from jupyter_sandbox._shared._scrub import known, mask_record  # a run exists
 
         with self._lock:
             calls = [_live_call(c) for c in self._recent]

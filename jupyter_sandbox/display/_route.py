@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from jupyter_sandbox._events import Stream
+from jupyter_sandbox._shared._events import Stream
 
 
 def _shell() -> Any:

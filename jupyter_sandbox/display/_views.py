@@ -26,8 +26,15 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from jupyter_sandbox._events import BuildFinished, BuildStarted, BuildStep, Event, Output, Stream
-from jupyter_sandbox._grammar import is_run_id
+from jupyter_sandbox._shared._events import (
+    BuildFinished,
+    BuildStarted,
+    BuildStep,
+    Event,
+    Output,
+    Stream,
+)
+from jupyter_sandbox._shared._grammar import is_run_id
 from jupyter_sandbox.records import Answered, BuildRecord, Record, TraceRecord
 
 from . import _format as fmt

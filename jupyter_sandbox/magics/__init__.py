@@ -11,7 +11,7 @@ from weakref import WeakKeyDictionary
 from IPython.core.magic import Magics
 from traitlets import TraitError
 
-from .._errors import SandboxError
+from .._shared._errors import SandboxError
 
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell

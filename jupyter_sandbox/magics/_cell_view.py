@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 
 from IPython.core.interactiveshell import InteractiveShell
 
-from .._errors import LimitExceeded, OrchestrationError
-from .._events import EventCallback
+from .._shared._errors import LimitExceeded, OrchestrationError
+from .._shared._events import EventCallback
 from ..orchestration import OrchestrationResult, Orchestrator, result_of
 from ._cells import naming_cells
 

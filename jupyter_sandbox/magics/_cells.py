@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from IPython.core.getipython import get_ipython
 
-from .._events import CallFinished, Event, EventCallback
+from .._shared._events import CallFinished, Event, EventCallback
 
 _FRAME = re.compile(r'^( *)File "([^"\n]+)", line (\d+)', re.MULTILINE)
 

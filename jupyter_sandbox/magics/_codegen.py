@@ -21,8 +21,8 @@ from IPython.core.magic import cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import Int, Unicode
 
-from .. import _defaults as default
-from .._errors import SandboxConfigError
+from .._shared import _defaults as default
+from .._shared._errors import SandboxConfigError
 
 if TYPE_CHECKING:
     from ..codegen import CodeGenEvalResult

@@ -17,7 +17,7 @@ from IPython.core.magic_arguments import argument
 from IPython.utils.process import arg_split  # type: ignore[attr-defined]
 from traitlets import TraitError, TraitType
 
-from .._errors import (
+from .._shared._errors import (
     CodeModeError,
     Interrupted,
     NonZeroExit,
@@ -25,7 +25,7 @@ from .._errors import (
     SandboxConfigError,
     SandboxError,
 )
-from .._grammar import encode_reject
+from .._shared._grammar import encode_reject
 from ..orchestration import MB, Tool, registry
 from ..sandbox import parse_size
 from . import CELL_MAGICS

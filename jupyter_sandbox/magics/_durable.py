@@ -34,8 +34,8 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import line_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments
 
-from .._errors import OrchestrationError, SandboxConfigError, StoreError
-from .._grammar import (
+from .._shared._errors import OrchestrationError, SandboxConfigError, StoreError
+from .._shared._grammar import (
     JSON_OPTION,
     check_run_id,
     is_digest,
@@ -44,8 +44,8 @@ from .._grammar import (
     shown,
     unquote,
 )
-from .._grammar import shown as refused_text
-from .._preview import preview
+from .._shared._grammar import shown as refused_text
+from .._shared._preview import preview
 from ..orchestration import answered, full_repr, mcp_outcomes
 from ._cell_view import notebook_scope, show_run
 from ._common import (

@@ -13,7 +13,7 @@ from IPython.core.magic import line_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments
 from jupyter_core.paths import jupyter_runtime_dir
 
-from .._errors import SandboxConfigError
+from .._shared._errors import SandboxConfigError
 from ..orchestration import (
     OrchestrationResult,
     Serving,

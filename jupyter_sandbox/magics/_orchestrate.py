@@ -15,12 +15,12 @@ from IPython.core.magic import cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import Bool, Float, Int, TraitError, Unicode, observe, validate
 
-from .. import _defaults as default
-from .. import _otel
-from .._errors import OrchestrationError, SandboxConfigError, StoreError
-from .._events import EventCallback
-from .._scrub import shown_value
-from .._text import unindented
+from .._shared import _defaults as default
+from .._shared import _otel
+from .._shared._errors import OrchestrationError, SandboxConfigError, StoreError
+from .._shared._events import EventCallback
+from .._shared._scrub import shown_value
+from .._shared._text import unindented
 from ..orchestration import (
     MB,
     Journals,

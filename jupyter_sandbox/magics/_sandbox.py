@@ -11,8 +11,8 @@ from IPython.core.magic import cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import Float, List, TraitError, Unicode, observe, validate
 
-from .. import _defaults as default
-from .._errors import ContainerError, NonZeroExit, SandboxConfigError
+from .._shared import _defaults as default
+from .._shared._errors import ContainerError, NonZeroExit, SandboxConfigError
 from ..orchestration import bind_inputs
 from ..records import RunRecord
 from ..sandbox import (

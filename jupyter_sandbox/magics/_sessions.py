@@ -12,7 +12,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from .._errors import SandboxConfigError, SessionCellError
+from .._shared._errors import SandboxConfigError, SessionCellError
 
 if TYPE_CHECKING:
     from ..sandbox import SandboxSession, SessionSpec

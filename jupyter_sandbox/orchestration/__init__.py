@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._public import lazy, publish_top_level
+from .._shared._public import lazy, publish_top_level
 
 # The front door for the other packages (not public API: not in __all__).
 from ._approval import full_repr as full_repr

@@ -53,10 +53,10 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .._errors import OrchestrationError
-from .._events import ToolCall
-from .._grammar import DIGEST_CHARS
-from .._scrub import masked
+from .._shared._errors import OrchestrationError
+from .._shared._events import ToolCall
+from .._shared._grammar import DIGEST_CHARS
+from .._shared._scrub import masked
 from ._failures import describe
 from ._hooks import Answer, Feature, Paused
 from ._values import DEPTH_CEILING

@@ -43,8 +43,8 @@ from dataclasses import dataclass
 
 from pydantic_monty._binary import find_monty_binary
 
-from .._accounts import account_lines
-from .._owner import temp_prefix
+from .._shared._accounts import account_lines
+from .._shared._owner import temp_prefix
 
 UID_BASE = 2_000_000_000
 """Root hosts run each worker as ``UID_BASE + pid``: far above the uids of ``/etc/passwd`` and the

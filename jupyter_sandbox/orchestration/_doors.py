@@ -14,8 +14,8 @@ import os
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Never
 
-from .._events import EventCallback, ToolCall
-from .._text import unindented
+from .._shared._events import EventCallback, ToolCall
+from .._shared._text import unindented
 from ._driver import Driver, parent_loop
 from ._keep import Keep
 from ._limits import Limits, seconds_from_ms

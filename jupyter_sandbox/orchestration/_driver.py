@@ -34,15 +34,15 @@ from typing import Any
 
 import pydantic_monty as pm
 
-from .._errors import (
+from .._shared._errors import (
     Interrupted,
     LimitExceeded,
     OrchestrationError,
     StoreError,
 )
-from .._events import CallFinished, CallStarted, EventCallback, Output, ToolCall, ignore
-from .._scrub import Scrub, scrubbing
-from .._text import unindented
+from .._shared._events import CallFinished, CallStarted, EventCallback, Output, ToolCall, ignore
+from .._shared._scrub import Scrub, scrubbing
+from .._shared._text import unindented
 from . import _typecheck
 from ._confine import kill_worker
 from ._failures import describe, for_sandbox, translate

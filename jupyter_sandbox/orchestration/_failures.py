@@ -12,14 +12,14 @@ import re
 
 import pydantic_monty as pm
 
-from .._errors import (
+from .._shared._errors import (
     Interrupted,
     LimitExceeded,
     OrchestrationError,
     ToolError,
     TypeCheckError,
 )
-from .._events import ToolCall
+from .._shared._events import ToolCall
 from ._limits import Limits
 from ._unawaited import Source, held_call
 

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from .._checks import bounded
+from .._shared._checks import bounded
 from ._driver import parent_loop
 from ._tool import Tool
 from ._workers import tool_loop

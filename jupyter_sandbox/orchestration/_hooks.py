@@ -37,7 +37,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .._events import ToolCall
+from .._shared._events import ToolCall
 
 if TYPE_CHECKING:
     import pydantic_monty as pm

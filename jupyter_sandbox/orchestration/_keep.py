@@ -30,8 +30,8 @@ import pickle
 from dataclasses import dataclass
 from typing import Any
 
-from .. import _defaults as default
-from .._checks import bounded
+from .._shared import _defaults as default
+from .._shared._checks import bounded
 from ._trace import Plain, Started
 from ._values import HandleMarker, data_size, is_plain
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .. import _defaults as default
-from .._checks import TIMEOUT_CEILING, bounded, check_timeout, machine_megabytes
+from .._shared import _defaults as default
+from .._shared._checks import TIMEOUT_CEILING, bounded, check_timeout, machine_megabytes
 
 CALLS_CEILING = 10**9
 """Tool calls a cell may be allowed: at ~40 us a call, hours of calls; Monty's own suspension
@@ -23,7 +23,7 @@ class Limits:
     """Limits of one run (a cell's, an ``orchestrate()`` call's). Exceeding one raises
     `LimitExceeded` naming it (``.limit``, ``.parameter``); the kernel survives.
 
-    ``Limits()`` holds the defaults (their values are in `jupyter_sandbox._defaults`, with
+    ``Limits()`` holds the defaults (their values are in `jupyter_sandbox._shared._defaults`, with
     every other default): ``orchestrate``, `CodeModeAgent` and the ``%%orchestrate`` options
     and ``%config`` settings all read theirs from here."""
 

@@ -46,8 +46,8 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from .. import _defaults as default
-from .._errors import SandboxConfigError
+from .._shared import _defaults as default
+from .._shared._errors import SandboxConfigError
 from . import _registry
 from ._json_schema import UNSET, Budget, annotation, signature, wrapped_result
 from ._stubs import SHADOWING

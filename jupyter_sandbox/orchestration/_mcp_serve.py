@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._errors import OrchestrationError, SandboxConfigError
-from .._scrub import mask_record
+from .._shared._errors import OrchestrationError, SandboxConfigError
+from .._shared._scrub import mask_record
 from ._result import OrchestrationResult, result_of
 from ._values import DEPTH_CEILING, as_seen, is_data_namedtuple, is_host_object
 

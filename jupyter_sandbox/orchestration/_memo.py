@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
-from .._events import ToolCall
+from .._shared._events import ToolCall
 from ..records import Record
 from ._hooks import Feature
 from ._keep import Keep, quick_size

@@ -43,12 +43,12 @@ from typing import Any, Protocol, overload
 
 import pydantic_monty as pm
 
-from .. import _defaults as default
-from .._checks import bounded
-from .._errors import OrchestrationError, SandboxConfigError, ToolError
-from .._events import Event, Output, ToolCall
-from .._preview import preview
-from .._text import unindented
+from .._shared import _defaults as default
+from .._shared._checks import bounded
+from .._shared._errors import OrchestrationError, SandboxConfigError, ToolError
+from .._shared._events import Event, Output, ToolCall
+from .._shared._preview import preview
+from .._shared._text import unindented
 from . import _typecheck
 from ._conforms import conforms
 from ._driver import _CHECKED_STUB, _SCRIPT, Driver, _running, check_apart, parent_loop

@@ -18,11 +18,11 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from .. import _otel
-from .._events import CallFinished, CallStarted, Event, EventCallback, ToolCall, ignore
-from .._preview import preview
-from .._scrub import Scrub, known
-from .._secrets import mask
+from .._shared import _otel
+from .._shared._events import CallFinished, CallStarted, Event, EventCallback, ToolCall, ignore
+from .._shared._preview import preview
+from .._shared._scrub import Scrub, known
+from .._shared._secrets import mask
 from ._result import OrchestrationResult
 from ._spec import Fork, RunSpec, TakeUp
 

@@ -27,7 +27,7 @@ import threading
 from collections.abc import Coroutine
 from typing import Any
 
-from .._events import ToolCall
+from .._shared._events import ToolCall
 
 CLEANUP_WAIT = 10.0
 """Seconds a stopping run waits for its cancelled async tool calls to wind down."""

@@ -15,7 +15,7 @@ import functools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .._events import Output, ignore
+from .._shared._events import Output, ignore
 from ._approval import Policy, govern, hand_down
 from ._driver import Driver
 from ._memo import Recorded

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from .._events import ToolCall
+from .._shared._events import ToolCall
 from ._approval import Gate, Policy, govern
 from ._hooks import Feature
 from ._memo import Journal, Journaling

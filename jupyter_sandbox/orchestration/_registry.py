@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, overload
 
-from .._errors import SandboxConfigError
-from .._instances import Default
+from .._shared._errors import SandboxConfigError
+from .._shared._instances import Default
 from ._sandbox_tool import SandboxTool, is_sandbox
 from ._tool import Approve, Tool
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .._events import ToolCall
-from .._scrub import note
+from .._shared._events import ToolCall
+from .._shared._scrub import note
 from ._hooks import Answer, Feature
 from ._memo import Recorded, ToolCache, same
 from ._sandbox_tool import secret_values

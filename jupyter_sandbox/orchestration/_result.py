@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .._bounds import ToolStats, kept_calls, stream_tail
-from .._errors import OrchestrationError
-from .._events import ToolCall
-from .._preview import preview
-from .._scrub import mask_record
+from .._shared._bounds import ToolStats, kept_calls, stream_tail
+from .._shared._errors import OrchestrationError
+from .._shared._events import ToolCall
+from .._shared._preview import preview
+from .._shared._scrub import mask_record
 from ..records import (
     RECORD_VERSION,
     Answered,

@@ -14,8 +14,8 @@ import queue
 import threading
 from collections.abc import Callable
 
-from .. import _otel
-from .._errors import Interrupted
+from .._shared import _otel
+from .._shared._errors import Interrupted
 from ._driver import Driver
 from ._result import OrchestrationResult
 from ._workers import SPARE_LEVELS, WORKERS

@@ -21,12 +21,12 @@ import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from .. import _defaults as default
-from .. import _otel
-from .._errors import ContainerError, SandboxConfigError
-from .._events import ToolCall
-from .._scrub import note
-from .._threads import in_thread
+from .._shared import _defaults as default
+from .._shared import _otel
+from .._shared._errors import ContainerError, SandboxConfigError
+from .._shared._events import ToolCall
+from .._shared._scrub import note
+from .._shared._threads import in_thread
 from ..records import RunRecord
 from ._tool import Approve, Tool
 

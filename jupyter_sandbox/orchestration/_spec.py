@@ -19,8 +19,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .._errors import SandboxConfigError
-from .._events import EventCallback, ToolCall
+from .._shared._errors import SandboxConfigError
+from .._shared._events import EventCallback, ToolCall
 from ._keep import Keep
 from ._limits import Limits
 from ._memo import Journal, ToolCache

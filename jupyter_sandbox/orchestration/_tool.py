@@ -12,9 +12,9 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from .. import _otel
-from .._errors import SandboxConfigError
-from .._events import ToolCall
+from .._shared import _otel
+from .._shared._errors import SandboxConfigError
+from .._shared._events import ToolCall
 
 Approve = bool | Callable[..., bool]
 """A tool's approval gate: True (every call waits for a person), False (none does), or a

@@ -17,7 +17,7 @@ from __future__ import annotations
 import bisect
 from typing import Any
 
-from .._events import ToolCall
+from .._shared._events import ToolCall
 
 Started = tuple[int, str, int, tuple[Any, ...], dict[str, Any], float]
 """A call as it starts: its ``call_id``, tool, byte offset in the code, arguments, and the

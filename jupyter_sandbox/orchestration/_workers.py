@@ -16,7 +16,7 @@ import threading
 
 import pydantic_monty
 
-from .._instances import Default
+from .._shared._instances import Default
 from ._confine import Confinement, choose, stop_inheritance
 
 WORKERS = max(2, os.cpu_count() or 2)

@@ -28,7 +28,7 @@ Layers, low to high:
 
 from __future__ import annotations
 
-from .._public import publish_top_level
+from .._shared._public import publish_top_level
 from ..records import RUN_MIME
 from ._allowlist import allow_list as allow_list
 from ._baseimage import DEFAULT_BASE_IMAGE, build_base_image

@@ -18,7 +18,7 @@ import socket
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .._errors import SandboxConfigError
+from .._shared._errors import SandboxConfigError
 
 DEFAULT_PORTS = (443, 80)
 ENTRIES_CEILING = 256

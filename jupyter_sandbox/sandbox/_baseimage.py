@@ -19,9 +19,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .._errors import ImageBuildError
-from .._events import BuildLog, BuildStep, Event
-from .._owner import temp_prefix
+from .._shared._errors import ImageBuildError
+from .._shared._events import BuildLog, BuildStep, Event
+from .._shared._owner import temp_prefix
 from ._build import build_image, image_exists
 from ._client import KIND, LABEL, client, engine_of
 from ._hostcfg import debian_mirror

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .._events import BuildFinished, BuildLog, BuildStarted, BuildStep, EventCallback
-from .._text import ANSI
+from .._shared._events import BuildFinished, BuildLog, BuildStarted, BuildStep, EventCallback
+from .._shared._text import ANSI
 from ..records import BuildRecord
 
 if TYPE_CHECKING:

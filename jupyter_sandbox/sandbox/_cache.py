@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .._secrets import holds_secret
+from .._shared._secrets import holds_secret
 from . import _codec
 from ._types import Dir, File
 

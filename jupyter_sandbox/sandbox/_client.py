@@ -15,8 +15,8 @@ import threading
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from .._errors import DockerUnavailable
-from .._owner import me, parse_token
+from .._shared._errors import DockerUnavailable
+from .._shared._owner import me, parse_token
 from ._engine import Engine, candidates, engine_choice, how_to_start, identify
 
 if TYPE_CHECKING:

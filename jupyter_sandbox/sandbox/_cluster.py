@@ -26,9 +26,9 @@ from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import _errors
-from .._errors import ContainerError, SandboxCancelled, SandboxConfigError
-from .._events import Event, EventCallback
+from .._shared import _errors
+from .._shared._errors import ContainerError, SandboxCancelled, SandboxConfigError
+from .._shared._events import Event, EventCallback
 from ._container import RawRun
 from ._image import build_error
 from ._io import extract_outputs

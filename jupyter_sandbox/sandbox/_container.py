@@ -46,10 +46,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._errors import ContainerError, SandboxCancelled, SandboxTimeout
-from .._events import EventCallback, Output, Stream
-from .._otel import annotate
-from .._secrets import StreamMasker
+from .._shared._errors import ContainerError, SandboxCancelled, SandboxTimeout
+from .._shared._events import EventCallback, Output, Stream
+from .._shared._otel import annotate
+from .._shared._secrets import StreamMasker
 from . import _pool, _warm
 from ._attach import Attached
 from ._death import SIGKILLED, death

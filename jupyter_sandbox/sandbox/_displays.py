@@ -25,8 +25,8 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from .. import _defaults as default
-from .._secrets import forms, mask
+from .._shared import _defaults as default
+from .._shared._secrets import forms, mask
 from . import _codec
 from ._display_shim import DISPLAYS
 

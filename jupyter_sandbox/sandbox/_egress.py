@@ -60,8 +60,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from .._errors import ContainerError, SandboxConfigError
-from .._events import EventCallback
+from .._shared._errors import ContainerError, SandboxConfigError
+from .._shared._events import EventCallback
 from ._allowlist import Destination, allow_list, describe, require_docker
 from ._client import KIND, LABEL, engine_of, orphaned, owner_labels
 from ._hostcfg import debian_mirror, index_settings

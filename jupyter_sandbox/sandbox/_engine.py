@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, cast, get_args
 
-from .._errors import IsolationUnavailable, SandboxConfigError
+from .._shared._errors import IsolationUnavailable, SandboxConfigError
 
 if TYPE_CHECKING:
     from docker import DockerClient

@@ -16,7 +16,7 @@ import re
 import stat
 from pathlib import Path
 
-from .._errors import SandboxConfigError
+from .._shared._errors import SandboxConfigError
 
 _CA_CANDIDATES = (
     "/etc/ssl/certs/ca-certificates.crt",

@@ -13,9 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .._errors import ImageBuildError, InvalidPackageError
-from .._events import BuildFinished, EventCallback
-from .._owner import temp_prefix
+from .._shared._errors import ImageBuildError, InvalidPackageError
+from .._shared._events import BuildFinished, EventCallback
+from .._shared._owner import temp_prefix
 from ._baseimage import DEFAULT_BASE_IMAGE
 from ._build import BuildInfo, build_image, local_id
 from ._client import KIND, LABEL

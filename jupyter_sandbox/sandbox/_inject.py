@@ -47,8 +47,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .._errors import ContainerError, SandboxConfigError
-from .._events import EventCallback
+from .._shared._errors import ContainerError, SandboxConfigError
+from .._shared._events import EventCallback
 from ._allowlist import Destination
 
 if TYPE_CHECKING:

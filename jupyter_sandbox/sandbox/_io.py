@@ -29,7 +29,7 @@ from collections.abc import Collection, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from .._errors import (
+from .._shared._errors import (
     ContainerError,
     InvalidOutput,
     MissingOutput,
@@ -37,8 +37,8 @@ from .._errors import (
     SandboxConfigError,
     SandboxTimeout,
 )
-from .._owner import temp_prefix
-from .._preview import preview as bounded_preview
+from .._shared._owner import temp_prefix
+from .._shared._preview import preview as bounded_preview
 from . import _codec, _displays
 from ._spec import Mode, parse_size
 from ._types import Dir, File

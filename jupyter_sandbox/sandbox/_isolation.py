@@ -35,7 +35,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, cast, get_args
 
-from .._errors import IsolationUnavailable, SandboxConfigError
+from .._shared._errors import IsolationUnavailable, SandboxConfigError
 
 if TYPE_CHECKING:
     from docker import DockerClient

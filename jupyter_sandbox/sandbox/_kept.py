@@ -21,8 +21,8 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import _defaults as default
-from .._errors import SandboxConfigError
+from .._shared import _defaults as default
+from .._shared._errors import SandboxConfigError
 from . import _pool, _warm
 from ._client import KIND, LABEL
 

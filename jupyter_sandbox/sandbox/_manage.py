@@ -9,7 +9,7 @@ import subprocess
 import tempfile
 from typing import Any
 
-from .._owner import folder_owner
+from .._shared._owner import folder_owner
 from . import _egress
 from ._client import KIND, LABEL, client, orphaned
 from ._pool import settle

@@ -24,9 +24,9 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from .._errors import ContainerError, SandboxCancelled
-from .._events import BuildFinished, BuildLog, BuildStarted, BuildStep, Event, Output
-from .._owner import temp_prefix
+from .._shared._errors import ContainerError, SandboxCancelled
+from .._shared._events import BuildFinished, BuildLog, BuildStarted, BuildStep, Event, Output
+from .._shared._owner import temp_prefix
 from ._build import BuildInfo
 from ._client import client, engine_error_message, is_engine_error
 from ._container import RawRun, run_container

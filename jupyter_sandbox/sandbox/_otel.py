@@ -16,8 +16,8 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from .. import _otel
-from .._events import (
+from .._shared import _otel
+from .._shared._events import (
     BuildFinished,
     BuildStarted,
     Event,
@@ -25,7 +25,7 @@ from .._events import (
     RunFinished,
     RunStarted,
 )
-from .._secrets import mask
+from .._shared._secrets import mask
 from ._record import SandboxRun
 
 if TYPE_CHECKING:

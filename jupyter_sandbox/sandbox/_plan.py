@@ -26,9 +26,9 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .._errors import SandboxConfigError
-from .._events import EventCallback, Output, RunFinished, RunStarted
-from .._secrets import hide_values
+from .._shared._errors import SandboxConfigError
+from .._shared._events import EventCallback, Output, RunFinished, RunStarted
+from .._shared._secrets import hide_values
 from . import _cache, _pool
 from ._allowlist import Destination, describe, require_docker
 from ._client import client, engine_of

@@ -66,11 +66,11 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import _defaults as default
-from .._accounts import account_lines
-from .._errors import ContainerError
-from .._instances import Default
-from .._owner import temp_prefix
+from .._shared import _defaults as default
+from .._shared._accounts import account_lines
+from .._shared._errors import ContainerError
+from .._shared._instances import Default
+from .._shared._owner import temp_prefix
 from . import _warm, _watchdog
 from ._attach import Attached
 from ._baseimage import SANDBOX_UID

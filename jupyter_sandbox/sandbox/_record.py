@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from .._bounds import stream_tail
-from .._secrets import HIDDEN, holds_secret
+from .._shared._bounds import stream_tail
+from .._shared._secrets import HIDDEN, holds_secret
 from ..records import RECORD_VERSION, RunRecord, TypedValue
 from ._build import BuildInfo
 from ._io import preview

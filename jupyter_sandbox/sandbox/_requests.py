@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from .._secrets import MASK, mask
+from .._shared._secrets import MASK, mask
 from ..records import RequestLogRecord, RequestRow
 from ._allowlist import Destination
 

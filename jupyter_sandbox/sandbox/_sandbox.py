@@ -21,9 +21,9 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_args
 
-from .. import _defaults as default
-from .._checks import bounded, check_timeout
-from .._errors import (
+from .._shared import _defaults as default
+from .._shared._checks import bounded, check_timeout
+from .._shared._errors import (
     ContainerError,
     DockerUnavailable,
     NonZeroExit,
@@ -34,10 +34,10 @@ from .._errors import (
     SandboxTimeout,
     UnusableImage,
 )
-from .._events import EventCallback, RunFinished, RunStarted, ignore
-from .._secrets import hide_values, mask_error
-from .._text import unindented
-from .._threads import in_thread
+from .._shared._events import EventCallback, RunFinished, RunStarted, ignore
+from .._shared._secrets import hide_values, mask_error
+from .._shared._text import unindented
+from .._shared._threads import in_thread
 from . import _displays, _pool
 from ._allowlist import Destination, allow_list
 from ._client import client, engine_error_message, is_engine_error

@@ -41,15 +41,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import _defaults as default
-from .._errors import (
+from .._shared import _defaults as default
+from .._shared._errors import (
     ContainerError,
     OutputLimitExceeded,
     SandboxConfigError,
     SessionCellError,
     SessionLost,
 )
-from .._secrets import StreamMasker, mask
+from .._shared._secrets import StreamMasker, mask
 from . import _kept, _pool, _warm
 from ._allowlist import Destination, allow_list
 from ._attach import Attached

@@ -17,9 +17,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Literal
 
-from .. import _defaults as default
-from .._checks import bounded, machine_cpus, machine_megabytes
-from .._errors import InvalidPackageError, SandboxConfigError
+from .._shared import _defaults as default
+from .._shared._checks import bounded, machine_cpus, machine_megabytes
+from .._shared._errors import InvalidPackageError, SandboxConfigError
 from ._types import type_tag
 
 Mode = Literal["auto", "verbatim", "command"]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._errors import SandboxConfigError
+from .._shared._errors import SandboxConfigError
 from ._io import check_input, stage_inputs, stage_program
 from ._spec import Mode
 from ._types import infer_tag

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._errors import SandboxConfigError
+from .._shared._errors import SandboxConfigError
 from ._codec import TAGS, infer
 
 

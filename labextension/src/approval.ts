@@ -39,7 +39,7 @@ export interface IAnswerStore {
   save(answer: IAnswer): void;
 }
 
-/** A run id exactly as the store issues them (`RUN_ID` in jupyter_sandbox/_grammar.py:
+/** A run id exactly as the store issues them (`RUN_ID` in jupyter_sandbox/_shared/_grammar.py:
  * 12 lowercase hex digits). A saved notebook is untrusted: a record whose run id is anything
  * else is drawn as text, and nothing of it ever goes into a cell. */
 export const RUN_ID = /^[0-9a-f]{12}$/;
@@ -56,7 +56,7 @@ function checked(runId: string): string {
   return runId;
 }
 
-/** A digest's exact grammar (`DIGEST` in jupyter_sandbox/_grammar.py: 16 lowercase hex
+/** A digest's exact grammar (`DIGEST` in jupyter_sandbox/_shared/_grammar.py: 16 lowercase hex
  * digits). A record's digest that is anything else goes into no magic. */
 export const DIGEST = /^[0-9a-f]{16}$/;
 

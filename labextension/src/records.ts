@@ -55,7 +55,7 @@ export interface IBinding {
   type: string;
 }
 
-/** One tool's calls over the whole run (jupyter_sandbox/_bounds.py `ToolStats`). */
+/** One tool's calls over the whole run (jupyter_sandbox/_shared/_bounds.py `ToolStats`). */
 export interface IToolRow {
   tool: string;
   calls: number;

@@ -20,7 +20,7 @@ from _paths import SCREENSHOTS
 from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 
-from jupyter_sandbox._bounds import KEEP_EDGE, STREAM_TAIL
+from jupyter_sandbox._shared._bounds import KEEP_EDGE, STREAM_TAIL
 from jupyter_sandbox.display import RUN_MIME, TRACE_MIME
 
 LOAD = "%load_ext jupyter_sandbox"
@@ -302,7 +302,7 @@ def long_trace(n_calls: int) -> dict[str, Any]:
 
 def test_the_live_record_summarises_every_finished_call():
     """The live view shows the latest calls only; its per-tool summary counts all of them."""
-    from jupyter_sandbox._events import CallFinished, CallStarted, ToolCall
+    from jupyter_sandbox._shared._events import CallFinished, CallStarted, ToolCall
     from jupyter_sandbox.display import _html, _text
     from jupyter_sandbox.display._live import LIVE_CALLS, LiveTrace
 

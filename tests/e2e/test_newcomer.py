@@ -71,7 +71,7 @@ def test_every_durable_line_magic_takes_help(
 @pytest.mark.usefixtures("no_leaked_containers")
 def test_a_failed_sandbox_tool_shows_none_of_our_frames() -> None:
     """The trace row of a sandbox tool whose container exited 3 (notebook 03) held a host
-    traceback through `_threads.py` and `sandbox/_sandbox.py`: our code, not the user's."""
+    traceback through `_shared/_threads.py` and `sandbox/_sandbox.py`: our code, not the user's."""
     from jupyter_sandbox import create, orchestrate, tool
 
     flaky = create("flaky", code="raise SystemExit(3)", outputs={"done": bool})

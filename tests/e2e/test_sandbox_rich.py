@@ -270,7 +270,8 @@ def test_jupyterlab_shows_them_live(notebook, tmp_home: Path, browser) -> None:
 
 
 def test_a_run_shows_at_most_so_many_displays(docker_engine: Any) -> None:
-    from jupyter_sandbox import _defaults, create
+    from jupyter_sandbox import create
+    from jupyter_sandbox._shared import _defaults
 
     cap = _defaults.DISPLAYS_CEILING
     run = create("many", code=f"for i in range({cap + 50}):\n    display(i)").execute({})

@@ -11,7 +11,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from jupyter_sandbox import _otel
+from jupyter_sandbox._shared import _otel
 
 _EXPORTER = InMemorySpanExporter()
 

@@ -28,8 +28,8 @@ from jupyter_sandbox import (
     UnusableImage,
     create,
 )
-from jupyter_sandbox._checks import machine_cpus
-from jupyter_sandbox._text import printable
+from jupyter_sandbox._shared._checks import machine_cpus
+from jupyter_sandbox._shared._text import printable
 from jupyter_sandbox.magics._common import in_options
 from jupyter_sandbox.orchestration import Limits, orchestrate
 from jupyter_sandbox.sandbox import _client, default_base_image

@@ -27,7 +27,7 @@ from jupyter_client import BlockingKernelClient
 from jupyter_client.manager import start_new_kernel
 
 from jupyter_sandbox import ScriptedLLM, create, orchestrate
-from jupyter_sandbox._preview import ELLIPSIS, preview
+from jupyter_sandbox._shared._preview import ELLIPSIS, preview
 from jupyter_sandbox.display import RUN_MIME, TRACE_MIME, _html
 from jupyter_sandbox.sandbox import _pool, _watchdog
 from jupyter_sandbox.sandbox._client import owner_labels

@@ -25,7 +25,8 @@ from typing import Any
 import pytest
 from _paths import HELPERS
 
-from jupyter_sandbox import _defaults, orchestrate, resume_run, tools_from_mcp
+from jupyter_sandbox import orchestrate, resume_run, tools_from_mcp
+from jupyter_sandbox._shared import _defaults
 from jupyter_sandbox.errors import SandboxConfigError, ToolError, TypeCheckError
 from jupyter_sandbox.orchestration import MCPTools, Store, Tool, build_stubs, registry
 

@@ -28,7 +28,7 @@ from jupyter_sandbox import (
     UnusableImage,
     create,
 )
-from jupyter_sandbox._events import Output, ignore
+from jupyter_sandbox._shared._events import Output, ignore
 from jupyter_sandbox.sandbox import _container, _pool
 from jupyter_sandbox.sandbox._client import KIND, OWNER_PID
 from jupyter_sandbox.sandbox._image import default_base_image

@@ -19,7 +19,7 @@ import pytest
 from _display_samples import RUNS_CODE, SCRIPT_LINKS, attribute_values, loading_markup
 from _paths import ROOT
 
-from jupyter_sandbox import _defaults
+from jupyter_sandbox._shared import _defaults
 from jupyter_sandbox.display import display_bundle
 from jupyter_sandbox.records import DISPLAY_MIME
 from jupyter_sandbox.sandbox import _displays

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from jupyter_sandbox import InvalidOutput, create, orchestrate, tool
-from jupyter_sandbox._events import Output
-from jupyter_sandbox._threads import in_thread
+from jupyter_sandbox._shared._events import Output
+from jupyter_sandbox._shared._threads import in_thread
 from jupyter_sandbox.sandbox import _pool
 from jupyter_sandbox.sandbox._client import KIND, OWNER_PID
 
@@ -183,7 +183,7 @@ class _Gate:
         return await in_thread(self.execute, inputs, cancel=threading.Event())
 
 
-def test_a_fan_out_runs_as_many_containers_at_once_as_its_concurrency():
+def test_a_fan_out_runs_as_many_containers_at_once_as_its_concurrency(tool_registry):
     fan = 8
     gate = _Gate(_double(), fan)
     double = tool(gate, name="gated", concurrency=fan)

@@ -23,7 +23,7 @@ import docker.errors
 import pytest
 from _processes import stat_fields, watchdog_of
 
-from jupyter_sandbox._owner import Owner, me, temp_prefix
+from jupyter_sandbox._shared._owner import Owner, me, temp_prefix
 from jupyter_sandbox.sandbox import _client, reap_orphans
 from jupyter_sandbox.sandbox._manage import reap_folders
 

@@ -36,8 +36,8 @@ from jupyter_sandbox import (
     orchestrate,
     tool,
 )
-from jupyter_sandbox._preview import preview
-from jupyter_sandbox._secrets import HIDDEN, StreamMasker, forms, holds_secret
+from jupyter_sandbox._shared._preview import preview
+from jupyter_sandbox._shared._secrets import HIDDEN, StreamMasker, forms, holds_secret
 from jupyter_sandbox.display import bundle
 from jupyter_sandbox.events import Output, RunFinished
 from jupyter_sandbox.sandbox import _cache, _client, _pool

@@ -20,7 +20,7 @@ The rest of ``orchestration`` imports these names from here, the package's front
 
 from __future__ import annotations
 
-from ..._public import publish_top_level
+from ..._shared._public import publish_top_level
 from ._durable import CHECKPOINT_EVERY as CHECKPOINT_EVERY
 from ._durable import INPUTS as INPUTS
 from ._durable import Durable as Durable

@@ -61,10 +61,10 @@ from typing import TYPE_CHECKING, Any
 
 import pydantic_monty as pm
 
-from ..._errors import StoreError
-from ..._events import ToolCall
-from ..._instances import Default
-from ..._scrub import SECRET, Scrub, holds, in_dump, known, masked, note
+from ..._shared._errors import StoreError
+from ..._shared._events import ToolCall
+from ..._shared._instances import Default
+from ..._shared._scrub import SECRET, Scrub, holds, in_dump, known, masked, note
 from ...records import Binding
 from .._approval import handles
 from .._hooks import Answer, Feature

@@ -9,7 +9,7 @@ import os
 import stat
 from pathlib import Path
 
-from ..._errors import StoreError
+from ..._shared._errors import StoreError
 
 
 def make_file(path: Path, *, held: bool) -> None:

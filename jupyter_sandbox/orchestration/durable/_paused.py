@@ -16,9 +16,9 @@ from typing import Any
 
 import pydantic_monty as pm
 
-from ..._errors import StoreError
-from ..._grammar import is_run_id
-from ..._scrub import known
+from ..._shared._errors import StoreError
+from ..._shared._grammar import is_run_id
+from ..._shared._scrub import known
 from .._approval import APPROVAL_CHARS, digest, handles
 from .._mcp_serve import MCP_CELL
 from .._workers import pool

@@ -8,7 +8,7 @@ import pickle
 import re
 from typing import Any
 
-from ..._errors import StoreError
+from ..._shared._errors import StoreError
 from .._values import HandleMarker
 from ._files import reason
 

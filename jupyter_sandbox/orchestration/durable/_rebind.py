@@ -37,7 +37,7 @@ from typing import Any
 
 import pydantic_monty as pm
 
-from ..._errors import OrchestrationError, SandboxError, StoreError
+from ..._shared._errors import OrchestrationError, SandboxError, StoreError
 from .._values import DEPTH_CEILING, HandleMarker
 
 Origin = dict[str, Any]

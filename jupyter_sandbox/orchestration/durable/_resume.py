@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..._errors import SandboxConfigError, StoreError
+from ..._shared._errors import SandboxConfigError, StoreError
 from .._driver import Driver
 from .._limits import Limits
 from .._memo import Recorded

@@ -14,7 +14,7 @@ import contextlib
 import sqlite3
 from pathlib import Path
 
-from ..._errors import StoreError
+from ..._shared._errors import StoreError
 
 SCHEMA_VERSION = 5
 

@@ -11,7 +11,7 @@ import secrets
 import tempfile
 from pathlib import Path
 
-from ..._errors import StoreError
+from ..._shared._errors import StoreError
 from ._files import check_file, check_private_file, reason
 
 KEY_BYTES = 32

@@ -59,9 +59,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import pydantic_monty as pm
 
-from ..._errors import OrchestrationError
-from ..._events import ToolCall
-from ..._scrub import in_dump, known
+from ..._shared._errors import OrchestrationError
+from ..._shared._events import ToolCall
+from ..._shared._scrub import in_dump, known
 from .._hooks import Feature
 from .._limits import Limits
 from .._registry import Tool

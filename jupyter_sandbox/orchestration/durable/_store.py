@@ -70,10 +70,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from ..._defaults import default_store_path as default_store_path
-from ..._errors import SandboxConfigError, StoreError
-from ..._grammar import new_run_id
-from ..._owner import Owner, me, parse_token
+from ..._shared._defaults import default_store_path as default_store_path
+from ..._shared._errors import SandboxConfigError, StoreError
+from ..._shared._grammar import new_run_id
+from ..._shared._owner import Owner, me, parse_token
 from .._keep import Keep
 from .._values import HandleMarker as HandleMarker
 from ._caps import ENDED, WAL_KEPT_BYTES, evict, prune

@@ -23,8 +23,8 @@ from _durable_kernels import wait_for
 from _kernels import Kernel, Ran
 
 from jupyter_sandbox import create, orchestrate, tool
-from jupyter_sandbox._scrub import SECRET as SECRET_MARKER
-from jupyter_sandbox._secrets import HIDDEN, forms
+from jupyter_sandbox._shared._scrub import SECRET as SECRET_MARKER
+from jupyter_sandbox._shared._secrets import HIDDEN, forms
 from jupyter_sandbox.orchestration.durable._store import Store, StoredRun
 
 SECRET = "r2-tök-✓-Qv93ZkLm-s3cr3t"

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..records import CallRecord, Record, RunRecord, TraceRecord, TypedValue
 from ._preview import preview
-from .records import CallRecord, Record, RunRecord, TraceRecord, TypedValue
 
 Stream = Literal["stdout", "stderr"]
 """Which stream an `Output` came from."""

@@ -52,9 +52,9 @@ def publish(module: str, namespace: Mapping[str, object], names: Iterable[str]) 
     """Set ``__module__`` to ``module`` on each class in ``names`` still defined privately.
 
     A traceback, ``repr`` or ``help()`` then reads ``jupyter_sandbox.errors.ToolError``, which
-    is what users import and catch, not ``jupyter_sandbox._errors.ToolError`` (httpx does the
-    same). A class a more specific public module already claimed keeps that home. Pickle still
-    works: ``module`` exports each name.
+    is what users import and catch, not ``jupyter_sandbox._shared._errors.ToolError`` (httpx
+    does the same). A class a more specific public module already claimed keeps that home.
+    Pickle still works: ``module`` exports each name.
     """
     for name in names:
         obj = namespace[name]

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from ..records import RunRecord, TraceRecord
 from ._events import ToolCall
 from ._text import printable
-from .records import RunRecord, TraceRecord
 
 
 class ResultLike(Protocol):

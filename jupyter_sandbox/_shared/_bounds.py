@@ -19,7 +19,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from .records import ToolRow
+from ..records import ToolRow
 
 STREAM_TAIL = 2000
 """Characters of each stream a record keeps (the end, where a failure's last words are)."""
